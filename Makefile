@@ -1,0 +1,38 @@
+# tock: make run (the main job), make test (what CI runs), make bench (the tables).
+SHELL := /bin/bash
+GO ?= go
+GOFLAGS_TEST ?= -race -count=1
+BENCH_COUNT ?= 10
+
+.PHONY: run test lint fuzz bench bench-tables profiles clean
+
+## run: the in-process core demo: a million timers due within a second, every one counted.
+run:
+	$(GO) run ./core/cmd/tockdemo -timers 1000000 -window 1s
+
+## test: formatting, vet, the race-enabled unit and integration tests, and a one-pass smoke
+## run of every benchmark so that the benchmark code cannot rot.
+test: lint
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: each fuzz target for a bounded time (FUZZTIME per target).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./core/quadheap -run '^$$' -fuzz FuzzOps -fuzztime $(FUZZTIME)
+
+## bench: every comparison, BENCH_COUNT times, into bench/results/, then the tables.
+bench:
+	$(MAKE) -C bench all COUNT=$(BENCH_COUNT)
+
+## profiles: the CPU and allocation profiles behind the tuning, into profiles/.
+profiles:
+	$(MAKE) -C bench profiles
+
+clean:
+	rm -rf bench/results/tmp

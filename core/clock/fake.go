@@ -1,0 +1,125 @@
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Fake is a Clock that moves only when a test calls Advance or Set. It is safe for
+// concurrent use. Timers armed on it deliver during the Advance/Set call that reaches
+// their deadline, never before.
+type Fake struct {
+	mu     sync.Mutex
+	now    int64                // guarded by mu
+	timers map[*fakeTimer]int64 // armed timers -> deadline; guarded by mu
+	armed  chan struct{}        // signalled (non-blocking) whenever a timer is armed
+}
+
+// NewFake returns a Fake clock reading start nanoseconds.
+func NewFake(start int64) *Fake {
+	return &Fake{now: start, timers: make(map[*fakeTimer]int64), armed: make(chan struct{}, 1)}
+}
+
+// Now returns the current fake reading.
+func (f *Fake) Now() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Advance moves the clock forward by d (d < 0 is treated as 0) and delivers every timer
+// whose deadline has been reached.
+func (f *Fake) Advance(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	f.mu.Lock()
+	f.now += int64(d)
+	f.deliverLocked()
+	f.mu.Unlock()
+}
+
+// Set moves the clock to t if t is later than now (the clock never goes back) and delivers
+// every timer whose deadline has been reached.
+func (f *Fake) Set(t int64) {
+	f.mu.Lock()
+	if t > f.now {
+		f.now = t
+	}
+	f.deliverLocked()
+	f.mu.Unlock()
+}
+
+// Armed returns how many timers are armed now.
+func (f *Fake) Armed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.timers)
+}
+
+// NextDeadline returns the earliest armed deadline and whether any timer is armed.
+func (f *Fake) NextDeadline() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first, ok := int64(0), false
+	for _, when := range f.timers {
+		if !ok || when < first {
+			first, ok = when, true
+		}
+	}
+	return first, ok
+}
+
+// ArmedSignal returns a channel that receives (coalesced) after a timer is armed; tests
+// use it to wait for a sleeper without polling in a loop of sleeps.
+func (f *Fake) ArmedSignal() <-chan struct{} { return f.armed }
+
+func (f *Fake) deliverLocked() {
+	for t, when := range f.timers {
+		if when <= f.now {
+			delete(f.timers, t)
+			select {
+			case t.c <- time.Unix(0, f.now):
+			default: // capacity 1: an undelivered value is already waiting
+			}
+		}
+	}
+}
+
+// NewTimer arms a fake timer d from the current fake reading.
+func (f *Fake) NewTimer(d time.Duration) Timer {
+	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+type fakeTimer struct {
+	f *Fake
+	c chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Reset(d time.Duration) {
+	f := t.f
+	f.mu.Lock()
+	select { // Go 1.23 semantics: Reset discards a value not yet received
+	case <-t.c:
+	default:
+	}
+	f.timers[t] = f.now + int64(d)
+	f.deliverLocked()
+	f.mu.Unlock()
+	select {
+	case f.armed <- struct{}{}:
+	default:
+	}
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	_, armed := t.f.timers[t]
+	delete(t.f.timers, t)
+	return armed
+}
