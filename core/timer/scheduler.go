@@ -91,7 +91,10 @@ func New(opts ...Option) (*Scheduler, error) {
 	s := &Scheduler{opts: o, clock: o.Clock, stop: make(chan struct{})}
 	handlers := []handlerEntry{closureHandler: {}}
 	s.handlers.Store(&handlers)
-	pool, err := ants.NewPoolWithFunc(o.Shards*o.InflightBatches, s.runBatch)
+	// The pool is sized so that every batch can have a worker: the batches, not the pool,
+	// are the back-pressure. Purging idle workers is off: at most Shards × InflightBatches
+	// parked goroutines exist, and re-creating them would allocate on the fire path.
+	pool, err := ants.NewPoolWithFunc(o.Shards*o.InflightBatches, s.runBatch, ants.WithDisablePurge(true))
 	if err != nil {
 		return nil, fmt.Errorf("timer: worker pool: %w", err)
 	}
