@@ -14,7 +14,7 @@ run:
 ## run of every benchmark so that the benchmark code cannot rot.
 test: lint
 	$(GO) test $(GOFLAGS_TEST) ./...
-
+	$(MAKE) -C bench test
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -4,8 +4,8 @@
 //
 // Invariants:
 //   - Now never goes backwards: for two calls a then b on one Clock, a.Now() <= b.Now().
-//   - A Timer's channel receives only after Now() has reached the deadline it was armed for
-//     (Real: the Go runtime's guarantee; Fake: Advance delivers only due timers).
+//   - A Timer's channel receives only after Now() has reached the absolute deadline it was
+//     armed for (Real: the Go runtime's guarantee; Fake: Advance delivers only due timers).
 //   - A Timer channel has capacity 1: a delivery is never lost, at most coalesced.
 package clock
 
@@ -14,22 +14,22 @@ import "time"
 // Clock reads monotonic time and arms timers. Implementations must be safe for concurrent use.
 type Clock interface {
 	// Now returns nanoseconds on a monotonic scale whose zero is the Clock's creation (Real)
-	// or whatever the test chose (Fake). It is never negative for Real. Cost: Real ~ one
-	// vDSO clock read.
+	// or whatever the test chose (Fake). It is never negative. Cost: Real ~ one vDSO
+	// clock read.
 	Now() int64
-	// NewTimer returns a stopped-or-armed timer that delivers on C() once Now() has reached
-	// Now()+d at the time of the call. d <= 0 delivers as soon as possible.
-	NewTimer(d time.Duration) Timer
+	// NewTimer returns a disarmed timer.
+	NewTimer() Timer
 }
 
-// Timer is a resettable one-shot wake-up, the subset of *time.Timer the scheduler needs.
-// A Timer is used by one goroutine at a time.
+// Timer is a re-armable one-shot wake-up, used by one goroutine at a time. Deadlines are
+// absolute readings of its Clock, so arming can never be made late by a stale reading:
+// a deadline that has already passed delivers at once.
 type Timer interface {
 	// C is the delivery channel (capacity 1).
 	C() <-chan time.Time
-	// Reset re-arms the timer to deliver d from now, discarding any undelivered value
-	// (Go 1.23+ timer semantics).
-	Reset(d time.Duration)
+	// ResetAt arms the timer to deliver once the clock reads at least when, discarding any
+	// value not yet received (Go 1.23+ timer semantics).
+	ResetAt(when int64)
 	// Stop disarms the timer; it reports whether the timer was armed.
 	Stop() bool
 }
@@ -46,11 +46,22 @@ func (r *Real) Now() int64 { return int64(time.Since(r.epoch)) }
 // Time converts a reading of this clock back to wall-clock time.
 func (r *Real) Time(ns int64) time.Time { return r.epoch.Add(time.Duration(ns)) }
 
-// NewTimer arms a runtime timer.
-func (r *Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+// NewTimer returns a disarmed runtime timer.
+func (r *Real) NewTimer() Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &realTimer{clock: r, t: t}
+}
 
-type realTimer struct{ t *time.Timer }
+type realTimer struct {
+	clock *Real
+	t     *time.Timer
+}
 
-func (r realTimer) C() <-chan time.Time   { return r.t.C }
-func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
-func (r realTimer) Stop() bool            { return r.t.Stop() }
+func (r *realTimer) C() <-chan time.Time { return r.t.C }
+
+// ResetAt converts the deadline to a delay at the last moment; the runtime timer then
+// fires no earlier than the deadline.
+func (r *realTimer) ResetAt(when int64) { r.t.Reset(time.Duration(when - r.clock.Now())) }
+
+func (r *realTimer) Stop() bool { return r.t.Stop() }

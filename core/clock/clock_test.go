@@ -20,12 +20,18 @@ func TestRealIsMonotonicAndStartsNearZero(t *testing.T) {
 func TestRealTimerDeliversNoEarlierThanArmed(t *testing.T) {
 	c := NewReal()
 	start := c.Now()
-	tm := c.NewTimer(2 * time.Millisecond)
+	tm := c.NewTimer()
+	if tm.Stop() {
+		t.Fatal("a new timer is armed")
+	}
+	tm.ResetAt(start + int64(2*time.Millisecond))
 	<-tm.C()
 	if el := c.Now() - start; el < int64(2*time.Millisecond) {
 		t.Fatalf("delivered after %v, before the 2ms it was armed for", time.Duration(el))
 	}
-	tm.Reset(time.Hour)
+	tm.ResetAt(c.Now() - 1) // already past: delivers at once
+	<-tm.C()
+	tm.ResetAt(c.Now() + int64(time.Hour))
 	if !tm.Stop() {
 		t.Fatal("Stop of an armed timer reported not armed")
 	}
@@ -33,7 +39,8 @@ func TestRealTimerDeliversNoEarlierThanArmed(t *testing.T) {
 
 func TestFakeDeliversOnlyWhenDue(t *testing.T) {
 	f := NewFake(100)
-	tm := f.NewTimer(10)
+	tm := f.NewTimer()
+	tm.ResetAt(110)
 	f.Advance(9)
 	select {
 	case <-tm.C():
@@ -59,8 +66,9 @@ func TestFakeDeliversOnlyWhenDue(t *testing.T) {
 
 func TestFakeResetDiscardsUndeliveredValueAndStop(t *testing.T) {
 	f := NewFake(0)
-	tm := f.NewTimer(0) // due at once: delivered during NewTimer
-	tm.Reset(5)
+	tm := f.NewTimer()
+	tm.ResetAt(0) // due at once: delivered during ResetAt
+	tm.ResetAt(5)
 	select {
 	case <-tm.C():
 		t.Fatal("Reset kept a stale delivery")
@@ -81,5 +89,20 @@ func TestFakeResetDiscardsUndeliveredValueAndStop(t *testing.T) {
 	f.Set(50) // never backwards
 	if f.Now() != 100 {
 		t.Fatalf("Set moved the clock back to %d", f.Now())
+	}
+}
+
+// TestFakeResetAtAfterAdvanceIsNotLost pins the race that absolute deadlines exist for:
+// the clock passes the deadline between a sleeper's decision and its arming.
+func TestFakeResetAtAfterAdvanceIsNotLost(t *testing.T) {
+	f := NewFake(1000)
+	tm := f.NewTimer()
+	wakeAt := f.Now() + 10 // decided at 1000
+	f.Advance(10)          // the clock reaches the deadline before the timer is armed
+	tm.ResetAt(wakeAt)
+	select {
+	case <-tm.C():
+	default:
+		t.Fatal("arming at a deadline already reached did not deliver")
 	}
 }

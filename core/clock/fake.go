@@ -15,9 +15,9 @@ type Fake struct {
 	armed  chan struct{}        // signalled (non-blocking) whenever a timer is armed
 }
 
-// NewFake returns a Fake clock reading start nanoseconds.
+// NewFake returns a Fake clock reading start nanoseconds (a negative start reads 0).
 func NewFake(start int64) *Fake {
-	return &Fake{now: start, timers: make(map[*fakeTimer]int64), armed: make(chan struct{}, 1)}
+	return &Fake{now: max(start, 0), timers: make(map[*fakeTimer]int64), armed: make(chan struct{}, 1)}
 }
 
 // Now returns the current fake reading.
@@ -86,11 +86,9 @@ func (f *Fake) deliverLocked() {
 	}
 }
 
-// NewTimer arms a fake timer d from the current fake reading.
-func (f *Fake) NewTimer(d time.Duration) Timer {
-	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
-	t.Reset(d)
-	return t
+// NewTimer returns a disarmed fake timer.
+func (f *Fake) NewTimer() Timer {
+	return &fakeTimer{f: f, c: make(chan time.Time, 1)}
 }
 
 type fakeTimer struct {
@@ -100,14 +98,14 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
-func (t *fakeTimer) Reset(d time.Duration) {
+func (t *fakeTimer) ResetAt(when int64) {
 	f := t.f
 	f.mu.Lock()
-	select { // Go 1.23 semantics: Reset discards a value not yet received
+	select { // Go 1.23 semantics: arming discards a value not yet received
 	case <-t.c:
 	default:
 	}
-	f.timers[t] = f.now + int64(d)
+	f.timers[t] = when
 	f.deliverLocked()
 	f.mu.Unlock()
 	select {

@@ -1,9 +1,6 @@
 package timer
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // fireItem is one due timer copied out of the slab, so that its node can be reused while
 // the callback runs outside the shard's lock.
@@ -68,8 +65,7 @@ func (s *Scheduler) runItems(b *batch, handlers []handlerEntry) {
 // whose timers are all far away sleeps until the first of them (or a wheel cascade) is due.
 func (s *Scheduler) drive(sh *shard) {
 	defer s.drivers.Done()
-	sleeper := s.clock.NewTimer(0)
-	sleeper.Stop()
+	sleeper := s.clock.NewTimer()
 	var b *batch
 	for {
 		select {
@@ -103,10 +99,13 @@ func (s *Scheduler) drive(sh *shard) {
 		wakeAt := sh.nextWake()
 		sh.sleepUntil = wakeAt
 		sh.mu.Unlock()
+		// Arm at the absolute reading: a delay computed from `now` would be late by however
+		// long this goroutine was descheduled since, and with a clock that only moves when
+		// told to (tests) it could wait forever.
 		if wakeAt == math.MaxInt64 {
 			sleeper.Stop()
 		} else {
-			sleeper.Reset(wakeAtToDelay(wakeAt, now))
+			sleeper.ResetAt(wakeAt)
 		}
 		select {
 		case <-sleeper.C():
@@ -117,11 +116,4 @@ func (s *Scheduler) drive(sh *shard) {
 		}
 		sh.wakeups.Add(1)
 	}
-}
-
-func wakeAtToDelay(wakeAt, now int64) time.Duration {
-	if wakeAt <= now {
-		return 0
-	}
-	return time.Duration(wakeAt - now)
 }

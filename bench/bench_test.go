@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"runtime"
+	"testing"
+)
+
+// timerImpls are the implementations every timer workload runs, in this order.
+var timerImpls = []Impl{
+	{"tock", NewTock()},
+	{"afterfunc", NewAfterFunc},
+}
+
+// eachImpl runs body once per implementation and size, as impl=NAME/SIZE, collecting
+// garbage before each so that one population does not bleed into the next.
+func eachImpl(b *testing.B, impls []Impl, sizes []Size, body func(*testing.B, func() Timers, int)) {
+	for _, impl := range impls {
+		for _, sz := range sizes {
+			runtime.GC()
+			b.Run("impl="+impl.Name+"/"+sz.Name, func(b *testing.B) { body(b, impl.New, sz.N) })
+		}
+	}
+}
+
+// pending1e6 and timers1e6 are the common sizes (functions: -short is known only once
+// flags are parsed).
+func pending1e6() []Size { return Sizes(Size{"pending=1e3", 1e3}, Size{"pending=1e6", 1e6}) }
+func timers1e6() []Size  { return Sizes(Size{"timers=1e4", 1e4}, Size{"timers=1e6", 1e6}) }
+
+func BenchmarkScheduleCancel(b *testing.B) {
+	eachImpl(b, timerImpls, Sizes(Size{"pending=1e3", 1e3},
+		Size{"pending=1e3", 1e3}, Size{"pending=1e5", 1e5}, Size{"pending=1e6", 1e6}),
+		ScheduleCancel)
+}
+
+func BenchmarkScheduleCancelParallel(b *testing.B) {
+	eachImpl(b, timerImpls, pending1e6(), ScheduleCancelParallel)
+}
+
+func BenchmarkReset(b *testing.B) {
+	eachImpl(b, timerImpls, pending1e6(), Reset)
+}
+
+func BenchmarkFireBurst(b *testing.B) {
+	eachImpl(b, timerImpls, timers1e6(), func(b *testing.B, nt func() Timers, n int) {
+		Fire(b, nt, n, 0)
+	})
+}
+
+func BenchmarkFireWindow(b *testing.B) {
+	eachImpl(b, timerImpls, timers1e6(), func(b *testing.B, nt func() Timers, n int) {
+		Fire(b, nt, n, Window())
+	})
+}
+
+// BenchmarkLateness offers timers at a rate for one window: n = rate × window.
+func BenchmarkLateness(b *testing.B) {
+	rates := []Size{{"rate=1e5", 1e5}, {"rate=1.1e6", 1.1e6}}
+	eachImpl(b, timerImpls, rates, func(b *testing.B, nt func() Timers, rate int) {
+		w := Window()
+		Fire(b, nt, int(float64(rate)*w.Seconds()), w)
+	})
+}
+
+func BenchmarkMemory(b *testing.B) {
+	eachImpl(b, timerImpls, pending1e6(), Memory)
+}
+
+func BenchmarkForcedGC(b *testing.B) {
+	impls := append([]Impl{{"empty", NewEmpty}}, timerImpls...)
+	eachImpl(b, impls, Sizes(Size{"pending=1e4", 1e4}, Size{"pending=1e7", 1e7}), ForcedGC)
+}
+
+func BenchmarkIdle(b *testing.B) {
+	eachImpl(b, timerImpls, pending1e6(), func(b *testing.B, nt func() Timers, n int) {
+		Idle(b, nt, n, Window())
+	})
+}
+
+func BenchmarkHeapPushPop(b *testing.B) {
+	impls := []HeapImpl{{"quadheap", NewQuadHeap}, {"container-heap", NewContainerHeap}}
+	for _, impl := range impls {
+		for _, sz := range Sizes(Size{"n=1e3", 1e3}, Size{"n=1e6", 1e6}) {
+			runtime.GC()
+			b.Run("impl="+impl.Name+"/"+sz.Name, func(b *testing.B) { HeapPushPop(b, impl.New, sz.N) })
+		}
+	}
+}

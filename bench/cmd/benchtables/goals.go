@@ -1,0 +1,178 @@
+package main
+
+import "fmt"
+
+// workload is one benchmark group: one results file, one table, its comparisons and the
+// goals from DESIGN.md that its data decides.
+type workload struct {
+	bench string // Benchmark function without the prefix; also the results file's stem
+	title string
+	about string
+	cmps  []cmp  // ratios printed for every row
+	goals []goal // verdicts
+}
+
+// cmp is a ratio of medians between two implementations for one unit, on every row.
+type cmp struct {
+	unit        string
+	a, b        string // the ratio is b/a when lower is better, else a/b: >1 favours a
+	lowerBetter bool
+}
+
+// goal is a goal of DESIGN.md decided from the medians of one row.
+type goal struct {
+	row   string
+	text  string // the goal as DESIGN.md words it
+	check func(l *look) (met bool, evidence string)
+}
+
+// look reads medians (and maxima) of one row, remembering which series were missing.
+type look struct {
+	d       *data
+	row     string
+	missing []string
+}
+
+func (l *look) med(impl, unit string) float64 {
+	v, ok := l.d.median(l.row, impl, unit)
+	if !ok {
+		l.missing = append(l.missing, impl+" "+unit)
+	}
+	return v
+}
+
+func (l *look) max(impl, unit string) float64 {
+	v, ok := l.d.max(l.row, impl, unit)
+	if !ok {
+		l.missing = append(l.missing, impl+" "+unit)
+	}
+	return v
+}
+
+// neverEarly is the core's guarantee, checked on every sample (the maximum of early).
+func neverEarly(l *look, impl string) (bool, string) {
+	e := l.max(impl, "early")
+	return e == 0, fmt.Sprintf("%s early: %g at most", impl, e)
+}
+
+var workloads = []workload{
+	{
+		bench: "ScheduleCancel",
+		title: "Schedule + cancel with N pending",
+		about: "N timers pending at [1h, 2h); an op cancels the oldest slot's timer and schedules it again.",
+		cmps:  []cmp{{"ns/op", "tock", "afterfunc", true}},
+		goals: []goal{{"pending=1e6", "4x faster than `time.AfterFunc`+`Stop` (~60 ns), 0 allocs/op",
+			func(l *look) (bool, string) {
+				t, p, allocs := l.med("tock", "ns/op"), l.med("afterfunc", "ns/op"), l.med("tock", "allocs/op")
+				return p/t >= 4 && allocs == 0, fmt.Sprintf("%.2fx faster, %.0f ns; %g allocs/op", p/t, t, allocs)
+			}}},
+	},
+	{
+		bench: "ScheduleCancelParallel",
+		title: "Parallel schedule + cancel (RunParallel), 1e6 pending",
+		about: "ScheduleCancel from GOMAXPROCS goroutines, each on its own range of slots.",
+		cmps:  []cmp{{"ns/op", "tock", "afterfunc", true}},
+		goals: []goal{{"pending=1e6", "4x faster than `time.AfterFunc`+`Stop`",
+			func(l *look) (bool, string) {
+				r := l.med("afterfunc", "ns/op") / l.med("tock", "ns/op")
+				return r >= 4, fmt.Sprintf("%.2fx faster", r)
+			}}},
+	},
+	{
+		bench: "Reset",
+		title: "Reset of a pending timer, 1e6 pending",
+		about: "An op moves the next slot's pending timer to a new delay in [1h, 2h).",
+		cmps:  []cmp{{"ns/op", "tock", "afterfunc", true}},
+		goals: []goal{{"pending=1e6", "faster than `(*time.Timer).Reset`",
+			func(l *look) (bool, string) {
+				t, p := l.med("tock", "ns/op"), l.med("afterfunc", "ns/op")
+				return t < p, fmt.Sprintf("tock %.1f ns, Reset %.1f ns", t, p)
+			}}},
+	},
+	{
+		bench: "FireBurst",
+		title: "Fire throughput: a burst of 1e6 due at once",
+		about: "1e6 timers due at one instant; fires/s over the whole burst and each callback's lateness.",
+		cmps:  []cmp{{"fires/s", "tock", "afterfunc", false}, {"p99-ns", "tock", "afterfunc", true}},
+		goals: []goal{{"timers=1e6", "10x the fires/s of `time.AfterFunc` (~4M fires/s), never early",
+			func(l *look) (bool, string) {
+				r := l.med("tock", "fires/s") / l.med("afterfunc", "fires/s")
+				early, ev := neverEarly(l, "tock")
+				return r >= 10 && early, fmt.Sprintf("%.1fx, %.2fM fires/s; %s", r, l.med("tock", "fires/s")/1e6, ev)
+			}}},
+	},
+	{
+		bench: "FireWindow",
+		title: "Fire throughput: 1e6 due evenly over 1 s",
+		about: "1e6 timers with deadlines spread evenly over one second.",
+		cmps:  []cmp{{"p99-ns", "tock", "afterfunc", true}, {"max-ns", "tock", "afterfunc", true}},
+		goals: []goal{{"timers=1e6", "never early (core guarantee; no row in the goals table)",
+			func(l *look) (bool, string) { return neverEarly(l, "tock") }}},
+	},
+	{
+		bench: "Lateness",
+		title: "Lateness at an offered rate",
+		about: "Timers due at the given rate over a 1 s window; lateness percentiles of the callbacks.",
+		cmps:  []cmp{{"p99-ns", "tock", "afterfunc", true}, {"p99.9-ns", "tock", "afterfunc", true}},
+		goals: []goal{
+			{"rate=1e5", "p99 no worse than `time.AfterFunc`, never early",
+				func(l *look) (bool, string) {
+					t, p := l.med("tock", "p99-ns"), l.med("afterfunc", "p99-ns")
+					early, ev := neverEarly(l, "tock")
+					return t <= p && early, fmt.Sprintf("p99 tock %s, AfterFunc %s; %s", dur(t), dur(p), ev)
+				}},
+			{"rate=1.1e6", "p99 within 5 ms, never early",
+				func(l *look) (bool, string) {
+					t := l.med("tock", "p99-ns")
+					early, ev := neverEarly(l, "tock")
+					return t <= 5e6 && early, fmt.Sprintf("p99 tock %s; %s", dur(t), ev)
+				}},
+		},
+	},
+	{
+		bench: "Memory",
+		title: "Memory per pending timer, 1e6 pending",
+		about: "Live heap growth per far-future timer, measured after a GC with the timers alive.",
+		cmps:  []cmp{{"B/timer", "tock", "afterfunc", true}},
+		goals: []goal{{"pending=1e6", "40 B or less per pending timer",
+			func(l *look) (bool, string) {
+				t := l.med("tock", "B/timer")
+				return t <= 40, fmt.Sprintf("%.1f B/timer", t)
+			}}},
+	},
+	{
+		bench: "ForcedGC",
+		title: "Forced GC with 1e7 pending timers",
+		about: "Wall time of runtime.GC() with 1e7 far-future timers pending; empty holds none.",
+		cmps:  []cmp{{"gc-ns", "tock", "afterfunc", true}, {"gc-ns", "tock", "empty", true}},
+		goals: []goal{{"pending=1e7", "within 2x of an empty heap (pending timers invisible to the GC)",
+			func(l *look) (bool, string) {
+				t, e := l.med("tock", "gc-ns"), l.med("empty", "gc-ns")
+				return t <= 2*e, fmt.Sprintf("tock %s, empty %s: %.2fx", dur(t), dur(e), t/e)
+			}}},
+	},
+	{
+		bench: "HeapPushPop",
+		title: "4-ary heap push + pop, 1e6 entries",
+		about: "Hold model: push at now + a random offset, pop the minimum. quadheap vs the container/heap example queue.",
+		cmps:  []cmp{{"ns/op", "quadheap", "container-heap", true}},
+		goals: []goal{{"n=1e6", "1.7x faster than `container/heap`, 0 allocs/op",
+			func(l *look) (bool, string) {
+				r := l.med("container-heap", "ns/op") / l.med("quadheap", "ns/op")
+				allocs := l.med("quadheap", "allocs/op")
+				return r >= 1.7 && allocs == 0, fmt.Sprintf("%.2fx faster; %g allocs/op", r, allocs)
+			}}},
+	},
+	{
+		bench: "Idle",
+		title: "Idle cost of 1e6 far-future timers",
+		about: "Process CPU time per wall second while nothing is due; tock also counts driver wake-ups.",
+		cmps:  []cmp{{"cpu-ns/s", "tock", "afterfunc", true}},
+		goals: []goal{{"pending=1e6", "no fixed busy tick: far-future timers cost no CPU (DESIGN.md, Driving; " +
+			"read here as: no driver wake-ups, and the process under 1% of a core)",
+			func(l *look) (bool, string) {
+				t, p, w := l.med("tock", "cpu-ns/s"), l.med("afterfunc", "cpu-ns/s"), l.med("tock", "wakeups/s")
+				return w == 0 && t < 1e7, fmt.Sprintf("tock %g wake-ups/s, %s CPU a second; AfterFunc %s", w, dur(t), dur(p))
+			}}},
+	},
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/tock-sched/tock/bench
+BenchmarkMemory/impl=tock/pending=1e6-2         	 10	 100 ns/op	 31.0 B/timer
+BenchmarkMemory/impl=tock/pending=1e6-2         	 10	 100 ns/op	 33.0 B/timer
+BenchmarkMemory/impl=tock/pending=1e6-2         	 10	 100 ns/op	 90.0 B/timer
+BenchmarkMemory/impl=afterfunc/pending=1e6-2    	 4	 300 ns/op	 115.0 B/timer
+BenchmarkMemory/impl=afterfunc/pending=1e6-2    	 4	 300 ns/op	 117.0 B/timer
+`
+
+func TestLoadAndVerdict(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Memory.txt"), []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := load(filepath.Join(dir, "Memory.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := d.median("pending=1e6", "tock", "B/timer"); m != 33 {
+		t.Errorf("tock median = %v, want 33", m)
+	}
+	if m, _ := d.median("pending=1e6", "afterfunc", "B/timer"); m != 116 {
+		t.Errorf("afterfunc median = %v, want 116 (mean of the middle two)", m)
+	}
+	if m, _ := d.median("pending=1e6", "tock", "ns/op"); m != 100 {
+		t.Errorf("ns/op read as %v, want 100 (the unit as written)", m)
+	}
+	if len(d.gomaxprocs) != 1 || d.gomaxprocs[0] != "2" {
+		t.Errorf("gomaxprocs = %v, want [2]", d.gomaxprocs)
+	}
+	var mem workload
+	for _, w := range workloads {
+		if w.bench == "Memory" {
+			mem = w
+		}
+	}
+	if v := verdict(d, mem.goals[0]); !strings.HasPrefix(v, "**met**") {
+		t.Errorf("verdict = %q, want met (median 33 B <= 40 B)", v)
+	}
+	if v := verdict(d, goal{row: "pending=1e9", check: mem.goals[0].check}); !strings.HasPrefix(v, "not decided") {
+		t.Errorf("verdict on a missing row = %q, want not decided", v)
+	}
+}
+
+func TestCompareRows(t *testing.T) {
+	if compareRows("pending=1e5", "pending=1e3") <= 0 || compareRows("rate=1e5", "rate=1.1e6") >= 0 {
+		t.Error("rows must order by their numeric value")
+	}
+}
+
+func TestWriteSkipsMissingResults(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := write(&buf, dir); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "Not run yet") {
+		t.Error("an empty results directory must say the benchmarks have not run")
+	}
+}
