@@ -6,6 +6,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/panjf2000/ants/v2 v2.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.50.0
 )
 
 require golang.org/x/sync v0.11.0 // indirect

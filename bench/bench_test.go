@@ -38,7 +38,16 @@ func BenchmarkScheduleCancelParallel(b *testing.B) {
 }
 
 func BenchmarkReset(b *testing.B) {
-	eachImpl(b, timerImpls, pending1e6(), Reset)
+	for _, p := range []struct {
+		name    string
+		sliding bool
+	}{{"random", false}, {"sliding", true}} {
+		b.Run("pattern="+p.name, func(b *testing.B) {
+			eachImpl(b, timerImpls, pending1e6(), func(b *testing.B, nt func() Timers, n int) {
+				Reset(b, nt, n, p.sliding)
+			})
+		})
+	}
 }
 
 func BenchmarkFireBurst(b *testing.B) {

@@ -29,7 +29,9 @@
 //     deadlines that almost never expire. ns/op and allocs/op.
 //   - ScheduleCancelParallel: the same under RunParallel, each goroutine owning a
 //     disjoint range of slots, so contention is on the implementation's locks only.
-//   - Reset: N timers pending; an op moves the next one to a random delay in [1h, 2h).
+//   - Reset: N timers pending; an op moves the next one to a random delay in [1h, 2h)
+//     (pattern=random: half the moves are earlier) or back to a 1h timeout
+//     (pattern=sliding: every move is later, as an idle timeout pushed back per request).
 //   - FireBurst: N timers due at one instant T0, scheduled with absolute deadlines from
 //     one base far enough ahead that scheduling ends before T0. An iteration is one whole
 //     burst (ns/op includes scheduling and the wait for T0; read the metrics): fires/s =

@@ -12,6 +12,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/panjf2000/ants/v2 v2.12.1 // indirect
 	golang.org/x/sync v0.11.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace github.com/tock-sched/tock => ../

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // populate initialises tm with n slots and schedules every slot at a far delay.
@@ -85,8 +86,11 @@ func ScheduleCancelParallel(b *testing.B, newTimers func() Timers, n int) {
 }
 
 // Reset: n timers pending; an op moves the next slot's timer (in order, as in
-// ScheduleCancel) to a new random delay in [1h, 2h).
-func Reset(b *testing.B, newTimers func() Timers, n int) {
+// ScheduleCancel). With sliding false the new delay is random in [1h, 2h), so about half
+// the moves are to an earlier deadline; with sliding true every op resets to the same 1h
+// timeout, so each deadline moves later, as an idle or session timeout pushed back on
+// every request does.
+func Reset(b *testing.B, newTimers func() Timers, n int, sliding bool) {
 	tm, r := newTimers(), newRNG(1)
 	populate(b, tm, n, &r)
 	slot := 0
@@ -96,7 +100,11 @@ func Reset(b *testing.B, newTimers func() Timers, n int) {
 		if slot++; slot == n {
 			slot = 0
 		}
-		if !tm.Reset(slot, r.far()) {
+		d := time.Hour
+		if !sliding {
+			d = r.far()
+		}
+		if !tm.Reset(slot, d) {
 			b.Fatalf("slot %d: Reset of a pending timer returned false", slot)
 		}
 	}

@@ -23,15 +23,19 @@ type Clock interface {
 
 // Timer is a re-armable one-shot wake-up, used by one goroutine at a time. Deadlines are
 // absolute readings of its Clock, so arming can never be made late by a stale reading:
-// a deadline that has already passed delivers at once.
+// a deadline that has already passed delivers at once. A Timer may deliver spuriously
+// (a wake-up armed before the last ResetAt or Stop may still arrive); its user re-reads
+// the clock after every delivery.
 type Timer interface {
 	// C is the delivery channel (capacity 1).
 	C() <-chan time.Time
 	// ResetAt arms the timer to deliver once the clock reads at least when, discarding any
-	// value not yet received (Go 1.23+ timer semantics).
+	// value not yet received.
 	ResetAt(when int64)
-	// Stop disarms the timer; it reports whether the timer was armed.
-	Stop() bool
+	// Stop disarms the timer.
+	Stop()
+	// Close releases the timer's resources; it must not be used afterwards.
+	Close()
 }
 
 // Real is the system monotonic clock. Its zero is the moment Real was created.
@@ -46,22 +50,36 @@ func (r *Real) Now() int64 { return int64(time.Since(r.epoch)) }
 // Time converts a reading of this clock back to wall-clock time.
 func (r *Real) Time(ns int64) time.Time { return r.epoch.Add(time.Duration(ns)) }
 
-// NewTimer returns a disarmed runtime timer.
+// NewTimer returns a disarmed timer. On Linux it is a timerfd read through the runtime's
+// network poller, which wakes within tens of microseconds of the deadline; the Go runtime's
+// own timers wake up to a millisecond late whenever the process is otherwise idle (its
+// poller sleeps in whole milliseconds), which would make every wheel timer late by up to
+// a tick more. Elsewhere, or if a timerfd cannot be made, it is a runtime timer.
 func (r *Real) NewTimer() Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &realTimer{clock: r, t: t}
+	if t := newPreciseTimer(r); t != nil {
+		return t
+	}
+	return newRuntimeTimer(r)
 }
 
-type realTimer struct {
+// runtimeTimer is a Timer on the Go runtime's timers.
+type runtimeTimer struct {
 	clock *Real
 	t     *time.Timer
 }
 
-func (r *realTimer) C() <-chan time.Time { return r.t.C }
+func newRuntimeTimer(r *Real) *runtimeTimer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &runtimeTimer{clock: r, t: t}
+}
+
+func (r *runtimeTimer) C() <-chan time.Time { return r.t.C }
 
 // ResetAt converts the deadline to a delay at the last moment; the runtime timer then
 // fires no earlier than the deadline.
-func (r *realTimer) ResetAt(when int64) { r.t.Reset(time.Duration(when - r.clock.Now())) }
+func (r *runtimeTimer) ResetAt(when int64) { r.t.Reset(time.Duration(when - r.clock.Now())) }
 
-func (r *realTimer) Stop() bool { return r.t.Stop() }
+func (r *runtimeTimer) Stop() { r.t.Stop() }
+
+func (r *runtimeTimer) Close() { r.t.Stop() }

@@ -17,23 +17,24 @@ func TestRealIsMonotonicAndStartsNearZero(t *testing.T) {
 	}
 }
 
-func TestRealTimerDeliversNoEarlierThanArmed(t *testing.T) {
+func TestRealTimersDeliverNoEarlierThanArmed(t *testing.T) {
 	c := NewReal()
-	start := c.Now()
-	tm := c.NewTimer()
-	if tm.Stop() {
-		t.Fatal("a new timer is armed")
-	}
-	tm.ResetAt(start + int64(2*time.Millisecond))
-	<-tm.C()
-	if el := c.Now() - start; el < int64(2*time.Millisecond) {
-		t.Fatalf("delivered after %v, before the 2ms it was armed for", time.Duration(el))
-	}
-	tm.ResetAt(c.Now() - 1) // already past: delivers at once
-	<-tm.C()
-	tm.ResetAt(c.Now() + int64(time.Hour))
-	if !tm.Stop() {
-		t.Fatal("Stop of an armed timer reported not armed")
+	for name, tm := range map[string]Timer{"default": c.NewTimer(), "runtime": newRuntimeTimer(c)} {
+		t.Run(name, func(t *testing.T) {
+			defer tm.Close()
+			start := c.Now()
+			tm.ResetAt(start + int64(2*time.Millisecond))
+			<-tm.C()
+			if el := c.Now() - start; el < int64(2*time.Millisecond) {
+				t.Fatalf("delivered after %v, before the 2ms it was armed for", time.Duration(el))
+			}
+			tm.ResetAt(c.Now() - 1) // already past: delivers at once
+			<-tm.C()
+			tm.ResetAt(c.Now() + int64(time.Hour))
+			tm.Stop()
+			tm.ResetAt(c.Now() + int64(time.Millisecond)) // re-armed after Stop
+			<-tm.C()
+		})
 	}
 }
 
@@ -74,11 +75,9 @@ func TestFakeResetDiscardsUndeliveredValueAndStop(t *testing.T) {
 		t.Fatal("Reset kept a stale delivery")
 	default:
 	}
-	if !tm.Stop() {
-		t.Fatal("Stop of armed timer = false")
-	}
-	if tm.Stop() {
-		t.Fatal("second Stop = true")
+	tm.Stop()
+	if f.Armed() != 0 {
+		t.Fatal("Stop left the timer armed")
 	}
 	f.Set(100)
 	select {

@@ -114,10 +114,10 @@ func (t *fakeTimer) ResetAt(when int64) {
 	}
 }
 
-func (t *fakeTimer) Stop() bool {
+func (t *fakeTimer) Stop() {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	_, armed := t.f.timers[t]
 	delete(t.f.timers, t)
-	return armed
 }
+
+func (t *fakeTimer) Close() { t.Stop() }

@@ -24,7 +24,7 @@ func newAllocScheduler(t *testing.T) (*Scheduler, *clock.Fake, Handler, chan Eve
 	h, _ := s.Register(func(ev Event) { events <- ev })
 	// Grow the slab and the side structures to the working set, then empty them.
 	var warm []Timer
-	for i := 0; i < 4*chunkSize; i++ {
+	for i := 0; i < 8192; i++ {
 		tm, _ := s.After(time.Hour+time.Duration(i)*time.Millisecond, h, 0)
 		warm = append(warm, tm)
 	}

@@ -40,9 +40,10 @@
 //
 // # Structure and invariants
 //
-// A Scheduler owns Options.Shards shards. A shard is picked at random per timer (the
-// runtime's per-thread generator, no shared counter) or by xxhash(key) % Shards for the
-// *Key methods. Each shard has one mutex guarding a slab, a wheel, a heap and counters, and
+// A Scheduler owns Options.Shards shards. An unkeyed timer goes to a shard owned by the
+// calling goroutine's P (processor), picked at random among that P's Shards/GOMAXPROCS
+// shards, so producers on different cores never share a lock; the *Key methods use
+// xxhash(key) % Shards instead, so one key's timers share a shard. Each shard has one mutex guarding a slab, a wheel, a heap and counters, and
 // one driver goroutine.
 //
 //   - slab: 32-byte nodes in fixed 4096-node chunks, addressed by uint32 index, with a LIFO

@@ -66,6 +66,7 @@ func (s *Scheduler) runItems(b *batch, handlers []handlerEntry) {
 func (s *Scheduler) drive(sh *shard) {
 	defer s.drivers.Done()
 	sleeper := s.clock.NewTimer()
+	defer sleeper.Close()
 	var b *batch
 	for {
 		select {
@@ -111,7 +112,6 @@ func (s *Scheduler) drive(sh *shard) {
 		case <-sleeper.C():
 		case <-sh.wake:
 		case <-s.stop:
-			sleeper.Stop()
 			return
 		}
 		sh.wakeups.Add(1)

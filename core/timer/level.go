@@ -61,10 +61,15 @@ func nextSlotStart(occupied uint64, elapsed uint64, level int) (start uint64, sl
 	nowSlot := slotFor(elapsed, level)
 	rotated := bits.RotateLeft64(occupied, -(nowSlot + 1))
 	slot = (nowSlot + 1 + bits.TrailingZeros64(rotated)) & slotMask
-	levelStart := elapsed &^ (levelWidth(level) - 1)
-	start = levelStart + uint64(slot)*slotWidth(level)
+	return slotStart(elapsed, level, slot), slot
+}
+
+// slotStart returns the first tick after elapsed at which slot `slot` of `level` begins:
+// in the level's current rotation, or in the next one if the slot has already begun.
+func slotStart(elapsed uint64, level, slot int) uint64 {
+	start := elapsed&^(levelWidth(level)-1) + uint64(slot)*slotWidth(level)
 	if start <= elapsed {
 		start += levelWidth(level)
 	}
-	return start, slot
+	return start
 }

@@ -3,7 +3,7 @@ package timer
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +66,7 @@ type Scheduler struct {
 	opts   Options
 	clock  clock.Clock
 	shards []*shard
+	perP   int // shards owned by each P for unkeyed timers (see localShard)
 	pool   *ants.PoolWithFunc
 
 	handlers atomic.Pointer[[]handlerEntry] // copy-on-write; index = Handler
@@ -105,6 +106,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	tickNs := int64(o.Tick)
 	startTick := uint64(max(s.clock.Now(), 0) / tickNs)
+	s.perP = max(1, o.Shards/runtime.GOMAXPROCS(0))
 	s.shards = make([]*shard, o.Shards)
 	for i := range s.shards {
 		s.shards[i] = newShard(uint32(i), tickNs, limit, startTick, o.InflightBatches, o.MaxBatch)
@@ -141,13 +143,13 @@ func (s *Scheduler) Register(fn func(Event), opts ...HandlerOption) (Handler, er
 // reported in Event are on this scale.
 func (s *Scheduler) Now() int64 { return s.clock.Now() }
 
-// After schedules handler h to run with arg once d has elapsed, on a shard chosen at
-// random. Cost: O(1), no allocation.
+// After schedules handler h to run with arg once d has elapsed, on one of the calling
+// core's shards. Cost: O(1), no allocation.
 func (s *Scheduler) After(d time.Duration, h Handler, arg uint64) (Timer, error) {
 	if d < 0 || d > MaxDelay {
 		return Timer{}, ErrInvalidDelay
 	}
-	return s.add(s.randomShard(), s.clock.Now()+int64(d), h, arg, 0)
+	return s.add(s.localShard(), s.clock.Now()+int64(d), h, arg, 0)
 }
 
 // At schedules handler h to run with arg at clock reading when (see Now). A deadline in
@@ -156,7 +158,7 @@ func (s *Scheduler) At(when int64, h Handler, arg uint64) (Timer, error) {
 	if err := s.checkDeadline(when); err != nil {
 		return Timer{}, err
 	}
-	return s.add(s.randomShard(), when, h, arg, 0)
+	return s.add(s.localShard(), when, h, arg, 0)
 }
 
 // AfterKey is After on the shard xxhash(key) % Shards, so that one key's timers share a
@@ -184,7 +186,7 @@ func (s *Scheduler) Every(interval time.Duration, h Handler, arg uint64) (Timer,
 	if interval < s.opts.Tick || interval > MaxDelay {
 		return Timer{}, ErrInvalidInterval
 	}
-	return s.add(s.randomShard(), s.clock.Now()+int64(interval), h, arg, int64(interval))
+	return s.add(s.localShard(), s.clock.Now()+int64(interval), h, arg, int64(interval))
 }
 
 // AfterFunc runs f once d has elapsed. The closure is kept in a side table, not in the
@@ -229,7 +231,8 @@ func (s *Scheduler) Cancel(t Timer) bool {
 // Reset moves pending timer t to fire d from now and returns true; a periodic timer keeps
 // its interval from there. Unlike (*time.Timer).Reset it does not revive a timer that has
 // fired or been cancelled: it returns false and changes nothing (the handle is stale and
-// its node may belong to another timer). Cost: O(1), no allocation.
+// its node may belong to another timer). Cost: O(1), no allocation; moving a timer later
+// touches only its own node (see shard.reset).
 func (s *Scheduler) Reset(t Timer, d time.Duration) bool {
 	if d < 0 || d > MaxDelay || int(t.shard) >= len(s.shards) {
 		return false
@@ -242,9 +245,7 @@ func (s *Scheduler) Reset(t Timer, d time.Duration) bool {
 		sh.mu.Unlock()
 		return false
 	}
-	sh.detach(t.idx, n)
-	n.when = when
-	wake := sh.noteWake(sh.insert(t.idx, n))
+	wake := sh.noteWake(sh.reset(t.idx, n, when))
 	sh.mu.Unlock()
 	if wake {
 		sh.signal()
@@ -259,9 +260,18 @@ func (s *Scheduler) checkDeadline(when int64) error {
 	return nil
 }
 
-func (s *Scheduler) randomShard() *shard {
-	// rand.Uint32 is the runtime's per-thread generator: no shared state, no contention.
-	return s.shards[uint64(rand.Uint32())*uint64(len(s.shards))>>32]
+// localShard picks, at random, one of the shards owned by the caller's P (processor):
+// P p owns shards [p*perP, p*perP+perP) modulo Shards, perP = Shards / GOMAXPROCS at New
+// (at least 1). Concurrent producers on different cores therefore take different locks and
+// touch different wheels, and one producer still spreads its timers over perP shards.
+func (s *Scheduler) localShard() *shard {
+	p := procPin()
+	procUnpin()
+	k := p*s.perP + int(uint64(cheaprand())*uint64(s.perP)>>32)
+	if k >= len(s.shards) {
+		k %= len(s.shards)
+	}
+	return s.shards[k]
 }
 
 func (s *Scheduler) keyShard(key string) *shard {
@@ -296,7 +306,7 @@ func (s *Scheduler) addFunc(when int64, f func(), period int64) (Timer, error) {
 	if f == nil {
 		return Timer{}, ErrNilFunc
 	}
-	sh := s.randomShard()
+	sh := s.localShard()
 	sh.mu.Lock()
 	if err := sh.admit(); err != nil {
 		sh.mu.Unlock()

@@ -102,6 +102,30 @@ func (sh *shard) insert(i uint32, n *node) (wakeAt int64) {
 	return int64(tick) * sh.tickNs
 }
 
+// reset moves live node i to deadline `when` and returns the clock reading at which the
+// driver must be awake for it (math.MaxInt64: no earlier than before). Requires sh.mu.
+//
+// A wheel node moved later is left where it is (lazy reset): its slot begins no later
+// than its old deadline, and every node is re-filed by its own deadline when its slot is
+// processed (processSlot) or drained (drainDue), so it still fires at its new tick.
+// Unlinking and relinking it would touch two more cold nodes; pushing back idle
+// timeouts, the commonest reset, stays one node write.
+func (sh *shard) reset(i uint32, n *node, when int64) (wakeAt int64) {
+	switch {
+	case n.prev == inHeap:
+		sh.heap.Update(i, when)
+		n.when = when
+		return when
+	case when >= n.when:
+		n.when = when
+		return math.MaxInt64
+	default:
+		sh.wheel.remove(&sh.slab, i)
+		n.when = when
+		return sh.insert(i, n)
+	}
+}
+
 // detach takes live node i out of the heap, its wheel slot or the due list. Requires sh.mu.
 func (sh *shard) detach(i uint32, n *node) {
 	if n.prev == inHeap {
@@ -162,7 +186,7 @@ func (sh *shard) collect(now int64, b *batch) {
 	b.now = now
 	nowTick := sh.floorTick(now)
 	for !b.full() {
-		if sh.drainDue(now, b) {
+		if sh.drainDue(now, nowTick, b) {
 			return
 		}
 		tick, level, slot, ok := sh.wheel.nextExpiration()
@@ -186,8 +210,10 @@ func (sh *shard) collect(now int64, b *batch) {
 }
 
 // drainDue fires nodes from the due list into b until either is exhausted; it reports
-// whether b is full.
-func (sh *shard) drainDue(now int64, b *batch) bool {
+// whether b is full. A node whose deadline was pushed past nowTick by a lazy reset is
+// re-filed in the wheel instead.
+func (sh *shard) drainDue(now int64, nowTick uint64, b *batch) bool {
+	dueBy := int64(nowTick) * sh.tickNs // due iff ceilTick(when) <= nowTick iff when <= dueBy
 	head := sh.slab.at(dueList)
 	for !b.full() {
 		i := head.next
@@ -195,15 +221,20 @@ func (sh *shard) drainDue(now int64, b *batch) bool {
 			return false
 		}
 		sh.slab.unlink(i)
+		if n := sh.slab.at(i); n.when > dueBy {
+			sh.insert(i, n)
+			continue
+		}
 		sh.fire(i, now, b)
 	}
 	return true
 }
 
 // processSlot empties slot (level, slot), whose start tick is now wheel.elapsed. A level 0
-// slot holds only nodes due at exactly that tick and is spliced onto the due list in O(1);
-// a higher slot's nodes are each re-inserted relative to the new elapsed, landing on the
-// due list when their tick has come.
+// slot holds nodes due at exactly that tick (or later, after a lazy reset: drainDue
+// re-files those) and is spliced onto the due list in O(1); a higher slot's nodes are each
+// re-inserted relative to the new elapsed, landing on the due list when their tick has
+// come.
 func (sh *shard) processSlot(level, slot int) {
 	s := &sh.slab
 	if level == 0 {

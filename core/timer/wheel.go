@@ -42,9 +42,10 @@ func (s *slab) unlink(i uint32) (head uint32, emptied bool) {
 // Guarded by the owning shard's mutex.
 //
 // Invariants:
-//   - every node in slot (L, s) has tick t > elapsed with levelFor(elapsed', t) == L and
-//     slotFor(t, L) == s, where elapsed' was the wheel's tick when it was inserted (a top
-//     level slot may hold ticks beyond the wheel's span: they ride the ring);
+//   - every node in slot (L, s) has tick t > elapsed, and t >= the slot's next start: it
+//     was filed at levelFor(elapsed', t), slotFor(t, L) for the elapsed' of the time, or
+//     its deadline has since been moved later (lazy reset); a top level slot may hold
+//     ticks beyond the wheel's span, which ride the ring;
 //   - bit s of occupied[L] is set exactly when slot (L, s) is non-empty;
 //   - no occupied slot starts at or before elapsed (they are processed as elapsed reaches them).
 type wheel struct {

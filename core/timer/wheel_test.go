@@ -81,11 +81,8 @@ func TestShardAgainstModel(t *testing.T) {
 					}
 				case op < 8 && len(live) > 0: // reset
 					_, r := anyTimer(rng, live)
-					n := sh.lookup(r.t)
-					sh.detach(r.t.idx, n)
 					r.when = now + rng.Int64N(tc.maxDelay)
-					n.when = r.when
-					sh.insert(r.t.idx, n)
+					sh.reset(r.t.idx, sh.lookup(r.t), r.when)
 				default: // advance and poll
 					now += rng.Int64N(tc.maxStep) + 1
 					fired := collectAll(t, sh, now)
@@ -189,18 +186,25 @@ func TestStaleHandleNeverTouchesRecycledNode(t *testing.T) {
 	}
 }
 
-func TestSlabGrowsByChunksWithoutMovingNodes(t *testing.T) {
+func TestSlabGrowsFirstChunkThenByWholeChunks(t *testing.T) {
 	sh := newTestShard(1, 16)
-	first, _ := sh.link(5, 1, 1, 0)
-	p := sh.slab.at(first.idx)
-	for i := 0; i < 3*chunkSize; i++ {
-		sh.link(int64(10+i), 1, uint64(i), 0)
+	var tms []Timer
+	for i := 0; i < 2*chunkSize+1; i++ {
+		tm, _ := sh.link(int64(10+i), 1, uint64(i), 0)
+		tms = append(tms, tm)
 	}
-	if sh.slab.at(first.idx) != p {
-		t.Fatal("growth moved an existing node")
+	if got := len(sh.slab.chunks); got != 3 {
+		t.Fatalf("%d chunks for %d nodes, want 3", got, len(tms)+int(numSentinels))
 	}
-	if got, want := len(sh.slab.chunks), 4; got != want {
-		t.Fatalf("%d chunks for %d nodes, want %d", got, 3*chunkSize+1+numSentinels, want)
+	for i, c := range sh.slab.chunks {
+		if len(c) != chunkSize {
+			t.Fatalf("chunk %d holds %d nodes, want %d", i, len(c), chunkSize)
+		}
+	}
+	for i, tm := range tms { // growth copied the first chunk: every handle still resolves
+		if n := sh.lookup(tm); n == nil || n.arg != uint64(i) {
+			t.Fatalf("timer %d lost across growth", i)
+		}
 	}
 	if err := sh.verify(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,94 @@
+//go:build linux
+
+package clock
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// preciseTimer is a Timer backed by a Linux timerfd armed at an absolute CLOCK_MONOTONIC
+// deadline. One goroutine reads the fd through the runtime poller (parked, no thread
+// held) and forwards each expiry to C.
+type preciseTimer struct {
+	file   *os.File
+	fd     int
+	offset int64 // CLOCK_MONOTONIC reading minus Real.Now() (never below the true offset)
+	c      chan time.Time
+	done   chan struct{} // closed when the reader goroutine has exited
+	once   sync.Once
+}
+
+func newPreciseTimer(r *Real) Timer {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	// Real.Now() is the runtime's CLOCK_MONOTONIC reading minus the epoch's. Reading the
+	// monotonic clock after Now() makes the estimated offset at least the true one, so a
+	// deadline converted with it can only be armed late (by nanoseconds), never early.
+	before := r.Now()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	t := &preciseTimer{
+		file:   os.NewFile(uintptr(fd), "tock-timerfd"), // non-blocking: served by the poller
+		fd:     fd,
+		offset: ts.Nano() - before,
+		c:      make(chan time.Time, 1),
+		done:   make(chan struct{}),
+	}
+	go t.read()
+	return t
+}
+
+func (t *preciseTimer) read() {
+	defer close(t.done)
+	var expirations [8]byte
+	for {
+		if _, err := t.file.Read(expirations[:]); err != nil {
+			return // closed
+		}
+		select {
+		case t.c <- time.Time{}:
+		default: // one undelivered wake-up is enough
+		}
+	}
+}
+
+func (t *preciseTimer) C() <-chan time.Time { return t.c }
+
+func (t *preciseTimer) ResetAt(when int64) {
+	select {
+	case <-t.c:
+	default:
+	}
+	deadline := max(when+t.offset, 1) // 0 would disarm; any past time expires at once
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(deadline)}
+	if err := unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
+		// The fd is ours and the arguments valid; failing here means the fd was closed.
+		// Deliver now rather than sleep forever: the user re-reads the clock.
+		select {
+		case t.c <- time.Time{}:
+		default:
+		}
+	}
+}
+
+func (t *preciseTimer) Stop() {
+	var disarm unix.ItimerSpec
+	unix.TimerfdSettime(t.fd, 0, &disarm, nil)
+}
+
+// Close closes the fd, which ends the reader goroutine, and waits for it to exit.
+func (t *preciseTimer) Close() {
+	t.once.Do(func() {
+		t.file.Close()
+		<-t.done
+	})
+}
