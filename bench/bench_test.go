@@ -62,10 +62,13 @@ func BenchmarkFireWindow(b *testing.B) {
 	})
 }
 
-// BenchmarkLateness offers timers at a rate for one window: n = rate × window.
+// BenchmarkLateness offers timers at a rate for one window: n = rate × window. Besides
+// the default tock (1 ms wheel tick) it runs tock-precise, a Precise handler whose timers
+// sit in the heap and fire at their deadline, not at the next tick boundary.
 func BenchmarkLateness(b *testing.B) {
 	rates := []Size{{"rate=1e5", 1e5}, {"rate=1.1e6", 1.1e6}}
-	eachImpl(b, timerImpls, rates, func(b *testing.B, nt func() Timers, rate int) {
+	impls := append(timerImpls[:1:1], Impl{"tock-precise", NewTockPrecise}, timerImpls[1])
+	eachImpl(b, impls, rates, func(b *testing.B, nt func() Timers, rate int) {
 		w := Window()
 		Fire(b, nt, int(float64(rate)*w.Seconds()), w)
 	})

@@ -10,6 +10,7 @@ import (
 // Tock is a timer.Scheduler with one registered handler; a timer's argument is its slot.
 type Tock struct {
 	opts    []timer.Option
+	hopts   []timer.HandlerOption
 	s       *timer.Scheduler
 	h       timer.Handler
 	handles []timer.Timer
@@ -20,6 +21,10 @@ func NewTock(opts ...timer.Option) func() Timers {
 	return func() Timers { return &Tock{opts: opts} }
 }
 
+// NewTockPrecise is NewTock with a Precise handler: timers live in the 4-ary heap and
+// fire at their deadline instead of the next tick boundary.
+func NewTockPrecise() Timers { return &Tock{hopts: []timer.HandlerOption{timer.Precise()}} }
+
 func (t *Tock) Init(slots int, onFire func(slot int, due int64)) error {
 	s, err := timer.New(t.opts...)
 	if err != nil {
@@ -28,7 +33,7 @@ func (t *Tock) Init(slots int, onFire func(slot int, due int64)) error {
 	if onFire == nil {
 		onFire = func(int, int64) {}
 	}
-	h, err := s.Register(func(ev timer.Event) { onFire(int(ev.Arg), ev.Due) })
+	h, err := s.Register(func(ev timer.Event) { onFire(int(ev.Arg), ev.Due) }, t.hopts...)
 	if err != nil {
 		_ = s.Close(context.Background())
 		return err
