@@ -5,6 +5,7 @@ package clock
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,9 +29,13 @@ type preciseTimer struct {
 	offset int64 // CLOCK_MONOTONIC reading minus Real.Now() (never below the true offset)
 	clock  *Real
 	backup *time.Timer // runtime timer for the same deadline
-	c      chan time.Time
-	done   chan struct{} // closed when the reader goroutine has exited
-	once   sync.Once
+	// armed is set by ResetAt and taken by the first path to fire, so one arming delivers
+	// once, not twice. A stale expiry of an earlier arming may take it: that is an early
+	// (spurious) wake-up, after which the user re-arms; never a lost one.
+	armed atomic.Bool
+	c     chan time.Time
+	done  chan struct{} // closed when the reader goroutine has exited
+	once  sync.Once
 }
 
 func newPreciseTimer(r *Real) Timer {
@@ -55,10 +60,17 @@ func newPreciseTimer(r *Real) Timer {
 		c:      make(chan time.Time, 1),
 		done:   make(chan struct{}),
 	}
-	t.backup = time.AfterFunc(time.Hour, t.deliver)
+	t.backup = time.AfterFunc(time.Hour, t.fired)
 	t.backup.Stop()
 	go t.read()
 	return t
+}
+
+// fired is called by either path when its deadline passes.
+func (t *preciseTimer) fired() {
+	if t.armed.CompareAndSwap(true, false) {
+		t.deliver()
+	}
 }
 
 func (t *preciseTimer) deliver() {
@@ -75,7 +87,7 @@ func (t *preciseTimer) read() {
 		if _, err := t.file.Read(expirations[:]); err != nil {
 			return // closed
 		}
-		t.deliver()
+		t.fired()
 	}
 }
 
@@ -86,6 +98,7 @@ func (t *preciseTimer) ResetAt(when int64) {
 	case <-t.c:
 	default:
 	}
+	t.armed.Store(true)
 	deadline := max(when+t.offset, 1) // 0 would disarm; any past time expires at once
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(deadline)}
 	if err := unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
@@ -100,6 +113,7 @@ func (t *preciseTimer) Stop() {
 	var disarm unix.ItimerSpec
 	unix.TimerfdSettime(t.fd, 0, &disarm, nil)
 	t.backup.Stop()
+	t.armed.Store(false)
 }
 
 // Close closes the fd, which ends the reader goroutine, and waits for it to exit.

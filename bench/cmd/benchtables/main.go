@@ -99,6 +99,9 @@ func write(w *bytes.Buffer, dir string) error {
 		for i, g := range wl.goals {
 			fmt.Fprintf(w, "- Goal `%s`: %s. %s\n", g.row, g.text, verdicts[wl.bench][i])
 		}
+		if wl.notes != "" {
+			fmt.Fprintf(w, "\n%s\n", wl.notes)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkFireBurst$' -count 6 -timeout 0 .

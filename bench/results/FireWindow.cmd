@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkFireWindow$' -count 6 -timeout 0 .

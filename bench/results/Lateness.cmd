@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkLateness$' -count 6 -timeout 0 .

@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkScheduleCancelParallel$' -count 10 -timeout 0 .
