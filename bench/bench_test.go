@@ -98,3 +98,9 @@ func BenchmarkHeapPushPop(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkEngineOneShot(b *testing.B) {
+	for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e6", 1e6}) {
+		b.Run(sz.Name, func(b *testing.B) { EngineOneShot(b, sz.N) })
+	}
+}

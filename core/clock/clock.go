@@ -21,6 +21,14 @@ type Clock interface {
 	NewTimer() Timer
 }
 
+// WallClock is a Clock whose readings also map to wall-clock time, for whoever computes
+// deadlines from calendars (cron, time zones). Real and Fake are both WallClocks.
+type WallClock interface {
+	Clock
+	// Time returns the wall-clock time of reading ns.
+	Time(ns int64) time.Time
+}
+
 // Timer is a re-armable one-shot wake-up, used by one goroutine at a time. Deadlines are
 // absolute readings of its Clock, so arming can never be made late by a stale reading:
 // a deadline that has already passed delivers at once. A Timer may deliver spuriously

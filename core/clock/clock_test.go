@@ -105,3 +105,17 @@ func TestFakeResetAtAfterAdvanceIsNotLost(t *testing.T) {
 		t.Fatal("arming at a deadline already reached did not deliver")
 	}
 }
+
+func TestWallClocks(t *testing.T) {
+	var _ WallClock = NewReal()
+	var _ WallClock = NewFake(0)
+	at := time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC)
+	f := NewFake(at.UnixNano())
+	if got := f.Time(f.Now()); !got.Equal(at) {
+		t.Fatalf("Fake.Time(Now()) = %v, want %v", got, at)
+	}
+	f.Advance(time.Hour)
+	if got := f.Time(f.Now()); !got.Equal(at.Add(time.Hour)) {
+		t.Fatalf("after an hour: %v", got)
+	}
+}

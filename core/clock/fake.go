@@ -15,6 +15,10 @@ type Fake struct {
 	armed  chan struct{}        // signalled (non-blocking) whenever a timer is armed
 }
 
+// Time maps a reading to wall-clock time: reading r is time.Unix(0, r). A test that wants
+// the clock to read a given wall time t starts it at t.UnixNano().
+func (f *Fake) Time(ns int64) time.Time { return time.Unix(0, ns) }
+
 // NewFake returns a Fake clock reading start nanoseconds (a negative start reads 0).
 func NewFake(start int64) *Fake {
 	return &Fake{now: max(start, 0), timers: make(map[*fakeTimer]int64), armed: make(chan struct{}, 1)}

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// EngineOneShot: n one-shot tasks, due at once, go through the whole engine: Submit from
+// GOMAXPROCS goroutines, the timer fires, a worker runs a handler that returns nil, the
+// task is SUCCEEDED and (Retention < 0) dropped. tasks/s is n over the time from the first
+// Submit to the last handler's return; allocs/task counts every allocation in the process
+// over that time. There is no in-process peer: the goal is a rate (DESIGN.md).
+func EngineOneShot(b *testing.B, n int) {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("task-%d", i)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	var rates, allocs []float64
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		e, err := task.New(task.WithRetention(-1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var handled atomic.Int64
+		done := make(chan struct{})
+		e.Register("noop", func(context.Context, *task.Run) error {
+			if handled.Add(1) == int64(n) {
+				close(done)
+			}
+			return nil
+		})
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for p := 0; p < procs; p++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := p * n / procs; i < (p+1)*n/procs; i++ {
+					if _, err := e.Submit(task.Task{ID: ids[i], Type: "noop", Schedule: task.After(0)}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			b.Fatalf("only %d of %d tasks handled after a minute", handled.Load(), n)
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		runtime.ReadMemStats(&after)
+		rates = append(rates, float64(n)/elapsed.Seconds())
+		allocs = append(allocs, float64(after.Mallocs-before.Mallocs)/float64(n))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		e.Close(ctx)
+		cancel()
+		b.StartTimer()
+	}
+	b.ReportMetric(median(rates), "tasks/s")
+	b.ReportMetric(median(allocs), "allocs/task")
+}

@@ -1,0 +1,42 @@
+// Package task is tock's task engine: tasks with IDs, states, schedules (at, after,
+// every, cron with seconds and a time zone), retries with exponential backoff and jitter,
+// per-attempt timeouts and a dead-letter queue, on top of the timer core. It is
+// in-process and embeddable; the server puts a network in front of it.
+//
+// # Flow
+//
+// Submit validates a Task, stores its record in one of 64 shards (xxhash of namespace and
+// ID) and arms a core timer for its first occurrence. When the timer fires (in the timer
+// pool) the task goes PENDING -> DUE and is queued for a worker; a worker moves it to
+// RUNNING and calls the handler registered for its Type with a context carrying the
+// attempt's deadline. The outcome moves it on: SUCCEEDED (or, for a recurring task, back
+// to PENDING for its next occurrence), FAILED with a retry armed after a backoff, or DEAD
+// with a dead letter. Every move follows the table in states.go; an illegal one is an
+// error and is never applied.
+//
+// # Invariants
+//
+//   - A record is in exactly one shard's map, under (namespace, ID), and in that shard's
+//     slot table under the slot its timers carry as their argument.
+//   - A record arms at most one due/retry/expiry timer (record.timer) and one timeout
+//     timer (record.deadline); a timer that fires without being the one its record holds
+//     is stale and does nothing.
+//   - A record's runID names the one attempt whose result counts; a handler that returns
+//     after a timeout, a cancel or a replacing Submit finds another runID and its result
+//     is counted as late, never applied.
+//   - Handlers never run under a shard lock, and OnEvent is never called under one.
+//
+// # Guarantees
+//
+//   - A handler that panics, hangs or fails forever never stalls other tasks: panics are
+//     recovered as failed attempts; an attempt past its timeout is failed by the engine's
+//     own timer whether or not the handler returns, and a new worker takes the stuck
+//     one's place (Options.MaxHungWorkers bounds the goroutines left behind); retries are
+//     bounded by the RetryPolicy and end in the dead-letter queue.
+//   - Back-pressure: Options.QueueSize bounds due tasks waiting for a worker (the timer
+//     pool waits when it is full); Options.MaxTasks bounds records (Submit returns
+//     ErrOverloaded); the dead-letter queue is bounded (oldest evicted, counted).
+//   - Nothing is lost silently: every task that is submitted either runs, is cancelled by
+//     the user, or ends in the dead-letter queue, except at Close, which drops what is
+//     pending (the engine is in-process and holds no durable state).
+package task

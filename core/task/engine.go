@@ -1,0 +1,492 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/tock-sched/tock/core/clock"
+	"github.com/tock-sched/tock/core/timer"
+)
+
+// numShards splits the task table so that submits, fires and completions of different
+// tasks rarely share a lock. A power of two.
+const numShards = 64
+
+// maxHistory bounds the attempt records kept per occurrence (the first and the latest
+// ones are what a user looks at; an endless retry loop must not grow without bound).
+const maxHistory = 32
+
+type key struct{ ns, id string }
+
+// record is a task and everything the engine knows about it. All fields are guarded by
+// the owning shard's mutex, except task, which is never written after Submit (a
+// replacing Submit makes a new record), so running handlers read it without the lock.
+type record struct {
+	task       Task
+	slot       uint32 // index in shard.slots: the timer argument names the record by it
+	state      State
+	due        time.Time // the current occurrence's (or retry's) due time
+	firstStart time.Time // start of the current occurrence's first attempt
+	attempts   int       // attempts of the current occurrence
+	runs       uint64
+	lastErr    string
+	history    []AttemptRecord // failed attempts of the current occurrence
+	timer      timer.Timer     // due, retry or retention-expiry timer; zero when none
+	deadline   timer.Timer     // the running attempt's timeout timer
+	runID      uint64          // the attempt now due or running; 0 when none
+	attempt    *attempt        // the running attempt
+}
+
+type shard struct {
+	mu      sync.Mutex
+	idx     uint64 // position in Engine.shards
+	records map[key]*record
+	slots   []*record
+	free    []uint32
+	runs    uint64 // attempts issued: with idx, makes run IDs unique per engine
+	tasks   int    // records held (MaxTasks is enforced per shard)
+	// counters, guarded by mu
+	submitted, succeeded, failed, retried, dead, cancelled, timedOut, misfired uint64
+	_                                                                          [64]byte
+}
+
+// nextRunID issues a run ID, unique within the engine. Requires sh.mu.
+func (sh *shard) nextRunID() uint64 {
+	sh.runs++
+	return sh.runs*numShards + sh.idx
+}
+
+// Engine runs tasks on the timer core. All methods are safe for concurrent use.
+type Engine struct {
+	opts   Options
+	clock  clock.WallClock
+	timers *timer.Scheduler
+	hDue   timer.Handler // a task's occurrence or retry is due
+	hLimit timer.Handler // a running attempt's timeout has passed
+	hDrop  timer.Handler // a finished task's retention has passed
+	shards [numShards]shard
+	dlq    *DLQ
+
+	handlers atomic.Pointer[map[string]Handler] // copy-on-write
+	regMu    sync.Mutex
+
+	runq        chan runItem // a nil rec tells a worker to exit (Close)
+	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
+	hung        atomic.Int64 // workers replaced while stuck in a handler, not yet returned
+	loopWorkers atomic.Int64 // workers that will come back for the next item
+
+	workersMu sync.Mutex
+	workers   []*worker // every worker ever started (for Stats); guarded by workersMu
+	wg        sync.WaitGroup
+
+	base   context.Context // cancelled by Close
+	stop   context.CancelFunc
+	closed atomic.Bool
+}
+
+type runItem struct {
+	sh    *shard
+	rec   *record
+	runID uint64
+}
+
+// New starts an engine: its timer scheduler and Options.Workers worker goroutines.
+func New(opts ...Option) (*Engine, error) {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	timers, err := timer.New(append(slices.Clone(o.Timer), timer.WithClock(o.Clock))...)
+	if err != nil {
+		return nil, fmt.Errorf("task: timers: %w", err)
+	}
+	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: NewDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
+		shardLimit: (o.MaxTasks + numShards - 1) / numShards}
+	e.base, e.stop = context.WithCancel(context.Background())
+	handlers := map[string]Handler{}
+	e.handlers.Store(&handlers)
+	for i := range e.shards {
+		e.shards[i].idx = uint64(i)
+		e.shards[i].records = make(map[key]*record)
+	}
+	e.hDue, _ = timers.Register(e.onDue)
+	e.hLimit, _ = timers.Register(e.onTimeout)
+	e.hDrop, _ = timers.Register(e.onDrop)
+	for i := 0; i < o.Workers; i++ {
+		e.startWorker()
+	}
+	return e, nil
+}
+
+// Register sets the handler of a task type, replacing any earlier one. Tasks of a type
+// with no handler when they run fail without retry (ErrNoHandler, recorded on the task).
+func (e *Engine) Register(taskType string, h Handler) error {
+	if taskType == "" || len(taskType) > MaxTypeLen {
+		return fmt.Errorf("%w: type must be 1 to %d bytes", ErrInvalidTask, MaxTypeLen)
+	}
+	if h == nil {
+		return fmt.Errorf("%w: nil handler for %q", ErrInvalidTask, taskType)
+	}
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
+	next := make(map[string]Handler, len(*e.handlers.Load())+1)
+	for k, v := range *e.handlers.Load() {
+		next[k] = v
+	}
+	next[taskType] = h
+	e.handlers.Store(&next)
+	return nil
+}
+
+func (e *Engine) shardFor(k key) *shard {
+	h := xxhash.Sum64String(k.id) ^ xxhash.Sum64String(k.ns)*0x9E3779B97F4A7C15
+	return &e.shards[h&(numShards-1)]
+}
+
+// timerArg names a record to the timer core: shard index and slot.
+func timerArg(sh *shard, rec *record) uint64 { return sh.idx<<32 | uint64(rec.slot) }
+
+// lookup resolves a timer argument; the caller checks that the record still expects
+// the timer that fired. It locks the shard.
+func (e *Engine) lookup(arg uint64) (*shard, *record) {
+	sh := &e.shards[arg>>32&(numShards-1)]
+	sh.mu.Lock()
+	slot := uint32(arg)
+	if int(slot) >= len(sh.slots) {
+		return sh, nil
+	}
+	return sh, sh.slots[slot]
+}
+
+// now returns the clock reading and its wall time.
+func (e *Engine) now() (int64, time.Time) {
+	ns := e.clock.Now()
+	return ns, e.clock.Time(ns)
+}
+
+// at converts a wall time to a reading of the engine's clock.
+func (e *Engine) at(t time.Time) int64 {
+	ns, wall := e.now()
+	return ns + int64(t.Sub(wall))
+}
+
+// Submit accepts a task and schedules its first occurrence. Submitting an ID that exists
+// in the namespace returns ErrExists, unless t.Version is higher than the existing task's:
+// then t replaces it (a run in progress finishes, but its result is ignored). The payload
+// is copied. Cost: one map insert and one timer, O(1).
+func (e *Engine) Submit(t Task) (Info, error) {
+	if e.closed.Load() {
+		return Info{}, ErrClosed
+	}
+	if t.Timeout == 0 {
+		t.Timeout = e.opts.DefaultTimeout
+	}
+	if err := t.validate(e.opts.MaxPayload); err != nil {
+		return Info{}, err
+	}
+	t.Retry = t.Retry.WithDefaults()
+	t.Payload = slices.Clone(t.Payload)
+	_, wall := e.now()
+	first, err := t.Schedule.First(wall)
+	if err != nil {
+		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	k := key{t.Namespace, t.ID}
+	sh := e.shardFor(k)
+	sh.mu.Lock()
+	if old := sh.records[k]; old != nil {
+		if t.Version <= old.task.Version {
+			sh.mu.Unlock()
+			return Info{}, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+		}
+		// The replacement is a new record: a run of the old version still in its handler
+		// keeps reading the old, unchanged Task.
+		e.remove(sh, old)
+	} else if sh.tasks >= e.shardLimit {
+		sh.mu.Unlock()
+		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
+	}
+	rec := &record{task: t, state: Pending}
+	if n := len(sh.free); n > 0 {
+		rec.slot = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		sh.slots[rec.slot] = rec
+	} else {
+		rec.slot = uint32(len(sh.slots))
+		sh.slots = append(sh.slots, rec)
+	}
+	sh.records[k] = rec
+	sh.tasks++
+	if err := e.arm(sh, rec, first, e.hDue); err != nil {
+		e.remove(sh, rec)
+		sh.mu.Unlock()
+		return Info{}, err
+	}
+	sh.submitted++
+	info := rec.info()
+	sh.mu.Unlock()
+	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Type: t.Type})
+	return info, nil
+}
+
+// arm schedules rec's timer for wall time `when` on core handler h. Requires sh.mu.
+func (e *Engine) arm(sh *shard, rec *record, when time.Time, h timer.Handler) error {
+	tm, err := e.timers.At(e.at(when), h, timerArg(sh, rec))
+	if err != nil {
+		return fmt.Errorf("task %q: scheduling %v: %w", rec.task.ID, when, err)
+	}
+	rec.timer = tm
+	if h == e.hDue {
+		rec.due = when
+	}
+	return nil
+}
+
+// retire stops everything a record has in flight: its timers, and a running attempt,
+// whose result will be ignored. Requires the shard's lock.
+func (e *Engine) retire(rec *record) {
+	if !rec.timer.IsZero() {
+		e.timers.Cancel(rec.timer)
+	}
+	if !rec.deadline.IsZero() {
+		e.timers.Cancel(rec.deadline)
+	}
+	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
+	if rec.attempt != nil {
+		rec.attempt.ctx.cancel(context.Canceled)
+		rec.attempt = nil
+	}
+	rec.runID = 0
+}
+
+// remove drops a record. Requires sh.mu.
+func (e *Engine) remove(sh *shard, rec *record) {
+	e.retire(rec)
+	delete(sh.records, key{rec.task.Namespace, rec.task.ID})
+	sh.slots[rec.slot] = nil
+	sh.free = append(sh.free, rec.slot)
+	sh.tasks--
+}
+
+// finished starts a finished record's retention. Requires sh.mu.
+func (e *Engine) finished(sh *shard, rec *record, wall time.Time) {
+	if e.opts.Retention < 0 {
+		e.remove(sh, rec)
+		return
+	}
+	if err := e.arm(sh, rec, wall.Add(e.opts.Retention), e.hDrop); err != nil {
+		e.remove(sh, rec) // only a closing scheduler refuses: nothing left to query anyway
+	}
+}
+
+// setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
+// in the engine, reported as an error and never applied.
+func setState(rec *record, to State) error {
+	if err := Transition(rec.state, to); err != nil {
+		return fmt.Errorf("task %s/%s: %w", rec.task.Namespace, rec.task.ID, err)
+	}
+	rec.state = to
+	return nil
+}
+
+// Cancel stops a task: a pending or retrying one never runs again; a running attempt's
+// context is cancelled and its result ignored. A task that has finished cannot be
+// cancelled (ErrIllegalTransition); an unknown one is ErrNotFound.
+func (e *Engine) Cancel(namespace, id string) error {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	k := key{namespace, id}
+	sh := e.shardFor(k)
+	sh.mu.Lock()
+	rec := sh.records[k]
+	if rec == nil {
+		sh.mu.Unlock()
+		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
+	}
+	if err := setState(rec, Cancelled); err != nil {
+		sh.mu.Unlock()
+		return err
+	}
+	e.retire(rec)
+	sh.cancelled++
+	_, wall := e.now()
+	e.finished(sh, rec, wall)
+	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Type: rec.task.Type, Attempt: rec.attempts}
+	sh.mu.Unlock()
+	e.emit(ev)
+	return nil
+}
+
+// Get returns a snapshot of a task. Finished tasks stay visible for Options.Retention.
+func (e *Engine) Get(namespace, id string) (Info, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	k := key{namespace, id}
+	sh := e.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.records[k]
+	if rec == nil {
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
+	}
+	return rec.info(), nil
+}
+
+func (rec *record) info() Info {
+	in := Info{Task: rec.task, State: rec.state, Attempts: rec.attempts, LastError: rec.lastErr,
+		History: slices.Clone(rec.history), Runs: rec.runs}
+	if rec.state == Pending || rec.state == Failed {
+		in.NextRun = rec.due
+	}
+	return in
+}
+
+// List returns up to limit tasks in state s (0: any state), ordered by namespace then ID,
+// starting after cursor ("" for the first page); next is the cursor of the following
+// page, "" after the last. Cost: O(tasks) per page: it is an administrative query.
+func (e *Engine) List(s State, cursor string, limit int) (page []Info, next string, err error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	var keys []key
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for k, rec := range sh.records {
+			if (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {
+				keys = append(keys, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if keyLess(a, b) {
+			return -1
+		}
+		if keyLess(b, a) {
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		if len(page) == limit {
+			return page, encodeCursor(page[len(page)-1]), nil
+		}
+		if in, err := e.Get(k.ns, k.id); err == nil && (s == 0 || in.State == s) {
+			page = append(page, in)
+		}
+	}
+	return page, "", nil
+}
+
+func keyLess(a, b key) bool { return a.ns < b.ns || a.ns == b.ns && a.id < b.id }
+
+func encodeCursor(in Info) string { return in.Task.Namespace + "\x00" + in.Task.ID }
+
+func decodeCursor(c string) (key, error) {
+	if c == "" {
+		return key{}, nil
+	}
+	for i := 0; i < len(c); i++ {
+		if c[i] == 0 {
+			return key{c[:i], c[i+1:]}, nil
+		}
+	}
+	return key{}, fmt.Errorf("%w: %q", ErrBadCursor, c)
+}
+
+// Stats returns the counters. Cost: O(shards + workers).
+func (e *Engine) Stats() Stats {
+	st := Stats{Queued: len(e.runq), HungWorkers: int(e.hung.Load()), DeadLetters: e.dlq.Len(), DLQEvicted: e.dlq.Evicted()}
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		st.Tasks += sh.tasks
+		st.Submitted += sh.submitted
+		st.Succeeded += sh.succeeded
+		st.Failed += sh.failed
+		st.Retried += sh.retried
+		st.Dead += sh.dead
+		st.Cancelled += sh.cancelled
+		st.TimedOut += sh.timedOut
+		st.Misfired += sh.misfired
+		sh.mu.Unlock()
+	}
+	e.workersMu.Lock()
+	for _, w := range e.workers {
+		st.Started += w.stats.started.Load()
+		st.Running += int(w.stats.running.Load())
+		st.Panics += w.stats.panics.Load()
+		st.LateResults += w.stats.lateResults.Load()
+		st.Lateness.add(&w.stats.lateness)
+		st.Duration.add(&w.stats.duration)
+	}
+	e.workersMu.Unlock()
+	return st
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.opts.OnEvent != nil {
+		e.opts.OnEvent(ev)
+	}
+}
+
+// jitter is the uniform draw for retry jitter.
+func jitter() float64 { return rand.Float64() }
+
+// Close stops the engine: no new submits (ErrClosed), no further runs; pending tasks are
+// dropped; running attempts' contexts are cancelled and Close waits for their handlers
+// until ctx is done (then returns ctx's error; a handler that ignores its context keeps
+// its goroutine). A second Close returns ErrClosed.
+func (e *Engine) Close(ctx context.Context) error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	e.stop()
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for _, rec := range sh.records {
+			if rec.attempt != nil {
+				rec.attempt.ctx.cancel(context.Canceled)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	// Once the timers are closed nothing sends on runq any more (onDue gives up on a full
+	// queue when base is cancelled). Workers drop what is still queued, then each takes
+	// one exit item.
+	err := e.timers.Close(ctx)
+	done := make(chan struct{})
+	go func() {
+		for n := e.loopWorkers.Load(); n > 0; n-- {
+			e.runq <- runItem{}
+		}
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}

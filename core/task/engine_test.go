@@ -1,0 +1,458 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tock-sched/tock/core/clock"
+)
+
+// ants starts a package-level default pool at init; IgnoreCurrent leaves it alone.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+// eventWait bounds waits for events that must come; generous because a loaded 2-core CI
+// machine may not run the engine's goroutines for a long while. A correct engine delivers
+// in microseconds, a broken one never.
+const eventWait = 30 * time.Second
+
+// epoch is where the fake clocks start: a plain UTC day.
+var epoch = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t       *testing.T
+	e       *Engine
+	fake    *clock.Fake
+	events  chan Event
+	backlog []Event // events read while waiting for another one
+}
+
+func newHarness(t *testing.T, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{t: t, fake: clock.NewFake(epoch.UnixNano()), events: make(chan Event, 1<<16)}
+	opts = append([]Option{WithClock(h.fake), WithOnEvent(func(ev Event) { h.events <- ev })}, opts...)
+	e, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.e = e
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+		defer cancel()
+		e.Close(ctx)
+	})
+	return h
+}
+
+// wait returns the first event of kind for task id not returned before; events of other
+// kinds or tasks are kept for later waits.
+func (h *harness) wait(kind EventKind, id string) Event {
+	h.t.Helper()
+	for i, ev := range h.backlog {
+		if ev.Kind == kind && ev.ID == id {
+			h.backlog = append(h.backlog[:i], h.backlog[i+1:]...)
+			return ev
+		}
+	}
+	deadline := time.After(eventWait)
+	for {
+		select {
+		case ev := <-h.events:
+			if ev.Kind == kind && ev.ID == id {
+				return ev
+			}
+			h.backlog = append(h.backlog, ev)
+		case <-deadline:
+			h.t.Fatalf("no %v event for %q within %v", kind, id, eventWait)
+			return Event{}
+		}
+	}
+}
+
+func (h *harness) submit(t Task) Info {
+	h.t.Helper()
+	in, err := h.e.Submit(t)
+	if err != nil {
+		h.t.Fatalf("submit %q: %v", t.ID, err)
+	}
+	return in
+}
+
+func (h *harness) state(id string) State {
+	h.t.Helper()
+	in, err := h.e.Get("", id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return in.State
+}
+
+func TestOneShotRunsOnceAtItsTime(t *testing.T) {
+	h := newHarness(t)
+	var runs atomic.Int32
+	var sawDue time.Time
+	h.e.Register("email", func(ctx context.Context, r *Run) error {
+		runs.Add(1)
+		sawDue = r.Due
+		if string(r.Task.Payload) != "hello" || r.Attempt != 1 {
+			return fmt.Errorf("run %+v", r)
+		}
+		return nil
+	})
+	in := h.submit(Task{ID: "a", Type: "email", Payload: []byte("hello"), Schedule: After(10 * time.Second)})
+	if in.State != Pending || !in.NextRun.Equal(epoch.Add(10*time.Second)) {
+		t.Fatalf("after submit: %+v", in)
+	}
+	h.fake.Advance(10 * time.Second)
+	h.wait(EventSucceeded, "a")
+	if runs.Load() != 1 || !sawDue.Equal(epoch.Add(10*time.Second)) {
+		t.Fatalf("runs %d, due %v", runs.Load(), sawDue)
+	}
+	if s := h.state("a"); s != Succeeded {
+		t.Fatalf("state %v", s)
+	}
+	st := h.e.Stats()
+	if st.Submitted != 1 || st.Started != 1 || st.Succeeded != 1 || st.Lateness.Count != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestRetriesBackOffThenDeadLetterAndRequeue(t *testing.T) {
+	h := newHarness(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	var attempts []time.Time
+	h.e.Register("flaky", func(ctx context.Context, r *Run) error {
+		attempts = append(attempts, h.fake.Time(h.fake.Now()))
+		if fail.Load() {
+			return errors.New("upstream down")
+		}
+		return nil
+	})
+	h.submit(Task{ID: "j", Type: "flaky", Schedule: After(0),
+		Retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, Multiplier: 2}})
+	h.fake.Advance(0)
+	h.wait(EventRetrying, "j")
+	if s := h.state("j"); s != Failed {
+		t.Fatalf("after attempt 1: %v", s)
+	}
+	h.fake.Advance(time.Second)
+	h.wait(EventRetrying, "j")
+	h.fake.Advance(2 * time.Second)
+	dead := h.wait(EventDead, "j")
+	if !strings.Contains(dead.Err.Error(), "upstream down") {
+		t.Fatalf("dead event error %v", dead.Err)
+	}
+	want := []time.Time{epoch, epoch.Add(time.Second), epoch.Add(3 * time.Second)}
+	if len(attempts) != 3 {
+		t.Fatalf("%d attempts, want 3", len(attempts))
+	}
+	for i := range want {
+		if !attempts[i].Equal(want[i]) {
+			t.Fatalf("attempt %d at %v, want %v (1 s then 2 s backoff, no jitter)", i+1, attempts[i], want[i])
+		}
+	}
+	in, _ := h.e.Get("", "j")
+	if in.State != Dead || in.Attempts != 3 || len(in.History) != 3 || in.LastError != "upstream down" {
+		t.Fatalf("info %+v", in)
+	}
+	page, _, err := h.e.DeadLetters("", 10)
+	if err != nil || len(page) != 1 || page[0].Task.ID != "j" || len(page[0].Attempts) != 3 {
+		t.Fatalf("dead letters %+v, %v", page, err)
+	}
+	fail.Store(false)
+	if _, err := h.e.Requeue("", "j"); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "j")
+	if s := h.state("j"); s != Succeeded {
+		t.Fatalf("after requeue: %v", s)
+	}
+	if h.e.Stats().DeadLetters != 0 {
+		t.Fatal("requeued task still in the dead-letter queue")
+	}
+}
+
+func TestNonRetryableErrorSkipsRetries(t *testing.T) {
+	h := newHarness(t)
+	h.e.Register("parse", func(ctx context.Context, r *Run) error {
+		return NonRetryable(errors.New("malformed payload"))
+	})
+	h.submit(Task{ID: "p", Type: "parse", Schedule: After(0), Retry: RetryPolicy{MaxAttempts: 5}})
+	h.fake.Advance(0)
+	h.wait(EventDead, "p")
+	if in, _ := h.e.Get("", "p"); in.Attempts != 1 {
+		t.Fatalf("%d attempts for a non-retryable error", in.Attempts)
+	}
+}
+
+func TestMissingHandlerIsRecordedOnTheTask(t *testing.T) {
+	h := newHarness(t)
+	h.submit(Task{ID: "m", Type: "nobody", Schedule: After(0), Retry: RetryPolicy{MaxAttempts: 3}})
+	h.fake.Advance(0)
+	h.wait(EventDead, "m")
+	in, _ := h.e.Get("", "m")
+	if in.State != Dead || !strings.Contains(in.LastError, "no handler") || in.Attempts != 1 {
+		t.Fatalf("info %+v", in)
+	}
+}
+
+// TestHungHandlerIsTimedOutAndDoesNotStall runs one worker whose handler ignores its
+// context and never returns on its own: the attempt is still reported timed out at its
+// deadline, and a replacement worker runs the next task.
+func TestHungHandlerIsTimedOutAndDoesNotStall(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	release := make(chan struct{})
+	defer close(release)
+	var sawDeadline atomic.Bool
+	h.e.Register("hang", func(ctx context.Context, r *Run) error {
+		if d, ok := ctx.Deadline(); ok && d.Equal(epoch.Add(5*time.Second)) {
+			sawDeadline.Store(true)
+		}
+		<-release // ignores ctx
+		return nil
+	})
+	h.e.Register("quick", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "hang", Type: "hang", Schedule: After(0), Timeout: 5 * time.Second})
+	h.fake.Advance(0)
+	h.wait(EventStarted, "hang")
+	h.submit(Task{ID: "next", Type: "quick", Schedule: After(time.Second)})
+	h.fake.Advance(5 * time.Second)
+	ev := h.wait(EventTimedOut, "hang")
+	if !errors.Is(ev.Err, ErrTimeout) {
+		t.Fatalf("timeout event error %v", ev.Err)
+	}
+	h.wait(EventDead, "hang")
+	h.wait(EventSucceeded, "next") // ran although the only original worker is stuck
+	if !sawDeadline.Load() {
+		t.Fatal("the handler's context did not carry the attempt's deadline")
+	}
+	st := h.e.Stats()
+	if st.TimedOut != 1 || st.HungWorkers != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestHandlerHonouringContextSeesItCancelledAtTimeout(t *testing.T) {
+	h := newHarness(t)
+	got := make(chan error, 1)
+	h.e.Register("slow", func(ctx context.Context, r *Run) error {
+		<-ctx.Done()
+		got <- ctx.Err()
+		return ctx.Err()
+	})
+	h.submit(Task{ID: "s", Type: "slow", Schedule: After(0), Timeout: time.Second})
+	h.fake.Advance(0)
+	h.wait(EventStarted, "s")
+	h.fake.Advance(time.Second)
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ctx.Err() = %v", err)
+		}
+	case <-time.After(eventWait):
+		t.Fatal("the handler's context was not cancelled at the timeout")
+	}
+	h.wait(EventDead, "s")
+}
+
+func TestPanicIsAFailedAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.e.Register("boom", func(ctx context.Context, r *Run) error { panic("kaboom") })
+	h.e.Register("fine", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "b", Type: "boom", Schedule: After(0)})
+	h.submit(Task{ID: "f", Type: "fine", Schedule: After(0)})
+	h.fake.Advance(0)
+	dead := h.wait(EventDead, "b")
+	if !errors.Is(dead.Err, ErrPanic) || !strings.Contains(dead.Err.Error(), "kaboom") {
+		t.Fatalf("dead event error %v", dead.Err)
+	}
+	h.wait(EventSucceeded, "f")
+	if st := h.e.Stats(); st.Panics != 1 {
+		t.Fatalf("panics %d", st.Panics)
+	}
+}
+
+func TestExistsUnlessHigherVersionReplaces(t *testing.T) {
+	h := newHarness(t, WithWorkers(1)) // one worker: runs happen in queue order
+	var payloads []string
+	h.e.Register("v", func(ctx context.Context, r *Run) error {
+		payloads = append(payloads, string(r.Task.Payload))
+		return nil
+	})
+	h.submit(Task{ID: "x", Type: "v", Payload: []byte("v1"), Schedule: After(time.Minute), Version: 1})
+	if _, err := h.e.Submit(Task{ID: "x", Type: "v", Schedule: After(time.Second), Version: 1}); !errors.Is(err, ErrExists) {
+		t.Fatalf("same version: %v", err)
+	}
+	h.submit(Task{ID: "x", Type: "v", Payload: []byte("v2"), Schedule: After(time.Second), Version: 2})
+	h.fake.Advance(time.Minute) // past both the replacement's and the replaced task's time
+	h.wait(EventSucceeded, "x")
+	// A marker queued after everything that came due: once it has run, so has any stray
+	// run of the replaced version.
+	h.submit(Task{ID: "marker", Type: "v", Payload: []byte("marker"), Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "marker")
+	if len(payloads) != 2 || payloads[0] != "v2" {
+		t.Fatalf("runs %v, want only the replacement", payloads)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	h := newHarness(t)
+	h.e.Register("c", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "p", Type: "c", Schedule: After(time.Minute)})
+	if err := h.e.Cancel("", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.state("p"); s != Cancelled {
+		t.Fatalf("state %v", s)
+	}
+	if err := h.e.Cancel("", "p"); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	if err := h.e.Cancel("", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown: %v", err)
+	}
+	h.submit(Task{ID: "q", Type: "c", Schedule: After(time.Second)})
+	h.fake.Advance(time.Second)
+	h.wait(EventSucceeded, "q")
+	if _, err := h.e.Get("", "p"); err != nil { // retention: one minute by default
+		t.Fatalf("cancelled task dropped before its retention: %v", err)
+	}
+}
+
+func TestFixedRateIntervalRunsEachOccurrenceOnce(t *testing.T) {
+	h := newHarness(t)
+	dues := make(chan time.Time, 16)
+	h.e.Register("tick", func(ctx context.Context, r *Run) error { dues <- r.Due; return nil })
+	h.submit(Task{ID: "t", Type: "tick", Schedule: Every(10 * time.Second)})
+	for k := 1; k <= 3; k++ {
+		h.fake.Advance(10 * time.Second)
+		h.wait(EventSucceeded, "t")
+		if d := <-dues; !d.Equal(epoch.Add(time.Duration(k) * 10 * time.Second)) {
+			t.Fatalf("occurrence %d due %v", k, d)
+		}
+	}
+	if s := h.state("t"); s != Pending {
+		t.Fatalf("between occurrences: %v", s)
+	}
+}
+
+func TestCronWithSecondsRunsEachOccurrenceOnce(t *testing.T) {
+	h := newHarness(t)
+	dues := make(chan time.Time, 16)
+	h.e.Register("cron", func(ctx context.Context, r *Run) error { dues <- r.Due; return nil })
+	h.submit(Task{ID: "c", Type: "cron", Schedule: Cron("*/15 * * * * *", time.UTC)})
+	for k := 1; k <= 4; k++ {
+		h.fake.Advance(15 * time.Second)
+		h.wait(EventSucceeded, "c")
+		if d := <-dues; !d.Equal(epoch.Add(time.Duration(k) * 15 * time.Second)) {
+			t.Fatalf("occurrence %d due %v", k, d)
+		}
+	}
+}
+
+func TestMisfirePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy   MisfirePolicy
+		wantRuns int
+	}{{MisfireFireOnce, 1}, {MisfireSkip, 0}} {
+		t.Run(fmt.Sprint(tc.policy), func(t *testing.T) {
+			h := newHarness(t)
+			var runs atomic.Int32
+			h.e.Register("r", func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
+			h.submit(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy})
+			// The engine falls 10 s behind: occurrences at 1..10 s are all due at once.
+			h.fake.Advance(10*time.Second + 500*time.Millisecond)
+			h.wait(EventMisfired, "r")
+			if tc.wantRuns == 1 {
+				h.wait(EventSucceeded, "r")
+			}
+			in, _ := h.e.Get("", "r")
+			if int(runs.Load()) != tc.wantRuns || in.State != Pending || !in.NextRun.Equal(epoch.Add(11*time.Second)) {
+				t.Fatalf("runs %d, info %+v", runs.Load(), in)
+			}
+		})
+	}
+}
+
+func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct {
+		name string
+		task Task
+		want error
+	}{
+		{"no ID", Task{Type: "x", Schedule: After(0)}, ErrInvalidTask},
+		{"no type", Task{ID: "a", Schedule: After(0)}, ErrInvalidTask},
+		{"huge payload", Task{ID: "a", Type: "x", Schedule: After(0), Payload: make([]byte, 2<<20)}, ErrInvalidTask},
+		{"negative timeout", Task{ID: "a", Type: "x", Schedule: After(0), Timeout: -1}, ErrInvalidTask},
+		{"zero schedule", Task{ID: "a", Type: "x"}, ErrInvalidSchedule},
+		{"bad cron", Task{ID: "a", Type: "x", Schedule: Cron("61 * * * *", nil)}, ErrInvalidSchedule},
+		{"negative delay", Task{ID: "a", Type: "x", Schedule: After(-time.Second)}, ErrInvalidSchedule},
+		{"bad retry", Task{ID: "a", Type: "x", Schedule: After(0), Retry: RetryPolicy{Jitter: 2}}, ErrInvalidRetry},
+	} {
+		if _, err := h.e.Submit(c.task); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+	if st := h.e.Stats(); st.Tasks != 0 || st.Submitted != 0 {
+		t.Fatalf("rejected submits left state behind: %+v", st)
+	}
+}
+
+func TestOverloadedBeyondMaxTasks(t *testing.T) {
+	// MaxTasks is enforced per shard (ceil(MaxTasks/64) records each), so a limit of 64
+	// lets each shard hold one: some submit among the first 65 must be refused, and never
+	// more than 64 are accepted.
+	h := newHarness(t, WithMaxTasks(numShards))
+	accepted := 0
+	var err error
+	for i := 0; i < numShards+1 && err == nil; i++ {
+		if _, err = h.e.Submit(Task{ID: fmt.Sprint(i), Type: "x", Schedule: After(time.Hour)}); err == nil {
+			accepted++
+		}
+	}
+	if !errors.Is(err, ErrOverloaded) || accepted > numShards {
+		t.Fatalf("accepted %d, then %v", accepted, err)
+	}
+	if st := h.e.Stats(); st.Tasks != accepted {
+		t.Fatalf("stats count %d tasks, %d accepted", st.Tasks, accepted)
+	}
+}
+
+func TestListByStateInPages(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 25; i++ {
+		h.submit(Task{ID: fmt.Sprintf("t%02d", i), Type: "x", Schedule: After(time.Hour)})
+	}
+	h.e.Cancel("", "t03")
+	var ids []string
+	cursor := ""
+	for {
+		page, next, err := h.e.List(Pending, cursor, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range page {
+			ids = append(ids, in.Task.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(ids) != 24 || ids[0] != "t00" || ids[3] != "t04" || ids[23] != "t24" {
+		t.Fatalf("listed %v", ids)
+	}
+	if _, _, err := h.e.List(Pending, "garbage", 10); !errors.Is(err, ErrBadCursor) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}

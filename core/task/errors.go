@@ -1,0 +1,25 @@
+package task
+
+import "errors"
+
+// Errors of the task model: states, schedules, retry policies and the dead-letter queue.
+// They are sentinels: compare with errors.Is. Messages that wrap them name the offending
+// value or field.
+var (
+	// ErrIllegalTransition: a state change that the transition table (states.go) does not
+	// allow; the wrapping message names both states.
+	ErrIllegalTransition = errors.New("task: illegal state transition")
+	// ErrUnknownState: ParseState was given a name that is not a State.
+	ErrUnknownState = errors.New("task: unknown state")
+	// ErrInvalidSchedule: Schedule.Validate (or First) rejected a schedule; the message
+	// names the field, and for cron the expression and the parser's complaint.
+	ErrInvalidSchedule = errors.New("task: invalid schedule")
+	// ErrInvalidRetry: RetryPolicy.Validate rejected a policy; the message names the field.
+	ErrInvalidRetry = errors.New("task: invalid retry policy")
+	// ErrBadCursor: a paging cursor that this queue never issued.
+	ErrBadCursor = errors.New("task: bad cursor")
+	// ErrNonRetryable marks a handler error that must not be retried. Wrap it
+	// (fmt.Errorf("%w: ...", ErrNonRetryable)) or use NonRetryable(err); IsNonRetryable
+	// sees both.
+	ErrNonRetryable = errors.New("task: non-retryable error")
+)

@@ -1,0 +1,410 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/core/timer"
+)
+
+// worker is one goroutine running handlers; its counters are its own.
+type worker struct {
+	stats workerStats
+}
+
+func (e *Engine) startWorker() {
+	w := &worker{}
+	e.workersMu.Lock()
+	e.workers = append(e.workers, w)
+	e.workersMu.Unlock()
+	e.loopWorkers.Add(1)
+	e.wg.Add(1)
+	go e.work(w)
+}
+
+// work takes due tasks off runq. It receives without a select: a worker's exit is an item
+// like any other (sent by Close), which keeps the hot path to one channel operation.
+func (e *Engine) work(w *worker) {
+	defer e.wg.Done()
+	for item := range e.runq {
+		if item.rec == nil {
+			e.loopWorkers.Add(-1)
+			return
+		}
+		if e.closed.Load() {
+			continue // Close drops what had not started
+		}
+		if replaced := e.runOne(w, item); replaced {
+			return // a replacement took this worker's place while its handler hung
+		}
+	}
+}
+
+// attempt is one run of a handler: its context and its Run.
+type attempt struct {
+	ctx      attemptCtx
+	run      Run
+	replaced bool // a new worker was started because this attempt hung; guarded by shard mu
+}
+
+// attemptCtx is the handler's context: the engine's base context plus the attempt's
+// deadline, cancelled by the engine's own timeout timer (so a deadline costs no runtime
+// timer) or by Cancel or Close. Its Done channel is made only if the handler asks.
+type attemptCtx struct {
+	parent   context.Context
+	deadline time.Time
+	mu       sync.Mutex
+	done     chan struct{}
+	err      error
+}
+
+func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+func (c *attemptCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+func (c *attemptCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *attemptCtx) Value(k any) any { return c.parent.Value(k) }
+
+func (c *attemptCtx) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+}
+
+// onDue runs in the timer pool when an occurrence or a retry of a task comes due. It
+// applies the misfire policy, marks the task DUE and queues it for a worker; a full queue
+// makes it wait, which holds back the timer pool (back-pressure).
+func (e *Engine) onDue(ev timer.Event) {
+	sh, rec := e.lookup(ev.Arg)
+	if rec == nil || rec.timer != ev.Timer {
+		sh.mu.Unlock()
+		return // cancelled or replaced after it was collected
+	}
+	rec.timer = timer.Timer{}
+	wall := e.clock.Time(ev.Now)
+	var misfire *Event
+	if rec.state == Pending && rec.task.Schedule.Recurring() && wall.Sub(rec.due) > e.opts.MisfireThreshold {
+		runAt, missed := rec.task.Schedule.CatchUp(rec.task.Misfire, rec.due, wall)
+		if missed > 0 {
+			sh.misfired += uint64(missed)
+			misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type, Missed: missed}
+		}
+		if runAt.After(wall) { // skipped to the next future occurrence
+			err := e.arm(sh, rec, runAt, e.hDue)
+			sh.mu.Unlock()
+			if misfire != nil {
+				e.emit(*misfire)
+			}
+			if err != nil {
+				e.emit(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Err: err})
+			}
+			return
+		}
+		// One run stands for every missed occurrence: it is due as the latest of them, so
+		// that the next occurrence is computed from there and not from one long past.
+		rec.due = runAt
+	}
+	if err := setState(rec, Due); err != nil {
+		sh.mu.Unlock()
+		return
+	}
+	rec.runID = sh.nextRunID()
+	item := runItem{sh: sh, rec: rec, runID: rec.runID}
+	sh.mu.Unlock()
+	if misfire != nil {
+		e.emit(*misfire)
+	}
+	select {
+	case e.runq <- item:
+	case <-e.base.Done():
+	}
+}
+
+// runOne runs one attempt on worker w. It reports whether w was replaced while its
+// handler hung (then w must exit).
+func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
+	sh, rec := item.sh, item.rec
+	sh.mu.Lock()
+	if rec.runID != item.runID || rec.state != Due {
+		sh.mu.Unlock()
+		return false // cancelled or replaced while queued
+	}
+	if err := setState(rec, Running); err != nil {
+		sh.mu.Unlock()
+		return false
+	}
+	startNs, start := e.now()
+	rec.attempts++
+	rec.runs++
+	if rec.attempts == 1 {
+		rec.firstStart = start
+	}
+	a := &attempt{}
+	a.ctx.parent = e.base
+	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
+	if t := rec.task.Timeout; t > 0 {
+		a.ctx.deadline = start.Add(t)
+		if tm, err := e.timers.At(startNs+int64(t), e.hLimit, timerArg(sh, rec)); err == nil {
+			rec.deadline = tm
+		}
+	}
+	rec.attempt = a
+	lateness := start.Sub(rec.due)
+	started := Event{Kind: EventStarted, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type,
+		Attempt: rec.attempts, Lateness: lateness}
+	sh.mu.Unlock()
+
+	w.stats.started.Add(1)
+	w.stats.lateness.observe(max(lateness, 0))
+	e.emit(started)
+	w.stats.running.Store(1)
+	err := e.call(w, a)
+	w.stats.running.Store(0)
+	endNs, end := e.now()
+	w.stats.duration.observe(time.Duration(endNs - startNs))
+
+	sh.mu.Lock()
+	if a.replaced {
+		sh.mu.Unlock()
+		e.hung.Add(-1)
+		w.stats.lateResults.Add(1)
+		return true
+	}
+	if rec.runID != item.runID || rec.state != Running {
+		sh.mu.Unlock()
+		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
+		return false
+	}
+	e.timers.Cancel(rec.deadline)
+	rec.deadline, rec.attempt = timer.Timer{}, nil
+	var es events
+	e.finishAttempt(sh, rec, err, start, end, &es)
+	sh.mu.Unlock()
+	e.emitAll(&es)
+	return false
+}
+
+// call runs the handler, turning a panic into an error.
+func (e *Engine) call(w *worker, a *attempt) (err error) {
+	h, ok := (*e.handlers.Load())[a.run.Task.Type]
+	if !ok {
+		return NonRetryable(fmt.Errorf("%w for type %q", ErrNoHandler, a.run.Task.Type))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.stats.panics.Add(1)
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return h(&a.ctx, &a.run)
+}
+
+// events is the (at most two) events a state change reports once the lock is released;
+// a fixed array, so that completing an attempt allocates nothing for them.
+type events struct {
+	list [2]Event
+	n    int
+}
+
+func (es *events) add(ev Event) { es.list[es.n] = ev; es.n++ }
+
+func (e *Engine) emitAll(es *events) {
+	for i := 0; i < es.n; i++ {
+		e.emit(es.list[i])
+	}
+}
+
+// finishAttempt records the outcome of rec's attempt that ran from start to end and moves
+// the task on: its next occurrence, a retry, SUCCEEDED, or DEAD with a dead letter.
+// Requires sh.mu; the events are emitted by the caller once the lock is released.
+func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
+	t := &rec.task
+	ev := Event{Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
+	rec.runID = 0
+	if err == nil {
+		sh.succeeded++
+		ev.Kind = EventSucceeded
+		es.add(ev)
+		if t.Schedule.Recurring() {
+			e.nextOccurrence(sh, rec, end, es)
+		} else if setState(rec, Succeeded) == nil {
+			e.finished(sh, rec, end)
+		}
+		return
+	}
+	sh.failed++
+	rec.lastErr = err.Error()
+	if len(rec.history) == maxHistory {
+		rec.history = append(rec.history[:1], rec.history[2:]...) // keep the first and the latest
+	}
+	rec.history = append(rec.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: rec.lastErr})
+	retry, delay, reason := t.Retry.Decide(rec.attempts, err, rec.firstStart, end, jitter())
+	if retry {
+		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
+			reason = "the retry could not be scheduled: " + armErr.Error()
+		} else if setState(rec, Failed) == nil {
+			sh.retried++
+			ev.Kind, ev.Err = EventRetrying, err
+			es.add(ev)
+			return
+		} else {
+			e.timers.Cancel(rec.timer)
+		}
+	}
+	sh.dead++
+	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(rec.history), DiedAt: end, Reason: reason})
+	ev.Kind, ev.Err = EventDead, fmt.Errorf("%s: %w", reason, err)
+	es.add(ev)
+	if t.Schedule.Recurring() {
+		e.nextOccurrence(sh, rec, end, es) // one occurrence is dead; the schedule goes on
+		return
+	}
+	if setState(rec, Dead) == nil {
+		e.finished(sh, rec, end)
+	}
+}
+
+// nextOccurrence moves a recurring task to its next occurrence after the one that just
+// ended at `end`. Requires sh.mu.
+func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *events) {
+	next, ok := rec.task.Schedule.Next(rec.due, end)
+	if !ok || setState(rec, Pending) != nil {
+		return
+	}
+	rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+	if err := e.arm(sh, rec, next, e.hDue); err != nil {
+		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type, Err: err})
+	}
+}
+
+// onTimeout runs in the timer pool when a running attempt's timeout passes. The attempt
+// fails with ErrTimeout whether or not its handler has noticed: its context is cancelled,
+// its eventual result ignored, and, since its worker may be stuck for good, a new worker
+// takes that worker's place (up to Options.MaxHungWorkers).
+func (e *Engine) onTimeout(ev timer.Event) {
+	sh, rec := e.lookup(ev.Arg)
+	if rec == nil || rec.deadline != ev.Timer || rec.state != Running || rec.attempt == nil {
+		sh.mu.Unlock()
+		return
+	}
+	a := rec.attempt
+	rec.deadline, rec.attempt = timer.Timer{}, nil
+	a.ctx.cancel(context.DeadlineExceeded)
+	sh.timedOut++
+	replace := e.hung.Load() < int64(e.opts.MaxHungWorkers)
+	if replace {
+		a.replaced = true
+		e.hung.Add(1)
+		e.loopWorkers.Add(-1) // its worker exits when (if) the handler returns
+	}
+	_, now := e.now()
+	var es events
+	err := fmt.Errorf("%w after %v", ErrTimeout, rec.task.Timeout)
+	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type,
+		Attempt: rec.attempts, Err: err}
+	start := now.Add(-rec.task.Timeout)
+	e.finishAttempt(sh, rec, err, start, now, &es)
+	sh.mu.Unlock()
+	if replace {
+		e.startWorker()
+	}
+	e.emit(timedOut)
+	e.emitAll(&es)
+}
+
+// onDrop runs in the timer pool when a finished task's retention has passed.
+func (e *Engine) onDrop(ev timer.Event) {
+	sh, rec := e.lookup(ev.Arg)
+	if rec != nil && rec.timer == ev.Timer && rec.state.Terminal() {
+		rec.timer = timer.Timer{}
+		e.remove(sh, rec)
+	}
+	sh.mu.Unlock()
+}
+
+// DeadLetters lists the dead-letter queue, oldest first; see DLQ.List for paging.
+func (e *Engine) DeadLetters(cursor string, limit int) ([]DeadLetter, string, error) {
+	return e.dlq.List(cursor, limit)
+}
+
+// Requeue takes a task out of the dead-letter queue and runs it again now, with its
+// attempts reset. The task's record may still be retained (DEAD) or already dropped; a
+// different live task that has since taken the same ID is ErrExists.
+func (e *Engine) Requeue(namespace, id string) (Info, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	dl, ok := e.dlq.Get(namespace, id)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: %s/%s in the dead-letter queue", ErrNotFound, namespace, id)
+	}
+	k := key{namespace, id}
+	sh := e.shardFor(k)
+	sh.mu.Lock()
+	_, now := e.now()
+	if rec := sh.records[k]; rec != nil {
+		if rec.state != Dead {
+			sh.mu.Unlock()
+			return Info{}, fmt.Errorf("%w: %s/%s is %s", ErrExists, namespace, id, rec.state)
+		}
+		e.retire(rec)
+		if err := setState(rec, Pending); err != nil {
+			sh.mu.Unlock()
+			return Info{}, err
+		}
+		rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+		if err := e.arm(sh, rec, now, e.hDue); err != nil {
+			sh.mu.Unlock()
+			return Info{}, err
+		}
+		info := rec.info()
+		sh.mu.Unlock()
+		e.dlq.Remove(namespace, id)
+		return info, nil
+	}
+	sh.mu.Unlock()
+	t := dl.Task
+	t.Schedule = At(now)
+	t.Version++
+	info, err := e.Submit(t)
+	if err != nil {
+		return Info{}, err
+	}
+	e.dlq.Remove(namespace, id)
+	return info, nil
+}
+
+// PurgeDeadLetter deletes one dead letter; PurgeDeadLetters deletes them all and returns
+// how many.
+func (e *Engine) PurgeDeadLetter(namespace, id string) bool {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return e.dlq.Purge(namespace, id)
+}
+
+// PurgeDeadLetters deletes every dead letter and returns how many there were.
+func (e *Engine) PurgeDeadLetters() int { return e.dlq.PurgeAll() }

@@ -1,0 +1,443 @@
+package task
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/tock-sched/tock/core/timer"
+)
+
+// Kind says how a Schedule computes its due times. The zero Kind is invalid, so that a
+// zero Schedule is rejected rather than read as "at the zero time".
+type Kind uint8
+
+const (
+	KindAt    Kind = iota + 1 // once, at Schedule.At
+	KindAfter                 // once, Schedule.Delay after submission
+	KindEvery                 // every Schedule.Interval, anchored per Schedule.Anchor
+	KindCron                  // at the occurrences of Schedule.Cron in Schedule.Location
+)
+
+var kindNames = [...]string{KindAt: "at", KindAfter: "after", KindEvery: "every", KindCron: "cron"}
+
+func (k Kind) String() string {
+	if k >= KindAt && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Anchor says what an interval (KindEvery) is measured from.
+type Anchor uint8
+
+const (
+	// FixedRate: next due = previous due + Interval. Occurrences stay on a fixed lattice; a
+	// slow run does not push later ones back (it makes the next one late instead).
+	FixedRate Anchor = iota
+	// FixedDelay: next due = previous run's completion + Interval. Runs are always at
+	// least Interval apart; the schedule drifts by every run's duration.
+	FixedDelay
+)
+
+func (a Anchor) String() string {
+	switch a {
+	case FixedRate:
+		return "fixed-rate"
+	case FixedDelay:
+		return "fixed-delay"
+	}
+	return "Anchor(" + strconv.Itoa(int(a)) + ")"
+}
+
+// MisfirePolicy says what happens to the occurrences of a recurring task that came due
+// while the engine was stopped or behind. See Schedule.CatchUp.
+type MisfirePolicy uint8
+
+const (
+	// MisfireFireOnce (the default) runs once, now, in place of all the missed occurrences.
+	MisfireFireOnce MisfirePolicy = iota
+	// MisfireSkip runs none of them and waits for the next occurrence in the future.
+	MisfireSkip
+)
+
+func (p MisfirePolicy) String() string {
+	switch p {
+	case MisfireFireOnce:
+		return "fire-once"
+	case MisfireSkip:
+		return "skip"
+	}
+	return "MisfirePolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Limits on schedules.
+const (
+	// MaxHorizon is the furthest ahead a schedule may reach (100 years of 365 days): the
+	// timer core's own limit (timer.MaxDelay), so every due time a valid schedule yields
+	// can be armed.
+	MaxHorizon = timer.MaxDelay
+	// MinInterval is the shortest KindEvery interval: the timer core's default tick. A
+	// shorter interval would only be rounded up to the tick and fire back to back.
+	MinInterval = time.Millisecond
+	// MaxMissedCount bounds the missed count CatchUp reports. A cron schedule is counted by
+	// walking its occurrences (~130 ns each on the 2-core dev machine), so the walk stops
+	// here: an every-second job after a day's outage must not cost the engine 11 ms.
+	MaxMissedCount = 10_000
+)
+
+// Schedule says when a task runs. It is plain data: it holds no parsed state, so copies
+// are independent, == compares what the user wrote, and the zero Schedule is invalid.
+// The cron expression is parsed on use through a process-wide cache (see Schedule.Cron).
+// Build one with At, After, Every, EveryAfterDone or Cron.
+type Schedule struct {
+	Kind     Kind
+	At       time.Time     // KindAt: the due time (a past time is due at once)
+	Delay    time.Duration // KindAfter: how long after submission, in [0, MaxHorizon]
+	Interval time.Duration // KindEvery: in [MinInterval, MaxHorizon]
+	Anchor   Anchor        // KindEvery: FixedRate (default) or FixedDelay
+	// Cron (KindCron): 5 fields (minute hour day-of-month month day-of-week), or 6 with a
+	// leading seconds field; or a descriptor: @yearly, @annually, @monthly, @weekly,
+	// @daily, @midnight, @hourly, @every <duration>. Parsed by github.com/robfig/cron/v3.
+	// A "TZ=" or "CRON_TZ=" prefix is rejected: the zone is Location, in one place.
+	Cron string
+	// Location is the time zone a KindCron expression's wall-clock fields are read in;
+	// nil means UTC (never the machine's local zone, which differs between hosts).
+	Location *time.Location
+}
+
+// At schedules one run at t (a past t is due immediately).
+func At(t time.Time) Schedule { return Schedule{Kind: KindAt, At: t} }
+
+// After schedules one run d after submission.
+func After(d time.Duration) Schedule { return Schedule{Kind: KindAfter, Delay: d} }
+
+// Every schedules a run every d at a fixed rate: occurrence n is due at submission + n*d,
+// however long each run takes.
+func Every(d time.Duration) Schedule { return Schedule{Kind: KindEvery, Interval: d} }
+
+// EveryAfterDone schedules a run d after the previous run completed (fixed delay); the
+// first run is due d after submission.
+func EveryAfterDone(d time.Duration) Schedule {
+	return Schedule{Kind: KindEvery, Interval: d, Anchor: FixedDelay}
+}
+
+// Cron schedules runs at the occurrences of a cron expression (see Schedule.Cron for the
+// syntax) in loc's wall clock; nil loc means UTC. Day-of-month and day-of-week both
+// restricted means either matches (classic cron); "?" is a synonym for "*". "@every d"
+// needs d to be a whole number of seconds of at least 1s (the library would silently
+// round anything else); use Every for other intervals.
+//
+// Daylight-saving time, as robfig/cron v3.0.1 computes it and the tests pin (Europe/Berlin):
+//
+//   - A wall time that does not exist is skipped, not moved. On 2026-03-29 clocks jump
+//     from 02:00 CET to 03:00 CEST, and "30 2 * * *" does not run that day: its runs are
+//     2026-03-28 02:30 CET (01:30 UTC) and then 2026-03-30 02:30 CEST (00:30 UTC).
+//     "0 * * * *" runs 23 times that day (no 02:00).
+//   - A wall time that occurs twice runs twice. On 2026-10-25 clocks fall back from
+//     03:00 CEST to 02:00 CET, and "30 2 * * *" runs at 02:30 CEST (00:30 UTC) and again
+//     at 02:30 CET (01:30 UTC), an hour apart. "0 * * * *" runs 25 times that day.
+//   - Wall times outside the changed hour are unaffected: "30 1 * * *" runs once on both
+//     days (2026-10-25 01:30 CEST = 2026-10-24 23:30 UTC).
+//
+// A job that must run exactly once a day should avoid 02:00-03:00 in zones with DST, or
+// use UTC. Every and EveryAfterDone measure real elapsed time and ignore DST altogether.
+func Cron(expr string, loc *time.Location) Schedule {
+	return Schedule{Kind: KindCron, Cron: expr, Location: loc}
+}
+
+// Recurring reports whether s has more than one occurrence (KindEvery, KindCron). O(1).
+func (s Schedule) Recurring() bool { return s.Kind == KindEvery || s.Kind == KindCron }
+
+// Validate returns nil for a usable schedule, and otherwise an error wrapping
+// ErrInvalidSchedule that names the field (for cron, the expression and the parser's
+// message). A cron expression that can never fire (day 30 of February) is invalid.
+// Cost: O(1), plus for KindCron one parse on a cache miss (~3 µs).
+func (s Schedule) Validate() error {
+	_, err := s.compile()
+	return err
+}
+
+// First returns the first due time of a task submitted at now: At for KindAt (which must
+// lie within MaxHorizon of now); now+Delay or now+Interval for KindAfter and KindEvery;
+// for KindCron the first occurrence strictly after now. An invalid schedule, or a cron
+// expression with no occurrence within the library's 5-year search, is an error wrapping
+// ErrInvalidSchedule. Cost as for Validate.
+func (s Schedule) First(now time.Time) (time.Time, error) {
+	c, err := s.compile()
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch s.Kind {
+	case KindAt:
+		if s.At.Sub(now) > MaxHorizon {
+			return time.Time{}, invalid("At %v is more than MaxHorizon (%v) after now", s.At, MaxHorizon)
+		}
+		return s.At, nil
+	case KindAfter:
+		return now.Add(s.Delay), nil
+	case KindEvery:
+		return now.Add(s.Interval), nil
+	}
+	t := c.next(now)
+	if t.IsZero() {
+		return time.Time{}, invalid("cron %q has no occurrence within 5 years of %v", s.Cron, now)
+	}
+	return t, nil
+}
+
+// Next returns the due time of the occurrence after the one that was due at prevDue and
+// whose run completed at done. FixedRate: prevDue + Interval; FixedDelay: done + Interval
+// (a done before prevDue, such as the zero time, counts as prevDue: a run cannot end
+// before it was due); cron: the first occurrence strictly after prevDue. Next does not
+// look at the clock: if the result is already past, the engine applies CatchUp.
+// ok is false for one-shot kinds, invalid schedules, and a cron expression with no
+// further occurrence. Cost as for Validate.
+func (s Schedule) Next(prevDue, done time.Time) (next time.Time, ok bool) {
+	c, err := s.compile()
+	if err != nil {
+		return time.Time{}, false
+	}
+	switch s.Kind {
+	case KindEvery:
+		if s.Anchor == FixedDelay {
+			if done.Before(prevDue) {
+				done = prevDue
+			}
+			return done.Add(s.Interval), true
+		}
+		return prevDue.Add(s.Interval), true
+	case KindCron:
+		t := c.next(prevDue)
+		return t, !t.IsZero()
+	}
+	return time.Time{}, false
+}
+
+// CatchUp handles an occurrence that was due at due but is only being considered at now,
+// because the engine was stopped or behind. Whether lateness counts as a misfire is the
+// caller's decision (a threshold); CatchUp only counts and chooses. due must be an
+// occurrence of s. Let k be the number of occurrences in [due, now]:
+//
+//   - now <= due: nothing is late: (due, 0).
+//   - one-shot kinds (and invalid schedules): a single run is never skipped; it runs
+//     late: (now, 0), whatever the policy.
+//   - MisfireFireOnce: one run stands in for all k occurrences, so k-1 are missed.
+//     runAt is the latest occurrence <= now: run it now, and record runAt as its due
+//     time, so that Next(runAt, done) continues on the schedule (passing the original
+//     due would yield occurrences that are already past, and catch up again).
+//   - MisfireSkip: none of them runs, so k are missed; runAt is the first occurrence
+//     after now. A zero runAt means a cron expression has no further occurrence.
+//
+// FixedDelay intervals are counted as if every run took no time (due, due+Interval, ...).
+// Cost: O(1) for intervals and "@every"; a cron expression is counted by walking its
+// occurrences, one ~130 ns step each, stopping at MaxMissedCount: past that the count
+// saturates and FireOnce's runAt is now (Next(now, done) is then still correct for cron).
+func (s Schedule) CatchUp(p MisfirePolicy, due, now time.Time) (runAt time.Time, missed int) {
+	if !now.After(due) {
+		return due, 0
+	}
+	c, err := s.compile()
+	if err != nil || !s.Recurring() {
+		return now, 0
+	}
+	var k int64               // occurrences in [due, now]
+	var last, after time.Time // the latest occurrence <= now, and the first one after it
+	if c.every > 0 {
+		k = int64(now.Sub(due)/c.every) + 1
+		// (k-1)*every <= now-due, which is a valid Duration, so neither step overflows.
+		last = due.Add(time.Duration(k-1) * c.every)
+		after = last.Add(c.every)
+	} else {
+		k, last = 1, due
+		for {
+			t := c.next(last)
+			if t.IsZero() || t.After(now) {
+				after = t
+				break
+			}
+			k, last = k+1, t
+			if k > MaxMissedCount {
+				last, after = now, c.next(now)
+				break
+			}
+		}
+	}
+	if p == MisfireSkip {
+		return after, int(min(k, MaxMissedCount))
+	}
+	return last, int(min(k-1, MaxMissedCount))
+}
+
+// compiled is a validated Schedule with its cron expression parsed.
+type compiled struct {
+	// spec is the parsed field expression, with Location set to the schedule's zone
+	// (never time.Local, whose meaning robfig/cron special-cases). Valid when every == 0
+	// and the kind is KindCron.
+	spec cron.SpecSchedule
+	// every is the period of a lattice schedule: KindEvery's Interval (FixedRate and
+	// FixedDelay alike, for CatchUp's count) or a cron "@every" duration.
+	every time.Duration
+}
+
+// next returns the first cron occurrence strictly after t, or the zero time when the
+// library finds none within 5 years. For "@every d" occurrences are whole seconds:
+// t truncated to the second, plus d (robfig/cron's ConstantDelaySchedule).
+func (c *compiled) next(t time.Time) time.Time {
+	if c.every > 0 {
+		return t.Add(c.every - time.Duration(t.Nanosecond()))
+	}
+	return c.spec.Next(t.In(c.spec.Location))
+}
+
+// invalid formats an ErrInvalidSchedule.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidSchedule}, args...)...)
+}
+
+// compile checks s and prepares what its methods need. Cost: O(1), plus a cache lookup
+// for KindCron (and a parse on a miss).
+func (s Schedule) compile() (compiled, error) {
+	switch s.Kind {
+	case KindAt:
+		if s.At.IsZero() {
+			return compiled{}, invalid("At is the zero time")
+		}
+	case KindAfter:
+		if s.Delay < 0 || s.Delay > MaxHorizon {
+			return compiled{}, invalid("Delay %v is outside [0, MaxHorizon (%v)]", s.Delay, MaxHorizon)
+		}
+	case KindEvery:
+		if s.Interval < MinInterval || s.Interval > MaxHorizon {
+			return compiled{}, invalid("Interval %v is outside [MinInterval (%v), MaxHorizon (%v)]", s.Interval, MinInterval, MaxHorizon)
+		}
+		if s.Anchor != FixedRate && s.Anchor != FixedDelay {
+			return compiled{}, invalid("unknown Anchor %d", s.Anchor)
+		}
+		return compiled{every: s.Interval}, nil
+	case KindCron:
+		p := parseCron(s.Cron)
+		if p.err != nil {
+			return compiled{}, p.err
+		}
+		c := compiled{spec: p.spec, every: p.every}
+		c.spec.Location = s.Location
+		if c.spec.Location == nil {
+			c.spec.Location = time.UTC
+		}
+		return c, nil
+	default:
+		return compiled{}, invalid("unknown Kind %d", s.Kind)
+	}
+	return compiled{}, nil
+}
+
+// parsedCron is the cached outcome of parsing one expression: a field expression (spec,
+// with no Location), an "@every" period, or the error that explains why neither.
+type parsedCron struct {
+	spec  cron.SpecSchedule
+	every time.Duration
+	err   error
+}
+
+// The cron cache maps an expression to its *parsedCron. Schedule is plain data, so the
+// parse cannot live in it; without a cache the engine would reparse (~3 µs) at every
+// occurrence of every cron task. It is bounded by clearing it whenever it passes
+// cronCacheMax entries: real deployments use few distinct expressions, and a flood of
+// distinct ones (say, from clients) then costs a reparse, never unbounded memory.
+const cronCacheMax = 4096
+
+var (
+	cronCache     sync.Map     // string -> *parsedCron
+	cronCacheSize atomic.Int64 // approximate entry count; reset on clear
+)
+
+// cronParser accepts 5 fields or 6 with a leading seconds field, and descriptors.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseCron returns expr's parse, from the cache when it can. Safe for concurrent use.
+func parseCron(expr string) *parsedCron {
+	if v, ok := cronCache.Load(expr); ok {
+		return v.(*parsedCron)
+	}
+	p := parseCronUncached(expr)
+	if cronCacheSize.Add(1) > cronCacheMax {
+		cronCache.Clear()
+		cronCacheSize.Store(0)
+	}
+	cronCache.Store(expr, p)
+	return p
+}
+
+// referenceTime is where the "can it ever fire" check searches from: 2000 is a leap year,
+// so a 29 February expression is found within the library's 5-year window.
+var referenceTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// starBit is robfig/cron's marker bit for a "*" field (unexported there as starBit too);
+// it is not a value.
+const starBit = 1 << 63
+
+func parseCronUncached(expr string) (p *parsedCron) {
+	p = &parsedCron{}
+	bad := func(format string, args ...any) *parsedCron {
+		p.err = invalid("cron %q: "+format, append([]any{expr}, args...)...)
+		return p
+	}
+	switch {
+	case strings.TrimSpace(expr) == "":
+		return bad("empty expression")
+	case strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ="):
+		// Also sidesteps a robfig/cron v3.0.1 panic on a prefix with no fields ("TZ=UTC").
+		return bad("time zone prefixes are not accepted; set Schedule.Location")
+	}
+	sched, err := safeParse(expr)
+	if err != nil {
+		return bad("%v", err)
+	}
+	switch v := sched.(type) {
+	case cron.ConstantDelaySchedule:
+		// The library rounds "@every" up to 1s and truncates to whole seconds without a
+		// word; a user who wrote 1500ms would get 1s. Refuse rather than surprise.
+		asked, err := time.ParseDuration(strings.TrimPrefix(expr, "@every "))
+		if err != nil || asked != v.Delay {
+			return bad("@every needs a whole number of seconds, at least 1s (the library would run every %v); use Every for other intervals", v.Delay)
+		}
+		if v.Delay > MaxHorizon {
+			return bad("@every %v exceeds MaxHorizon (%v)", v.Delay, MaxHorizon)
+		}
+		p.every = v.Delay
+	case *cron.SpecSchedule:
+		p.spec = *v
+		// A field such as "," parses to no values at all; the search below would then
+		// step second by second through five years before giving up.
+		for _, bits := range [...]uint64{v.Second, v.Minute, v.Hour, v.Dom, v.Month, v.Dow} {
+			if bits&^starBit == 0 {
+				return bad("a field matches no value")
+			}
+		}
+		p.spec.Location = time.UTC
+		if p.spec.Next(referenceTime).IsZero() {
+			return bad("never fires (no day matches its day-of-month, month and day-of-week fields)")
+		}
+		p.spec.Location = nil
+	default:
+		return bad("unsupported schedule type %T", sched)
+	}
+	return p
+}
+
+// safeParse calls the library's parser, turning a panic into an error: the public API
+// never panics on bad input, and we cannot vouch for every path of code we do not own.
+func safeParse(expr string) (s cron.Schedule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("parser panicked: %v", r)
+		}
+	}()
+	return cronParser.Parse(expr)
+}

@@ -1,0 +1,100 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Task is what a user submits: which handler runs it (Type), with what (Payload), when
+// (Schedule), and what happens when it fails (Retry, Timeout, Misfire).
+type Task struct {
+	// Namespace and ID name the task; IDs are unique within a namespace. An empty
+	// Namespace is DefaultNamespace.
+	Namespace string
+	ID        string
+	// Type selects the handler registered with Engine.Register.
+	Type    string
+	Payload []byte
+	// Schedule says when it runs; the zero Schedule is invalid.
+	Schedule Schedule
+	// Retry is applied to every failed attempt; the zero value means a single attempt.
+	Retry RetryPolicy
+	// Timeout bounds each attempt; the handler's context carries it as a deadline, and an
+	// attempt that outlives it is reported timed out even if the handler ignores its
+	// context. 0 means Options.DefaultTimeout.
+	Timeout time.Duration
+	// Misfire says what happens to occurrences of a recurring task that came due while
+	// the engine was behind by more than Options.MisfireThreshold.
+	Misfire MisfirePolicy
+	// Version implements optimistic replacement: submitting an existing ID succeeds only
+	// with a higher Version, and replaces the task.
+	Version uint64
+}
+
+// DefaultNamespace is the namespace of a task submitted without one.
+const DefaultNamespace = "default"
+
+// Limits on a task's fields (Options.MaxPayload bounds the payload).
+const (
+	MaxIDLen        = 256
+	MaxTypeLen      = 128
+	MaxNamespaceLen = 128
+	MaxTimeout      = 24 * time.Hour
+)
+
+// validate checks everything about t that does not depend on the engine's state.
+func (t *Task) validate(maxPayload int) error {
+	if t.Namespace == "" {
+		t.Namespace = DefaultNamespace
+	}
+	switch {
+	case t.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrInvalidTask)
+	case len(t.ID) > MaxIDLen || !utf8.ValidString(t.ID):
+		return fmt.Errorf("%w: ID must be valid UTF-8 of at most %d bytes", ErrInvalidTask, MaxIDLen)
+	case len(t.Namespace) > MaxNamespaceLen || !utf8.ValidString(t.Namespace):
+		return fmt.Errorf("%w: namespace must be valid UTF-8 of at most %d bytes", ErrInvalidTask, MaxNamespaceLen)
+	case t.Type == "":
+		return fmt.Errorf("%w: task %q has no type", ErrInvalidTask, t.ID)
+	case len(t.Type) > MaxTypeLen:
+		return fmt.Errorf("%w: type longer than %d bytes", ErrInvalidTask, MaxTypeLen)
+	case len(t.Payload) > maxPayload:
+		return fmt.Errorf("%w: payload of %d bytes exceeds Options.MaxPayload (%d)", ErrInvalidTask, len(t.Payload), maxPayload)
+	case t.Timeout < 0 || t.Timeout > MaxTimeout:
+		return fmt.Errorf("%w: timeout %v outside [0, %v]", ErrInvalidTask, t.Timeout, MaxTimeout)
+	}
+	if err := t.Schedule.Validate(); err != nil {
+		return fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	if err := t.Retry.Validate(); err != nil {
+		return fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Run describes one attempt to the handler that executes it.
+type Run struct {
+	Task    *Task     // the task; read-only, and never changed while the handler runs
+	Attempt int       // 1 for the first attempt of an occurrence
+	Due     time.Time // when this occurrence (or retry) was due
+	RunID   uint64    // unique per attempt within the engine: handlers use it to be idempotent
+}
+
+// Handler executes one attempt. Returning nil succeeds; an error fails the attempt and
+// is retried per the task's RetryPolicy unless wrapped with NonRetryable. ctx carries the
+// attempt's deadline and is cancelled when the attempt times out, the task is cancelled,
+// or the engine closes. A panic is recovered and counts as a failed attempt.
+type Handler func(ctx context.Context, run *Run) error
+
+// Info is a snapshot of a task's state, for queries.
+type Info struct {
+	Task      Task
+	State     State
+	Attempts  int             // attempts of the current occurrence
+	LastError string          // of the last failed attempt, if any
+	NextRun   time.Time       // when it is next due (zero when none is scheduled)
+	History   []AttemptRecord // the current occurrence's failed attempts, oldest first
+	Runs      uint64          // attempts over the task's life
+}
