@@ -25,6 +25,7 @@ lint:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./core/quadheap -run '^$$' -fuzz FuzzOps -fuzztime $(FUZZTIME)
+	$(GO) test ./core/task -run '^$$' -fuzz FuzzCron -fuzztime $(FUZZTIME)
 
 ## bench: every comparison, BENCH_COUNT times, into bench/results/, then the tables.
 bench:

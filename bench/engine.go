@@ -17,7 +17,7 @@ import (
 // task is SUCCEEDED and (Retention < 0) dropped. tasks/s is n over the time from the first
 // Submit to the last handler's return; allocs/task counts every allocation in the process
 // over that time. There is no in-process peer: the goal is a rate (DESIGN.md).
-func EngineOneShot(b *testing.B, n int) {
+func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("task-%d", i)
@@ -27,7 +27,7 @@ func EngineOneShot(b *testing.B, n int) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		e, err := task.New(task.WithRetention(-1))
+		e, err := task.New(append([]task.Option{task.WithRetention(-1)}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}

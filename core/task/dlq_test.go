@@ -270,7 +270,7 @@ func TestDLQPagingWithConcurrentChanges(t *testing.T) {
 // checks every paging step: pages are in order, no entry appears twice in one pass, and
 // every entry live from a pass's start to its end is seen.
 func TestDLQModel(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		capacity := 1 + rng.IntN(200)
 		q := NewDLQ(capacity)
@@ -279,7 +279,7 @@ func TestDLQModel(t *testing.T) {
 		var cursor string
 		seen := map[string]bool{}   // IDs listed in the current pass
 		stable := map[string]bool{} // IDs live since the current pass began
-		for op := range 5000 {
+		for op := range 3000 {
 			switch r := rng.IntN(10); {
 			case r < 5: // add, sometimes an existing ID
 				id := strconv.Itoa(rng.IntN(3 * capacity))

@@ -456,3 +456,72 @@ func TestListByStateInPages(t *testing.T) {
 		t.Fatalf("bad cursor: %v", err)
 	}
 }
+
+func TestFixedDelayIntervalCountsFromCompletion(t *testing.T) {
+	h := newHarness(t)
+	dues := make(chan time.Time, 16)
+	h.e.Register("poll", func(ctx context.Context, r *Run) error {
+		h.fake.Advance(3 * time.Second) // the run takes 3 s
+		dues <- r.Due
+		return nil
+	})
+	h.submit(Task{ID: "d", Type: "poll", Schedule: EveryAfterDone(10 * time.Second)})
+	h.fake.Advance(10 * time.Second)
+	h.wait(EventSucceeded, "d")
+	if d := <-dues; !d.Equal(epoch.Add(10 * time.Second)) {
+		t.Fatalf("first run due %v", d)
+	}
+	// Completed at 13 s: the next run is due at 23 s, not 20 s.
+	if in, _ := h.e.Get("", "d"); !in.NextRun.Equal(epoch.Add(23 * time.Second)) {
+		t.Fatalf("next run %v, want completion + interval", in.NextRun)
+	}
+	h.fake.Advance(10 * time.Second)
+	h.wait(EventSucceeded, "d")
+	if d := <-dues; !d.Equal(epoch.Add(23 * time.Second)) {
+		t.Fatalf("second run due %v", d)
+	}
+}
+
+// TestMisbehavingHandlersNeverStallOthers runs a handler that panics, one that hangs,
+// one that fails forever (with retries), and a hundred healthy tasks on two workers: every
+// healthy task succeeds, and each misbehaving one ends in the dead-letter queue.
+func TestMisbehavingHandlersNeverStallOthers(t *testing.T) {
+	h := newHarness(t, WithWorkers(2))
+	release := make(chan struct{})
+	defer close(release)
+	h.e.Register("panic", func(ctx context.Context, r *Run) error { panic("bad") })
+	h.e.Register("hang", func(ctx context.Context, r *Run) error { <-release; return nil })
+	h.e.Register("fail", func(ctx context.Context, r *Run) error { return errors.New("always") })
+	h.e.Register("ok", func(ctx context.Context, r *Run) error { return nil })
+	retry := RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Second}
+	h.submit(Task{ID: "panic", Type: "panic", Schedule: After(0), Retry: retry})
+	h.submit(Task{ID: "hang1", Type: "hang", Schedule: After(0), Timeout: 2 * time.Second})
+	h.submit(Task{ID: "hang2", Type: "hang", Schedule: After(0), Timeout: 2 * time.Second})
+	h.submit(Task{ID: "fail", Type: "fail", Schedule: After(0), Retry: retry})
+	for i := 0; i < 100; i++ {
+		h.submit(Task{ID: fmt.Sprint("ok", i), Type: "ok", Schedule: After(time.Duration(i%5) * time.Second)})
+	}
+	h.fake.Advance(0)
+	h.wait(EventStarted, "hang1")
+	h.wait(EventStarted, "hang2") // both original workers are now stuck
+	for step := 0; step < 10; step++ {
+		h.fake.Advance(time.Second)
+	}
+	for i := 0; i < 100; i++ {
+		h.wait(EventSucceeded, fmt.Sprint("ok", i))
+	}
+	h.wait(EventDead, "hang1")
+	h.wait(EventDead, "hang2")
+	// The two failing tasks retry 3 times each; a retry is due a backoff (at most 4 s here)
+	// after the failed attempt ends, so move the clock past it once both have failed.
+	for retry := 0; retry < 3; retry++ {
+		h.wait(EventRetrying, "panic")
+		h.wait(EventRetrying, "fail")
+		h.fake.Advance(5 * time.Second)
+	}
+	h.wait(EventDead, "panic")
+	h.wait(EventDead, "fail")
+	if st := h.e.Stats(); st.DeadLetters != 4 || st.Succeeded != 100 {
+		t.Fatalf("stats %+v", st)
+	}
+}

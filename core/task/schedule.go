@@ -86,14 +86,16 @@ const (
 	// shorter interval would only be rounded up to the tick and fire back to back.
 	MinInterval = time.Millisecond
 	// MaxMissedCount bounds the missed count CatchUp reports. A cron schedule is counted by
-	// walking its occurrences (~130 ns each on the 2-core dev machine), so the walk stops
-	// here: an every-second job after a day's outage must not cost the engine 11 ms.
-	MaxMissedCount = 10_000
+	// walking its occurrences, one library call each (0.15 µs for "* * * * * *", 3.5 µs
+	// for "30 2 * * *" on the 2-core dev machine), so the walk stops here: a count is for
+	// metrics, and an every-minute job after a week's outage must not hold a shard lock
+	// for 15 ms. Intervals are counted in O(1) but saturate here too, for one rule.
+	MaxMissedCount = 1000
 )
 
 // Schedule says when a task runs. It is plain data: it holds no parsed state, so copies
 // are independent, == compares what the user wrote, and the zero Schedule is invalid.
-// The cron expression is parsed on use through a process-wide cache (see Schedule.Cron).
+// A cron expression is parsed on use, through a process-wide cache (costs on Validate).
 // Build one with At, After, Every, EveryAfterDone or Cron.
 type Schedule struct {
 	Kind     Kind
@@ -133,7 +135,9 @@ func EveryAfterDone(d time.Duration) Schedule {
 // needs d to be a whole number of seconds of at least 1s (the library would silently
 // round anything else); use Every for other intervals.
 //
-// Daylight-saving time, as robfig/cron v3.0.1 computes it and the tests pin (Europe/Berlin):
+// An occurrence is an instant whose wall clock in loc matches the expression. So across
+// daylight-saving changes (pinned by tests in Europe/Berlin, and the same in every zone,
+// half-hour shifts included):
 //
 //   - A wall time that does not exist is skipped, not moved. On 2026-03-29 clocks jump
 //     from 02:00 CET to 03:00 CEST, and "30 2 * * *" does not run that day: its runs are
@@ -157,7 +161,7 @@ func (s Schedule) Recurring() bool { return s.Kind == KindEvery || s.Kind == Kin
 // Validate returns nil for a usable schedule, and otherwise an error wrapping
 // ErrInvalidSchedule that names the field (for cron, the expression and the parser's
 // message). A cron expression that can never fire (day 30 of February) is invalid.
-// Cost: O(1), plus for KindCron one parse on a cache miss (~3 µs).
+// Cost: O(1), plus for KindCron a cache lookup, and a parse on a miss (~3 µs).
 func (s Schedule) Validate() error {
 	_, err := s.compile()
 	return err
@@ -167,7 +171,8 @@ func (s Schedule) Validate() error {
 // lie within MaxHorizon of now); now+Delay or now+Interval for KindAfter and KindEvery;
 // for KindCron the first occurrence strictly after now. An invalid schedule, or a cron
 // expression with no occurrence within the library's 5-year search, is an error wrapping
-// ErrInvalidSchedule. Cost as for Validate.
+// ErrInvalidSchedule. Cost: Validate's, plus for KindCron one search (see Cron); no
+// allocation once the expression is cached.
 func (s Schedule) First(now time.Time) (time.Time, error) {
 	c, err := s.compile()
 	if err != nil {
@@ -197,7 +202,7 @@ func (s Schedule) First(now time.Time) (time.Time, error) {
 // before it was due); cron: the first occurrence strictly after prevDue. Next does not
 // look at the clock: if the result is already past, the engine applies CatchUp.
 // ok is false for one-shot kinds, invalid schedules, and a cron expression with no
-// further occurrence. Cost as for Validate.
+// further occurrence. Cost as for First.
 func (s Schedule) Next(prevDue, done time.Time) (next time.Time, ok bool) {
 	c, err := s.compile()
 	if err != nil {
@@ -236,8 +241,8 @@ func (s Schedule) Next(prevDue, done time.Time) (next time.Time, ok bool) {
 //
 // FixedDelay intervals are counted as if every run took no time (due, due+Interval, ...).
 // Cost: O(1) for intervals and "@every"; a cron expression is counted by walking its
-// occurrences, one ~130 ns step each, stopping at MaxMissedCount: past that the count
-// saturates and FireOnce's runAt is now (Next(now, done) is then still correct for cron).
+// occurrences, one Next each, stopping at MaxMissedCount: past that the count saturates
+// and FireOnce's runAt is now (Next(now, done) is then still correct for cron).
 func (s Schedule) CatchUp(p MisfirePolicy, due, now time.Time) (runAt time.Time, missed int) {
 	if !now.After(due) {
 		return due, 0
@@ -276,23 +281,64 @@ func (s Schedule) CatchUp(p MisfirePolicy, due, now time.Time) (runAt time.Time,
 
 // compiled is a validated Schedule with its cron expression parsed.
 type compiled struct {
-	// spec is the parsed field expression, with Location set to the schedule's zone
-	// (never time.Local, whose meaning robfig/cron special-cases). Valid when every == 0
-	// and the kind is KindCron.
+	// spec is the parsed field expression, evaluated on wall clocks written as UTC
+	// times (see next). Valid when every == 0 and the kind is KindCron.
 	spec cron.SpecSchedule
+	loc  *time.Location // KindCron: the zone whose wall clock spec describes
 	// every is the period of a lattice schedule: KindEvery's Interval (FixedRate and
 	// FixedDelay alike, for CatchUp's count) or a cron "@every" duration.
 	every time.Duration
 }
 
-// next returns the first cron occurrence strictly after t, or the zero time when the
-// library finds none within 5 years. For "@every d" occurrences are whole seconds:
+// maxZoneSpans bounds next's walk over a zone's offset changes: five years (the
+// library's own search limit) of the busiest real zones (four changes a year) need 21.
+const maxZoneSpans = 64
+
+// next returns the first cron occurrence strictly after t, or the zero time when there is
+// none within the library's 5-year search. For "@every d" occurrences are whole seconds:
 // t truncated to the second, plus d (robfig/cron's ConstantDelaySchedule).
+//
+// An occurrence is an instant whose wall clock in loc matches the expression. The
+// library is asked only about wall clocks, in UTC, where no clock ever changes, and the
+// zone's offsets are applied here, one span of constant offset at a time: the first
+// matching wall clock whose instant lies inside the span it was computed for wins, else
+// the search goes on from the start of the next span. This gives the documented DST
+// behaviour in every zone. (robfig/cron v3.0.1 evaluated in the zone itself gets it
+// right in whole-hour zones such as Europe/Berlin, but skips occurrences and even
+// returns t itself around the 30-minute and 02:45 changes of Australia/Lord_Howe and
+// Pacific/Chatham; an engine given t back would fire in a loop.)
+//
+// Cost: one library call per span crossed (0.15 to 4 µs, depending on how far the
+// library steps field by field); one on the common path, where no clock change lies
+// between t and the result. No allocation.
 func (c *compiled) next(t time.Time) time.Time {
 	if c.every > 0 {
 		return t.Add(c.every - time.Duration(t.Nanosecond()))
 	}
-	return c.spec.Next(t.In(c.spec.Location))
+	x, first := t, true
+	for range maxZoneSpans {
+		z := x.In(c.loc)
+		_, off := z.Zone()
+		_, end := z.ZoneBounds() // zero: the offset never changes again
+		offset := time.Duration(off) * time.Second
+		from := x.Add(offset).UTC() // x's wall clock, as a UTC time
+		if !first {
+			// The span starts at x, which is itself a candidate; occurrences are
+			// whole seconds and the library searches from the next whole second.
+			from = from.Add(-time.Second)
+		}
+		w := c.spec.Next(from)
+		if w.IsZero() {
+			return time.Time{}
+		}
+		if at := w.Add(-offset); end.IsZero() || at.Before(end) {
+			return at.In(c.loc)
+		}
+		// That wall clock falls in a later span (or in a gap, where it never happens):
+		// search again from where the offset changes.
+		x, first = end, false
+	}
+	return time.Time{}
 }
 
 // invalid formats an ErrInvalidSchedule.
@@ -325,10 +371,9 @@ func (s Schedule) compile() (compiled, error) {
 		if p.err != nil {
 			return compiled{}, p.err
 		}
-		c := compiled{spec: p.spec, every: p.every}
-		c.spec.Location = s.Location
-		if c.spec.Location == nil {
-			c.spec.Location = time.UTC
+		c := compiled{spec: p.spec, every: p.every, loc: s.Location}
+		if c.loc == nil {
+			c.loc = time.UTC
 		}
 		return c, nil
 	default:
@@ -338,7 +383,7 @@ func (s Schedule) compile() (compiled, error) {
 }
 
 // parsedCron is the cached outcome of parsing one expression: a field expression (spec,
-// with no Location), an "@every" period, or the error that explains why neither.
+// in UTC), an "@every" period, or the error that explains why neither.
 type parsedCron struct {
 	spec  cron.SpecSchedule
 	every time.Duration
@@ -420,11 +465,10 @@ func parseCronUncached(expr string) (p *parsedCron) {
 				return bad("a field matches no value")
 			}
 		}
-		p.spec.Location = time.UTC
+		p.spec.Location = time.UTC // wall clocks are evaluated as UTC times (compiled.next)
 		if p.spec.Next(referenceTime).IsZero() {
 			return bad("never fires (no day matches its day-of-month, month and day-of-week fields)")
 		}
-		p.spec.Location = nil
 	default:
 		return bad("unsupported schedule type %T", sched)
 	}

@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -304,6 +305,104 @@ func TestCronDST(t *testing.T) {
 	}
 }
 
+// TestCronOddZones: zones whose clocks change by half an hour, or at 02:45, follow the
+// same rules. robfig/cron v3.0.1 evaluated in these zones skips the first case's
+// occurrence (by a day) and returns the input itself for the last: the cases come from a
+// brute-force comparison over 12 zones.
+func TestCronOddZones(t *testing.T) {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	at := func(y int, mo time.Month, d, h, mi, s int, offset time.Duration) time.Time {
+		return time.Date(y, mo, d, h, mi, s, 0, time.FixedZone("", int(offset/time.Second)))
+	}
+	const h = time.Hour
+	lordHowe, chatham := zone("Australia/Lord_Howe"), zone("Pacific/Chatham")
+	tests := []struct {
+		name       string
+		expr       string
+		loc        *time.Location
+		from, want time.Time
+	}{
+		// 2026-10-04 02:00 +1030 -> 02:30 +1100: 13:19:52 that afternoon is unaffected.
+		{"lord howe, after a 30-minute spring forward", "52 19 13 * * *", lordHowe, at(2026, 10, 4, 0, 51, 25, 10*h+30*time.Minute), at(2026, 10, 4, 13, 19, 52, 11*h)},
+		// 2026-09-27 02:45 +1245 -> 03:45 +1345: 02:54 does not exist that day.
+		{"chatham, a wall time in the gap", "31 54 2 * * *", chatham, at(2026, 9, 27, 2, 43, 46, 12*h+45*time.Minute), at(2026, 9, 28, 2, 54, 31, 13*h+45*time.Minute)},
+		// 2016-04-03 03:45 +1345 -> 02:45 +1245: 03:52 exists only after the change.
+		{"chatham, fall back", "24 52 3 * * *", chatham, at(2016, 4, 3, 2, 34, 56, 13*h+45*time.Minute), at(2016, 4, 3, 3, 52, 24, 12*h+45*time.Minute)},
+		{"chatham, fall back, inside the repeated span", "40-48 59 3 29 4 */6", chatham, at(2018, 4, 1, 2, 59, 40, 12*h+45*time.Minute), at(2018, 4, 1, 3, 59, 40, 12*h+45*time.Minute)},
+	}
+	for _, tc := range tests {
+		got, ok := Cron(tc.expr, tc.loc).Next(tc.from, tc.from)
+		if !ok || !got.Equal(tc.want) {
+			t.Errorf("%s: Next(%v) = %v, %v; want %v", tc.name, tc.from, got, ok, tc.want)
+		}
+	}
+}
+
+// wallMatches is the oracle: does the wall clock of x in loc satisfy expression c? It
+// reads the parsed fields directly, second by second, with no search to get wrong.
+func wallMatches(c *compiled, x time.Time) bool {
+	s := &c.spec
+	x = x.In(c.loc)
+	dom := s.Dom&(1<<uint(x.Day())) != 0
+	dow := s.Dow&(1<<uint(x.Weekday())) != 0
+	day := dom || dow
+	if s.Dom&starBit != 0 || s.Dow&starBit != 0 {
+		day = dom && dow
+	}
+	return x.Nanosecond() == 0 && day && s.Month&(1<<uint(x.Month())) != 0 && s.Hour&(1<<uint(x.Hour())) != 0 &&
+		s.Minute&(1<<uint(x.Minute())) != 0 && s.Second&(1<<uint(x.Second())) != 0
+}
+
+// TestCronAgainstBruteForce compares next with a second-by-second scan around every
+// 2026 clock change of five zones (whole-hour, half-hour, 02:45 and negative DST).
+func TestCronAgainstBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	checked := 0
+	for _, name := range []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham", "Europe/Dublin"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var changes []time.Time
+		for x := utc(2026, 1, 1, 0, 0, 0); x.Year() == 2026; {
+			_, end := x.In(loc).ZoneBounds()
+			if end.IsZero() || end.Year() != 2026 {
+				break
+			}
+			changes, x = append(changes, end), end
+		}
+		if len(changes) != 2 {
+			t.Fatalf("%s: %d clock changes in 2026", name, len(changes))
+		}
+		for _, change := range changes {
+			for range 8 {
+				// Hours near the changes, so that the oracle's scan stays short.
+				expr := fmt.Sprintf("%d %s %s * * *", rng.IntN(60), []string{"*", "*/7", "0", "30", "45", "59"}[rng.IntN(6)], []string{"*", "*/2", "0-3", "1,2", "2,3"}[rng.IntN(5)])
+				c, err := Cron(expr, loc).compile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				from := change.Add(time.Duration(rng.IntN(4*3600)-2*3600) * time.Second)
+				got := c.next(from)
+				want := from.Truncate(time.Second).Add(time.Second)
+				for ; !wallMatches(&c, want) && want.Before(got); want = want.Add(time.Second) {
+				}
+				if !got.Equal(want) || !wallMatches(&c, got) {
+					t.Errorf("%s %q: next(%v) = %v, want %v", name, expr, from.In(loc), got.In(loc), want.In(loc))
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d cases", checked)
+}
+
 func TestCatchUp(t *testing.T) {
 	loc := berlin(t)
 	due := utc(2026, 1, 10, 10, 0, 0)
@@ -338,12 +437,16 @@ func TestCatchUp(t *testing.T) {
 		// Hourly from 10:00, considered at 15:30: 10..15 (k=6).
 		{"cron hourly, fire once", Cron("0 * * * *", nil), MisfireFireOnce, due, utc(2026, 1, 10, 15, 30, 0), utc(2026, 1, 10, 15, 0, 0), 5, false},
 		{"cron hourly, skip", Cron("0 * * * *", nil), MisfireSkip, due, utc(2026, 1, 10, 15, 30, 0), utc(2026, 1, 10, 16, 0, 0), 6, false},
-		// Every second for an hour: 3601 occurrences, still counted exactly.
-		{"cron every second for an hour, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(3600), sec(3600), 3600, false},
-		{"cron every second for an hour, skip", Cron("* * * * * *", nil), MisfireSkip, due, sec(3600), sec(3601), 3601, false},
+		// Every second for 10 minutes: 601 occurrences, still counted exactly; up to the
+		// bound and one past it.
+		{"cron every second for 10m, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(600), sec(600), 600, false},
+		{"cron every second for 10m, skip", Cron("* * * * * *", nil), MisfireSkip, due, sec(600), sec(601), 601, false},
+		{"cron count at the bound, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(MaxMissedCount), sec(MaxMissedCount), MaxMissedCount, false},
+		{"cron count at the bound, skip", Cron("* * * * * *", nil), MisfireSkip, due, sec(MaxMissedCount - 1), sec(MaxMissedCount), MaxMissedCount, false},
 		// For a day: the walk stops at MaxMissedCount; FireOnce's runAt is then now.
 		{"cron count saturates, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(86400), sec(86400), MaxMissedCount, false},
 		{"cron count saturates, skip", Cron("* * * * * *", nil), MisfireSkip, due, sec(86400), sec(86401), MaxMissedCount, false},
+		{"cron count saturates mid-second, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(86400).Add(time.Millisecond), sec(86400).Add(time.Millisecond), MaxMissedCount, false},
 		{"interval count saturates, skip", Every(time.Millisecond), MisfireSkip, due, sec(86400).Add(500 * time.Microsecond), sec(86400).Add(time.Millisecond), MaxMissedCount, false},
 		{"interval count saturates, fire once", Every(time.Millisecond), MisfireFireOnce, due, sec(86400).Add(500 * time.Microsecond), sec(86400), MaxMissedCount, false},
 		// Fall back in Berlin: 02:30 CEST (00:30Z) and 02:30 CET (01:30Z) both missed.
