@@ -175,12 +175,6 @@ func (e *Engine) now() (int64, time.Time) {
 	return ns, e.clock.Time(ns)
 }
 
-// at converts a wall time to a reading of the engine's clock.
-func (e *Engine) at(t time.Time) int64 {
-	ns, wall := e.now()
-	return ns + int64(t.Sub(wall))
-}
-
 // Submit accepts a task and schedules its first occurrence. Submitting an ID that exists
 // in the namespace returns ErrExists, unless t.Version is higher than the existing task's:
 // then t replaces it (a run in progress finishes, but its result is ignored). The payload
@@ -197,7 +191,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	}
 	t.Retry = t.Retry.WithDefaults()
 	t.Payload = slices.Clone(t.Payload)
-	_, wall := e.now()
+	nowNs, wall := e.now()
 	first, err := t.Schedule.First(wall)
 	if err != nil {
 		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
@@ -228,7 +222,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	}
 	sh.records[k] = rec
 	sh.tasks++
-	if err := e.arm(sh, rec, first, e.hDue); err != nil {
+	if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
 		e.remove(sh, rec)
 		sh.mu.Unlock()
 		return Info{}, err
@@ -242,7 +236,13 @@ func (e *Engine) Submit(t Task) (Info, error) {
 
 // arm schedules rec's timer for wall time `when` on core handler h. Requires sh.mu.
 func (e *Engine) arm(sh *shard, rec *record, when time.Time, h timer.Handler) error {
-	tm, err := e.timers.At(e.at(when), h, timerArg(sh, rec))
+	nowNs, wall := e.now()
+	return e.armFrom(sh, rec, when, h, nowNs, wall)
+}
+
+// armFrom is arm with a clock reading the caller already has (nowNs, read at wall).
+func (e *Engine) armFrom(sh *shard, rec *record, when time.Time, h timer.Handler, nowNs int64, wall time.Time) error {
+	tm, err := e.timers.At(nowNs+int64(when.Sub(wall)), h, timerArg(sh, rec))
 	if err != nil {
 		return fmt.Errorf("task %q: scheduling %v: %w", rec.task.ID, when, err)
 	}

@@ -59,11 +59,17 @@ type histogram struct {
 }
 
 func (h *histogram) observe(d time.Duration) {
-	i := 0
-	for i < len(latencyBounds) && d > latencyBounds[i] {
-		i++
+	// Binary search: the first bound >= d (len(latencyBounds) when above every bound).
+	lo, hi := 0, len(latencyBounds)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if d > latencyBounds[mid] {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	h.counts[i].Add(1)
+	h.counts[lo].Add(1)
 	h.sum.Add(int64(d))
 }
 

@@ -173,13 +173,15 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 	rec.attempt = a
 	lateness := start.Sub(rec.due)
-	started := Event{Kind: EventStarted, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type,
-		Attempt: rec.attempts, Lateness: lateness}
+	attemptNo := rec.attempts
 	sh.mu.Unlock()
 
 	w.stats.started.Add(1)
 	w.stats.lateness.observe(max(lateness, 0))
-	e.emit(started)
+	if e.opts.OnEvent != nil {
+		t := a.run.Task // immutable: readable without the lock
+		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: attemptNo, Lateness: lateness})
+	}
 	w.stats.running.Store(1)
 	err := e.call(w, a)
 	w.stats.running.Store(0)

@@ -8,8 +8,9 @@ var (
 	ErrClosed = errors.New("timer: scheduler closed")
 	// ErrFull: the shard the timer maps to already holds its share of Options.MaxPending.
 	ErrFull = errors.New("timer: too many pending timers (Options.MaxPending)")
-	// ErrInvalidDelay: a delay is negative or beyond MaxDelay.
-	ErrInvalidDelay = errors.New("timer: delay is negative or beyond MaxDelay")
+	// ErrInvalidDelay: a delay is negative or beyond MaxDelay, or a deadline beyond
+	// MaxDeadline.
+	ErrInvalidDelay = errors.New("timer: delay is negative or beyond MaxDelay, or deadline beyond MaxDeadline")
 	// ErrInvalidInterval: a periodic interval is shorter than the tick or beyond MaxDelay.
 	ErrInvalidInterval = errors.New("timer: interval is shorter than the tick or beyond MaxDelay")
 	// ErrUnknownHandler: the Handler was not returned by this scheduler's Register.

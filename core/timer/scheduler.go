@@ -153,7 +153,8 @@ func (s *Scheduler) After(d time.Duration, h Handler, arg uint64) (Timer, error)
 }
 
 // At schedules handler h to run with arg at clock reading when (see Now). A deadline in
-// the past fires as soon as possible.
+// the past fires as soon as possible; one beyond MaxDeadline is ErrInvalidDelay. At reads
+// no clock.
 func (s *Scheduler) At(when int64, h Handler, arg uint64) (Timer, error) {
 	if err := s.checkDeadline(when); err != nil {
 		return Timer{}, err
@@ -253,8 +254,13 @@ func (s *Scheduler) Reset(t Timer, d time.Duration) bool {
 	return true
 }
 
+// MaxDeadline is the latest deadline At accepts: 2^62 ns (~146 years) on the clock's
+// scale, far enough from overflow for every deadline computation, and checked without a
+// clock read.
+const MaxDeadline = int64(1) << 62
+
 func (s *Scheduler) checkDeadline(when int64) error {
-	if when-s.clock.Now() > int64(MaxDelay) {
+	if when > MaxDeadline {
 		return ErrInvalidDelay
 	}
 	return nil

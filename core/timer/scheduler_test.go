@@ -284,7 +284,7 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 	}{
 		{"negative delay", second(hs.s.After(-1, hs.h, 0)), ErrInvalidDelay},
 		{"delay beyond MaxDelay", second(hs.s.After(MaxDelay+1, hs.h, 0)), ErrInvalidDelay},
-		{"At beyond MaxDelay", second(hs.s.At(start+int64(MaxDelay)+1, hs.h, 0)), ErrInvalidDelay},
+		{"At beyond MaxDeadline", second(hs.s.At(MaxDeadline+1, hs.h, 0)), ErrInvalidDelay},
 		{"reserved handler 0", second(hs.s.After(1, 0, 0)), ErrUnknownHandler},
 		{"unregistered handler", second(hs.s.After(1, 999, 0)), ErrUnknownHandler},
 		{"interval below the tick", second(hs.s.Every(time.Microsecond, hs.h, 0)), ErrInvalidInterval},

@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkEngineOneShot$' -count 6 -timeout 0 .
