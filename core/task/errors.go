@@ -23,3 +23,26 @@ var (
 	// sees both.
 	ErrNonRetryable = errors.New("task: non-retryable error")
 )
+
+// Errors of the engine: submits, lookups and runs.
+var (
+	// ErrInvalidTask: Submit or Register was given a task or type that fails validation;
+	// the message names the field.
+	ErrInvalidTask = errors.New("task: invalid task")
+	// ErrInvalidOption: an Options field is out of range; the message names it.
+	ErrInvalidOption = errors.New("task: invalid option")
+	// ErrExists: the ID is taken in its namespace and the submit's Version is not higher.
+	ErrExists = errors.New("task: already exists")
+	// ErrNotFound: no such task (or dead letter).
+	ErrNotFound = errors.New("task: not found")
+	// ErrOverloaded: the task's shard holds its share of Options.MaxTasks.
+	ErrOverloaded = errors.New("task: overloaded")
+	// ErrClosed: the engine has been closed.
+	ErrClosed = errors.New("task: engine closed")
+	// ErrNoHandler: a task ran with no handler registered for its type (never retried).
+	ErrNoHandler = errors.New("task: no handler registered")
+	// ErrTimeout: an attempt outlived its timeout.
+	ErrTimeout = errors.New("task: attempt timed out")
+	// ErrPanic: the handler panicked; the message carries the panic value.
+	ErrPanic = errors.New("task: handler panicked")
+)
