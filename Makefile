@@ -26,6 +26,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./core/quadheap -run '^$$' -fuzz FuzzOps -fuzztime $(FUZZTIME)
 	$(GO) test ./core/task -run '^$$' -fuzz FuzzCron -fuzztime $(FUZZTIME)
+	$(GO) test ./server/protocol -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./server/protocol -run '^$$' -fuzz FuzzTaskValidation -fuzztime $(FUZZTIME)
 
 ## bench: every comparison, BENCH_COUNT times, into bench/results/, then the tables.
 bench:

@@ -1,0 +1,131 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func mustFrame(t testing.TB, m Message) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, m, 0)
+	if err != nil {
+		t.Fatalf("AppendFrame(%v): %v", m.Type(), err)
+	}
+	return b
+}
+
+// TestSamplesCoverEveryType keeps samples() honest: one message of each type.
+func TestSamplesCoverEveryType(t *testing.T) {
+	seen := map[Type]bool{}
+	for _, m := range samples() {
+		seen[m.Type()] = true
+	}
+	for ty := Type(1); ty < numTypes; ty++ {
+		if newMessage(uint64(ty)) != nil && !seen[ty] {
+			t.Errorf("no sample of %v", ty)
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range samples() {
+		t.Run(m.Type().String(), func(t *testing.T) {
+			b := mustFrame(t, m)
+			got, err := Decode(b[headerLen:])
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, m)
+			}
+			// The body is plain msgpack: a generic decoder reads it as a map with "t" first.
+			var generic map[string]any
+			if err := msgpack.Unmarshal(b[headerLen:], &generic); err != nil {
+				t.Fatalf("msgpack.Unmarshal: %v", err)
+			}
+			if generic["t"] == nil {
+				t.Fatalf("no t in %v", generic)
+			}
+			// And encodes deterministically.
+			if again := mustFrame(t, got); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoding differs")
+			}
+		})
+	}
+}
+
+// TestForeignEncoding decodes bodies written by the msgpack library from Go maps: keys in
+// random order ("t" not first), integers in whatever width it picks, and an unknown key.
+func TestForeignEncoding(t *testing.T) {
+	body, err := msgpack.Marshal(map[string]any{
+		"zz_future": []any{1, "x", map[string]any{"a": nil}},
+		"epoch":     int64(7),
+		"run":       uint32(77),
+		"id":        int8(18),
+		"t":         int16(TypeAck),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // map order varies run to run
+		m, err := Decode(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (&Ack{ID: 18, RunID: 77, Epoch: 7}); !reflect.DeepEqual(m, want) {
+			t.Fatalf("got %#v want %#v", m, want)
+		}
+	}
+	// A float field written as an integer, and nil for an optional key.
+	body, _ = msgpack.Marshal(map[string]any{"t": 16, "id": 1, "task": map[string]any{
+		"tid": "a", "type": "b", "durability": "ephemeral", "ns": nil,
+		"schedule": map[string]any{"kind": "after", "delay": 5},
+		"retry":    map[string]any{"multiplier": 3, "jitter": float32(0.5)},
+	}})
+	m, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.(*Submit).Task.Retry
+	if r.Multiplier != 3 || r.Jitter != 0.5 {
+		t.Fatalf("retry %+v", r)
+	}
+}
+
+func TestAppendFrameLimits(t *testing.T) {
+	big := &Submit{ID: 3, Task: sampleTask()}
+	big.Task.Payload = make([]byte, 100)
+	dst := []byte("keep")
+	out, err := AppendFrame(dst, big, 64)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != CodeFrameTooLarge || pe.ID != 3 || string(out) != "keep" {
+		t.Fatalf("got %q, %v", out, err)
+	}
+	_, err = AppendFrame(nil, &Fire{TaskID: "a", TaskType: "b"}, 0) // no durability
+	if !errors.Is(err, ErrBadField) || err.(*Error).Field != "durability" {
+		t.Fatalf("got %v", err)
+	}
+	_, err = AppendFrame(nil, &DLQPurge{All: true, TaskID: "x"}, 0)
+	if !errors.Is(err, ErrBadField) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestErrorIs(t *testing.T) {
+	for c := Code(1); c < numCodes; c++ {
+		err := error(&Error{Code: c})
+		if !errors.Is(err, sentinels[c]) {
+			t.Errorf("%v is not its sentinel", c)
+		}
+		if c.String() == "" || c.String()[0] == 'C' {
+			t.Errorf("code %d has no name", c)
+		}
+	}
+	if errors.Is(&Error{Code: CodeExists}, ErrNotFound) {
+		t.Error("EXISTS is NOT_FOUND")
+	}
+}

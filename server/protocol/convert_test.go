@@ -1,0 +1,109 @@
+package protocol
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+func TestToTaskFromTask(t *testing.T) {
+	for _, w := range []Task{sampleTask(),
+		{ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindAt, At: 1_700_000_000_123_456_789}, Durability: Ephemeral},
+		{Namespace: "n", ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Second), Anchor: task.FixedDelay}, Durability: Durable},
+	} {
+		ct, err := ToTask(&w)
+		if err != nil {
+			t.Fatalf("ToTask(%+v): %v", w, err)
+		}
+		back, err := FromTask(ct, w.Durability)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Namespace == "" {
+			w.Namespace = task.DefaultNamespace
+		}
+		if !reflect.DeepEqual(back, w) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", back, w)
+		}
+	}
+}
+
+func TestToTaskErrors(t *testing.T) {
+	base := func() Task {
+		return Task{ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 1}, Durability: Ephemeral}
+	}
+	cases := []struct {
+		name  string
+		edit  func(*Task)
+		code  Code
+		field string
+	}{
+		{"no durability", func(w *Task) { w.Durability = 0 }, CodeBadField, "durability"},
+		{"partition", func(w *Task) { w.Partition = 1 }, CodeBadField, "partition"},
+		{"empty id", func(w *Task) { w.ID = "" }, CodeInvalidTask, "tid"},
+		{"long id", func(w *Task) { w.ID = string(make([]byte, task.MaxIDLen+1)) }, CodeInvalidTask, "tid"},
+		{"bad utf8 ns", func(w *Task) { w.Namespace = "\xff" }, CodeInvalidTask, "ns"},
+		{"empty type", func(w *Task) { w.Type = "" }, CodeInvalidTask, "type"},
+		{"negative timeout", func(w *Task) { w.Timeout = -1 }, CodeInvalidTask, "timeout_ns"},
+		{"huge timeout", func(w *Task) { w.Timeout = math.MaxInt64 }, CodeInvalidTask, "timeout_ns"},
+		{"misfire", func(w *Task) { w.Misfire = 9 }, CodeBadField, "misfire"},
+		{"kind", func(w *Task) { w.Schedule.Kind = 0 }, CodeBadField, "schedule.kind"},
+		{"stray", func(w *Task) { w.Schedule.Cron = "* * * * *" }, CodeBadField, "schedule.cron"},
+		{"negative delay", func(w *Task) { w.Schedule.Delay = -5 }, CodeInvalidTask, "schedule.delay"},
+		{"short interval", func(w *Task) { w.Schedule = Schedule{Kind: task.KindEvery, Interval: 10} }, CodeInvalidTask, "schedule.interval"},
+		{"bad cron", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "61 * * * *"} }, CodeInvalidTask, "schedule.cron"},
+		{"bad tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "Mars/Olympus"} }, CodeBadField, "schedule.tz"},
+		{"local tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "Local"} }, CodeBadField, "schedule.tz"},
+		{"traversal tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "../../etc/passwd"} }, CodeBadField, "schedule.tz"},
+		{"attempts", func(w *Task) { w.Retry.MaxAttempts = 1001 }, CodeInvalidTask, "retry.max_attempts"},
+		{"jitter", func(w *Task) { w.Retry.Jitter = 2 }, CodeInvalidTask, "retry.jitter"},
+		{"nan multiplier", func(w *Task) { w.Retry.Multiplier = math.NaN() }, CodeInvalidTask, "retry.multiplier"},
+		{"small multiplier", func(w *Task) { w.Retry.Multiplier = 0.5 }, CodeInvalidTask, "retry.multiplier"},
+		{"negative initial", func(w *Task) { w.Retry.InitialBackoff = -1 }, CodeInvalidTask, "retry.initial_backoff_ns"},
+		{"negative max retry", func(w *Task) { w.Retry.MaxRetry = -1 }, CodeInvalidTask, "retry.max_retry_ns"},
+		{"max below initial", func(w *Task) { w.Retry.InitialBackoff, w.Retry.MaxBackoff = int64(time.Hour), int64(time.Minute) }, CodeInvalidTask, "retry.max_backoff_ns"},
+		{"max beyond horizon", func(w *Task) { w.Retry.MaxBackoff = math.MaxInt64 }, CodeInvalidTask, "retry.max_backoff_ns"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := base()
+			tc.edit(&w)
+			_, err := ToTask(&w)
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code != tc.code || pe.Field != tc.field {
+				t.Fatalf("got %v; want %v on %q", err, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+func TestFromTaskErrors(t *testing.T) {
+	for name, ct := range map[string]task.Task{
+		"year 2":      {ID: "a", Type: "b", Schedule: task.At(time.Date(2, 1, 1, 0, 0, 0, 0, time.UTC))},
+		"fixed zone":  {ID: "a", Type: "b", Schedule: task.Cron("@daily", time.FixedZone("X", 3600))},
+		"local zone":  {ID: "a", Type: "b", Schedule: task.Cron("@daily", time.Local)},
+		"neg attempt": {ID: "a", Type: "b", Schedule: task.After(1), Retry: task.RetryPolicy{MaxAttempts: -1}},
+	} {
+		if _, err := FromTask(ct, Durable); !errors.Is(err, ErrBadField) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+}
+
+func TestFromInfo(t *testing.T) {
+	now := time.Unix(1_700_000_000, 5).UTC()
+	in := task.Info{Task: task.Task{ID: "a", Type: "b", Schedule: task.After(time.Second)}, State: task.Failed, Attempts: 1,
+		LastError: "x", NextRun: now, Runs: 2, History: []task.AttemptRecord{{Attempt: 1, Start: now, End: now, Err: "x"}}}
+	w, err := FromInfo(in, Ephemeral)
+	if err != nil || w.NextRun != now.UnixNano() || len(w.History) != 1 || w.History[0].Err != "x" {
+		t.Fatalf("%+v %v", w, err)
+	}
+	dl, err := FromDeadLetter(task.DeadLetter{Task: in.Task, DiedAt: now, Reason: "r"}, Durable)
+	if err != nil || dl.DiedAt != now.UnixNano() || dl.Task.Durability != Durable {
+		t.Fatalf("%+v %v", dl, err)
+	}
+}

@@ -1,0 +1,698 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// maxDepth bounds the nesting of maps and arrays in a body, skipped values included, so
+// that a frame of 1 MiB of array headers cannot recurse a million levels deep. The
+// deepest real message (DLQ_PAGE: items, a dead letter, its task, its schedule) nests 5.
+const maxDepth = 16
+
+// Decoder splits a byte stream into frames and decodes them. Feed it bytes as they
+// arrive, in pieces of any size, and call Next until it reports that it needs more.
+// It does no I/O. Not safe for concurrent use: one Decoder per connection, used by the
+// goroutine that reads it.
+//
+// Invariant: buf[off:] holds the bytes fed and not yet consumed; a frame is consumed
+// (off advances past it) before it is decoded, so an error in one frame's body leaves
+// the Decoder at the start of the next. A length prefix above the maximum is the one
+// error the stream cannot recover from: the Decoder stops there, and every later Next
+// returns the same error.
+type Decoder struct {
+	max int
+	buf []byte
+	off int
+	err *Error // sticky: FRAME_TOO_LARGE
+}
+
+// NewDecoder returns a Decoder that accepts frame bodies of up to maxFrame bytes;
+// maxFrame <= 0 means DefaultMaxFrame, and values above MaxFrameLimit are lowered to it.
+func NewDecoder(maxFrame int) *Decoder {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	return &Decoder{max: min(maxFrame, MaxFrameLimit)}
+}
+
+// Feed appends p to the bytes waiting to be decoded; p is copied, and may be reused as
+// soon as Feed returns. Amortised O(len(p)). The Decoder holds what it is fed until Next
+// consumes it, so a reader feeds one read at a time and drains Next in between; it then
+// holds at most one frame plus one read. After FRAME_TOO_LARGE, Feed discards p.
+func (d *Decoder) Feed(p []byte) {
+	if d.err != nil {
+		return // the stream is broken; hold nothing more
+	}
+	if d.off > 0 && d.off == len(d.buf) {
+		d.buf, d.off = d.buf[:0], 0
+	} else if d.off > len(d.buf)/2 && d.off > 4096 {
+		n := copy(d.buf, d.buf[d.off:])
+		d.buf, d.off = d.buf[:n], 0
+	}
+	d.buf = append(d.buf, p...)
+}
+
+// Buffered returns how many fed bytes are not yet consumed.
+func (d *Decoder) Buffered() int { return len(d.buf) - d.off }
+
+// Next returns the next message. It returns (nil, nil) when the bytes fed so far hold
+// no complete frame: feed more and call again. Otherwise it consumes one frame and
+// returns its message, or an *Error: FRAME_TOO_LARGE (sticky; detected from the length
+// prefix alone, before any body byte is awaited or buffered for it), or the error of
+// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's.
+func (d *Decoder) Next() (Message, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	avail := d.buf[d.off:]
+	if len(avail) < headerLen {
+		return nil, nil
+	}
+	n := binary.BigEndian.Uint32(avail)
+	if uint64(n) > uint64(d.max) {
+		d.err = &Error{Code: CodeFrameTooLarge, Message: fmt.Sprintf("length prefix %d exceeds the maximum frame size %d", n, d.max)}
+		return nil, d.err
+	}
+	if len(avail) < headerLen+int(n) {
+		return nil, nil
+	}
+	d.off += headerLen + int(n)
+	return Decode(avail[headerLen : headerLen+int(n)])
+}
+
+// Decode decodes one frame body (without its length prefix). The message it returns
+// shares no memory with body. Errors are *Error values: BAD_FRAME (not msgpack, not a
+// map, no integer "t", trailing bytes, nesting deeper than 16), UNKNOWN_TYPE, or
+// BAD_FIELD naming the field (wrong msgpack type, out of range, missing, duplicated).
+// Their ID is the request ID when the body holds a readable one. Keys a message does not
+// define are skipped. O(len(body)); allocates the message, and its strings, slices and
+// maps (an ACK: 1 allocation, BenchmarkDecodeAck).
+func Decode(body []byte) (Message, error) {
+	d := decPool.Get().(*dec)
+	d.reset(body)
+	m, err := d.message()
+	if err != nil {
+		err.ID = d.id
+		if !d.haveID {
+			err.ID = peekID(body)
+		}
+	}
+	d.reset(nil)
+	decPool.Put(d)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// dec reads one body. It uses a msgpack.Decoder over a bytes.Reader for numbers and
+// lengths (the reader is an io.ByteScanner, so the Decoder reads from it directly and
+// the two never disagree on the position), and slices strings and binaries straight out
+// of the body.
+type dec struct {
+	body   []byte
+	r      bytes.Reader
+	md     *msgpack.Decoder
+	path   []pathElem // where in the message the value being read sits, for errors
+	id     uint64     // the envelope's "id", once read
+	haveID bool
+}
+
+type pathElem struct {
+	key string // a key from a field table (never allocated)
+	idx int    // an array index, or -1
+}
+
+var decPool = sync.Pool{New: func() any {
+	d := &dec{}
+	d.md = msgpack.NewDecoder(&d.r)
+	return d
+}}
+
+func (d *dec) reset(body []byte) {
+	d.body = body
+	d.r.Reset(body)
+	d.path = d.path[:0]
+	d.id, d.haveID = 0, false
+}
+
+func (d *dec) pos() int  { return len(d.body) - d.r.Len() }
+func (d *dec) left() int { return d.r.Len() }
+
+// fieldPath renders the current path: task.schedule.cron, tasks[2].tid.
+func (d *dec) fieldPath() string {
+	var b strings.Builder
+	for _, p := range d.path {
+		if p.idx >= 0 {
+			b.WriteString("[" + strconv.Itoa(p.idx) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p.key)
+	}
+	return b.String()
+}
+
+func (d *dec) badField(format string, args ...any) *Error {
+	return newError(CodeBadField, d.fieldPath(), fmt.Sprintf(format, args...))
+}
+
+func (d *dec) badFrame(format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if p := d.fieldPath(); p != "" {
+		msg += " (in " + p + ")"
+	}
+	return newError(CodeBadFrame, "", msg+" at byte "+strconv.Itoa(d.pos()))
+}
+
+// truncated is the error for a value that runs past the end of the body.
+func (d *dec) truncated() *Error { return d.badFrame("truncated msgpack value") }
+
+// code returns the next value's first byte without consuming it.
+func (d *dec) code() (byte, *Error) {
+	if d.left() == 0 {
+		return 0, d.truncated()
+	}
+	return d.body[d.pos()], nil
+}
+
+// typeName names the msgpack type of a value by its first byte, for errors.
+func typeName(c byte) string {
+	switch {
+	case c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3:
+		return "integer"
+	case c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf:
+		return "map"
+	case c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd:
+		return "array"
+	case c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb:
+		return "string"
+	case c == 0xc0:
+		return "nil"
+	case c == 0xc2 || c == 0xc3:
+		return "boolean"
+	case c >= 0xc4 && c <= 0xc6:
+		return "binary"
+	case c == 0xca || c == 0xcb:
+		return "float"
+	case c == 0xc1:
+		return "invalid byte 0xc1"
+	}
+	return "extension"
+}
+
+func isInt(c byte) bool    { return c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3 }
+func isSigned(c byte) bool { return c >= 0xe0 || c >= 0xd0 && c <= 0xd3 }
+func isStr(c byte) bool    { return c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb }
+func isBin(c byte) bool    { return c >= 0xc4 && c <= 0xc6 }
+func isMap(c byte) bool    { return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf }
+func isArray(c byte) bool  { return c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd }
+
+// want checks the next value's type; nil is reported as nil, so callers that allow it
+// (optional fields) test for it first.
+func (d *dec) want(ok func(byte) bool, what string) *Error {
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	if !ok(c) {
+		return d.badField("want %s, got %s", what, typeName(c))
+	}
+	return nil
+}
+
+// lib converts an error of the msgpack library (always a short read here: the types
+// were checked first) into BAD_FRAME.
+func (d *dec) lib(err error) *Error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return d.truncated()
+	}
+	return d.badFrame("%v", err)
+}
+
+// uint reads an integer of any msgpack integer encoding whose value is >= 0.
+func (d *dec) uint() (uint64, *Error) {
+	if err := d.want(isInt, "unsigned integer"); err != nil {
+		return 0, err
+	}
+	c, _ := d.code()
+	if isSigned(c) {
+		v, err := d.md.DecodeInt64()
+		if err != nil {
+			return 0, d.lib(err)
+		}
+		if v < 0 {
+			return 0, d.badField("want unsigned integer, got %d", v)
+		}
+		return uint64(v), nil
+	}
+	v, err := d.md.DecodeUint64()
+	if err != nil {
+		return 0, d.lib(err)
+	}
+	return v, nil
+}
+
+// uintMax reads an unsigned integer of at most limit.
+func (d *dec) uintMax(limit uint64) (uint64, *Error) {
+	v, err := d.uint()
+	if err == nil && v > limit {
+		return 0, d.badField("%d exceeds %d", v, limit)
+	}
+	return v, err
+}
+
+// int reads an integer of any msgpack integer encoding that fits an int64.
+func (d *dec) int() (int64, *Error) {
+	if err := d.want(isInt, "integer"); err != nil {
+		return 0, err
+	}
+	c, _ := d.code()
+	if c == msgpcode.Uint64 {
+		v, err := d.md.DecodeUint64()
+		if err != nil {
+			return 0, d.lib(err)
+		}
+		if v > math.MaxInt64 {
+			return 0, d.badField("%d overflows a signed 64-bit integer", v)
+		}
+		return int64(v), nil
+	}
+	v, err := d.md.DecodeInt64()
+	if err != nil {
+		return 0, d.lib(err)
+	}
+	return v, nil
+}
+
+// float reads a float32, float64 or integer (some encoders write whole floats as integers).
+func (d *dec) float() (float64, *Error) {
+	c, err := d.code()
+	if err != nil {
+		return 0, err
+	}
+	if isInt(c) {
+		v, err := d.int()
+		return float64(v), err
+	}
+	if c != msgpcode.Float && c != msgpcode.Double {
+		return 0, d.badField("want float, got %s", typeName(c))
+	}
+	v, lerr := d.md.DecodeFloat64()
+	if lerr != nil {
+		return 0, d.lib(lerr)
+	}
+	return v, nil
+}
+
+func (d *dec) bool() (bool, *Error) {
+	if err := d.want(func(c byte) bool { return c == msgpcode.True || c == msgpcode.False }, "boolean"); err != nil {
+		return false, err
+	}
+	v, err := d.md.DecodeBool()
+	if err != nil {
+		return false, d.lib(err)
+	}
+	return v, nil
+}
+
+// raw reads the length of a str or bin value and returns its bytes, aliased into body.
+func (d *dec) raw(limit int) ([]byte, *Error) {
+	n, err := d.md.DecodeBytesLen()
+	if err != nil {
+		return nil, d.lib(err)
+	}
+	if n > d.left() {
+		return nil, d.truncated()
+	}
+	if n > limit {
+		return nil, d.badField("%d bytes exceed the limit of %d", n, limit)
+	}
+	p := d.pos()
+	_, _ = d.r.Seek(int64(n), io.SeekCurrent)
+	return d.body[p : p+n : p+n], nil
+}
+
+// str reads a UTF-8 string of at most limit bytes.
+func (d *dec) str(limit int) (string, *Error) {
+	if err := d.want(isStr, "string"); err != nil {
+		return "", err
+	}
+	b, err := d.raw(limit)
+	if err != nil {
+		return "", err
+	}
+	if !utf8.Valid(b) {
+		return "", d.badField("string is not valid UTF-8")
+	}
+	return string(b), nil
+}
+
+// bin reads a binary value of at most limit bytes, copied; empty is nil.
+func (d *dec) bin(limit int) ([]byte, *Error) {
+	if err := d.want(isBin, "binary"); err != nil {
+		return nil, err
+	}
+	b, err := d.raw(limit)
+	if err != nil || len(b) == 0 {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// arrayLen reads an array header of at most limit elements.
+func (d *dec) arrayLen(limit int) (int, *Error) {
+	if err := d.want(isArray, "array"); err != nil {
+		return 0, err
+	}
+	n, err := d.md.DecodeArrayLen()
+	if err != nil {
+		return 0, d.lib(err)
+	}
+	if n > d.left() { // every element takes at least one byte
+		return 0, d.truncated()
+	}
+	if n > limit {
+		return 0, d.badField("%d elements exceed the limit of %d", n, limit)
+	}
+	return n, nil
+}
+
+// mapLen reads a map header; every entry takes at least two bytes.
+func (d *dec) mapLen() (int, *Error) {
+	if err := d.want(isMap, "map"); err != nil {
+		return 0, err
+	}
+	n, err := d.md.DecodeMapLen()
+	if err != nil {
+		return 0, d.lib(err)
+	}
+	if n > d.left()/2 {
+		return 0, d.truncated()
+	}
+	return n, nil
+}
+
+// isNil consumes a nil if one is next.
+func (d *dec) isNil() bool {
+	if c, err := d.code(); err == nil && c == msgpcode.Nil {
+		_, _ = d.r.ReadByte()
+		return true
+	}
+	return false
+}
+
+// skip consumes one value of any type, checking it is well-formed.
+func (d *dec) skip(depth int) *Error {
+	if depth > maxDepth {
+		return d.badFrame("nesting deeper than %d", maxDepth)
+	}
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	switch {
+	case isMap(c):
+		n, err := d.mapLen()
+		if err != nil {
+			return err
+		}
+		for range 2 * n {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case isArray(c):
+		n, err := d.arrayLen(math.MaxInt)
+		if err != nil {
+			return err
+		}
+		for range n {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case isStr(c) || isBin(c):
+		_, err := d.raw(math.MaxInt)
+		return err
+	case c == 0xc1:
+		return d.badFrame("invalid msgpack byte 0xc1")
+	}
+	// Scalars and extensions: their length follows from the first byte (and for ext8/16/32
+	// the length field).
+	var n int
+	hdr := 1
+	switch {
+	case c <= 0x7f || c >= 0xe0 || c == msgpcode.Nil || c == msgpcode.True || c == msgpcode.False:
+		n = 0
+	case c == msgpcode.Uint8 || c == msgpcode.Int8:
+		n = 1
+	case c == msgpcode.Uint16 || c == msgpcode.Int16:
+		n = 2
+	case c == msgpcode.Uint32 || c == msgpcode.Int32 || c == msgpcode.Float:
+		n = 4
+	case c == msgpcode.Uint64 || c == msgpcode.Int64 || c == msgpcode.Double:
+		n = 8
+	case c >= msgpcode.FixExt1 && c <= msgpcode.FixExt16: // type byte + 1, 2, 4, 8, 16
+		n = 1 + 1<<(c-msgpcode.FixExt1)
+	case c >= msgpcode.Ext8 && c <= msgpcode.Ext32: // length of 1, 2 or 4 bytes, type byte, data
+		lb := 1 << (c - msgpcode.Ext8)
+		if d.left() < 1+lb {
+			return d.truncated()
+		}
+		p := d.pos() + 1
+		var l uint64
+		for i := range lb {
+			l = l<<8 | uint64(d.body[p+i])
+		}
+		hdr, n = 1+lb, 1
+		if l > uint64(d.left()) {
+			return d.truncated()
+		}
+		n += int(l)
+	}
+	if d.left() < hdr+n {
+		return d.truncated()
+	}
+	_, _ = d.r.Seek(int64(hdr+n), io.SeekCurrent)
+	return nil
+}
+
+// A fieldTable lists the keys of one map type: key i sets bit i of the presence mask.
+type fieldTable struct {
+	keys     []string
+	required uint64 // bit i set: keys[i] must be present (and not nil)
+}
+
+// decodable is a map type: its fields, and how to read the value of key i.
+type decodable interface {
+	fields() *fieldTable
+	set(d *dec, i int) *Error
+}
+
+// checker is a map type with a rule across its fields, checked after the map is read
+// with the presence mask.
+type checker interface {
+	checkFields(d *dec, present uint64) *Error
+}
+
+// readMap reads a map into x: each key must be a string; a key of x's table is read by
+// x.set, any other key is skipped; a nil value counts as absent; a key twice is BAD_FIELD;
+// then every required key must have been present, and x's checkFields (if any) passes.
+// O(keys x len(table)), no allocation of its own.
+func (d *dec) readMap(x decodable, depth int) *Error {
+	return d.readFields(x, x.fields(), 0, depth)
+}
+
+// readFields is readMap with the table given: an envelope's table is x's with "t" and
+// "id" in front (off = 2), which readFields reads itself.
+func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error {
+	if depth > maxDepth {
+		return d.badFrame("nesting deeper than %d", maxDepth)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	var present uint64
+	for range n {
+		if err := d.want(isStr, "string key"); err != nil {
+			return err
+		}
+		k, err := d.raw(math.MaxInt)
+		if err != nil {
+			return err
+		}
+		i := -1
+		for j, key := range t.keys {
+			if string(k) == key {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		d.enter(t.keys[i])
+		if present&(1<<i) != 0 {
+			return d.badField("key appears twice")
+		}
+		if !d.isNil() {
+			present |= 1 << i
+			var err *Error
+			switch {
+			case i >= off:
+				err = x.set(d, i-off)
+			case i == 0: // "t": its value was read by findType
+				_, err = d.uint()
+			default: // "id"
+				d.id, err = d.uint()
+				d.haveID = err == nil
+				x.(Message).setID(d.id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		d.leave()
+	}
+	if missing := t.required &^ present; missing != 0 {
+		for i, key := range t.keys {
+			if missing&(1<<i) != 0 {
+				d.enter(key)
+				return d.badField("required field is missing")
+			}
+		}
+	}
+	if c, ok := x.(checker); ok {
+		return c.checkFields(d, present>>off)
+	}
+	return nil
+}
+
+// enter and leave move the error path into a key or an array index and back out.
+func (d *dec) enter(key string) { d.path = append(d.path, pathElem{key: key, idx: -1}) }
+func (d *dec) enterIdx(i int)   { d.path = append(d.path, pathElem{idx: i}) }
+func (d *dec) leave()           { d.path = d.path[:len(d.path)-1] }
+
+// sub reads a nested map value.
+func (d *dec) sub(x decodable) *Error { return d.readMap(x, len(d.path)) }
+
+// message reads a whole body: a map whose "t" selects the message type.
+func (d *dec) message() (Message, *Error) {
+	c, err := d.code()
+	if err != nil {
+		return nil, d.badFrame("empty body")
+	}
+	if !isMap(c) {
+		return nil, d.badFrame("body is a %s, not a map", typeName(c))
+	}
+	t, err := d.findType()
+	if err != nil {
+		return nil, err
+	}
+	m := newMessage(t)
+	if m == nil {
+		return nil, newError(CodeUnknownType, "", "unknown message type "+strconv.FormatUint(t, 10))
+	}
+	if err := d.readFields(m, envelopeTables[m.Type()], 2, 0); err != nil {
+		return nil, err
+	}
+	if d.left() != 0 {
+		return nil, d.badFrame("%d bytes after the message", d.left())
+	}
+	return m, nil
+}
+
+// findType returns the value of the top-level "t" without consuming anything: from the
+// first key when "t" is first (as this package writes it), else by a scan of the map.
+func (d *dec) findType() (uint64, *Error) {
+	save := d.pos()
+	defer func() { _, _ = d.r.Seek(int64(save), io.SeekStart) }()
+	n, err := d.mapLen()
+	if err != nil {
+		return 0, err
+	}
+	for range n {
+		if err := d.want(isStr, "string key"); err != nil {
+			return 0, newError(CodeBadFrame, "", "a top-level key is not a string")
+		}
+		k, err := d.raw(math.MaxInt)
+		if err != nil {
+			return 0, err
+		}
+		if string(k) == "t" {
+			d.path = append(d.path, pathElem{key: "t", idx: -1})
+			v, err := d.uint()
+			d.path = d.path[:0]
+			if err != nil {
+				return 0, newError(CodeBadFrame, "t", "\"t\" is not an unsigned integer")
+			}
+			return v, nil
+		}
+		if err := d.skip(1); err != nil {
+			return 0, err
+		}
+	}
+	return 0, newError(CodeBadFrame, "t", "no \"t\" key: the message type is missing")
+}
+
+// peekID finds a top-level "id" in body, for an error reply; 0 when there is none.
+func peekID(body []byte) uint64 {
+	d := decPool.Get().(*dec)
+	defer func() { d.reset(nil); decPool.Put(d) }()
+	d.reset(body)
+	n, err := d.mapLen()
+	if err != nil {
+		return 0
+	}
+	for range n {
+		if d.want(isStr, "") != nil {
+			return 0
+		}
+		k, err := d.raw(math.MaxInt)
+		if err != nil {
+			return 0
+		}
+		if string(k) == "id" {
+			v, _ := d.uint()
+			return v
+		}
+		if d.skip(1) != nil {
+			return 0
+		}
+	}
+	return 0
+}
+
+// envelopeTables[t] is message type t's field table with "t" and "id" in front.
+var envelopeTables = func() (out [numTypes]*fieldTable) {
+	for t := Type(1); t < numTypes; t++ {
+		if m := newMessage(uint64(t)); m != nil {
+			ft := m.fields()
+			out[t] = &fieldTable{
+				keys:     append([]string{"t", "id"}, ft.keys...),
+				required: 1 | 2 | ft.required<<2,
+			}
+		}
+	}
+	return out
+}()

@@ -1,0 +1,27 @@
+// Package protocol is tock's wire protocol as a codec: the Go types of every message, an
+// encoder that appends frames to a byte slice, and a decoder that splits a byte stream
+// into frames and decodes them. It does no I/O; the server and clients own the sockets.
+// The protocol itself is specified in server/PROTOCOL.md, which a test keeps in step
+// with this code.
+//
+// A frame is a 4-byte big-endian body length, then one msgpack map (encoded and decoded
+// with github.com/vmihailenco/msgpack/v5's Encoder and Decoder primitives, keys by hand).
+//
+// Invariants:
+//   - Decoding never panics and never allocates in proportion to a length the peer
+//     claims: every length is checked against the bytes actually present (and the frame
+//     size against the maximum) before anything is allocated or read.
+//   - Every error this package returns is an *Error with a Code; errors.Is matches it
+//     against the package's sentinels (ErrBadField, ...). An *Error is also the ERROR
+//     message, so it can be sent back as is.
+//   - A decoded message shares no memory with the bytes it was decoded from.
+//   - Encoding is deterministic: equal messages give equal bytes (map-valued fields are
+//     written in key order), and Decode(AppendFrame(m)) equals m.
+//   - Types are strict by msgpack family (an integer where an integer is due, str vs bin
+//     kept apart), while integer widths and key order are free, and unknown keys are
+//     skipped, so any conforming msgpack encoder can talk to it.
+//
+// Costs on the hot paths (BenchmarkEncodeFire, BenchmarkDecodeAck, pinned by
+// TestHotPathAllocs): appending a FIRE frame to a reused buffer allocates nothing;
+// decoding an ACK allocates only the *Ack.
+package protocol

@@ -1,0 +1,64 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// sampleTask uses every field of a task.
+func sampleTask() Task {
+	return Task{
+		Namespace: "billing", ID: "invoice-42", Type: "send-invoice", Payload: []byte{0xde, 0xad, 0xbe, 0xef},
+		Schedule: Schedule{Kind: task.KindCron, Cron: "0 30 2 * * *", TZ: "Europe/Berlin"},
+		Retry: Retry{MaxAttempts: 5, InitialBackoff: int64(time.Second), MaxBackoff: int64(time.Minute),
+			Multiplier: 2, Jitter: 0.25, MaxRetry: int64(time.Hour)},
+		Timeout: int64(30 * time.Second), Misfire: task.MisfireSkip, Version: 3, Durability: Durable,
+	}
+}
+
+// samples holds one message of every type, with every field set where a field exists:
+// the round-trip test, the stream test and the fuzz seeds all start here.
+func samples() []Message {
+	t := sampleTask()
+	minimal := Task{ID: "t1", Type: "email", Schedule: Schedule{Kind: task.KindAfter, Delay: int64(time.Second)}, Durability: Ephemeral}
+	every := Task{ID: "t2", Type: "poll", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Minute), Anchor: task.FixedDelay}, Durability: Ephemeral}
+	at := Task{ID: "t3", Type: "poll", Schedule: Schedule{Kind: task.KindAt, At: 1_767_225_600_000_000_000}, Durability: Durable}
+	hist := []AttemptRecord{{Attempt: 1, Start: 100, End: 200, Err: "boom"}, {Attempt: 2, Start: 300}}
+	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
+	return []Message{
+		&Hello{ID: 1, Version: Version, Name: "billing-svc", Token: "s3cret", Role: RoleClient},
+		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame},
+		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5},
+		&OK{ID: 2},
+		&Ping{ID: 3},
+		&Pong{ID: 3},
+		&Submit{ID: 4, Task: t},
+		&SubmitBatch{ID: 5, Tasks: []Task{minimal, every, at}},
+		&Cancel{ID: 6, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},
+		&Get{ID: 7, TaskRef: TaskRef{TaskID: "t1"}},
+		&List{ID: 8, State: task.Pending, Cursor: "abc", Limit: 100},
+		&TaskStatus{ID: 4, Namespace: "billing", TaskID: "invoice-42", Durability: Durable, State: task.Pending, NextRun: 1_767_225_600_000_000_000, Version: 3},
+		&BatchResult{ID: 5, Results: []ItemResult{
+			{ID: "t1", Durability: Ephemeral, State: task.Pending, NextRun: 1, Version: 1},
+			{Namespace: "x", ID: "t2", Durability: Ephemeral, Code: CodeInvalidTask, Message: "bad cron", Field: "schedule.cron"},
+		}},
+		&TaskInfo{ID: 7, Info: info},
+		&TaskPage{ID: 8, Items: []Info{info, {Task: minimal, State: task.Pending}}, Next: "cursor-2"},
+		&DLQList{ID: 10, Cursor: "c", Limit: 50},
+		&DLQPage{ID: 10, Items: []DeadLetter{{Task: t, Attempts: hist, DiedAt: 500, Reason: "attempts exhausted (2 of 2)"}}, Next: "n"},
+		&DLQRequeue{ID: 11, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},
+		&DLQPurge{ID: 12, Namespace: "billing", TaskID: "invoice-42"},
+		&Purged{ID: 12, Count: 1},
+		&Pause{ID: 13, TaskType: "email"},
+		&Resume{ID: 14, TaskType: "email"},
+		&Stats{ID: 15},
+		&StatsReply{ID: 15, Counters: map[string]uint64{"submitted": 10, "succeeded": 8}, Gauges: map[string]int64{"tasks": 2, "workers": 1}},
+		&Subscribe{ID: 16, Types: []string{"email", "send-invoice"}, Credits: 64},
+		&Credit{ID: 17, Credits: 8},
+		&Fire{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 77, Attempt: 1,
+			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable},
+		&Ack{ID: 18, RunID: 77, Epoch: 7},
+		&Nack{ID: 19, RunID: 78, Epoch: 7, Err: "smtp down", Retryable: true},
+	}
+}

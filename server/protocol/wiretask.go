@@ -1,0 +1,643 @@
+package protocol
+
+import (
+	"strconv"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// Durability is a task's durability class, stated in every submit and every reply that
+// concerns a task. The zero value is not a class: the field is required.
+type Durability uint8
+
+const (
+	// Ephemeral tasks live in the leader's memory only: gone if it dies.
+	Ephemeral Durability = 1
+	// Durable tasks are recorded in etcd before the submit is acknowledged.
+	Durable Durability = 2
+)
+
+func (d Durability) String() string {
+	switch d {
+	case Ephemeral:
+		return "ephemeral"
+	case Durable:
+		return "durable"
+	}
+	return "Durability(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Role says what a connection is for; it is fixed by HELLO.
+type Role uint8
+
+const (
+	RoleClient Role = 1 // submits and queries
+	RoleWorker Role = 2 // also subscribes, receives FIRE, sends ACK and NACK
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleClient:
+		return "client"
+	case RoleWorker:
+		return "worker"
+	}
+	return "Role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Limits on decoded values (PROTOCOL.md states each beside its key). Strings that name a
+// task use the engine's own limits (task.MaxIDLen and friends).
+const (
+	MaxNameLen   = 128      // HELLO/WELCOME names, node ID, stat names
+	MaxTokenLen  = 1024     // HELLO token
+	MaxTextLen   = 64 << 10 // error messages, NACK errors, last errors, dead-letter reasons
+	MaxCursorLen = 1024     // paging cursors
+	MaxCronLen   = 256      // a cron expression
+	MaxTZLen     = 128      // an IANA zone name
+	MaxBatch     = 1000     // tasks in one SUBMIT_BATCH
+	MaxTypes     = 1024     // task types in one SUBSCRIBE
+	MaxPageItems = 10_000   // items in one TASK_PAGE or DLQ_PAGE
+	MaxStats     = 1024     // entries in each STATS_REPLY map
+	maxLeaderLen = 256      // NOT_LEADER address
+	maxStateLen  = 16       // a state name
+	maxEnumLen   = 16       // kind, anchor, misfire, durability, role
+	maxPayload   = MaxFrameLimit
+)
+
+// Task is a task on the wire: core/task.Task plus the durability class and the
+// partition. Times are Unix nanoseconds, durations nanoseconds. ToTask turns it into
+// the engine's Task, checking what the engine checks; FromTask goes the other way.
+type Task struct {
+	Namespace  string // "ns"; empty means task.DefaultNamespace
+	ID         string // "tid"
+	Type       string // "type"
+	Payload    []byte // "payload"; empty is nil
+	Schedule   Schedule
+	Retry      Retry
+	Timeout    int64 // "timeout_ns"
+	Misfire    task.MisfirePolicy
+	Version    uint64
+	Durability Durability
+	Partition  uint64 // reserved for the cluster; must be 0 for now
+}
+
+// Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
+// (Anchor only for KindEvery, TZ only for KindCron).
+type Schedule struct {
+	Kind     task.Kind
+	At       int64       // "at": Unix ns, KindAt
+	Delay    int64       // "delay": ns, KindAfter
+	Interval int64       // "interval": ns, KindEvery
+	Anchor   task.Anchor // "anchor": KindEvery
+	Cron     string      // "cron": KindCron
+	TZ       string      // "tz": IANA zone name, KindCron; empty means UTC
+}
+
+// Retry is a task.RetryPolicy on the wire; zero fields take the engine's defaults.
+type Retry struct {
+	MaxAttempts    uint64  // "max_attempts"
+	InitialBackoff int64   // "initial_backoff_ns"
+	MaxBackoff     int64   // "max_backoff_ns"
+	Multiplier     float64 // "multiplier"
+	Jitter         float64 // "jitter"
+	MaxRetry       int64   // "max_retry_ns"
+}
+
+// Info is a snapshot of a task (task.Info on the wire).
+type Info struct {
+	Task      Task
+	State     task.State
+	Attempts  uint64          // attempts of the current occurrence
+	LastError string          // of the last failed attempt
+	NextRun   int64           // Unix ns; 0 when none is scheduled
+	Runs      uint64          // attempts over the task's life
+	History   []AttemptRecord // the current occurrence's failed attempts, oldest first
+}
+
+// AttemptRecord is one attempt (task.AttemptRecord on the wire).
+type AttemptRecord struct {
+	Attempt    uint64
+	Start, End int64 // Unix ns; End 0 while running
+	Err        string
+}
+
+// DeadLetter is a dead-letter queue entry (task.DeadLetter on the wire).
+type DeadLetter struct {
+	Task     Task
+	Attempts []AttemptRecord
+	DiedAt   int64 // Unix ns
+	Reason   string
+}
+
+// ItemResult is the outcome of one task of a SUBMIT_BATCH, in the batch's order: on
+// success Code is 0 and State, NextRun and Version say what was scheduled; on failure
+// Code, Message and Field say why (Field relative to the task, e.g. "schedule.cron").
+type ItemResult struct {
+	Namespace  string
+	ID         string
+	Durability Durability
+	State      task.State // 0 on failure
+	NextRun    int64
+	Version    uint64
+	Code       Code
+	Message    string
+	Field      string
+}
+
+var (
+	kindNames    = [...]string{task.KindAt: "at", task.KindAfter: "after", task.KindEvery: "every", task.KindCron: "cron"}
+	anchorNames  = [...]string{task.FixedRate: "rate", task.FixedDelay: "delay"}
+	misfireNames = [...]string{task.MisfireFireOnce: "once", task.MisfireSkip: "skip"}
+	durNames     = [...]string{Ephemeral: "ephemeral", Durable: "durable"}
+	roleNames    = [...]string{RoleClient: "client", RoleWorker: "worker"}
+)
+
+// enumName returns names[v], or "" for a value with no name.
+func enumName[T ~uint8](names []string, v T) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return ""
+}
+
+// enum reads a string that must be one of names (names[0] may be "" for "no value").
+func enum[T ~uint8](d *dec, names []string) (T, *Error) {
+	s, err := d.str(maxEnumLen)
+	if err != nil {
+		return 0, err
+	}
+	for i, n := range names {
+		if n != "" && n == s {
+			return T(i), nil
+		}
+	}
+	return 0, d.badField("%q is not one of %v", s, nonEmpty(names))
+}
+
+func nonEmpty(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// state reads a state name (as task.State.String writes it).
+func (d *dec) state() (task.State, *Error) {
+	s, err := d.str(maxStateLen)
+	if err != nil {
+		return 0, err
+	}
+	st, perr := task.ParseState(s)
+	if perr != nil {
+		return 0, d.badField("%q is not a task state", s)
+	}
+	return st, nil
+}
+
+// putEnum writes v's name, or records a failure for a value with no name.
+func putEnum[T ~uint8](c *enc, key string, names []string, v T) {
+	c.str(key)
+	n := enumName(names, v)
+	if n == "" {
+		c.fail(key, "value "+strconv.Itoa(int(v))+" has no name on the wire")
+	}
+	c.str(n)
+}
+
+func putState(c *enc, key string, s task.State) {
+	c.str(key)
+	if _, err := task.ParseState(s.String()); err != nil {
+		c.fail(key, "not a task state: "+s.String())
+	}
+	c.str(s.String())
+}
+
+// ---- Task ----
+
+var taskFields = fieldTable{
+	keys:     []string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition"},
+	required: 1<<1 | 1<<2 | 1<<4 | 1<<9,
+}
+
+func (t *Task) fields() *fieldTable { return &taskFields }
+
+func (t *Task) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		t.Namespace, err = d.str(task.MaxNamespaceLen)
+	case 1:
+		t.ID, err = d.str(task.MaxIDLen)
+	case 2:
+		t.Type, err = d.str(task.MaxTypeLen)
+	case 3:
+		t.Payload, err = d.bin(maxPayload)
+	case 4:
+		err = d.sub(&t.Schedule)
+	case 5:
+		err = d.sub(&t.Retry)
+	case 6:
+		t.Timeout, err = d.int()
+	case 7:
+		t.Misfire, err = enum[task.MisfirePolicy](d, misfireNames[:])
+	case 8:
+		t.Version, err = d.uint()
+	case 9:
+		t.Durability, err = enum[Durability](d, durNames[:])
+	case 10:
+		t.Partition, err = d.uint()
+	}
+	return err
+}
+
+func (t *Task) encode(c *enc) {
+	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
+		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0))
+	if t.Namespace != "" {
+		c.kStr("ns", t.Namespace)
+	}
+	c.kStr("tid", t.ID)
+	c.kStr("type", t.Type)
+	if len(t.Payload) > 0 {
+		c.str("payload")
+		c.bin(t.Payload)
+	}
+	c.str("schedule")
+	t.Schedule.encode(c)
+	if t.Retry != (Retry{}) {
+		c.str("retry")
+		t.Retry.encode(c)
+	}
+	if t.Timeout != 0 {
+		c.kInt("timeout_ns", t.Timeout)
+	}
+	if t.Misfire != task.MisfireFireOnce {
+		putEnum(c, "misfire", misfireNames[:], t.Misfire)
+	}
+	if t.Version != 0 {
+		c.kUint("version", t.Version)
+	}
+	putEnum(c, "durability", durNames[:], t.Durability)
+	if t.Partition != 0 {
+		c.kUint("partition", t.Partition)
+	}
+}
+
+// ---- Schedule ----
+
+var scheduleFields = fieldTable{
+	keys:     []string{"kind", "at", "delay", "interval", "anchor", "cron", "tz"},
+	required: 1,
+}
+
+func (s *Schedule) fields() *fieldTable { return &scheduleFields }
+
+func (s *Schedule) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		s.Kind, err = enum[task.Kind](d, kindNames[:])
+	case 1:
+		s.At, err = d.int()
+	case 2:
+		s.Delay, err = d.int()
+	case 3:
+		s.Interval, err = d.int()
+	case 4:
+		s.Anchor, err = enum[task.Anchor](d, anchorNames[:])
+	case 5:
+		s.Cron, err = d.str(MaxCronLen)
+	case 6:
+		s.TZ, err = d.str(MaxTZLen)
+	}
+	return err
+}
+
+// kindKey is the key that carries each kind's time.
+var kindKey = [...]int{task.KindAt: 1, task.KindAfter: 2, task.KindEvery: 3, task.KindCron: 5}
+
+// checkFields requires the key of the schedule's kind and refuses non-zero values in
+// the keys of other kinds (a client that sent "after" with an "at" is confused).
+func (s *Schedule) checkFields(d *dec, present uint64) *Error {
+	k := kindKey[s.Kind]
+	if present&(1<<k) == 0 {
+		d.enter(scheduleFields.keys[k])
+		return d.badField("required for kind %q", kindNames[s.Kind])
+	}
+	if f := s.strayField(); f != "" {
+		d.enter(f)
+		return d.badField("not used by kind %q", kindNames[s.Kind])
+	}
+	return nil
+}
+
+// strayField names a non-zero field that s's Kind does not use, or returns "".
+func (s *Schedule) strayField() string {
+	switch {
+	case s.At != 0 && s.Kind != task.KindAt:
+		return "at"
+	case s.Delay != 0 && s.Kind != task.KindAfter:
+		return "delay"
+	case s.Interval != 0 && s.Kind != task.KindEvery:
+		return "interval"
+	case s.Anchor != task.FixedRate && s.Kind != task.KindEvery:
+		return "anchor"
+	case s.Cron != "" && s.Kind != task.KindCron:
+		return "cron"
+	case s.TZ != "" && s.Kind != task.KindCron:
+		return "tz"
+	}
+	return ""
+}
+
+func (s *Schedule) encode(c *enc) {
+	anchor := s.Kind == task.KindEvery && s.Anchor != task.FixedRate
+	tz := s.Kind == task.KindCron && s.TZ != ""
+	c.mapLen(2 + count(anchor, tz))
+	putEnum(c, "kind", kindNames[:], s.Kind)
+	switch s.Kind {
+	case task.KindAt:
+		c.kInt("at", s.At)
+	case task.KindAfter:
+		c.kInt("delay", s.Delay)
+	case task.KindEvery:
+		c.kInt("interval", s.Interval)
+	case task.KindCron:
+		c.kStr("cron", s.Cron)
+	default:
+		c.kInt("at", 0) // keeps the map's length right; the kind has already failed
+	}
+	if anchor {
+		putEnum(c, "anchor", anchorNames[:], s.Anchor)
+	}
+	if tz {
+		c.kStr("tz", s.TZ)
+	}
+	if f := s.strayField(); f != "" {
+		c.fail("schedule."+f, "not used by kind "+s.Kind.String())
+	}
+}
+
+// ---- Retry ----
+
+var retryFields = fieldTable{
+	keys: []string{"max_attempts", "initial_backoff_ns", "max_backoff_ns", "multiplier", "jitter", "max_retry_ns"},
+}
+
+func (r *Retry) fields() *fieldTable { return &retryFields }
+
+func (r *Retry) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		r.MaxAttempts, err = d.uintMax(1<<31 - 1)
+	case 1:
+		r.InitialBackoff, err = d.int()
+	case 2:
+		r.MaxBackoff, err = d.int()
+	case 3:
+		r.Multiplier, err = d.float()
+	case 4:
+		r.Jitter, err = d.float()
+	case 5:
+		r.MaxRetry, err = d.int()
+	}
+	return err
+}
+
+func (r *Retry) encode(c *enc) {
+	c.mapLen(count(r.MaxAttempts != 0, r.InitialBackoff != 0, r.MaxBackoff != 0, r.Multiplier != 0, r.Jitter != 0, r.MaxRetry != 0))
+	if r.MaxAttempts != 0 {
+		c.kUint("max_attempts", r.MaxAttempts)
+	}
+	if r.InitialBackoff != 0 {
+		c.kInt("initial_backoff_ns", r.InitialBackoff)
+	}
+	if r.MaxBackoff != 0 {
+		c.kInt("max_backoff_ns", r.MaxBackoff)
+	}
+	if r.Multiplier != 0 {
+		c.str("multiplier")
+		c.float(r.Multiplier)
+	}
+	if r.Jitter != 0 {
+		c.str("jitter")
+		c.float(r.Jitter)
+	}
+	if r.MaxRetry != 0 {
+		c.kInt("max_retry_ns", r.MaxRetry)
+	}
+}
+
+// ---- AttemptRecord ----
+
+var attemptFields = fieldTable{keys: []string{"attempt", "start", "end", "err"}, required: 1 | 2}
+
+func (a *AttemptRecord) fields() *fieldTable { return &attemptFields }
+
+func (a *AttemptRecord) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		a.Attempt, err = d.uint()
+	case 1:
+		a.Start, err = d.int()
+	case 2:
+		a.End, err = d.int()
+	case 3:
+		a.Err, err = d.str(MaxTextLen)
+	}
+	return err
+}
+
+func (a *AttemptRecord) encode(c *enc) {
+	c.mapLen(2 + count(a.End != 0, a.Err != ""))
+	c.kUint("attempt", a.Attempt)
+	c.kInt("start", a.Start)
+	if a.End != 0 {
+		c.kInt("end", a.End)
+	}
+	if a.Err != "" {
+		c.kStr("err", a.Err)
+	}
+}
+
+func readAttempts(d *dec, limit int) ([]AttemptRecord, *Error) {
+	n, err := d.arrayLen(limit)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	out := make([]AttemptRecord, n)
+	for i := range out {
+		d.enterIdx(i)
+		if err := d.sub(&out[i]); err != nil {
+			return nil, err
+		}
+		d.leave()
+	}
+	return out, nil
+}
+
+func putAttempts(c *enc, key string, as []AttemptRecord) {
+	c.str(key)
+	c.arrayLen(len(as))
+	for i := range as {
+		as[i].encode(c)
+	}
+}
+
+// ---- Info ----
+
+var infoFields = fieldTable{
+	keys:     []string{"task", "state", "attempts", "last_error", "next_run", "runs", "history"},
+	required: 1 | 2,
+}
+
+func (in *Info) fields() *fieldTable { return &infoFields }
+
+func (in *Info) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		err = d.sub(&in.Task)
+	case 1:
+		in.State, err = d.state()
+	case 2:
+		in.Attempts, err = d.uint()
+	case 3:
+		in.LastError, err = d.str(MaxTextLen)
+	case 4:
+		in.NextRun, err = d.int()
+	case 5:
+		in.Runs, err = d.uint()
+	case 6:
+		in.History, err = readAttempts(d, task.MaxAttemptsLimit)
+	}
+	return err
+}
+
+func (in *Info) encode(c *enc) {
+	c.mapLen(2 + count(in.Attempts != 0, in.LastError != "", in.NextRun != 0, in.Runs != 0, len(in.History) > 0))
+	c.str("task")
+	in.Task.encode(c)
+	putState(c, "state", in.State)
+	if in.Attempts != 0 {
+		c.kUint("attempts", in.Attempts)
+	}
+	if in.LastError != "" {
+		c.kStr("last_error", in.LastError)
+	}
+	if in.NextRun != 0 {
+		c.kInt("next_run", in.NextRun)
+	}
+	if in.Runs != 0 {
+		c.kUint("runs", in.Runs)
+	}
+	if len(in.History) > 0 {
+		putAttempts(c, "history", in.History)
+	}
+}
+
+// ---- DeadLetter ----
+
+var deadLetterFields = fieldTable{keys: []string{"task", "attempts", "died_at", "reason"}, required: 1 | 4}
+
+func (dl *DeadLetter) fields() *fieldTable { return &deadLetterFields }
+
+func (dl *DeadLetter) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		err = d.sub(&dl.Task)
+	case 1:
+		dl.Attempts, err = readAttempts(d, task.MaxAttemptsLimit)
+	case 2:
+		dl.DiedAt, err = d.int()
+	case 3:
+		dl.Reason, err = d.str(MaxTextLen)
+	}
+	return err
+}
+
+func (dl *DeadLetter) encode(c *enc) {
+	c.mapLen(2 + count(len(dl.Attempts) > 0, dl.Reason != ""))
+	c.str("task")
+	dl.Task.encode(c)
+	if len(dl.Attempts) > 0 {
+		putAttempts(c, "attempts", dl.Attempts)
+	}
+	c.kInt("died_at", dl.DiedAt)
+	if dl.Reason != "" {
+		c.kStr("reason", dl.Reason)
+	}
+}
+
+// ---- ItemResult ----
+
+var itemResultFields = fieldTable{
+	keys:     []string{"ns", "tid", "durability", "state", "next_run", "version", "code", "msg", "field"},
+	required: 2 | 4,
+}
+
+func (r *ItemResult) fields() *fieldTable { return &itemResultFields }
+
+func (r *ItemResult) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		r.Namespace, err = d.str(task.MaxNamespaceLen)
+	case 1:
+		r.ID, err = d.str(task.MaxIDLen)
+	case 2:
+		r.Durability, err = enum[Durability](d, durNames[:])
+	case 3:
+		r.State, err = d.state()
+	case 4:
+		r.NextRun, err = d.int()
+	case 5:
+		r.Version, err = d.uint()
+	case 6:
+		var v uint64
+		v, err = d.uintMax(math16)
+		r.Code = Code(v)
+	case 7:
+		r.Message, err = d.str(MaxTextLen)
+	case 8:
+		r.Field, err = d.str(MaxNameLen)
+	}
+	return err
+}
+
+// checkFields: a success names the state it left the task in.
+func (r *ItemResult) checkFields(d *dec, present uint64) *Error {
+	if r.Code == 0 && present&(1<<3) == 0 {
+		d.enter("state")
+		return d.badField("required when code is absent (success)")
+	}
+	return nil
+}
+
+const math16 = 1<<16 - 1
+
+func (r *ItemResult) encode(c *enc) {
+	ok := r.Code == 0
+	c.mapLen(2 + count(r.Namespace != "", ok, ok && r.NextRun != 0, ok && r.Version != 0, !ok, !ok && r.Message != "", !ok && r.Field != ""))
+	if r.Namespace != "" {
+		c.kStr("ns", r.Namespace)
+	}
+	c.kStr("tid", r.ID)
+	putEnum(c, "durability", durNames[:], r.Durability)
+	if ok {
+		putState(c, "state", r.State)
+		if r.NextRun != 0 {
+			c.kInt("next_run", r.NextRun)
+		}
+		if r.Version != 0 {
+			c.kUint("version", r.Version)
+		}
+		return
+	}
+	c.kUint("code", uint64(r.Code))
+	if r.Message != "" {
+		c.kStr("msg", r.Message)
+	}
+	if r.Field != "" {
+		c.kStr("field", r.Field)
+	}
+}
