@@ -34,6 +34,7 @@ type record struct {
 	state      State
 	due        time.Time // the current occurrence's (or retry's) due time
 	firstStart time.Time // start of the current occurrence's first attempt
+	started    time.Time // start of the running attempt
 	attempts   int       // attempts of the current occurrence
 	runs       uint64
 	lastErr    string
@@ -52,6 +53,11 @@ type shard struct {
 	free    []uint32
 	runs    uint64 // attempts issued: with idx, makes run IDs unique per engine
 	tasks   int    // records held (MaxTasks is enforced per shard)
+	// deferred holds the running attempts whose handler returned ErrDeferred, by run ID,
+	// until Complete, a timeout or a cancel ends them.
+	deferred map[uint64]*record
+	// deferredDur is the run time of deferred attempts (their worker is long gone).
+	deferredDur histogram
 	// counters, guarded by mu
 	submitted, succeeded, failed, retried, dead, cancelled, timedOut, misfired uint64
 	_                                                                          [64]byte
@@ -119,6 +125,7 @@ func New(opts ...Option) (*Engine, error) {
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
 		e.shards[i].records = make(map[key]*record)
+		e.shards[i].deferred = make(map[uint64]*record)
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -254,8 +261,11 @@ func (e *Engine) armFrom(sh *shard, rec *record, when time.Time, h timer.Handler
 }
 
 // retire stops everything a record has in flight: its timers, and a running attempt,
-// whose result will be ignored. Requires the shard's lock.
-func (e *Engine) retire(rec *record) {
+// whose result will be ignored. Requires sh.mu.
+func (e *Engine) retire(sh *shard, rec *record) {
+	if rec.runID != 0 {
+		delete(sh.deferred, rec.runID)
+	}
 	if !rec.timer.IsZero() {
 		e.timers.Cancel(rec.timer)
 	}
@@ -272,7 +282,7 @@ func (e *Engine) retire(rec *record) {
 
 // remove drops a record. Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
-	e.retire(rec)
+	e.retire(sh, rec)
 	delete(sh.records, key{rec.task.Namespace, rec.task.ID})
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
@@ -319,7 +329,7 @@ func (e *Engine) Cancel(namespace, id string) error {
 		sh.mu.Unlock()
 		return err
 	}
-	e.retire(rec)
+	e.retire(sh, rec)
 	sh.cancelled++
 	_, wall := e.now()
 	e.finished(sh, rec, wall)
@@ -428,6 +438,7 @@ func (e *Engine) Stats() Stats {
 		st.Cancelled += sh.cancelled
 		st.TimedOut += sh.timedOut
 		st.Misfired += sh.misfired
+		st.Duration.add(&sh.deferredDur)
 		sh.mu.Unlock()
 	}
 	e.workersMu.Lock()

@@ -45,4 +45,11 @@ var (
 	ErrTimeout = errors.New("task: attempt timed out")
 	// ErrPanic: the handler panicked; the message carries the panic value.
 	ErrPanic = errors.New("task: handler panicked")
+	// ErrDeferred, returned by a Handler, says the attempt's outcome will be reported
+	// later with Engine.Complete(run.RunID, err): the task stays RUNNING until then, or
+	// until its timeout fails it. A server uses it to hand a task to a remote worker
+	// without holding one of the engine's workers while the remote one runs it.
+	ErrDeferred = errors.New("task: outcome deferred")
+	// ErrUnknownRun: Complete named no deferred attempt that is still running.
+	ErrUnknownRun = errors.New("task: unknown run")
 )

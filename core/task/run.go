@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -162,6 +163,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	if rec.attempts == 1 {
 		rec.firstStart = start
 	}
+	rec.started = start
 	a := &attempt{}
 	a.ctx.parent = e.base
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
@@ -186,7 +188,9 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	err := e.call(w, a)
 	w.stats.running.Store(0)
 	endNs, end := e.now()
-	w.stats.duration.observe(time.Duration(endNs - startNs))
+	if !errors.Is(err, ErrDeferred) { // a deferred attempt's run time is known at Complete
+		w.stats.duration.observe(time.Duration(endNs - startNs))
+	}
 
 	sh.mu.Lock()
 	if a.replaced {
@@ -198,6 +202,12 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	if rec.runID != item.runID || rec.state != Running {
 		sh.mu.Unlock()
 		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
+		return false
+	}
+	if errors.Is(err, ErrDeferred) {
+		// The outcome comes later through Complete; the timeout timer stays armed.
+		sh.deferred[item.runID] = rec
+		sh.mu.Unlock()
 		return false
 	}
 	e.timers.Cancel(rec.deadline)
@@ -245,6 +255,7 @@ func (e *Engine) emitAll(es *events) {
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
+	delete(sh.deferred, rec.runID)
 	rec.runID = 0
 	if err == nil {
 		sh.succeeded++
@@ -316,7 +327,9 @@ func (e *Engine) onTimeout(ev timer.Event) {
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++
-	replace := e.hung.Load() < int64(e.opts.MaxHungWorkers)
+	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
+	_, deferred := sh.deferred[rec.runID]
+	replace := !deferred && e.hung.Load() < int64(e.opts.MaxHungWorkers)
 	if replace {
 		a.replaced = true
 		e.hung.Add(1)
@@ -327,8 +340,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 	err := fmt.Errorf("%w after %v", ErrTimeout, rec.task.Timeout)
 	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type,
 		Attempt: rec.attempts, Err: err}
-	start := now.Add(-rec.task.Timeout)
-	e.finishAttempt(sh, rec, err, start, now, &es)
+	e.finishAttempt(sh, rec, err, rec.started, now, &es)
 	sh.mu.Unlock()
 	if replace {
 		e.startWorker()
@@ -372,7 +384,7 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 			sh.mu.Unlock()
 			return Info{}, fmt.Errorf("%w: %s/%s is %s", ErrExists, namespace, id, rec.state)
 		}
-		e.retire(rec)
+		e.retire(sh, rec)
 		if err := setState(rec, Pending); err != nil {
 			sh.mu.Unlock()
 			return Info{}, err
@@ -410,3 +422,28 @@ func (e *Engine) PurgeDeadLetter(namespace, id string) bool {
 
 // PurgeDeadLetters deletes every dead letter and returns how many there were.
 func (e *Engine) PurgeDeadLetters() int { return e.dlq.PurgeAll() }
+
+// Complete reports the outcome of an attempt whose handler returned ErrDeferred: nil
+// succeeds, an error fails it exactly as a handler's would (retry, or DEAD). It returns
+// ErrUnknownRun when runID names no deferred attempt still running: it already completed,
+// timed out, was cancelled or replaced, or never existed. Cost: O(1).
+func (e *Engine) Complete(runID uint64, err error) error {
+	sh := &e.shards[runID%numShards]
+	sh.mu.Lock()
+	rec := sh.deferred[runID]
+	if rec == nil || rec.runID != runID || rec.state != Running {
+		sh.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
+	}
+	if !rec.deadline.IsZero() {
+		e.timers.Cancel(rec.deadline)
+	}
+	rec.deadline, rec.attempt = timer.Timer{}, nil
+	_, end := e.now()
+	sh.deferredDur.observe(end.Sub(rec.started))
+	var es events
+	e.finishAttempt(sh, rec, err, rec.started, end, &es)
+	sh.mu.Unlock()
+	e.emitAll(&es)
+	return nil
+}

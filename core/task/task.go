@@ -85,7 +85,9 @@ type Run struct {
 // Handler executes one attempt. Returning nil succeeds; an error fails the attempt and
 // is retried per the task's RetryPolicy unless wrapped with NonRetryable. ctx carries the
 // attempt's deadline and is cancelled when the attempt times out, the task is cancelled,
-// or the engine closes. A panic is recovered and counts as a failed attempt.
+// or the engine closes. A panic is recovered and counts as a failed attempt. Returning
+// ErrDeferred leaves the attempt RUNNING until Engine.Complete(run.RunID, err) reports
+// its outcome (or its timeout fails it), freeing the worker in the meantime.
 type Handler func(ctx context.Context, run *Run) error
 
 // Info is a snapshot of a task's state, for queries.

@@ -1,0 +1,117 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// deferring registers a handler that defers every attempt and hands its run ID to the test.
+func deferring(h *harness, typ string) chan uint64 {
+	runs := make(chan uint64, 16)
+	h.e.Register(typ, func(ctx context.Context, r *Run) error {
+		runs <- r.RunID
+		return ErrDeferred
+	})
+	return runs
+}
+
+func recv(t *testing.T, ch chan uint64) uint64 {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(eventWait):
+		t.Fatal("the handler was not called")
+		return 0
+	}
+}
+
+func TestDeferredAttemptCompletesLater(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	runs := deferring(h, "remote")
+	h.e.Register("local", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0)})
+	h.submit(Task{ID: "l", Type: "local", Schedule: After(time.Second)})
+	h.fake.Advance(0)
+	id := recv(t, runs)
+	// The only worker is free again while the deferred attempt is outstanding.
+	h.fake.Advance(time.Second)
+	h.wait(EventSucceeded, "l")
+	if s := h.state("r"); s != Running {
+		t.Fatalf("deferred attempt: %v, want RUNNING", s)
+	}
+	h.fake.Advance(2 * time.Second) // the attempt took 3 s on the fake clock
+	if err := h.e.Complete(id, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := h.wait(EventSucceeded, "r")
+	if ev.Duration != 3*time.Second {
+		t.Fatalf("duration %v, want the 3 s between start and Complete", ev.Duration)
+	}
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("second Complete: %v", err)
+	}
+	if err := h.e.Complete(12345, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("unknown run: %v", err)
+	}
+}
+
+func TestDeferredFailureIsRetriedWithANewRunID(t *testing.T) {
+	h := newHarness(t)
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Retry: RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second}})
+	h.fake.Advance(0)
+	first := recv(t, runs)
+	if err := h.e.Complete(first, errors.New("worker said no")); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventRetrying, "r")
+	h.fake.Advance(time.Second)
+	second := recv(t, runs)
+	if second == first {
+		t.Fatal("the retry reused the run ID")
+	}
+	if err := h.e.Complete(first, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("a stale run completed: %v", err)
+	}
+	if err := h.e.Complete(second, NonRetryable(errors.New("bad payload"))); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventDead, "r")
+}
+
+func TestDeferredAttemptTimesOutAndCannotCompleteAfter(t *testing.T) {
+	h := newHarness(t)
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: 5 * time.Second})
+	h.fake.Advance(0)
+	id := recv(t, runs)
+	h.fake.Advance(5 * time.Second)
+	h.wait(EventTimedOut, "r")
+	h.wait(EventDead, "r")
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("Complete after the timeout: %v", err)
+	}
+	if st := h.e.Stats(); st.HungWorkers != 0 {
+		t.Fatalf("a deferred timeout replaced a worker that was not stuck: %+v", st)
+	}
+}
+
+func TestCancelEndsADeferredAttempt(t *testing.T) {
+	h := newHarness(t)
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0)})
+	h.fake.Advance(0)
+	id := recv(t, runs)
+	if err := h.e.Cancel("", "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("Complete after Cancel: %v", err)
+	}
+	if s := h.state("r"); s != Cancelled {
+		t.Fatalf("state %v", s)
+	}
+}
