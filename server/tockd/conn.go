@@ -1,0 +1,275 @@
+package tockd
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+const (
+	// readBufSize is the read buffer of a connection: one Read takes up to this much, and
+	// the Decoder splits it into frames, so a burst of small pipelined requests costs one
+	// system call, not one per frame. (It plays bufio.Reader's part; a bufio.Reader in
+	// front would only copy the bytes once more, since the Decoder buffers partial frames
+	// itself.)
+	readBufSize = 32 << 10
+	// flushSize: the writer coalesces queued replies into one Write until the buffer
+	// holds this much.
+	flushSize = 64 << 10
+	// keepBufSize: a write buffer that grew past this (a large page) is dropped after its
+	// flush instead of being kept for the connection's life.
+	keepBufSize = 1 << 20
+	// lingerTimeout bounds how long a closing connection drains input the peer had
+	// already sent, so that the close is a FIN after our last frame, not a reset that
+	// could destroy it before the peer reads it.
+	lingerTimeout = 500 * time.Millisecond
+	// lingerMax bounds the bytes drained that way.
+	lingerMax = 1 << 20
+)
+
+// conn is one client connection.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	// out carries replies from the reader to the writer. Bounded (MaxPendingPerConn); the
+	// reader is its only sender and closes it when it stops.
+	out chan protocol.Message
+	// done is closed by the writer when it exits: the socket is closed or closing, and
+	// nothing more will be written.
+	done chan struct{}
+
+	// Owned by the reader goroutine.
+	ready bool // the handshake is done
+	role  protocol.Role
+	name  string
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{})}
+}
+
+// readLoop reads frames, handles them and queues the replies, until the connection ends:
+// EOF, a read error or timeout, a closing protocol error, Shutdown, or a writer that gave
+// up. It closes out on return, which tells the writer to flush and close.
+func (c *conn) readLoop() {
+	defer c.s.wg.Done()
+	defer close(c.out)
+	defer func() {
+		if c.ready && c.role == protocol.RoleWorker {
+			c.s.workers.Add(-1)
+		}
+	}()
+	log := c.s.log.With("remote", c.nc.RemoteAddr())
+	log.Debug("tockd: connection accepted")
+	dec := protocol.NewDecoder(c.s.opts.MaxFrame)
+	buf := make([]byte, readBufSize)
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout))
+	for {
+		if c.ready {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IdleTimeout))
+		}
+		// Checked after the deadline is set: either Shutdown's immediate deadline came
+		// later and Read returns at once, or draining is already visible here.
+		if c.s.draining.Load() {
+			c.shuttingDown()
+			return
+		}
+		n, rerr := c.nc.Read(buf)
+		dec.Feed(buf[:n])
+		for {
+			m, err := dec.Next()
+			if m == nil && err == nil {
+				break
+			}
+			if !c.handle(m, err) {
+				return
+			}
+		}
+		if rerr != nil {
+			switch {
+			case c.s.draining.Load():
+				c.shuttingDown()
+			case errors.Is(rerr, os.ErrDeadlineExceeded) && !c.ready:
+				// No protocol code means "too slow"; the peer sees the connection close.
+				log.Info("tockd: closing connection: no HELLO within HandshakeTimeout", "timeout", c.s.opts.HandshakeTimeout)
+			case errors.Is(rerr, os.ErrDeadlineExceeded):
+				log.Info("tockd: closing idle connection", "name", c.name, "idle_timeout", c.s.opts.IdleTimeout)
+			case errors.Is(rerr, io.EOF):
+				if dec.Buffered() > 0 {
+					log.Info("tockd: peer closed mid-frame", "name", c.name, "buffered", dec.Buffered())
+				} else {
+					log.Debug("tockd: peer closed", "name", c.name)
+				}
+			default:
+				log.Debug("tockd: read failed", "name", c.name, "err", rerr)
+			}
+			return
+		}
+	}
+}
+
+// shuttingDown queues the ERROR that tells the peer the server is draining.
+func (c *conn) shuttingDown() {
+	c.send(&protocol.Error{Code: protocol.CodeShuttingDown, Message: "the server is shutting down; reconnect elsewhere or later"})
+}
+
+// handle answers one decoded frame (m) or decoding error (err). It returns false when
+// the connection must close: a closing error code, any error before the handshake, or a
+// reply that could not be queued.
+func (c *conn) handle(m protocol.Message, err error) bool {
+	if err != nil {
+		var perr *protocol.Error
+		if !errors.As(err, &perr) { // the codec promises *Error; be safe anyway
+			perr = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
+		}
+		closes := !c.ready || perr.Code.Closes()
+		if closes {
+			c.s.log.Info("tockd: protocol violation; closing connection", "remote", c.nc.RemoteAddr(), "name", c.name, "err", perr)
+		}
+		return c.send(perr) && !closes
+	}
+	if !c.ready {
+		return c.hello(m)
+	}
+	reply, closes := c.s.dispatch(c, m)
+	if reply == nil {
+		return true
+	}
+	return c.send(reply) && !closes
+}
+
+// hello checks the first frame: a HELLO with a version spoken here and the token, if
+// one is configured. Anything else is answered and closes.
+func (c *conn) hello(m protocol.Message) bool {
+	h, ok := m.(*protocol.Hello)
+	switch {
+	case !ok:
+		c.send(&protocol.Error{ID: m.RequestID(), Code: protocol.CodeUnexpected,
+			Message: fmt.Sprintf("the first frame must be HELLO, not %v", m.Type())})
+		return false
+	case h.Version != protocol.Version:
+		c.send(&protocol.Error{ID: h.ID, Code: protocol.CodeVersionUnsupported,
+			Message: fmt.Sprintf("version %d is not spoken here; supported versions: [%d]", h.Version, protocol.Version)})
+		return false
+	case c.s.opts.Token != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(c.s.opts.Token)) != 1:
+		c.s.log.Info("tockd: unauthorized HELLO", "remote", c.nc.RemoteAddr(), "name", h.Name)
+		c.send(&protocol.Error{ID: h.ID, Code: protocol.CodeUnauthorized, Message: "missing or wrong token"})
+		return false
+	}
+	c.ready, c.role, c.name = true, h.Role, h.Name
+	if c.role == protocol.RoleWorker {
+		c.s.workers.Add(1)
+	}
+	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
+	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
+		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame)})
+}
+
+// send queues a reply for the writer. A full queue means the peer is not reading its
+// replies: send waits up to WriteTimeout (the reader reads nothing meanwhile, which is
+// the back-pressure a pipelining client feels), then closes the connection so that this
+// slow client holds no more memory; other connections are never involved. It returns
+// false when the reply was not queued and the connection is ending.
+func (c *conn) send(m protocol.Message) bool {
+	select {
+	case c.out <- m:
+		return true
+	default:
+	}
+	t := time.NewTimer(c.s.opts.WriteTimeout)
+	defer t.Stop()
+	select {
+	case c.out <- m:
+		return true
+	case <-c.done:
+		return false
+	case <-t.C:
+		c.s.log.Warn("tockd: closing connection: client is not reading its replies",
+			"remote", c.nc.RemoteAddr(), "name", c.name, "queued", len(c.out), "write_timeout", c.s.opts.WriteTimeout)
+		c.nc.Close()
+		return false
+	}
+}
+
+// writeLoop encodes queued replies into one reused buffer and writes them, coalescing
+// everything already queued into one Write. When out is closed it flushes, then closes
+// the socket gracefully; when a Write fails or times out (WriteTimeout: the peer stopped
+// reading) it closes the socket at once.
+func (c *conn) writeLoop() {
+	defer c.s.wg.Done()
+	defer c.s.forget(c)
+	defer close(c.done)
+	buf := make([]byte, 0, 4096)
+	for {
+		m, ok := <-c.out
+		if !ok {
+			c.closeGracefully()
+			return
+		}
+		buf = c.appendReply(buf[:0], m)
+		closing := false
+	coalesce:
+		for len(buf) < flushSize {
+			select {
+			case m, ok := <-c.out:
+				if !ok {
+					closing = true
+					break coalesce
+				}
+				buf = c.appendReply(buf, m)
+			default:
+				break coalesce
+			}
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.s.log.Info("tockd: write failed; closing connection", "remote", c.nc.RemoteAddr(), "err", err)
+			c.nc.Close()
+			return
+		}
+		if closing {
+			c.closeGracefully()
+			return
+		}
+		if cap(buf) > keepBufSize {
+			buf = make([]byte, 0, 4096)
+		}
+	}
+}
+
+// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame: a
+// page of tasks with big payloads) is replaced by an ERROR INTERNAL that says so.
+func (c *conn) appendReply(buf []byte, m protocol.Message) []byte {
+	out, err := protocol.AppendFrame(buf, m, c.s.opts.MaxFrame)
+	if err == nil {
+		return out
+	}
+	c.s.log.Warn("tockd: reply cannot be encoded", "remote", c.nc.RemoteAddr(), "type", m.Type(), "err", err)
+	e := &protocol.Error{ID: m.RequestID(), Code: protocol.CodeInternal,
+		Message: fmt.Sprintf("the %v reply cannot be sent: %v; ask for less (a smaller limit)", m.Type(), err)}
+	out, _ = protocol.AppendFrame(buf, e, c.s.opts.MaxFrame)
+	return out
+}
+
+// closeGracefully closes after the last reply has been written; see lingerClose.
+func (c *conn) closeGracefully() { lingerClose(c.nc) }
+
+// lingerClose half-closes nc (FIN after the last frame written), then reads and discards
+// what the peer had already sent, for at most lingerTimeout and lingerMax bytes, before
+// closing. Closing a socket with unread input makes the kernel send a reset, which can
+// destroy the ERROR frame just written before the peer reads it.
+func lingerClose(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			_ = nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+			_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerMax))
+		}
+	}
+	nc.Close()
+}

@@ -1,0 +1,175 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"go.uber.org/goleak"
+)
+
+// waitConns polls STATS on c until the server serves want connections (c included).
+func (c *client) waitConns(id uint64, want int64) {
+	c.t.Helper()
+	deadline := time.Now().Add(replyWait)
+	for {
+		st := c.call(&protocol.Stats{ID: id}).(*protocol.StatsReply)
+		if st.Gauges["connections"] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("connections gauge %d, want %d within %v", st.Gauges["connections"], want, replyWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestMaxConns(t *testing.T) {
+	ts := startServer(t, Options{MaxConns: 2})
+	a := connect(t, ts.addr)
+	b := connect(t, ts.addr)
+	extra := dial(t, ts.addr)
+	wantError(t, extra.recv(), protocol.CodeOverloaded, "")
+	extra.wantClosed()
+	extra.nc.Close()
+	b.ping(2)
+	a.nc.Close()
+	b.waitConns(3, 1)
+	connect(t, ts.addr).ping(4) // a freed slot is usable again
+}
+
+// slowReader connects, makes a task whose GET reply is ~60 KiB, and writes n GETs of it
+// without ever reading the replies: megabytes the kernel's socket buffers cannot hold.
+func slowReader(t *testing.T, addr string, n int) *client {
+	t.Helper()
+	c := connect(t, addr)
+	w := wireTask("big", time.Hour)
+	w.Payload = make([]byte, 60<<10)
+	c.call(&protocol.Submit{ID: 2, Task: w})
+	var buf []byte
+	for i := range n {
+		buf, _ = protocol.AppendFrame(buf, &protocol.Get{ID: uint64(10 + i), TaskRef: protocol.TaskRef{TaskID: "big"}}, 0)
+	}
+	c.write(buf)
+	return c
+}
+
+// stuck reports whether some connection's reply queue is full: its reader is blocked in
+// send, its writer in a Write the peer does not drain.
+func (s *Server) stuck() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if len(c.out) == cap(c.out) {
+			return true
+		}
+	}
+	return false
+}
+
+func waitStuck(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(replyWait)
+	for !s.stuck() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection's reply queue filled within %v", replyWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSlowReaderIsDisconnected(t *testing.T) {
+	e, err := task.New(task.WithOptions(task.Options{Workers: 1, MaxPayload: 64 << 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Options{Engine: e, MaxFrame: 128 << 10, MaxPendingPerConn: 4, WriteTimeout: 300 * time.Millisecond})
+	good := connect(t, ts.addr)
+	slowReader(t, ts.addr, 400) // 24 MiB of replies
+	waitStuck(t, ts.srv)
+	good.ping(2) // served while the slow one is stuck
+	good.waitConns(3, 1)
+	good.ping(4)
+}
+
+func TestShutdownGraceful(t *testing.T) {
+	ts := startServer(t, Options{EngineOptions: []task.Option{task.WithWorkers(1)}})
+	idle := connect(t, ts.addr)
+	noHello := dial(t, ts.addr)
+	busy := connect(t, ts.addr)
+	var buf []byte
+	const n = 50
+	for i := range n {
+		buf, _ = protocol.AppendFrame(buf, &protocol.Submit{ID: uint64(10 + i), Task: wireTask(fmt.Sprint("s", i), time.Hour)}, 0)
+	}
+	busy.write(buf)
+	idle.ping(2) // the server has taken all three connections
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		defer cancel()
+		done <- ts.srv.Shutdown(ctx)
+	}()
+	for _, c := range []*client{idle, noHello} {
+		wantError(t, c.recv(), protocol.CodeShuttingDown, "")
+		c.wantClosed()
+		c.nc.Close()
+	}
+	// Every request the server read before draining is answered, in order, then
+	// SHUTTING_DOWN; nothing after it.
+	next := uint64(10)
+	for {
+		r := busy.recv()
+		if e, ok := r.(*protocol.Error); ok {
+			wantError(t, e, protocol.CodeShuttingDown, "")
+			break
+		}
+		if r.Type() != protocol.TypeTaskStatus || r.RequestID() != next {
+			t.Fatalf("got %v id %d, want TASK_STATUS id %d", r.Type(), r.RequestID(), next)
+		}
+		next++
+	}
+	busy.wantClosed()
+	busy.nc.Close()
+	t.Logf("%d of %d pipelined submits were answered before the drain", next-10, n)
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := ts.srv.Shutdown(context.Background()); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", ts.addr, replyWait); err == nil {
+		t.Fatal("the listener still accepts")
+	}
+	if _, err := ts.engine.Submit(task.Task{ID: "x", Type: "t", Schedule: task.After(0)}); !errors.Is(err, task.ErrClosed) {
+		t.Fatalf("the server's own engine is not closed: %v", err)
+	}
+	goleak.VerifyNone(t, baseline)
+}
+
+func TestShutdownForcesStuckConnection(t *testing.T) {
+	e, err := task.New(task.WithOptions(task.Options{Workers: 1, MaxPayload: 64 << 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A WriteTimeout far beyond the test: only Shutdown's deadline can end the connection.
+	ts := startServer(t, Options{Engine: e, MaxFrame: 128 << 10, MaxPendingPerConn: 4, WriteTimeout: time.Hour})
+	good := connect(t, ts.addr)
+	slowReader(t, ts.addr, 400)
+	waitStuck(t, ts.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+	}
+	good.wantClosed() // after SHUTTING_DOWN, unless the forced close came first
+	if n := ts.srv.numConns(); n != 0 {
+		t.Fatalf("%d connections left after Shutdown", n)
+	}
+}

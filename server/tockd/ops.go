@@ -1,0 +1,289 @@
+package tockd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// dispatch answers one request after the handshake. It returns the reply (nil for a
+// frame that gets none: an ERROR from the peer) and whether the connection must close
+// after it (SHUTTING_DOWN when the engine has been closed). It runs on c's reader
+// goroutine; every case is O(1) engine work except LIST and DLQ_LIST (a page).
+func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, closes bool) {
+	id := m.RequestID()
+	switch m := m.(type) {
+	case *protocol.Ping:
+		return &protocol.Pong{ID: id}, false
+	case *protocol.Submit:
+		return s.submit(id, &m.Task)
+	case *protocol.SubmitBatch:
+		return s.submitBatch(id, m.Tasks)
+	case *protocol.Cancel:
+		if err := s.engine.Cancel(m.Namespace, m.TaskID); err != nil {
+			if errors.Is(err, task.ErrIllegalTransition) {
+				err = fmt.Errorf("cannot cancel %s/%s, it has finished: %w", nsOrDefault(m.Namespace), m.TaskID, err)
+			}
+			return engineError(id, err, "")
+		}
+		in, err := s.engine.Get(m.Namespace, m.TaskID)
+		if err != nil { // dropped at once (Retention < 0): it was cancelled all the same
+			return &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
+				Durability: protocol.Ephemeral, State: task.Cancelled}, false
+		}
+		return status(id, in), false
+	case *protocol.Get:
+		in, err := s.engine.Get(m.Namespace, m.TaskID)
+		if err != nil {
+			return engineError(id, err, "")
+		}
+		w, err := protocol.FromInfo(in, protocol.Ephemeral)
+		if err != nil {
+			return internal(id, err), false
+		}
+		return &protocol.TaskInfo{ID: id, Info: w}, false
+	case *protocol.List:
+		page, next, err := s.engine.List(m.State, m.Cursor, int(m.Limit))
+		if err != nil {
+			return engineError(id, err, "cursor")
+		}
+		items := make([]protocol.Info, len(page))
+		for i, in := range page {
+			if items[i], err = protocol.FromInfo(in, protocol.Ephemeral); err != nil {
+				return internal(id, err), false
+			}
+		}
+		return &protocol.TaskPage{ID: id, Items: items, Next: next}, false
+	case *protocol.DLQList:
+		page, next, err := s.engine.DeadLetters(m.Cursor, int(m.Limit))
+		if err != nil {
+			return engineError(id, err, "cursor")
+		}
+		items := make([]protocol.DeadLetter, len(page))
+		for i, dl := range page {
+			if items[i], err = protocol.FromDeadLetter(dl, protocol.Ephemeral); err != nil {
+				return internal(id, err), false
+			}
+		}
+		return &protocol.DLQPage{ID: id, Items: items, Next: next}, false
+	case *protocol.DLQRequeue:
+		in, err := s.engine.Requeue(m.Namespace, m.TaskID)
+		if err != nil {
+			return engineError(id, err, "")
+		}
+		return status(id, in), false
+	case *protocol.DLQPurge:
+		// Purging a dead letter that is not there removes nothing: PURGED count 0, not
+		// NOT_FOUND, so that a purge can be repeated safely.
+		if m.All {
+			return &protocol.Purged{ID: id, Count: uint64(s.engine.PurgeDeadLetters())}, false
+		}
+		var n uint64
+		if s.engine.PurgeDeadLetter(m.Namespace, m.TaskID) {
+			n = 1
+		}
+		return &protocol.Purged{ID: id, Count: n}, false
+	case *protocol.Stats:
+		return s.stats(id), false
+	case *protocol.Error:
+		return nil, false // the server never answers ERROR frames
+	case *protocol.Hello:
+		return unexpected(id, "a second HELLO: the handshake is done"), false
+	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Nack:
+		if c.role != protocol.RoleWorker {
+			return unexpected(id, fmt.Sprintf("%v is a worker message; this connection's role is %v", m.Type(), c.role)), false
+		}
+		return notYet(id, m.Type()), false
+	case *protocol.Pause, *protocol.Resume:
+		return notYet(id, m.Type()), false
+	}
+	// WELCOME, OK, PONG, TASK_STATUS, ..., FIRE: server-to-client messages.
+	return unexpected(id, fmt.Sprintf("%v is sent by the server, never to it", m.Type())), false
+}
+
+// submit answers SUBMIT: TASK_STATUS, or an ERROR whose field is relative to the message
+// ("task.schedule.cron").
+func (s *Server) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
+	in, err := s.submitOne(w)
+	if err != nil {
+		var perr *protocol.Error
+		if errors.As(err, &perr) { // from ToTask, or durable refused
+			return &protocol.Error{ID: id, Code: perr.Code, Message: perr.Message, Field: prefix("task", perr.Field)}, false
+		}
+		return engineError(id, err, "task")
+	}
+	return status(id, in), false
+}
+
+// submitBatch answers SUBMIT_BATCH with one result per task, in order. A closed engine
+// fails the whole frame (SHUTTING_DOWN closes the connection anyway).
+func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, bool) {
+	res := make([]protocol.ItemResult, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		r := &res[i]
+		r.Namespace, r.ID, r.Durability = w.Namespace, w.ID, w.Durability
+		in, err := s.submitOne(w)
+		if err == nil {
+			r.Namespace, r.State, r.NextRun, r.Version = in.Task.Namespace, in.State, nextRun(in), in.Task.Version
+			continue
+		}
+		var perr *protocol.Error
+		if !errors.As(err, &perr) {
+			if errors.Is(err, task.ErrClosed) {
+				return engineError(id, err, "")
+			}
+			perr = mapEngineError(err, "")
+		}
+		r.Code, r.Message, r.Field = perr.Code, perr.Message, perr.Field
+	}
+	return &protocol.BatchResult{ID: id, Results: res}, false
+}
+
+// submitOne converts and submits one wire task. Errors are *protocol.Error from the
+// conversion (field relative to the task) or the engine's own.
+func (s *Server) submitOne(w *protocol.Task) (task.Info, error) {
+	t, err := protocol.ToTask(w)
+	if err != nil {
+		return task.Info{}, err
+	}
+	if w.Durability == protocol.Durable {
+		// INVALID_TASK is the code that refuses one task for a reason the client can fix,
+		// names the field, and does not invite a retry of the same submit; PROTOCOL.md has
+		// no "not supported" code (see the package doc).
+		return task.Info{}, &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
+			Message: "durable tasks are not supported by this server yet (no etcd): submit it as ephemeral"}
+	}
+	return s.engine.Submit(t)
+}
+
+// engineError turns an engine error into the ERROR reply; prefix is prepended to a
+// field the error names ("task" for SUBMIT). The second result is whether the
+// connection closes (SHUTTING_DOWN).
+func engineError(id uint64, err error, prefixOrField string) (protocol.Message, bool) {
+	e := mapEngineError(err, prefixOrField)
+	e.ID = id
+	return e, e.Code.Closes()
+}
+
+// mapEngineError maps core/task's sentinels to protocol codes (the table is in the
+// package's tests, TestEngineErrorCodes):
+//
+//	ErrExists                          EXISTS
+//	ErrNotFound                        NOT_FOUND
+//	ErrInvalidTask                     INVALID_TASK, field "payload" when it is the payload
+//	ErrInvalidSchedule                 INVALID_TASK, field "schedule"
+//	ErrInvalidRetry                    INVALID_TASK, field "retry"
+//	ErrOverloaded                      OVERLOADED
+//	ErrClosed                          SHUTTING_DOWN (closes)
+//	ErrIllegalTransition               UNEXPECTED: the request is well-formed but not valid
+//	                                   in the task's state (cancel of a finished task)
+//	ErrBadCursor                       BAD_FIELD, field "cursor"
+//	anything else                      INTERNAL
+//
+// For the task errors, pf is the prefix of the field ("task", "" for batch items); for
+// ErrBadCursor it is the field itself.
+func mapEngineError(err error, pf string) *protocol.Error {
+	e := &protocol.Error{Message: err.Error()}
+	switch {
+	case errors.Is(err, task.ErrExists):
+		e.Code = protocol.CodeExists
+	case errors.Is(err, task.ErrNotFound):
+		e.Code = protocol.CodeNotFound
+	case errors.Is(err, task.ErrInvalidSchedule):
+		e.Code, e.Field = protocol.CodeInvalidTask, prefix(pf, "schedule")
+	case errors.Is(err, task.ErrInvalidRetry):
+		e.Code, e.Field = protocol.CodeInvalidTask, prefix(pf, "retry")
+	case errors.Is(err, task.ErrInvalidTask):
+		// ToTask has checked every task rule but the payload's size (the engine's
+		// MaxPayload), so that is what the engine refuses here; the engine's errors carry
+		// no field, so its message is the evidence.
+		e.Code = protocol.CodeInvalidTask
+		if strings.Contains(err.Error(), "payload") {
+			e.Field = prefix(pf, "payload")
+		}
+	case errors.Is(err, task.ErrOverloaded):
+		e.Code = protocol.CodeOverloaded
+	case errors.Is(err, task.ErrClosed):
+		e.Code, e.Message = protocol.CodeShuttingDown, "the engine is closed: "+err.Error()
+	case errors.Is(err, task.ErrIllegalTransition):
+		e.Code = protocol.CodeUnexpected
+	case errors.Is(err, task.ErrBadCursor):
+		e.Code, e.Field = protocol.CodeBadField, pf
+	default:
+		e.Code = protocol.CodeInternal
+	}
+	return e
+}
+
+func prefix(p, field string) string {
+	switch {
+	case p == "":
+		return field
+	case field == "":
+		return p
+	}
+	return p + "." + field
+}
+
+func internal(id uint64, err error) *protocol.Error {
+	return &protocol.Error{ID: id, Code: protocol.CodeInternal, Message: err.Error()}
+}
+
+func unexpected(id uint64, msg string) *protocol.Error {
+	return &protocol.Error{ID: id, Code: protocol.CodeUnexpected, Message: msg}
+}
+
+// notYet answers a known message this server does not implement yet. UNKNOWN_TYPE is what
+// PROTOCOL.md says an older server answers a type it lacks, which is what this is.
+func notYet(id uint64, t protocol.Type) *protocol.Error {
+	return &protocol.Error{ID: id, Code: protocol.CodeUnknownType, Message: t.String() + " is not supported by this server yet"}
+}
+
+func nsOrDefault(ns string) string {
+	if ns == "" {
+		return task.DefaultNamespace
+	}
+	return ns
+}
+
+// nextRun is in's next due time as Unix ns, 0 when none is scheduled.
+func nextRun(in task.Info) int64 {
+	if in.NextRun.IsZero() {
+		return 0
+	}
+	v, _ := protocol.UnixNano(in.NextRun)
+	return v
+}
+
+func status(id uint64, in task.Info) *protocol.TaskStatus {
+	return &protocol.TaskStatus{ID: id, Namespace: in.Task.Namespace, TaskID: in.Task.ID, Durability: protocol.Ephemeral,
+		State: in.State, NextRun: nextRun(in), Version: in.Task.Version}
+}
+
+// stats answers STATS with the engine's counters and the server's gauges, under the
+// names PROTOCOL.md lists (plus a few more, which clients ignore if unknown).
+func (s *Server) stats(id uint64) *protocol.StatsReply {
+	st := s.engine.Stats()
+	return &protocol.StatsReply{ID: id,
+		Counters: map[string]uint64{
+			"submitted": st.Submitted, "started": st.Started, "succeeded": st.Succeeded, "failed": st.Failed,
+			"retried": st.Retried, "dead": st.Dead, "cancelled": st.Cancelled, "timed_out": st.TimedOut,
+			"misfired":    st.Misfired,
+			"redelivered": 0, // no workers yet, so nothing is redelivered
+			// Beyond the documented names:
+			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
+		},
+		Gauges: map[string]int64{
+			"tasks": int64(st.Tasks), "queued": int64(st.Queued), "running": int64(st.Running),
+			"dead_letters": int64(st.DeadLetters), "connections": int64(s.numConns()),
+			"workers":   s.workers.Load(),
+			"is_leader": 1, // a single node with an in-process engine always leads
+			// Beyond the documented names:
+			"hung_workers": int64(st.HungWorkers),
+		},
+	}
+}

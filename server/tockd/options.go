@@ -1,0 +1,136 @@
+package tockd
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Defaults of Options; a zero field takes its default.
+const (
+	DefaultAddr              = "127.0.0.1:7450"
+	DefaultMaxConns          = 1024
+	DefaultMaxFrame          = protocol.DefaultMaxFrame // 1 MiB
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultHandshakeTimeout  = 5 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultMaxPendingPerConn = 1024
+
+	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
+	minMaxFrame = 1024
+)
+
+// Options configures a Server. The zero value of every field selects its default, so
+// Options{} is a working server on DefaultAddr with an engine of its own.
+type Options struct {
+	// Addr is the TCP address ListenAndServe listens on. Default DefaultAddr (loopback:
+	// the server has no TLS yet, so it is not exposed unless asked).
+	Addr string
+	// MaxConns bounds the connections served at once; one more is answered ERROR
+	// OVERLOADED and closed. Default 1024.
+	MaxConns int
+	// MaxFrame is the largest frame body accepted (and announced in WELCOME), in bytes,
+	// between 1024 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
+	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound.
+	// Default 1 MiB.
+	MaxFrame int
+	// IdleTimeout closes a connection (without an ERROR) that sends nothing for this long
+	// after its handshake. Default 2 minutes.
+	IdleTimeout time.Duration
+	// HandshakeTimeout closes a connection (without an ERROR) whose HELLO has not arrived
+	// this long after it was accepted. Default 5 s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds how long a reply may wait for a client that is not reading: a
+	// connection whose reply queue stays full this long, or whose socket write takes this
+	// long, is closed. Default 10 s.
+	WriteTimeout time.Duration
+	// Token, if not empty, is the shared secret every HELLO must carry (compared in
+	// constant time); a missing or wrong token is UNAUTHORIZED. At most
+	// protocol.MaxTokenLen bytes. Default: none required.
+	Token string
+	// MaxPendingPerConn bounds the replies queued on one connection and not yet written
+	// (the requests in flight on it): when the queue is full, the connection's reader stops
+	// reading, so a pipelining client is slowed by TCP back-pressure, and after
+	// WriteTimeout it is disconnected. Default 1024.
+	MaxPendingPerConn int
+	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
+	// Default the host name, or "tockd" when it cannot be read.
+	NodeName string
+	// Logger receives connection-level events (accepted, closed and why, protocol
+	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
+	// because a library does not write to stderr unasked; the tockd binary sets one.
+	Logger *slog.Logger
+	// Engine, if set, is the engine requests go to; the caller owns it (Shutdown does not
+	// close it) and may register handlers on it. If nil, New creates one from
+	// EngineOptions and Shutdown closes it. Setting both is an error.
+	Engine *task.Engine
+	// EngineOptions configure the engine New creates when Engine is nil.
+	EngineOptions []task.Option
+}
+
+// setDefaults fills zero fields with their defaults.
+func (o *Options) setDefaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = DefaultMaxFrame
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxPendingPerConn == 0 {
+		o.MaxPendingPerConn = DefaultMaxPendingPerConn
+	}
+	if o.NodeName == "" {
+		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
+			o.NodeName = h
+		} else {
+			o.NodeName = "tockd"
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// validate checks the fields after setDefaults and names the first bad one.
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+	switch {
+	case o.MaxConns < 1:
+		return bad("MaxConns %d is not positive", o.MaxConns)
+	case o.MaxFrame < minMaxFrame || o.MaxFrame > protocol.MaxFrameLimit:
+		return bad("MaxFrame %d outside [%d, %d]", o.MaxFrame, minMaxFrame, protocol.MaxFrameLimit)
+	case o.IdleTimeout < 0:
+		return bad("IdleTimeout %v is negative", o.IdleTimeout)
+	case o.HandshakeTimeout < 0:
+		return bad("HandshakeTimeout %v is negative", o.HandshakeTimeout)
+	case o.WriteTimeout < 0:
+		return bad("WriteTimeout %v is negative", o.WriteTimeout)
+	case len(o.Token) > protocol.MaxTokenLen:
+		return bad("Token of %d bytes exceeds %d", len(o.Token), protocol.MaxTokenLen)
+	case o.MaxPendingPerConn < 1:
+		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
+	case len(o.NodeName) > protocol.MaxNameLen:
+		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
+	case o.Engine != nil && len(o.EngineOptions) > 0:
+		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// ServerName is the software name sent in WELCOME.
+const ServerName = "tockd/0.1"
+
+// Server serves the tock protocol over TCP. Create it with New, run it with Serve or
+// ListenAndServe, stop it with Shutdown. All methods are safe for concurrent use.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	engine    *task.Engine
+	ownEngine bool // the engine was made by New: Shutdown closes it
+
+	draining atomic.Bool  // set once by Shutdown, before it touches any connection
+	workers  atomic.Int64 // connections whose HELLO said role "worker"
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{} // guarded by mu
+	conns     map[*conn]struct{}        // guarded by mu; served connections
+	addr      net.Addr                  // guarded by mu; the first listener's address
+	// wg counts connection goroutines (two per connection) and rejecters. Add is called
+	// only under mu while draining is false, so no Add races Shutdown's Wait.
+	wg sync.WaitGroup
+}
+
+// New checks opts, fills in defaults and returns a server that is not yet listening. If
+// opts.Engine is nil it starts an engine of its own (opts.EngineOptions).
+func New(opts Options) (*Server, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
+	if s.engine == nil {
+		e, err := task.New(opts.EngineOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("tockd: engine: %w", err)
+		}
+		s.engine, s.ownEngine = e, true
+	}
+	return s, nil
+}
+
+// Engine returns the engine the server submits to (for registering handlers when the
+// server made it).
+func (s *Server) Engine() *task.Engine { return s.engine }
+
+// Addr returns the address of the first listener Serve was given, or nil before that.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// ListenAndServe listens on Options.Addr and serves it (see Serve).
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("tockd: listen: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Shutdown (then it returns ErrServerClosed) or
+// until ln fails for good. It closes ln when it returns. Transient accept errors (out of
+// file descriptors) are logged and retried with a growing pause, up to 1 s.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	if s.addr == nil {
+		s.addr = ln.Addr()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	var pause time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.draining.Load() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.log.Warn("tockd: accept failed; retrying", "err", err, "pause", pause)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		s.admit(nc)
+	}
+}
+
+// admit starts serving nc, or refuses it when the server holds MaxConns connections or
+// is draining.
+func (s *Server) admit(nc net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.opts.MaxConns {
+		// The refusal is written by a goroutine of its own, so that a slow peer never
+		// stalls the accept loop; it lives at most 1 s + lingerTimeout.
+		s.wg.Add(1)
+		go s.reject(nc)
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// reject answers a connection over MaxConns with ERROR OVERLOADED and closes it.
+func (s *Server) reject(nc net.Conn) {
+	defer s.wg.Done()
+	s.log.Info("tockd: connection refused: too many connections", "remote", nc.RemoteAddr(), "max_conns", s.opts.MaxConns)
+	e := &protocol.Error{Code: protocol.CodeOverloaded,
+		Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
+	buf, _ := protocol.AppendFrame(nil, e, s.opts.MaxFrame)
+	// A fresh socket's send buffer takes this small frame at once; the bound only keeps a
+	// pathological peer from holding the goroutine (or Shutdown) for long.
+	_ = nc.SetWriteDeadline(time.Now().Add(min(s.opts.WriteTimeout, time.Second)))
+	if _, err := nc.Write(buf); err != nil {
+		nc.Close()
+		return
+	}
+	lingerClose(nc)
+}
+
+// forget removes c from the served set; its writer calls it once, on exit.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// numConns returns how many connections are being served.
+func (s *Server) numConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown stops the server gracefully: it stops accepting (closing every listener),
+// then stops every connection from reading further. A connection first finishes the
+// requests it has already received (their replies are written), is sent ERROR
+// SHUTTING_DOWN and closed; an idle one is closed at once. Shutdown waits for that until
+// ctx is done; then it closes the remaining connections by force, waits for their
+// goroutines (which then exit promptly) and returns ctx's error. If New made the engine,
+// Shutdown closes it last, with ctx. A second Shutdown returns ErrServerClosed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.draining.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	now := time.Now()
+	for c := range s.conns {
+		// Interrupts a blocked Read; the reader sees draining before its next one.
+		_ = c.nc.SetReadDeadline(now)
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	if s.ownEngine {
+		if cerr := s.engine.Close(ctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
