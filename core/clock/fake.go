@@ -12,7 +12,6 @@ type Fake struct {
 	mu     sync.Mutex
 	now    int64                // guarded by mu
 	timers map[*fakeTimer]int64 // armed timers -> deadline; guarded by mu
-	armed  chan struct{}        // signalled (non-blocking) whenever a timer is armed
 }
 
 // Time maps a reading to wall-clock time: reading r is time.Unix(0, r). A test that wants
@@ -21,7 +20,7 @@ func (f *Fake) Time(ns int64) time.Time { return time.Unix(0, ns) }
 
 // NewFake returns a Fake clock reading start nanoseconds (a negative start reads 0).
 func NewFake(start int64) *Fake {
-	return &Fake{now: max(start, 0), timers: make(map[*fakeTimer]int64), armed: make(chan struct{}, 1)}
+	return &Fake{now: max(start, 0), timers: make(map[*fakeTimer]int64)}
 }
 
 // Now returns the current fake reading.
@@ -74,10 +73,6 @@ func (f *Fake) NextDeadline() (int64, bool) {
 	return first, ok
 }
 
-// ArmedSignal returns a channel that receives (coalesced) after a timer is armed; tests
-// use it to wait for a sleeper without polling in a loop of sleeps.
-func (f *Fake) ArmedSignal() <-chan struct{} { return f.armed }
-
 func (f *Fake) deliverLocked() {
 	for t, when := range f.timers {
 		if when <= f.now {
@@ -112,10 +107,6 @@ func (t *fakeTimer) ResetAt(when int64) {
 	f.timers[t] = when
 	f.deliverLocked()
 	f.mu.Unlock()
-	select {
-	case f.armed <- struct{}{}:
-	default:
-	}
 }
 
 func (t *fakeTimer) Stop() {
