@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
@@ -38,8 +39,14 @@ type conn struct {
 	s  *Server
 	nc net.Conn
 	// out carries replies from the reader to the writer. Bounded (MaxPendingPerConn); the
-	// reader is its only sender and closes it when it stops.
+	// reader sends replies on it and closes it when it stops; engine handlers also push
+	// FIREs on it, without blocking, through push.
 	out chan protocol.Message
+	// outMu orders push against the reader's close of out; outClosed is set under it.
+	outMu     sync.Mutex
+	outClosed bool
+	// w is the worker dispatch state; guarded by s.disp.mu.
+	w workerState
 	// done is closed by the writer when it exits: the socket is closed or closing, and
 	// nothing more will be written.
 	done chan struct{}
@@ -51,7 +58,8 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{})}
+	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
+		w: workerState{inflight: map[uint64]*flight{}}}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -59,9 +67,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 // up. It closes out on return, which tells the writer to flush and close.
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
-	defer close(c.out)
+	defer func() {
+		c.outMu.Lock()
+		c.outClosed = true
+		close(c.out)
+		c.outMu.Unlock()
+	}()
 	defer func() {
 		if c.ready && c.role == protocol.RoleWorker {
+			c.s.workerClosed(c)
 			c.s.workers.Add(-1)
 		}
 	}()

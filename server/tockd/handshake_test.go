@@ -108,8 +108,8 @@ func TestWorkerRole(t *testing.T) {
 	ts := startServer(t, Options{})
 	w := dial(t, ts.addr)
 	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "w", Role: protocol.RoleWorker})
-	wantError(t, w.call(&protocol.Subscribe{ID: 2, Types: []string{"t"}, Credits: 10}), protocol.CodeUnknownType, "")
-	wantError(t, w.call(&protocol.Ack{ID: 3, RunID: 1, Epoch: 0}), protocol.CodeUnknownType, "")
+	wantOK(t, w.call(&protocol.Subscribe{ID: 2, Types: []string{"t"}, Credits: 10}))
+	wantError(t, w.call(&protocol.Ack{ID: 3, RunID: 1, Epoch: 0}), protocol.CodeUnknownRun, "")
 	w.ping(4) // still open, and a worker may send client requests
 	st := w.call(&protocol.Stats{ID: 5}).(*protocol.StatsReply)
 	if st.Gauges["workers"] != 1 || st.Gauges["connections"] != 1 {

@@ -96,7 +96,24 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		if c.role != protocol.RoleWorker {
 			return unexpected(id, fmt.Sprintf("%v is a worker message; this connection's role is %v", m.Type(), c.role)), false
 		}
-		return notYet(id, m.Type()), false
+		switch m := m.(type) {
+		case *protocol.Subscribe:
+			return s.subscribe(c, m)
+		case *protocol.Credit:
+			return s.credit(c, m), false
+		case *protocol.Ack:
+			return s.finish(c, id, m.RunID, m.Epoch, nil)
+		case *protocol.Nack:
+			msg := m.Err
+			if msg == "" {
+				msg = "the worker reported a failure (NACK)"
+			}
+			err := errors.New(msg)
+			if !m.Retryable {
+				err = task.NonRetryable(err)
+			}
+			return s.finish(c, id, m.RunID, m.Epoch, err)
+		}
 	case *protocol.Pause, *protocol.Resume:
 		return notYet(id, m.Type()), false
 	}
@@ -273,7 +290,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"submitted": st.Submitted, "started": st.Started, "succeeded": st.Succeeded, "failed": st.Failed,
 			"retried": st.Retried, "dead": st.Dead, "cancelled": st.Cancelled, "timed_out": st.TimedOut,
 			"misfired":    st.Misfired,
-			"redelivered": 0, // no workers yet, so nothing is redelivered
+			"redelivered": s.redelivered.Load(), // runs failed because their worker disconnected
 			// Beyond the documented names:
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 		},

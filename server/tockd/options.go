@@ -19,6 +19,7 @@ const (
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxPendingPerConn = 1024
+	DefaultTTR               = 30 * time.Second
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
 	minMaxFrame = 1024
@@ -70,6 +71,13 @@ type Options struct {
 	Engine *task.Engine
 	// EngineOptions configure the engine New creates when Engine is nil.
 	EngineOptions []task.Option
+	// DefaultTTR is the time to run a FIRE announces for a task without a timeout. When
+	// New creates the engine it also becomes the engine's DefaultTimeout (unless
+	// EngineOptions set one), so a worker that neither ACKs nor NACKs within it has its
+	// run timed out by the engine and retried per the task's policy. With a caller's
+	// Engine, set task.Options.DefaultTimeout to match, or such runs never time out.
+	// At most task.MaxTimeout. Default 30 s.
+	DefaultTTR time.Duration
 }
 
 // setDefaults fills zero fields with their defaults.
@@ -94,6 +102,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxPendingPerConn == 0 {
 		o.MaxPendingPerConn = DefaultMaxPendingPerConn
+	}
+	if o.DefaultTTR == 0 {
+		o.DefaultTTR = DefaultTTR
 	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
@@ -129,6 +140,8 @@ func (o *Options) validate() error {
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
+	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:
+		return bad("DefaultTTR %v outside (0, %v]", o.DefaultTTR, task.MaxTimeout)
 	case o.Engine != nil && len(o.EngineOptions) > 0:
 		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
 	}

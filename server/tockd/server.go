@@ -28,6 +28,9 @@ type Server struct {
 	draining atomic.Bool  // set once by Shutdown, before it touches any connection
 	workers  atomic.Int64 // connections whose HELLO said role "worker"
 
+	disp        dispatcher    // routes due tasks to worker connections (workers.go)
+	redelivered atomic.Uint64 // runs failed because their worker disconnected
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
 	conns     map[*conn]struct{}        // guarded by mu; served connections
@@ -45,9 +48,13 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		disp: dispatcher{byType: map[string]map[*conn]struct{}{}, registered: map[string]bool{}}}
 	if s.engine == nil {
-		e, err := task.New(opts.EngineOptions...)
+		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
+		// enforced for tasks submitted without a timeout; EngineOptions may override it.
+		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
+		e, err := task.New(eopts...)
 		if err != nil {
 			return nil, fmt.Errorf("tockd: engine: %w", err)
 		}

@@ -1,0 +1,224 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// errNoWorker fails an attempt (retryably) when no subscribed worker for its type has a
+// credit and room in its reply queue; the task's retry policy decides what follows.
+var errNoWorker = errors.New("tockd: no worker available")
+
+// errWorkerGone fails (retryably) every run in flight on a worker connection that closed,
+// so that the engine redelivers it, to another worker, per the task's retry policy.
+var errWorkerGone = errors.New("tockd: worker disconnected")
+
+// completeSettle bounds how long an ACK, NACK or disconnect keeps retrying a Complete that
+// says ErrUnknownRun while the engine still shows the task RUNNING in that attempt: the
+// FIRE is queued before the engine handler returns ErrDeferred, so a fast worker's ACK
+// can reach Complete before the engine has recorded the deferred attempt.
+const completeSettle = 100 * time.Millisecond
+
+// dispatcher routes due tasks to subscribed worker connections. Its mutex guards every
+// connection's workerState and the maps below; it is taken by engine handlers (FIRE) and
+// by worker connections' readers (SUBSCRIBE, CREDIT, ACK, NACK, close), never held
+// across an engine call or a blocking operation. Lock order: dispatcher.mu, then
+// conn.outMu.
+type dispatcher struct {
+	mu         sync.Mutex
+	byType     map[string]map[*conn]struct{} // subscribed, open worker connections per type
+	registered map[string]bool               // types whose engine handler is ours
+}
+
+// workerState is a worker connection's dispatch state; guarded by dispatcher.mu.
+type workerState struct {
+	types    []string
+	credits  uint64
+	inflight map[uint64]*flight // runs FIREd on this connection and not yet ACKed/NACKed
+}
+
+// flight is one run sent to a worker.
+type flight struct {
+	ns, tid  string
+	attempt  int
+	returned chan struct{} // closed when the handler that fired it has returned ErrDeferred
+}
+
+// handler is the engine Handler registered for every subscribed type: it FIREs the
+// attempt at a worker and defers its outcome to that worker's ACK or NACK.
+func (s *Server) handler(_ context.Context, run *task.Run) error {
+	t := run.Task
+	ttr := t.Timeout
+	if ttr <= 0 {
+		ttr = s.opts.DefaultTTR
+	}
+	due, _ := protocol.UnixNano(run.Due)
+	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
+		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, Epoch: 0, TTR: int64(ttr),
+		Durability: protocol.Ephemeral}
+	fl := &flight{ns: t.Namespace, tid: t.ID, attempt: run.Attempt, returned: make(chan struct{})}
+	defer close(fl.returned)
+
+	d := &s.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	subs := d.byType[t.Type]
+	tried := map[*conn]bool{}
+	for {
+		// Least loaded: the most free credits; ties go to any.
+		var best *conn
+		for c := range subs {
+			if c.w.credits > 0 && !tried[c] && (best == nil || c.w.credits > best.w.credits) {
+				best = c
+			}
+		}
+		if best == nil {
+			return fmt.Errorf("%w for type %q", errNoWorker, t.Type)
+		}
+		if !best.push(fire) {
+			tried[best] = true // its queue is full (not reading) or it is closing
+			continue
+		}
+		best.w.credits--
+		best.w.inflight[run.RunID] = fl
+		return task.ErrDeferred
+	}
+}
+
+// push queues a server push (FIRE) on c without blocking: false when the reply queue is
+// full or the connection is closing. Safe from any goroutine.
+func (c *conn) push(m protocol.Message) bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.outClosed {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.out <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// subscribe answers SUBSCRIBE: it replaces c's types and credits, and registers the
+// server's handler for every type not yet served.
+func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bool) {
+	d := &s.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, typ := range m.Types {
+		if d.registered[typ] {
+			continue
+		}
+		if err := s.engine.Register(typ, s.handler); err != nil {
+			if errors.Is(err, task.ErrInvalidTask) {
+				return &protocol.Error{ID: m.ID, Code: protocol.CodeBadField, Field: fmt.Sprintf("types[%d]", i), Message: err.Error()}, false
+			}
+			return engineError(m.ID, err, "")
+		}
+		d.registered[typ] = true
+	}
+	for _, typ := range c.w.types {
+		delete(d.byType[typ], c)
+	}
+	c.w.types, c.w.credits = append([]string(nil), m.Types...), m.Credits
+	for _, typ := range c.w.types {
+		if d.byType[typ] == nil {
+			d.byType[typ] = map[*conn]struct{}{}
+		}
+		d.byType[typ][c] = struct{}{}
+	}
+	return &protocol.OK{ID: m.ID}, false
+}
+
+// credit answers CREDIT: it adds credits (saturating).
+func (s *Server) credit(c *conn, m *protocol.Credit) protocol.Message {
+	s.disp.mu.Lock()
+	c.w.credits += min(m.Credits, ^uint64(0)-c.w.credits)
+	s.disp.mu.Unlock()
+	return &protocol.OK{ID: m.ID}
+}
+
+// finish answers ACK (err nil) and NACK: the run must be in flight on c; it leaves the
+// in-flight set whatever the engine says (a run the engine timed out is UNKNOWN_RUN
+// once, and gone). Credits are not returned: the worker grants them (PROTOCOL.md).
+func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.Message, bool) {
+	if epoch != 0 {
+		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID,
+			Message: fmt.Sprintf("epoch %d is not the leader's (0)", epoch)}, false
+	}
+	s.disp.mu.Lock()
+	fl := c.w.inflight[runID]
+	delete(c.w.inflight, runID)
+	s.disp.mu.Unlock()
+	if fl == nil {
+		return unknownRun(id, runID, "run %d is not outstanding on this connection", runID), false
+	}
+	if cerr := s.complete(fl, runID, err); cerr != nil {
+		if errors.Is(cerr, task.ErrUnknownRun) {
+			return unknownRun(id, runID, "run %d is no longer running (timed out or cancelled)", runID), false
+		}
+		return engineError(id, cerr, "")
+	}
+	return &protocol.OK{ID: id}, false
+}
+
+func unknownRun(id, runID uint64, format string, args ...any) *protocol.Error {
+	return &protocol.Error{ID: id, Code: protocol.CodeUnknownRun, RunID: runID, Message: fmt.Sprintf(format, args...)}
+}
+
+// complete reports a fired run's outcome to the engine. The FIRE was queued before its
+// handler returned ErrDeferred, so the engine may not have recorded the deferred attempt
+// yet: complete waits for the handler to return, and while Complete says ErrUnknownRun
+// but the task is still RUNNING in the same attempt, retries for up to completeSettle.
+func (s *Server) complete(fl *flight, runID uint64, err error) error {
+	<-fl.returned
+	deadline := time.Now().Add(completeSettle)
+	for i := 0; ; i++ {
+		cerr := s.engine.Complete(runID, err)
+		if !errors.Is(cerr, task.ErrUnknownRun) || time.Now().After(deadline) {
+			return cerr
+		}
+		in, gerr := s.engine.Get(fl.ns, fl.tid)
+		if gerr != nil || in.State != task.Running || in.Attempts != fl.attempt {
+			return cerr
+		}
+		if i < 10 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// workerClosed runs on c's reader as it exits: c gets no more FIREs, and every run in
+// flight on it fails retryably, so the engine redelivers it per its retry policy.
+func (s *Server) workerClosed(c *conn) {
+	d := &s.disp
+	d.mu.Lock()
+	for _, typ := range c.w.types {
+		delete(d.byType[typ], c)
+	}
+	c.w.types, c.w.credits = nil, 0
+	inflight := c.w.inflight
+	c.w.inflight = nil
+	d.mu.Unlock()
+	for runID, fl := range inflight {
+		if s.complete(fl, runID, errWorkerGone) == nil {
+			s.redelivered.Add(1)
+		}
+	}
+}

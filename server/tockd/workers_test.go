@@ -1,0 +1,261 @@
+package tockd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// wkr is a raw worker connection that sorts what it reads: FIREs (pushes, id 0) are
+// queued for fire, replies are matched to requests by req.
+type wkr struct {
+	*client
+	fires []*protocol.Fire
+	id    uint64
+}
+
+// connectWorker connects as a worker and subscribes to types with credits.
+func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *wkr {
+	t.Helper()
+	c := dial(t, addr)
+	c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	w := &wkr{client: c, id: 1}
+	if r := w.req(&protocol.Subscribe{Types: types, Credits: credits}); r.Type() != protocol.TypeOK {
+		t.Fatalf("SUBSCRIBE answered %v %+v", r.Type(), r)
+	}
+	return w
+}
+
+// req sends m with a fresh request ID and returns its reply, queueing FIREs read meanwhile.
+func (w *wkr) req(m protocol.Message) protocol.Message {
+	w.t.Helper()
+	w.id++
+	switch m := m.(type) {
+	case *protocol.Subscribe:
+		m.ID = w.id
+	case *protocol.Credit:
+		m.ID = w.id
+	case *protocol.Ack:
+		m.ID = w.id
+	case *protocol.Nack:
+		m.ID = w.id
+	case *protocol.Ping:
+		m.ID = w.id
+	default:
+		w.t.Fatalf("req: %v", m.Type())
+	}
+	w.send(m)
+	for {
+		r := w.recv()
+		if f, ok := r.(*protocol.Fire); ok {
+			w.fires = append(w.fires, f)
+			continue
+		}
+		if r.RequestID() != w.id {
+			w.t.Fatalf("%v reply has id %d, want %d", r.Type(), r.RequestID(), w.id)
+		}
+		return r
+	}
+}
+
+// fire returns the next FIRE; only FIREs may arrive meanwhile.
+func (w *wkr) fire() *protocol.Fire {
+	w.t.Helper()
+	if len(w.fires) > 0 {
+		f := w.fires[0]
+		w.fires = w.fires[1:]
+		return f
+	}
+	r := w.recv()
+	f, ok := r.(*protocol.Fire)
+	if !ok {
+		w.t.Fatalf("got %v %+v, want FIRE", r.Type(), r)
+	}
+	return f
+}
+
+func (w *wkr) ack(runID uint64) protocol.Message {
+	w.t.Helper()
+	return w.req(&protocol.Ack{RunID: runID})
+}
+
+func wantOK(t *testing.T, r protocol.Message) {
+	t.Helper()
+	if r.Type() != protocol.TypeOK {
+		t.Fatalf("got %v %+v, want OK", r.Type(), r)
+	}
+}
+
+// workTask is an ephemeral task of type "w" due now, retried quickly.
+func workTask(id string, attempts uint64) protocol.Task {
+	return protocol.Task{ID: id, Type: "w", Durability: protocol.Ephemeral, Payload: []byte("p-" + id),
+		Schedule: protocol.Schedule{Kind: task.KindAfter},
+		Retry: protocol.Retry{MaxAttempts: attempts, InitialBackoff: int64(10 * time.Millisecond),
+			MaxBackoff: int64(10 * time.Millisecond)}}
+}
+
+func submit(t *testing.T, c *client, id uint64, w protocol.Task) {
+	t.Helper()
+	if r, ok := c.call(&protocol.Submit{ID: id, Task: w}).(*protocol.TaskStatus); !ok {
+		t.Fatalf("SUBMIT answered %v %+v", r.Type(), r)
+	}
+}
+
+func TestWorkerAckSucceeds(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 10, "w")
+	c := connect(t, ts.addr)
+	timed := workTask("b", 1)
+	timed.Timeout = int64(5 * time.Second)
+	submit(t, c, 2, workTask("a", 1))
+	submit(t, c, 3, timed)
+	seen := map[string]*protocol.Fire{}
+	for range 2 {
+		f := w.fire()
+		seen[f.TaskID] = f
+	}
+	for tid, ttr := range map[string]time.Duration{"a": DefaultTTR, "b": 5 * time.Second} {
+		f := seen[tid]
+		if f == nil {
+			t.Fatalf("no FIRE for %s", tid)
+		}
+		if f.TaskType != "w" || string(f.Payload) != "p-"+tid || f.Attempt != 1 || f.Epoch != 0 ||
+			f.TTR != int64(ttr) || f.Namespace != task.DefaultNamespace || f.Durability != protocol.Ephemeral || f.Due == 0 || f.RunID == 0 {
+			t.Fatalf("FIRE %+v", f)
+		}
+		wantOK(t, w.ack(f.RunID))
+		c.waitState(10, tid, task.Succeeded)
+	}
+	// A second ACK of the same run is not outstanding any more.
+	e := wantError(t, w.ack(seen["a"].RunID), protocol.CodeUnknownRun, "")
+	if e.RunID != seen["a"].RunID {
+		t.Fatalf("UNKNOWN_RUN names run %d, want %d", e.RunID, seen["a"].RunID)
+	}
+}
+
+func TestWorkerNackRetryableIsRetried(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 10, "w")
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("a", 3))
+	f1 := w.fire()
+	wantOK(t, w.req(&protocol.Nack{RunID: f1.RunID, Err: "try again", Retryable: true}))
+	f2 := w.fire()
+	if f2.TaskID != "a" || f2.Attempt != 2 || f2.RunID == f1.RunID {
+		t.Fatalf("retry FIRE %+v after %+v", f2, f1)
+	}
+	wantError(t, w.ack(f1.RunID), protocol.CodeUnknownRun, "")
+	wantOK(t, w.ack(f2.RunID))
+	in := c.waitState(3, "a", task.Succeeded)
+	if len(in.History) != 1 || in.History[0].Err != "try again" {
+		t.Fatalf("history %+v", in.History)
+	}
+}
+
+func TestWorkerNackNonRetryableIsDead(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 10, "w")
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("a", 5))
+	f := w.fire()
+	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "bad payload", Retryable: false}))
+	in := c.waitState(3, "a", task.Dead)
+	if in.Attempts != 1 {
+		t.Fatalf("attempts %d, want 1", in.Attempts)
+	}
+}
+
+func TestWorkerDisconnectRedelivers(t *testing.T) {
+	ts := startServer(t, Options{})
+	a := connectWorker(t, ts.addr, 1, "w")
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("x", 3))
+	f1 := a.fire()
+	b := connectWorker(t, ts.addr, 1, "w")
+	a.nc.Close()
+	f2 := b.fire()
+	if f2.TaskID != "x" || f2.RunID == f1.RunID || f2.Attempt != 2 || f2.Due == 0 {
+		t.Fatalf("redelivered FIRE %+v after %+v", f2, f1)
+	}
+	wantOK(t, b.ack(f2.RunID))
+	c.waitState(3, "x", task.Succeeded)
+}
+
+func TestWorkerAckErrors(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 10, "w")
+	e := wantError(t, w.ack(424242), protocol.CodeUnknownRun, "")
+	if e.RunID != 424242 {
+		t.Fatalf("run %d", e.RunID)
+	}
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("a", 1))
+	f := w.fire()
+	wantError(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: 7}), protocol.CodeStaleEpoch, "")
+	// Another worker connection cannot ACK this one's run.
+	other := connectWorker(t, ts.addr, 0, "other")
+	wantError(t, other.ack(f.RunID), protocol.CodeUnknownRun, "")
+	wantOK(t, w.ack(f.RunID))
+	c.waitState(3, "a", task.Succeeded)
+	// A client connection may not act as a worker.
+	wantError(t, c.call(&protocol.Ack{ID: 4, RunID: f.RunID}), protocol.CodeUnexpected, "")
+}
+
+func TestWorkerCreditsRespected(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 1, "w")
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("a", 1000))
+	submit(t, c, 3, workTask("b", 1000))
+	f1 := w.fire()
+	wantOK(t, w.ack(f1.RunID))
+	// ACK returns no credit (PROTOCOL.md): nothing more may have been fired.
+	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong || len(w.fires) != 0 {
+		t.Fatalf("with no credit left: %v, fires %+v", r.Type(), w.fires)
+	}
+	wantOK(t, w.req(&protocol.Credit{Credits: 1}))
+	f2 := w.fire()
+	if f2.TaskID == f1.TaskID {
+		t.Fatalf("both FIREs for %s", f1.TaskID)
+	}
+	wantOK(t, w.ack(f2.RunID))
+	c.waitState(4, "a", task.Succeeded)
+	c.waitState(5, "b", task.Succeeded)
+}
+
+func TestWorkerTTRTimesOut(t *testing.T) {
+	ts := startServer(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	w := connectWorker(t, ts.addr, 2, "w")
+	c := connect(t, ts.addr)
+	submit(t, c, 2, workTask("a", 2))
+	f1 := w.fire()
+	if f1.TTR != int64(50*time.Millisecond) {
+		t.Fatalf("ttr %v", time.Duration(f1.TTR))
+	}
+	f2 := w.fire() // no ACK within the TTR: the engine timed it out and retried it
+	if f2.Attempt != 2 || f2.RunID == f1.RunID {
+		t.Fatalf("FIRE %+v after %+v", f2, f1)
+	}
+	wantError(t, w.ack(f1.RunID), protocol.CodeUnknownRun, "")
+	wantOK(t, w.ack(f2.RunID))
+	c.waitState(3, "a", task.Succeeded)
+}
+
+func TestPushNeverBlocks(t *testing.T) {
+	s := &Server{}
+	s.opts.MaxPendingPerConn = 1
+	c := newConn(s, nil)
+	if !c.push(&protocol.Ping{}) {
+		t.Fatal("push to an empty queue failed")
+	}
+	if c.push(&protocol.Ping{}) {
+		t.Fatal("push to a full queue succeeded")
+	}
+	<-c.out
+	c.outClosed = true
+	if c.push(&protocol.Ping{}) {
+		t.Fatal("push to a closed queue succeeded")
+	}
+}
