@@ -19,25 +19,17 @@ import (
 //   - SUCCEEDED tasks ran their final version successfully exactly once;
 //   - DEAD tasks are in the dead-letter queue;
 //   - CANCELLED tasks were cancelled by a Cancel that returned nil;
-//   - no attempt of a replaced version counts after its replacement.
+//   - a replaced version's runs never count for its replacement.
 func TestConcurrentSubmitCancelReplace(t *testing.T) {
 	h := newHarness(t, WithWorkers(4), WithRetention(time.Hour))
-	type outcome struct {
-		succeeded atomic.Int32 // successful runs of the final version
-	}
 	const (
 		goroutines = 4
 		tasksPerG  = 150
 	)
-	final := make(map[string]uint64) // id -> final version; written before the clock runs out
+	final := make(map[string]uint64) // id -> last version submitted; read after the run
 	var finalMu sync.Mutex
-	outcomes := make(map[string]*outcome)
-	for g := 0; g < goroutines; g++ {
-		for i := 0; i < tasksPerG; i++ {
-			outcomes[fmt.Sprintf("g%d-%d", g, i)] = &outcome{}
-		}
-	}
-	var failures sync.Map // id+version -> remaining failures
+	var successes sync.Map // "id@version" -> *atomic.Int32: successful runs of that version
+	var failures sync.Map  // "id@version" -> remaining failures
 	h.e.Register("work", func(ctx context.Context, r *Run) error {
 		k := fmt.Sprintf("%s@%d", r.Task.ID, r.Task.Version)
 		if v, ok := failures.Load(k); ok {
@@ -45,12 +37,8 @@ func TestConcurrentSubmitCancelReplace(t *testing.T) {
 				return errors.New("transient")
 			}
 		}
-		finalMu.Lock()
-		isFinal := final[r.Task.ID] == r.Task.Version
-		finalMu.Unlock()
-		if isFinal {
-			outcomes[r.Task.ID].succeeded.Add(1)
-		}
+		c, _ := successes.LoadOrStore(k, &atomic.Int32{})
+		c.(*atomic.Int32).Add(1)
 		return nil
 	})
 	cancelled := make(map[string]bool)
@@ -99,34 +87,47 @@ func TestConcurrentSubmitCancelReplace(t *testing.T) {
 	}
 	// Let everything finish: move the clock in steps (retries are scheduled from each
 	// attempt's end) until no task is left pending, failed, due or running.
-	deadline := time.Now().Add(eventWait)
-	for {
-		h.fake.Advance(500 * time.Millisecond)
-		busy := 0
-		for _, s := range []State{Pending, Failed, Due, Running} {
-			page, _, err := h.e.List(s, "", 1000)
-			if err != nil {
-				t.Fatal(err)
+	// One snapshot of every task's state (List reads the shards one after another, so a
+	// task can move between two lists while they are read): finished means every task is
+	// in a terminal state in two consecutive snapshots.
+	unfinished := func() int {
+		page, _, err := h.e.List(0, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, in := range page {
+			if !in.State.Terminal() {
+				n++
 			}
-			busy += len(page)
 		}
-		if busy == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tasks still unfinished", busy)
+		return n
+	}
+	deadline := time.Now().Add(eventWait)
+	for idle := 0; idle < 2; {
+		h.fake.Advance(500 * time.Millisecond)
+		if n := unfinished(); n == 0 {
+			idle++
+		} else {
+			idle = 0
+			if time.Now().After(deadline) {
+				t.Fatalf("%d tasks still unfinished", n)
+			}
 		}
 		time.Sleep(time.Millisecond) // let workers drain between clock steps
 	}
-	for id, o := range outcomes {
+	for id, v := range final {
 		in, err := h.e.Get("", id)
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
-		if in.Task.Version != final[id] {
-			t.Fatalf("%s: engine holds version %d, last submitted %d", id, in.Task.Version, final[id])
+		if in.Task.Version != v {
+			t.Fatalf("%s: engine holds version %d, last submitted %d", id, in.Task.Version, v)
 		}
-		runs := o.succeeded.Load()
+		var runs int32
+		if c, ok := successes.Load(fmt.Sprintf("%s@%d", id, v)); ok {
+			runs = c.(*atomic.Int32).Load()
+		}
 		switch in.State {
 		case Succeeded:
 			if runs != 1 {
