@@ -122,3 +122,26 @@ func TestCancelEndsADeferredAttempt(t *testing.T) {
 		t.Fatalf("state %v", s)
 	}
 }
+
+// TestCompleteBeforeTheHandlerReturns: a remote worker can answer before the handler
+// that handed it the task has returned ErrDeferred; the outcome is kept and applied then.
+func TestCompleteBeforeTheHandlerReturns(t *testing.T) {
+	h := newHarness(t)
+	var early error
+	h.e.Register("fast", func(ctx context.Context, r *Run) error {
+		early = h.e.Complete(r.RunID, nil)
+		return ErrDeferred
+	})
+	h.e.Register("changed-mind", func(ctx context.Context, r *Run) error {
+		h.e.Complete(r.RunID, nil) // dropped: the handler's own error wins
+		return NonRetryable(errors.New("failed after all"))
+	})
+	h.submit(Task{ID: "f", Type: "fast", Schedule: After(0)})
+	h.submit(Task{ID: "c", Type: "changed-mind", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "f")
+	if early != nil {
+		t.Fatalf("early Complete: %v", early)
+	}
+	h.wait(EventDead, "c")
+}

@@ -35,14 +35,18 @@ type record struct {
 	due        time.Time // the current occurrence's (or retry's) due time
 	firstStart time.Time // start of the current occurrence's first attempt
 	started    time.Time // start of the running attempt
-	attempts   int       // attempts of the current occurrence
-	runs       uint64
-	lastErr    string
-	history    []AttemptRecord // failed attempts of the current occurrence
-	timer      timer.Timer     // due, retry or retention-expiry timer; zero when none
-	deadline   timer.Timer     // the running attempt's timeout timer
-	runID      uint64          // the attempt now due or running; 0 when none
-	attempt    *attempt        // the running attempt
+	// filed: the running attempt's handler returned ErrDeferred. early, earlyErr: Complete
+	// came before that return (the outcome then applies when it does).
+	filed, early bool
+	earlyErr     error
+	attempts     int // attempts of the current occurrence
+	runs         uint64
+	lastErr      string
+	history      []AttemptRecord // failed attempts of the current occurrence
+	timer        timer.Timer     // due, retry or retention-expiry timer; zero when none
+	deadline     timer.Timer     // the running attempt's timeout timer
+	runID        uint64          // the attempt now due or running; 0 when none
+	attempt      *attempt        // the running attempt
 }
 
 type shard struct {
@@ -53,9 +57,6 @@ type shard struct {
 	free    []uint32
 	runs    uint64 // attempts issued: with idx, makes run IDs unique per engine
 	tasks   int    // records held (MaxTasks is enforced per shard)
-	// deferred holds the running attempts whose handler returned ErrDeferred, by run ID,
-	// until Complete, a timeout or a cancel ends them.
-	deferred map[uint64]*record
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -63,10 +64,26 @@ type shard struct {
 	_                                                                          [64]byte
 }
 
-// nextRunID issues a run ID, unique within the engine. Requires sh.mu.
-func (sh *shard) nextRunID() uint64 {
+// Run IDs name the attempt and where its record is: bits 0-5 the shard, 6-31 the record's
+// slot, 32-63 a per-shard attempt counter. So Complete finds a record from the ID alone,
+// and IDs are unique within the engine until a shard has issued 2^32 attempts.
+const (
+	runSlotBits  = 26
+	runSlotShift = 6 // log2(numShards)
+	runSeqShift  = runSlotShift + runSlotBits
+	// maxSlots is the most records one shard can hold (Options.MaxTasks is checked).
+	maxSlots = 1 << runSlotBits
+)
+
+// nextRunID issues a run ID for the record in slot. Requires sh.mu.
+func (sh *shard) nextRunID(slot uint32) uint64 {
 	sh.runs++
-	return sh.runs*numShards + sh.idx
+	return sh.runs<<runSeqShift | uint64(slot)<<runSlotShift | sh.idx
+}
+
+// runRecord resolves a run ID to its shard and slot.
+func (e *Engine) runRecord(runID uint64) (*shard, uint32) {
+	return &e.shards[runID&(numShards-1)], uint32(runID>>runSlotShift) & (maxSlots - 1)
 }
 
 // Engine runs tasks on the timer core. All methods are safe for concurrent use.
@@ -125,7 +142,6 @@ func New(opts ...Option) (*Engine, error) {
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
 		e.shards[i].records = make(map[key]*record)
-		e.shards[i].deferred = make(map[uint64]*record)
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -263,9 +279,6 @@ func (e *Engine) armFrom(sh *shard, rec *record, when time.Time, h timer.Handler
 // retire stops everything a record has in flight: its timers, and a running attempt,
 // whose result will be ignored. Requires sh.mu.
 func (e *Engine) retire(sh *shard, rec *record) {
-	if rec.runID != 0 {
-		delete(sh.deferred, rec.runID)
-	}
 	if !rec.timer.IsZero() {
 		e.timers.Cancel(rec.timer)
 	}

@@ -118,8 +118,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: MaxHungWorkers %d is negative", ErrInvalidOption, o.MaxHungWorkers)
 	case o.QueueSize < 1:
 		return fmt.Errorf("%w: QueueSize %d is not positive", ErrInvalidOption, o.QueueSize)
-	case o.MaxTasks < 1:
-		return fmt.Errorf("%w: MaxTasks %d is not positive", ErrInvalidOption, o.MaxTasks)
+	case o.MaxTasks < 1 || o.MaxTasks > numShards*maxSlots:
+		return fmt.Errorf("%w: MaxTasks %d outside [1, %d]", ErrInvalidOption, o.MaxTasks, numShards*maxSlots)
 	case o.MaxPayload < 0:
 		return fmt.Errorf("%w: MaxPayload %d is negative", ErrInvalidOption, o.MaxPayload)
 	case o.DefaultTimeout < 0 || o.DefaultTimeout > MaxTimeout:

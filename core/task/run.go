@@ -132,7 +132,7 @@ func (e *Engine) onDue(ev timer.Event) {
 		sh.mu.Unlock()
 		return
 	}
-	rec.runID = sh.nextRunID()
+	rec.runID = sh.nextRunID(rec.slot)
 	item := runItem{sh: sh, rec: rec, runID: rec.runID}
 	sh.mu.Unlock()
 	if misfire != nil {
@@ -164,6 +164,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		rec.firstStart = start
 	}
 	rec.started = start
+	rec.filed, rec.early, rec.earlyErr = false, false, nil
 	a := &attempt{}
 	a.ctx.parent = e.base
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
@@ -205,10 +206,13 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		return false
 	}
 	if errors.Is(err, ErrDeferred) {
-		// The outcome comes later through Complete; the timeout timer stays armed.
-		sh.deferred[item.runID] = rec
-		sh.mu.Unlock()
-		return false
+		if !rec.early {
+			// The outcome comes later through Complete; the timeout timer stays armed.
+			rec.filed = true
+			sh.mu.Unlock()
+			return false
+		}
+		err = rec.earlyErr // Complete came first
 	}
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
@@ -255,7 +259,7 @@ func (e *Engine) emitAll(es *events) {
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
-	delete(sh.deferred, rec.runID)
+	rec.filed, rec.early, rec.earlyErr = false, false, nil
 	rec.runID = 0
 	if err == nil {
 		sh.succeeded++
@@ -328,8 +332,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++
 	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
-	_, deferred := sh.deferred[rec.runID]
-	replace := !deferred && e.hung.Load() < int64(e.opts.MaxHungWorkers)
+	replace := !rec.filed && e.hung.Load() < int64(e.opts.MaxHungWorkers)
 	if replace {
 		a.replaced = true
 		e.hung.Add(1)
@@ -423,17 +426,28 @@ func (e *Engine) PurgeDeadLetter(namespace, id string) bool {
 // PurgeDeadLetters deletes every dead letter and returns how many there were.
 func (e *Engine) PurgeDeadLetters() int { return e.dlq.PurgeAll() }
 
-// Complete reports the outcome of an attempt whose handler returned ErrDeferred: nil
-// succeeds, an error fails it exactly as a handler's would (retry, or DEAD). It returns
-// ErrUnknownRun when runID names no deferred attempt still running: it already completed,
-// timed out, was cancelled or replaced, or never existed. Cost: O(1).
+// Complete reports the outcome of an attempt whose handler returns ErrDeferred: nil
+// succeeds, an error fails it exactly as a handler's would (retry, or DEAD). It may come
+// before the handler has returned (a remote worker can be that fast): the outcome is then
+// applied when the handler returns ErrDeferred, and dropped if the handler returns
+// anything else (its own result wins). It returns ErrUnknownRun when runID names no
+// running attempt: it completed, timed out, was cancelled or replaced, or never existed.
+// Cost: O(1).
 func (e *Engine) Complete(runID uint64, err error) error {
-	sh := &e.shards[runID%numShards]
+	sh, slot := e.runRecord(runID)
 	sh.mu.Lock()
-	rec := sh.deferred[runID]
-	if rec == nil || rec.runID != runID || rec.state != Running {
+	var rec *record
+	if int(slot) < len(sh.slots) {
+		rec = sh.slots[slot]
+	}
+	if rec == nil || rec.runID != runID || rec.state != Running || rec.early {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
+	}
+	if !rec.filed {
+		rec.early, rec.earlyErr = true, err
+		sh.mu.Unlock()
+		return nil
 	}
 	if !rec.deadline.IsZero() {
 		e.timers.Cancel(rec.deadline)

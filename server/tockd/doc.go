@@ -31,9 +31,8 @@
 //     with the retryable error "worker disconnected" (counted as "redelivered" in STATS),
 //     so the engine retries it, on another worker, per the task's retry policy.
 //   - The FIRE is queued before the handler returns ErrDeferred, so a fast ACK can reach
-//     Complete before the engine records the deferred attempt; the ACK then waits for the
-//     handler to return and retries Complete, for at most 100 ms, while the task is still
-//     RUNNING in the same attempt.
+//     Complete first; the engine accepts an early Complete and applies it when the handler
+//     returns.
 //
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
-	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -19,12 +17,6 @@ var errNoWorker = errors.New("tockd: no worker available")
 // errWorkerGone fails (retryably) every run in flight on a worker connection that closed,
 // so that the engine redelivers it, to another worker, per the task's retry policy.
 var errWorkerGone = errors.New("tockd: worker disconnected")
-
-// completeSettle bounds how long an ACK, NACK or disconnect keeps retrying a Complete that
-// says ErrUnknownRun while the engine still shows the task RUNNING in that attempt: the
-// FIRE is queued before the engine handler returns ErrDeferred, so a fast worker's ACK
-// can reach Complete before the engine has recorded the deferred attempt.
-const completeSettle = 100 * time.Millisecond
 
 // dispatcher routes due tasks to subscribed worker connections. Its mutex guards every
 // connection's workerState and the maps below; it is taken by engine handlers (FIRE) and
@@ -41,14 +33,7 @@ type dispatcher struct {
 type workerState struct {
 	types    []string
 	credits  uint64
-	inflight map[uint64]*flight // runs FIREd on this connection and not yet ACKed/NACKed
-}
-
-// flight is one run sent to a worker.
-type flight struct {
-	ns, tid  string
-	attempt  int
-	returned chan struct{} // closed when the handler that fired it has returned ErrDeferred
+	inflight map[uint64]struct{} // run IDs FIREd on this connection and not yet ACKed/NACKed
 }
 
 // handler is the engine Handler registered for every subscribed type: it FIREs the
@@ -63,8 +48,6 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, Epoch: 0, TTR: int64(ttr),
 		Durability: protocol.Ephemeral}
-	fl := &flight{ns: t.Namespace, tid: t.ID, attempt: run.Attempt, returned: make(chan struct{})}
-	defer close(fl.returned)
 
 	d := &s.disp
 	d.mu.Lock()
@@ -87,7 +70,7 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 			continue
 		}
 		best.w.credits--
-		best.w.inflight[run.RunID] = fl
+		best.w.inflight[run.RunID] = struct{}{}
 		return task.ErrDeferred
 	}
 }
@@ -161,13 +144,13 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 			Message: fmt.Sprintf("epoch %d is not the leader's (0)", epoch)}, false
 	}
 	s.disp.mu.Lock()
-	fl := c.w.inflight[runID]
+	_, fired := c.w.inflight[runID]
 	delete(c.w.inflight, runID)
 	s.disp.mu.Unlock()
-	if fl == nil {
+	if !fired {
 		return unknownRun(id, runID, "run %d is not outstanding on this connection", runID), false
 	}
-	if cerr := s.complete(fl, runID, err); cerr != nil {
+	if cerr := s.complete(runID, err); cerr != nil {
 		if errors.Is(cerr, task.ErrUnknownRun) {
 			return unknownRun(id, runID, "run %d is no longer running (timed out or cancelled)", runID), false
 		}
@@ -180,28 +163,11 @@ func unknownRun(id, runID uint64, format string, args ...any) *protocol.Error {
 	return &protocol.Error{ID: id, Code: protocol.CodeUnknownRun, RunID: runID, Message: fmt.Sprintf(format, args...)}
 }
 
-// complete reports a fired run's outcome to the engine. The FIRE was queued before its
-// handler returned ErrDeferred, so the engine may not have recorded the deferred attempt
-// yet: complete waits for the handler to return, and while Complete says ErrUnknownRun
-// but the task is still RUNNING in the same attempt, retries for up to completeSettle.
-func (s *Server) complete(fl *flight, runID uint64, err error) error {
-	<-fl.returned
-	deadline := time.Now().Add(completeSettle)
-	for i := 0; ; i++ {
-		cerr := s.engine.Complete(runID, err)
-		if !errors.Is(cerr, task.ErrUnknownRun) || time.Now().After(deadline) {
-			return cerr
-		}
-		in, gerr := s.engine.Get(fl.ns, fl.tid)
-		if gerr != nil || in.State != task.Running || in.Attempts != fl.attempt {
-			return cerr
-		}
-		if i < 10 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+// complete reports a fired run's outcome to the engine. The FIRE goes out before its
+// handler has returned ErrDeferred, so a fast worker's ACK can arrive first: the engine
+// accepts such an early Complete and applies it when the handler returns.
+func (s *Server) complete(runID uint64, err error) error {
+	return s.engine.Complete(runID, err)
 }
 
 // workerClosed runs on c's reader as it exits: c gets no more FIREs, and every run in
@@ -216,8 +182,8 @@ func (s *Server) workerClosed(c *conn) {
 	inflight := c.w.inflight
 	c.w.inflight = nil
 	d.mu.Unlock()
-	for runID, fl := range inflight {
-		if s.complete(fl, runID, errWorkerGone) == nil {
+	for runID := range inflight {
+		if s.complete(runID, errWorkerGone) == nil {
 			s.redelivered.Add(1)
 		}
 	}
