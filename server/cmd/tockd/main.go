@@ -1,0 +1,130 @@
+// Command tockd serves tock's wire protocol (server/PROTOCOL.md) over TCP in front of an
+// in-process task engine. This build serves ephemeral tasks on a single node; durable
+// tasks, etcd and leadership come later (see server/README.md).
+//
+// Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
+// case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
+// command line wins over the environment. SIGINT or SIGTERM drains: no new connections,
+// requests already read are answered, and the process exits within -drain-timeout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tockd:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "tockd:", err)
+		os.Exit(1)
+	}
+}
+
+// config is everything the command line decides.
+type config struct {
+	server tockd.Options
+	drain  time.Duration
+	level  slog.Level
+}
+
+// parseConfig reads flags from args, with environment variables (through getenv) as their
+// defaults; it touches no global state, so tests can call it.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	fs := flag.NewFlagSet("tockd", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	var (
+		c         config
+		workers   int
+		maxTasks  int
+		level     string
+		engineTTR time.Duration
+	)
+	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
+	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
+	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
+	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
+	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way")
+	fs.IntVar(&c.server.MaxPendingPerConn, "max-pending-per-conn", tockd.DefaultMaxPendingPerConn, "replies queued per connection before it counts as slow")
+	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", tockd.DefaultIdleTimeout, "close a connection silent this long")
+	fs.DurationVar(&c.server.HandshakeTimeout, "handshake-timeout", tockd.DefaultHandshakeTimeout, "time allowed for HELLO")
+	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", tockd.DefaultWriteTimeout, "drop a connection that cannot take replies this long")
+	fs.DurationVar(&engineTTR, "default-ttr", tockd.DefaultTTR, "time-to-run of a FIRE whose task has no timeout")
+	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
+	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
+	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "TOCKD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return config{}, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := c.level.UnmarshalText([]byte(level)); err != nil {
+		return config{}, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	if c.drain <= 0 {
+		return config{}, fmt.Errorf("-drain-timeout %v must be positive", c.drain)
+	}
+	c.server.DefaultTTR = engineTTR
+	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks)}
+	return c, nil
+}
+
+func run(c config) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
+	c.server.Logger = log
+	srv, err := tockd.New(c.server)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	log.Info("tockd listening", "addr", c.server.Addr)
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("tockd draining", "timeout", c.drain)
+	drainCtx, cancel := context.WithTimeout(context.Background(), c.drain)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, tockd.ErrServerClosed) {
+		return err
+	}
+	log.Info("tockd stopped")
+	return nil
+}

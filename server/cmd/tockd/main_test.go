@@ -1,0 +1,53 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := parseConfig(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.server.Addr != tockd.DefaultAddr || c.server.MaxConns != tockd.DefaultMaxConns || c.drain != 30*time.Second ||
+		c.server.DefaultTTR != tockd.DefaultTTR || c.level.String() != "INFO" {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestEnvironmentAndFlagsFlagsWin(t *testing.T) {
+	c, err := parseConfig([]string{"-max-conns", "7", "-log-level", "debug"},
+		env(map[string]string{"TOCKD_MAX_CONNS": "3", "TOCKD_TOKEN": "s3cret", "TOCKD_IDLE_TIMEOUT": "1m", "TOCKD_DEFAULT_TTR": "5s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.server.MaxConns != 7 || c.server.Token != "s3cret" || c.server.IdleTimeout != time.Minute ||
+		c.server.DefaultTTR != 5*time.Second || c.level.String() != "DEBUG" {
+		t.Fatalf("config %+v", c)
+	}
+}
+
+func TestBadConfigurationIsAClearError(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-max-conns", "many"}, nil, "max-conns"},
+		{nil, map[string]string{"TOCKD_IDLE_TIMEOUT": "soon"}, "TOCKD_IDLE_TIMEOUT"},
+		{[]string{"-log-level", "loud"}, nil, "log-level"},
+		{[]string{"-drain-timeout", "0s"}, nil, "drain-timeout"},
+		{[]string{"extra"}, nil, "unexpected arguments"},
+	} {
+		_, err := parseConfig(c.args, env(c.env))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: got %v, want an error naming %q", c.args, c.env, err, c.want)
+		}
+	}
+}
