@@ -1,0 +1,334 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Client is a connection to tockd with role client. It is safe for concurrent use; its
+// calls are pipelined over one connection (see the package doc).
+type Client struct {
+	addr    string
+	opts    Options
+	closing chan struct{} // closed by Close: aborts backoff waits
+	readers sync.WaitGroup
+
+	mu     sync.Mutex
+	cur    *conn // guarded by mu; the connection calls use (possibly dead)
+	closed bool  // guarded by mu
+
+	dialMu  sync.Mutex // serialises redials; guards fails and retryAt
+	fails   int        // consecutive failed redials
+	retryAt time.Time  // no redial before this
+}
+
+// Dial connects to the tockd at addr and completes the handshake (one attempt, bounded
+// by ctx and Options.DialTimeout).
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	cn, err := dialConn(ctx, addr, &o, protocol.RoleClient)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{addr: addr, opts: o, closing: make(chan struct{}), cur: cn}
+	cn.start(&c.readers)
+	return c, nil
+}
+
+// Welcome returns the WELCOME of the current connection (after a redial, the new one's).
+func (c *Client) Welcome() Welcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur.welcome
+}
+
+// Close closes the connection: waiting calls fail with ErrClosed, later calls return
+// it. It waits for the reader goroutine. Idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.closing)
+	cn := c.cur
+	c.mu.Unlock()
+	cn.close(ErrClosed, true)
+	c.readers.Wait()
+	return nil
+}
+
+// conn returns a live connection, redialling (with backoff, bounded by ctx) if needed.
+func (c *Client) conn(ctx context.Context) (*conn, error) {
+	for {
+		if cn, err := c.live(); cn != nil || err != nil {
+			return cn, err
+		}
+		c.dialMu.Lock()
+		if cn, err := c.live(); cn != nil || err != nil {
+			c.dialMu.Unlock()
+			return cn, err
+		}
+		if wait := time.Until(c.retryAt); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				c.dialMu.Unlock()
+				return nil, fmt.Errorf("client: redial: %w", ctx.Err())
+			case <-c.closing:
+				t.Stop()
+				c.dialMu.Unlock()
+				return nil, ErrClosed
+			}
+		}
+		cn, err := dialConn(ctx, c.addr, &c.opts, protocol.RoleClient)
+		if err != nil {
+			c.fails++
+			c.retryAt = time.Now().Add(c.opts.backoff(c.fails))
+			c.dialMu.Unlock()
+			if permanent(err) || ctx.Err() != nil {
+				return nil, err
+			}
+			continue
+		}
+		c.fails, c.retryAt = 0, time.Time{}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			c.dialMu.Unlock()
+			cn.close(ErrClosed, false)
+			return nil, ErrClosed
+		}
+		c.cur = cn
+		cn.start(&c.readers) // under mu, so never after Close's Wait began
+		c.mu.Unlock()
+		c.dialMu.Unlock()
+		return cn, nil
+	}
+}
+
+// live returns the current connection if it is alive, ErrClosed after Close, or neither.
+func (c *Client) live() (*conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.cur.alive() {
+		return c.cur, nil
+	}
+	return nil, nil
+}
+
+// do sends the request build makes and returns the reply, bounding a ctx without a
+// deadline by Options.RequestTimeout.
+func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message) (protocol.Message, error) {
+	if _, ok := ctx.Deadline(); !ok && c.opts.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	for {
+		cn, err := c.conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m, err := cn.roundTrip(ctx, build)
+		if errors.Is(err, errNotSent) {
+			continue // found dead before writing: redial and send it there
+		}
+		return m, err
+	}
+}
+
+// expect narrows a reply to the type a request is answered with.
+func expect[T protocol.Message](m protocol.Message, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	t, ok := m.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: %v", ErrUnexpectedReply, m.Type())
+	}
+	return t, nil
+}
+
+// Submit submits t with durability d and returns the task's status. An ERROR reply
+// (EXISTS, INVALID_TASK, ...) is a *protocol.Error. One round trip.
+func (c *Client) Submit(ctx context.Context, t task.Task, d protocol.Durability) (protocol.TaskStatus, error) {
+	w, err := protocol.FromTask(t, d)
+	if err != nil {
+		return protocol.TaskStatus{}, err
+	}
+	r, err := expect[*protocol.TaskStatus](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Submit{ID: id, Task: w}
+	}))
+	if err != nil {
+		return protocol.TaskStatus{}, err
+	}
+	return *r, nil
+}
+
+// BatchItem is one task's outcome in SubmitBatch: Err is nil and Status set on success,
+// else Err is a *protocol.Error (code, field relative to the task, message).
+type BatchItem struct {
+	Status protocol.TaskStatus
+	Err    error
+}
+
+// SubmitBatch submits up to protocol.MaxBatch tasks in one frame; the results are in
+// order. An error for the whole frame (BAD_FIELD, FRAME_TOO_LARGE) is returned alone.
+func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Durability) ([]BatchItem, error) {
+	if len(ts) == 0 || len(ts) > protocol.MaxBatch {
+		return nil, fmt.Errorf("%w: batch of %d tasks outside [1, %d]", ErrInvalidOption, len(ts), protocol.MaxBatch)
+	}
+	ws := make([]protocol.Task, len(ts))
+	for i, t := range ts {
+		w, err := protocol.FromTask(t, d)
+		if err != nil {
+			return nil, fmt.Errorf("client: tasks[%d]: %w", i, err)
+		}
+		ws[i] = w
+	}
+	r, err := expect[*protocol.BatchResult](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.SubmitBatch{ID: id, Tasks: ws}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Results) != len(ts) {
+		return nil, fmt.Errorf("%w: %d results for %d tasks", ErrUnexpectedReply, len(r.Results), len(ts))
+	}
+	out := make([]BatchItem, len(r.Results))
+	for i, it := range r.Results {
+		if it.Code != 0 {
+			out[i].Err = &protocol.Error{ID: r.ID, Code: it.Code, Message: it.Message, Field: it.Field}
+			continue
+		}
+		out[i].Status = protocol.TaskStatus{ID: r.ID, Namespace: it.Namespace, TaskID: it.ID,
+			Durability: it.Durability, State: it.State, NextRun: it.NextRun, Version: it.Version}
+	}
+	return out, nil
+}
+
+func (c *Client) status(ctx context.Context, build func(id uint64) protocol.Message) (protocol.TaskStatus, error) {
+	r, err := expect[*protocol.TaskStatus](c.do(ctx, build))
+	if err != nil {
+		return protocol.TaskStatus{}, err
+	}
+	return *r, nil
+}
+
+// Cancel cancels a task; NOT_FOUND for an unknown one.
+func (c *Client) Cancel(ctx context.Context, ns, id string) (protocol.TaskStatus, error) {
+	return c.status(ctx, func(rid uint64) protocol.Message {
+		return &protocol.Cancel{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
+	})
+}
+
+// Requeue resubmits a dead letter's task.
+func (c *Client) Requeue(ctx context.Context, ns, id string) (protocol.TaskStatus, error) {
+	return c.status(ctx, func(rid uint64) protocol.Message {
+		return &protocol.DLQRequeue{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
+	})
+}
+
+// Get returns a task's snapshot.
+func (c *Client) Get(ctx context.Context, ns, id string) (protocol.Info, error) {
+	r, err := expect[*protocol.TaskInfo](c.do(ctx, func(rid uint64) protocol.Message {
+		return &protocol.Get{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
+	}))
+	if err != nil {
+		return protocol.Info{}, err
+	}
+	return r.Info, nil
+}
+
+// List returns a page of snapshots in (namespace, ID) order: state 0 means every state,
+// cursor "" the first page, limit 0 the server's default. next is "" on the last page.
+func (c *Client) List(ctx context.Context, state task.State, cursor string, limit int) (items []protocol.Info, next string, err error) {
+	if limit < 0 {
+		return nil, "", fmt.Errorf("%w: limit %d is negative", ErrInvalidOption, limit)
+	}
+	r, err := expect[*protocol.TaskPage](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.List{ID: id, State: state, Cursor: cursor, Limit: uint64(limit)}
+	}))
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Items, r.Next, nil
+}
+
+// DeadLetters returns a page of the dead-letter queue, oldest first.
+func (c *Client) DeadLetters(ctx context.Context, cursor string, limit int) (items []protocol.DeadLetter, next string, err error) {
+	if limit < 0 {
+		return nil, "", fmt.Errorf("%w: limit %d is negative", ErrInvalidOption, limit)
+	}
+	r, err := expect[*protocol.DLQPage](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.DLQList{ID: id, Cursor: cursor, Limit: uint64(limit)}
+	}))
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Items, r.Next, nil
+}
+
+// Purge drops one dead letter and returns how many were removed.
+func (c *Client) Purge(ctx context.Context, ns, id string) (uint64, error) {
+	return c.purge(ctx, &protocol.DLQPurge{Namespace: ns, TaskID: id})
+}
+
+// PurgeAll empties the dead-letter queue and returns how many were removed.
+func (c *Client) PurgeAll(ctx context.Context) (uint64, error) {
+	return c.purge(ctx, &protocol.DLQPurge{All: true})
+}
+
+func (c *Client) purge(ctx context.Context, m *protocol.DLQPurge) (uint64, error) {
+	r, err := expect[*protocol.Purged](c.do(ctx, func(id uint64) protocol.Message {
+		req := *m
+		req.ID = id
+		return &req
+	}))
+	if err != nil {
+		return 0, err
+	}
+	return r.Count, nil
+}
+
+// Stats is the server's counters and gauges (PROTOCOL.md lists the names).
+type Stats struct {
+	Counters map[string]uint64
+	Gauges   map[string]int64
+}
+
+// Stats returns the server's counters and gauges.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	r, err := expect[*protocol.StatsReply](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Stats{ID: id}
+	}))
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{Counters: r.Counters, Gauges: r.Gauges}, nil
+}
+
+// Ping makes one round trip.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := expect[*protocol.Pong](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Ping{ID: id}
+	}))
+	return err
+}

@@ -1,0 +1,302 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Welcome is what the server said in WELCOME.
+type Welcome struct {
+	Version  uint64 // the protocol version spoken
+	Server   string // server software and version
+	Node     string // the node's ID
+	Epoch    uint64 // the leader epoch at the handshake
+	MaxFrame int    // the largest frame body the server accepts
+}
+
+// reply is what a waiting call receives: a message, or an error (an ERROR reply, a
+// malformed reply, or the connection's loss).
+type reply struct {
+	msg protocol.Message
+	err error
+}
+
+// errNotSent marks a request that was never written because the connection was already
+// dead: the caller may redial and send it without resending anything.
+var errNotSent = errors.New("client: request not sent")
+
+// conn is one handshaken connection.
+type conn struct {
+	nc       net.Conn
+	welcome  Welcome
+	sendMax  int                  // the server's max_frame
+	wtimeout time.Duration        // bound on one locked write
+	onFire   func(*protocol.Fire) // set before start; called by the reader
+	dec      *protocol.Decoder    // reader goroutine only (the handshake before it)
+
+	wmu     sync.Mutex
+	bw      *bufio.Writer // guarded by wmu
+	waiters atomic.Int32  // writers waiting for wmu: the last one in line flushes
+
+	mu      sync.Mutex
+	pending map[uint64]chan reply // guarded by mu; nil once the connection is dead
+	nextID  uint64                // guarded by mu
+	err     error                 // guarded by mu; why the connection died
+
+	lastErr *protocol.Error // reader only: an ERROR with ID 0 (e.g. SHUTTING_DOWN)
+	done    chan struct{}   // closed when the reader has exited
+}
+
+// permanent reports whether a dial error will not go away by retrying.
+func permanent(err error) bool {
+	return errors.Is(err, protocol.ErrUnauthorized) || errors.Is(err, protocol.ErrVersionUnsupported) ||
+		errors.Is(err, ErrHandshake) || errors.Is(err, ErrInvalidOption)
+}
+
+// dialConn dials addr and performs the handshake with role. It starts no goroutine:
+// the caller calls start.
+func dialConn(ctx context.Context, addr string, o *Options, role protocol.Role) (*conn, error) {
+	d := net.Dialer{Timeout: o.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(o.DialTimeout))
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	c := &conn{nc: nc, wtimeout: o.RequestTimeout, dec: protocol.NewDecoder(o.MaxFrame),
+		bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]chan reply), nextID: 1,
+		done: make(chan struct{})}
+	err = c.handshake(o, role)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func (c *conn) handshake(o *Options, role protocol.Role) error {
+	b, err := protocol.AppendFrame(nil, &protocol.Hello{ID: 1, Version: protocol.Version,
+		Name: o.ClientName, Token: o.Token, Role: role}, 0)
+	if err != nil {
+		return fmt.Errorf("%w: HELLO: %w", ErrInvalidOption, err)
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		return fmt.Errorf("client: handshake: %w", err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		m, err := c.dec.Next()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrHandshake, err)
+		}
+		if m == nil {
+			n, rerr := c.nc.Read(buf)
+			c.dec.Feed(buf[:n])
+			if rerr != nil && n == 0 {
+				return fmt.Errorf("client: handshake: %w", rerr)
+			}
+			continue
+		}
+		switch m := m.(type) {
+		case *protocol.Error:
+			return m
+		case *protocol.Welcome:
+			if m.Version != protocol.Version {
+				return fmt.Errorf("%w: server speaks version %d, want %d", ErrHandshake, m.Version, protocol.Version)
+			}
+			if m.MaxFrame > uint64(o.MaxFrame) || m.MaxFrame < minMaxFrame {
+				return fmt.Errorf("%w: server max_frame %d outside [%d, Options.MaxFrame %d]", ErrHandshake, m.MaxFrame, minMaxFrame, o.MaxFrame)
+			}
+			c.welcome = Welcome{Version: m.Version, Server: m.Name, Node: m.Node, Epoch: m.Epoch, MaxFrame: int(m.MaxFrame)}
+			c.sendMax = int(m.MaxFrame)
+			return nil
+		default:
+			return fmt.Errorf("%w: got %v before WELCOME", ErrHandshake, m.Type())
+		}
+	}
+}
+
+// start launches the reader goroutine, counted in wg.
+func (c *conn) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.readLoop()
+	}()
+}
+
+// readLoop is the reader goroutine: it owns nc's read side and dec.
+func (c *conn) readLoop() {
+	defer close(c.done)
+	buf := make([]byte, 32<<10)
+	var cause error
+	for cause == nil {
+		n, err := c.nc.Read(buf)
+		if n > 0 {
+			c.dec.Feed(buf[:n])
+			cause = c.drain()
+		}
+		if err != nil && cause == nil {
+			cause = err
+			if c.lastErr != nil {
+				cause = c.lastErr // the server said why it closed
+			}
+		}
+	}
+	c.fail(cause)
+}
+
+// drain handles every complete frame buffered; it returns an error when the stream can
+// no longer be trusted.
+func (c *conn) drain() error {
+	for {
+		m, err := c.dec.Next()
+		if err != nil {
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code == protocol.CodeFrameTooLarge || pe.ID == 0 {
+				return fmt.Errorf("malformed frame from server: %w", err)
+			}
+			c.complete(pe.ID, reply{err: fmt.Errorf("client: malformed reply: %w", err)})
+			continue
+		}
+		if m == nil {
+			return nil
+		}
+		switch m := m.(type) {
+		case *protocol.Fire:
+			if c.onFire != nil {
+				c.onFire(m)
+			}
+		case *protocol.Error:
+			if m.ID == 0 {
+				c.lastErr = m
+			} else {
+				c.complete(m.ID, reply{err: m})
+			}
+		default:
+			c.complete(m.RequestID(), reply{msg: m})
+		}
+	}
+}
+
+// complete hands r to the call waiting for id; without one (it gave up) r is dropped.
+func (c *conn) complete(id uint64, r reply) {
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- r // buffered, 1
+	}
+}
+
+// fail marks the connection dead (keeping an earlier reason), fails every waiting call
+// and closes the socket. Safe from any goroutine, any number of times.
+func (c *conn) fail(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %v", ErrConnectionLost, cause)
+	}
+	p, err := c.pending, c.err
+	c.pending = nil
+	c.mu.Unlock()
+	for _, ch := range p {
+		ch <- reply{err: err}
+	}
+	c.nc.Close()
+}
+
+// close closes the connection with reason (what waiting calls get) and waits for the
+// reader to exit, if it was started.
+func (c *conn) close(reason error, started bool) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = reason
+	}
+	c.mu.Unlock()
+	c.fail(reason)
+	if started {
+		<-c.done
+	}
+}
+
+// alive reports whether calls can still be made on c.
+func (c *conn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending != nil
+}
+
+// roundTrip sends the message build makes for a fresh request ID and waits for its
+// reply, or ctx. A dead connection returns an error wrapping errNotSent and the reason.
+func (c *conn) roundTrip(ctx context.Context, build func(id uint64) protocol.Message) (protocol.Message, error) {
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan reply, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+
+	if err := c.write(build(id)); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.msg, r.err
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+func (c *conn) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// write encodes m into the shared buffer and flushes it unless another writer is
+// waiting (it will flush). It returns only encoding errors (nothing was written); a
+// network error fails the connection, which completes the caller's wait.
+func (c *conn) write(m protocol.Message) error {
+	c.waiters.Add(1)
+	c.wmu.Lock()
+	c.waiters.Add(-1)
+	defer c.wmu.Unlock()
+	b, err := protocol.AppendFrame(c.bw.AvailableBuffer(), m, c.sendMax)
+	if err != nil {
+		return err
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.wtimeout))
+	if _, err := c.bw.Write(b); err != nil {
+		c.fail(err)
+		return nil
+	}
+	if c.waiters.Load() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			c.fail(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+// Package client is the Go client of tockd: a Client for submitting and querying tasks,
+// and a Worker that runs them. Both speak server/PROTOCOL.md through the codec in
+// server/protocol over one TCP connection each.
+//
+// A Client pipelines: every call takes a fresh request ID, writes its request and waits
+// for the reply with that ID, so any number of goroutines may call it at once over the
+// one connection. Writes are coalesced: callers encode under a write mutex into one
+// bufio.Writer, and the caller that finds no other writer waiting flushes it.
+//
+// Invariants:
+//   - One reader goroutine per connection owns the socket's read side and its
+//     protocol.Decoder; it alone completes waiting calls (by request ID) and, for a
+//     Worker, starts runs for FIREs. The write side belongs to whoever holds the write
+//     mutex.
+//   - Request IDs are unique per connection: a counter under the connection's mutex,
+//     starting at 2 (HELLO is 1). A reply whose ID has no waiter (its caller gave up) is
+//     discarded.
+//   - Cancelling a call's context abandons the wait and returns ctx.Err(); the request
+//     may still have been sent and executed (a cancelled Submit may have submitted).
+//   - When a connection is lost, every call waiting on it fails with an error matching
+//     ErrConnectionLost; nothing is resent, because a request may have been executed
+//     before the loss (a Submit is not idempotent unless the task carries a version).
+//     The next call redials, waiting a backoff between failed attempts (Options.
+//     ReconnectInitial doubling up to ReconnectMax), bounded by its own context. A call
+//     whose request was never written (the connection was found dead first) redials and
+//     sends it: that is not a resend.
+//   - After Close returns, every goroutine the Client started has exited and every call
+//     has returned or returns ErrClosed.
+//
+// Costs: a call is one frame each way plus one map insert and delete; encoding appends
+// into the bufio.Writer's free space (protocol.AppendFrame), so small requests are not
+// copied twice.
+package client

@@ -1,0 +1,206 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd"
+	"go.uber.org/goleak"
+)
+
+// baseline ignores the goroutines that exist before any test runs (ants starts a default
+// pool at init).
+var baseline goleak.Option
+
+func TestMain(m *testing.M) {
+	baseline = goleak.IgnoreCurrent()
+	goleak.VerifyTestMain(m, baseline)
+}
+
+// wait bounds every wait for a reply or an event; loopback answers in microseconds, the
+// bound only turns a hang into a failure.
+const wait = 10 * time.Second
+
+func bounded(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// server is a live tockd on loopback.
+type server struct {
+	srv    *tockd.Server
+	addr   string
+	served chan error
+	once   sync.Once
+}
+
+// startServer starts tockd on addr ("127.0.0.1:0" for a fresh port) with an engine
+// of its own; cleanup (or stop) shuts it down.
+func startServer(t *testing.T, addr string, opts tockd.Options) *server {
+	t.Helper()
+	if opts.EngineOptions == nil {
+		opts.EngineOptions = []task.Option{task.WithWorkers(2)}
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = "node-test"
+	}
+	srv, err := tockd.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{srv: srv, addr: ln.Addr().String(), served: make(chan error, 1)}
+	go func() { s.served <- srv.Serve(ln) }()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *server) stop(t *testing.T) {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, tockd.ErrServerClosed) {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-s.served; !errors.Is(err, tockd.ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+}
+
+func dialT(t *testing.T, addr string, opts ...Option) *Client {
+	t.Helper()
+	c, err := Dial(bounded(t), addr, opts...)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// oneShot is a task due after d.
+func oneShot(id, typ string, d time.Duration) task.Task {
+	return task.Task{ID: id, Type: typ, Schedule: task.After(d)}
+}
+
+// waitState polls GET (observing only) until the task is in state want, within wait.
+func waitState(t *testing.T, c *Client, id string, want task.State) protocol.Info {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		in, err := c.Get(bounded(t), "", id)
+		if err == nil && in.State == want {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not %v within %v: %+v, %v", id, want, wait, in, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fake is a scripted server: it completes the handshake, then hands every request to
+// the test on reqs and answers only what the test tells it to.
+type fake struct {
+	ln   net.Listener
+	reqs chan fakeReq
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	ncs  []net.Conn
+}
+
+type fakeReq struct {
+	nc net.Conn
+	m  protocol.Message
+}
+
+func startFake(t *testing.T, addr string) *fake {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{ln: ln, reqs: make(chan fakeReq, 64)}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.ncs = append(f.ncs, nc)
+			f.mu.Unlock()
+			f.wg.Add(1)
+			go f.serve(nc)
+		}
+	}()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fake) serve(nc net.Conn) {
+	defer f.wg.Done()
+	dec := protocol.NewDecoder(0)
+	buf := make([]byte, 4096)
+	hello := true
+	for {
+		n, err := nc.Read(buf)
+		dec.Feed(buf[:n])
+		for {
+			m, derr := dec.Next()
+			if m == nil || derr != nil {
+				break
+			}
+			if hello {
+				hello = false
+				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: 1 << 20})
+				continue
+			}
+			f.reqs <- fakeReq{nc, m}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (f *fake) send(nc net.Conn, m protocol.Message) {
+	b, _ := protocol.AppendFrame(nil, m, 0)
+	_, _ = nc.Write(b)
+}
+
+// next returns the next request the fake received.
+func (f *fake) next(t *testing.T) fakeReq {
+	t.Helper()
+	select {
+	case r := <-f.reqs:
+		return r
+	case <-time.After(wait):
+		t.Fatalf("no request reached the fake server within %v", wait)
+		return fakeReq{}
+	}
+}
+
+// close stops accepting, drops every connection and waits for the fake's goroutines.
+func (f *fake) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for _, nc := range f.ncs {
+		nc.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}

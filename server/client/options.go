@@ -1,0 +1,142 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Defaults of Options; a zero field takes its default.
+const (
+	DefaultClientName       = "tock-go"
+	DefaultDialTimeout      = 5 * time.Second
+	DefaultMaxFrame         = protocol.MaxFrameLimit
+	DefaultReconnectInitial = 50 * time.Millisecond
+	DefaultReconnectMax     = 5 * time.Second
+	DefaultRequestTimeout   = 30 * time.Second
+	DefaultConcurrency      = 4
+
+	minMaxFrame = 1024
+)
+
+// Options configures a Client or a Worker. Zero fields take their defaults.
+type Options struct {
+	// Token is the shared secret sent in HELLO; required when the server has one.
+	Token string
+	// ClientName is sent in HELLO, for the server's logs; <= protocol.MaxNameLen bytes.
+	ClientName string
+	// DialTimeout bounds one dial plus handshake. Default 5 s.
+	DialTimeout time.Duration
+	// MaxFrame is the largest frame body accepted from the server. A server announcing a
+	// larger max_frame is refused at the handshake (PROTOCOL.md: a client must accept at
+	// least max_frame). Between 1024 and protocol.MaxFrameLimit; default the limit.
+	MaxFrame int
+	// ReconnectInitial and ReconnectMax bound the wait between failed (re)dials: the
+	// first wait is ReconnectInitial, each next one doubles, up to ReconnectMax.
+	// Defaults 50 ms and 5 s.
+	ReconnectInitial time.Duration
+	ReconnectMax     time.Duration
+	// RequestTimeout bounds a call whose context has no deadline (and each write and
+	// ACK of a Worker). Default 30 s.
+	RequestTimeout time.Duration
+	// Concurrency is a Worker's number of concurrent runs, and so its credits. Default 4.
+	Concurrency int
+}
+
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithToken sets Options.Token.
+func WithToken(token string) Option { return func(o *Options) { o.Token = token } }
+
+// WithClientName sets Options.ClientName.
+func WithClientName(name string) Option { return func(o *Options) { o.ClientName = name } }
+
+// WithDialTimeout sets Options.DialTimeout.
+func WithDialTimeout(d time.Duration) Option { return func(o *Options) { o.DialTimeout = d } }
+
+// WithMaxFrame sets Options.MaxFrame.
+func WithMaxFrame(n int) Option { return func(o *Options) { o.MaxFrame = n } }
+
+// WithReconnectBackoff sets Options.ReconnectInitial and ReconnectMax.
+func WithReconnectBackoff(initial, max time.Duration) Option {
+	return func(o *Options) { o.ReconnectInitial, o.ReconnectMax = initial, max }
+}
+
+// WithRequestTimeout sets Options.RequestTimeout.
+func WithRequestTimeout(d time.Duration) Option { return func(o *Options) { o.RequestTimeout = d } }
+
+// WithConcurrency sets Options.Concurrency.
+func WithConcurrency(n int) Option { return func(o *Options) { o.Concurrency = n } }
+
+// newOptions applies opts over the defaults and validates the result.
+func newOptions(opts []Option) (Options, error) {
+	var o Options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	o.setDefaults()
+	return o, o.validate()
+}
+
+func (o *Options) setDefaults() {
+	if o.ClientName == "" {
+		o.ClientName = DefaultClientName
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = DefaultMaxFrame
+	}
+	if o.ReconnectInitial == 0 {
+		o.ReconnectInitial = DefaultReconnectInitial
+	}
+	if o.ReconnectMax == 0 {
+		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectInitial)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+}
+
+// validate checks the fields after setDefaults and names the first bad one.
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+	switch {
+	case len(o.Token) > protocol.MaxTokenLen:
+		return bad("Token of %d bytes exceeds %d", len(o.Token), protocol.MaxTokenLen)
+	case len(o.ClientName) > protocol.MaxNameLen:
+		return bad("ClientName of %d bytes exceeds %d", len(o.ClientName), protocol.MaxNameLen)
+	case o.DialTimeout < 0:
+		return bad("DialTimeout %v is negative", o.DialTimeout)
+	case o.MaxFrame < minMaxFrame || o.MaxFrame > protocol.MaxFrameLimit:
+		return bad("MaxFrame %d outside [%d, %d]", o.MaxFrame, minMaxFrame, protocol.MaxFrameLimit)
+	case o.ReconnectInitial < 0:
+		return bad("ReconnectInitial %v is negative", o.ReconnectInitial)
+	case o.ReconnectMax < o.ReconnectInitial:
+		return bad("ReconnectMax %v is below ReconnectInitial %v", o.ReconnectMax, o.ReconnectInitial)
+	case o.RequestTimeout < 0:
+		return bad("RequestTimeout %v is negative", o.RequestTimeout)
+	case o.Concurrency < 1 || o.Concurrency > 1<<20:
+		return bad("Concurrency %d outside [1, %d]", o.Concurrency, 1<<20)
+	}
+	return nil
+}
+
+// backoff returns the wait after the n-th consecutive failure (n >= 1).
+func (o *Options) backoff(n int) time.Duration {
+	d := o.ReconnectInitial
+	for i := 1; i < n && d < o.ReconnectMax; i++ {
+		d *= 2
+	}
+	return min(d, o.ReconnectMax)
+}

@@ -1,0 +1,230 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Fire is one run a Worker's handler executes (a FIRE frame).
+type Fire struct {
+	Namespace  string
+	TaskID     string
+	Type       string
+	Payload    []byte
+	RunID      uint64 // unique per attempt: use it to be idempotent
+	Attempt    int    // 1 for an occurrence's first attempt
+	Due        time.Time
+	Epoch      uint64
+	TTR        time.Duration // the handler's context ends this long after the FIRE arrived
+	Durability protocol.Durability
+}
+
+// HandlerFunc runs one task. nil is ACKed; an error is NACKed, retryably unless
+// task.IsNonRetryable(err) (wrap it with task.NonRetryable), which sends the task to
+// the dead-letter queue at once. A panic is NACKed retryably.
+type HandlerFunc func(ctx context.Context, f *Fire) error
+
+// Worker runs tasks of the types it handles, pushed by tockd over a connection with
+// role worker.
+//
+// Flow: Run dials, SUBSCRIBEs to every handled type with Options.Concurrency credits,
+// and runs each FIRE in a goroutine of its own with a deadline of the FIRE's TTR; when
+// the handler returns it sends ACK or NACK, then CREDIT 1 (PROTOCOL.md: ACK and NACK
+// return no credit). The server never has more FIREs outstanding than credits, so at
+// most Concurrency handlers run at once.
+type Worker struct {
+	addr string
+	opts Options
+
+	mu       sync.Mutex
+	handlers map[string]HandlerFunc // guarded by mu; read-only once Run starts
+	running  bool                   // guarded by mu
+
+	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
+	// accepted, by Run's goroutine.
+	subscribed func()
+}
+
+// NewWorker returns a Worker for the tockd at addr; it connects in Run.
+func NewWorker(addr string, opts ...Option) (*Worker, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{addr: addr, opts: o, handlers: make(map[string]HandlerFunc)}, nil
+}
+
+// Handle registers h for taskType, replacing an earlier one. It must be called before
+// Run.
+func (w *Worker) Handle(taskType string, h HandlerFunc) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.running:
+		return fmt.Errorf("%w: Handle(%q) after Run", ErrInvalidOption, taskType)
+	case taskType == "" || len(taskType) > task.MaxTypeLen:
+		return fmt.Errorf("%w: task type %q: length not in [1, %d]", ErrInvalidOption, taskType, task.MaxTypeLen)
+	case h == nil:
+		return fmt.Errorf("%w: nil handler for %q", ErrInvalidOption, taskType)
+	case len(w.handlers) >= protocol.MaxTypes:
+		return fmt.Errorf("%w: more than %d task types", ErrInvalidOption, protocol.MaxTypes)
+	}
+	w.handlers[taskType] = h
+	return nil
+}
+
+// Run serves until ctx is done, then returns ctx.Err(). When the connection is lost it
+// redials with backoff and subscribes again; handlers running on the lost connection
+// have their contexts cancelled and their results are not reported (the server
+// redelivers those runs). When ctx is done, Run closes the connection and cancels the
+// handlers in flight, waits for them to return and abandons their results: the server
+// redelivers them to another worker ("worker disconnected", retryable). Errors that
+// retrying cannot fix (UNAUTHORIZED, a refused handshake, no handler) end Run at once.
+// Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: Run called twice", ErrInvalidOption)
+	}
+	w.running = true
+	types := make([]string, 0, len(w.handlers))
+	for t := range w.handlers {
+		types = append(types, t)
+	}
+	w.mu.Unlock()
+	if len(types) == 0 {
+		return fmt.Errorf("%w: no handlers", ErrInvalidOption)
+	}
+	slices.Sort(types)
+
+	fails := 0
+	for {
+		cn, err := dialConn(ctx, w.addr, &w.opts, protocol.RoleWorker)
+		if err == nil {
+			err = w.serve(ctx, cn, types, &fails)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if permanent(err) {
+			return err
+		}
+		fails++
+		t := time.NewTimer(w.opts.backoff(fails))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// serve runs one connection until it is lost or ctx is done, and returns why. It
+// returns only after its reader and every handler it started have exited.
+func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int) error {
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runs, readers sync.WaitGroup
+	cn.onFire = func(f *protocol.Fire) { // reader goroutine; it alone calls runs.Add
+		runs.Add(1)
+		go func() {
+			defer runs.Done()
+			w.run(connCtx, cn, f)
+		}()
+	}
+	cn.start(&readers)
+	defer func() {
+		cancel()
+		cn.close(ErrClosed, true) // no-op reason if already lost
+		readers.Wait()
+		runs.Wait()
+	}()
+
+	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	_, err := expect[*protocol.OK](cn.roundTrip(sctx, func(id uint64) protocol.Message {
+		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency)}
+	}))
+	scancel()
+	if err != nil {
+		return fmt.Errorf("client: subscribe: %w", err)
+	}
+	*fails = 0
+	if w.subscribed != nil {
+		w.subscribed()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cn.done:
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return cn.err
+	}
+}
+
+// maxNackErr keeps a NACK's error within the protocol's limit.
+const maxNackErr = protocol.MaxTextLen
+
+// run executes one FIRE and reports it.
+func (w *Worker) run(ctx context.Context, cn *conn, pf *protocol.Fire) {
+	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
+		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
+		TTR: time.Duration(pf.TTR), Durability: pf.Durability}
+	w.mu.Lock()
+	h := w.handlers[f.Type]
+	w.mu.Unlock()
+	var err error
+	if h == nil {
+		err = fmt.Errorf("client: worker has no handler for type %q", f.Type)
+	} else {
+		err = call(ctx, h, f)
+	}
+	if ctx.Err() != nil {
+		return // abandoned: the connection is gone or Run is stopping
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	defer cancel()
+	var m protocol.Message
+	if err == nil {
+		m = &protocol.Ack{RunID: pf.RunID, Epoch: pf.Epoch}
+	} else {
+		msg := err.Error()
+		if len(msg) > maxNackErr {
+			msg = msg[:maxNackErr]
+		}
+		m = &protocol.Nack{RunID: pf.RunID, Epoch: pf.Epoch, Err: msg, Retryable: !task.IsNonRetryable(err)}
+	}
+	// UNKNOWN_RUN (the TTR passed and the run was redelivered) or STALE_EPOCH leave
+	// nothing to do; the credit was spent by the FIRE either way.
+	_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { setID(m, id); return m })
+	_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: 1} })
+}
+
+func setID(m protocol.Message, id uint64) {
+	switch m := m.(type) {
+	case *protocol.Ack:
+		m.ID = id
+	case *protocol.Nack:
+		m.ID = id
+	}
+}
+
+// call runs h with a deadline of f.TTR, turning a panic into an error.
+func call(ctx context.Context, h HandlerFunc, f *Fire) (err error) {
+	hctx, cancel := context.WithTimeout(ctx, f.TTR)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("client: handler for %q panicked: %v", f.Type, p)
+		}
+	}()
+	return h(hctx, f)
+}
