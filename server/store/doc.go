@@ -1,0 +1,48 @@
+// Package store keeps tock's durable task records and its single-node
+// leadership in etcd.
+//
+// # Key layout
+//
+// Every key lives under Options.Prefix (default "/tock/"):
+//
+//	<prefix>tasks/<namespace>/<id>   one durable task record
+//	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
+//
+// A namespace must be non-empty and must not contain '/', so the first '/'
+// after "tasks/" always ends it; an id is any non-empty string.
+//
+// The value of a record key is an 8-byte big-endian Version followed by the
+// opaque Body (the wire-encoded task). Because the version is a fixed-width
+// big-endian prefix, etcd's byte-wise Value compare orders values by version:
+// value < be64(v) holds exactly when the stored version is lower than v. This
+// lets one transaction decide "create, or replace a lower version" with no
+// prior read.
+//
+// # Write invariants
+//
+//   - A record is written only if its key is absent (CreateRevision == 0) or
+//     its stored Version is strictly lower than the new one. Otherwise the
+//     write is refused with ErrExists, unless the stored value is byte-for-byte
+//     the one being written, which counts as success (so a retry after an
+//     unknown outcome is idempotent).
+//   - PutBatch packs records into transactions of at most Options.MaxTxnOps
+//     etcd ops (counting the nested levels, as etcd does) and at most
+//     Options.MaxTxnBytes of keys and values; each record succeeds or fails on
+//     its own.
+//   - Load reads the whole record range at one revision, in pages of
+//     Options.LoadPageSize, and returns that revision: a later watch from
+//     rev+1 sees every change after the snapshot.
+//
+// # Leadership
+//
+// A Store holds at most one concurrency.Session at a time, on a lease of
+// Options.SessionTTL. Campaign blocks until this node owns the election on
+// <prefix>leader. The Leadership's Epoch is the CreateRevision of its election
+// key: it grows with every new leader, so a fire stamped with an older epoch
+// can be refused (fencing). Done is closed when this node must stop acting as
+// leader: the session's lease is lost (expired, revoked, or the Store closed),
+// no lease keep-alive has been answered for SessionTTL-LeaseGuard (so the node
+// stops before the server could expire the lease and elect someone else, as
+// long as a keep-alive round trip is shorter than LeaseGuard), or Resign was
+// called.
+package store

@@ -1,0 +1,23 @@
+package store
+
+import "errors"
+
+var (
+	// ErrExists means a record with an equal or higher version is stored.
+	ErrExists = errors.New("store: record exists with an equal or higher version")
+	// ErrNotFound means the record to delete is absent.
+	ErrNotFound = errors.New("store: record not found")
+	// ErrInvalid means a record's namespace or id is malformed.
+	ErrInvalid = errors.New("store: invalid namespace or id")
+	// ErrDuplicate means a PutBatch holds the same key more than once; the
+	// first occurrence is written, later ones get this error.
+	ErrDuplicate = errors.New("store: duplicate key in batch")
+	// ErrTooLarge means one record alone exceeds Options.MaxTxnBytes.
+	ErrTooLarge = errors.New("store: record larger than MaxTxnBytes")
+	// ErrCorrupt means a stored key or value does not follow the layout.
+	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrConfig means the Options are unusable.
+	ErrConfig = errors.New("store: bad options")
+	// ErrClosed means the Store was closed.
+	ErrClosed = errors.New("store: closed")
+)

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// session is the Store's one leadership session and the watch on its lease.
+type session struct {
+	sess    *concurrency.Session
+	lost    chan struct{} // closed once the lease may be gone
+	cancel  context.CancelFunc
+	closing atomic.Bool // set by Store.Close, which revokes itself
+}
+
+// Leadership is this node's term as leader.
+type Leadership struct {
+	elec      *concurrency.Election
+	epoch     int64
+	done      chan struct{}
+	resigned  chan struct{}
+	resignOne sync.Once
+}
+
+// Epoch is the CreateRevision of this node's election key: the fencing token.
+// A later leader always has a higher epoch.
+func (l *Leadership) Epoch() int64 { return l.epoch }
+
+// Key is this node's election key.
+func (l *Leadership) Key() string { return l.elec.Key() }
+
+// Done is closed when this node must stop acting as leader: its session is
+// lost (or about to be; see the package doc) or Resign was called.
+func (l *Leadership) Done() <-chan struct{} { return l.done }
+
+// Resign gives up leadership: Done closes and the election key is deleted,
+// letting the next candidate in. The session stays for the next Campaign.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.resignOne.Do(func() { close(l.resigned) })
+	if err := l.elec.Resign(ctx); err != nil {
+		return fmt.Errorf("store: resign: %w", err)
+	}
+	return nil
+}
+
+// Campaign blocks until this node is elected on <prefix>leader, or ctx ends.
+func (s *Store) Campaign(ctx context.Context) (*Leadership, error) {
+	ss, err := s.liveSession()
+	if err != nil {
+		return nil, err
+	}
+	e := concurrency.NewElection(ss.sess, s.leader)
+	if err := e.Campaign(ctx, s.opts.Node); err != nil {
+		return nil, fmt.Errorf("store: campaign: %w", err)
+	}
+	l := &Leadership{elec: e, epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{})}
+	go func() {
+		select {
+		case <-ss.lost:
+		case <-l.resigned:
+		}
+		close(l.done)
+	}()
+	return l, nil
+}
+
+// liveSession returns the current session, making a new one if there is
+// none or the last was lost.
+func (s *Store) liveSession() (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.session != nil {
+		select {
+		case <-s.session.lost:
+		default:
+			return s.session, nil
+		}
+	}
+	before := time.Now()
+	ttl := ttlSeconds(s.opts.SessionTTL)
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("store: new session: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ka, err := s.cli.KeepAlive(ctx, sess.Lease())
+	if err != nil {
+		cancel()
+		sess.Close()
+		return nil, fmt.Errorf("store: watch session lease: %w", err)
+	}
+	ss := &session{sess: sess, lost: make(chan struct{}), cancel: cancel}
+	// The lease cannot expire before before+TTL (it was granted after it).
+	deadline := before.Add(time.Duration(ttl)*time.Second - s.opts.LeaseGuard)
+	go ss.watch(ka, deadline, s.opts.LeaseGuard)
+	s.session = ss
+	return ss, nil
+}
+
+// watch closes ss.lost when the session ends or when no keep-alive has been
+// answered in time: a response received at t means the lease lives until at
+// least t+TTL minus the round trip, which guard is meant to cover. When it
+// gives up on a session that did not end by itself, it revokes the lease in
+// the background so the election key goes now, not at expiry.
+func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, deadline time.Time, guard time.Duration) {
+	revoke := false
+	defer func() {
+		ss.cancel()
+		close(ss.lost)
+		if revoke && !ss.closing.Load() {
+			go ss.sess.Close()
+		}
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for {
+		select {
+		case r, ok := <-ka:
+			if !ok || r.TTL <= 0 {
+				return // cancelled by Close, or the lease is already gone
+			}
+			t.Reset(time.Duration(r.TTL)*time.Second - guard)
+		case <-t.C:
+			revoke = true
+			return
+		case <-ss.sess.Done():
+			return // closed, orphaned or expired: nothing to revoke
+		}
+	}
+}

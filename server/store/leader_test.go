@@ -1,0 +1,193 @@
+package store
+
+import (
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s: not within %v", why, d)
+	}
+}
+
+func TestCampaignHandover(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: time.Second})
+	b := openPeer(t, a, "n2", Options{SessionTTL: time.Second})
+	ctx := ctxT(t)
+	la, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("campaign a: %v", err)
+	}
+	if la.Epoch() <= 0 {
+		t.Fatalf("epoch %d, want > 0", la.Epoch())
+	}
+	type result struct {
+		l   *Leadership
+		err error
+	}
+	bc := make(chan result, 1)
+	go func() {
+		l, err := b.Campaign(ctx)
+		bc <- result{l, err}
+	}()
+	select {
+	case r := <-bc:
+		t.Fatalf("b elected while a leads: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	select {
+	case <-la.Done():
+		t.Fatal("a's Done fired while it leads")
+	default:
+	}
+	if err := la.Resign(ctx); err != nil {
+		t.Fatalf("resign a: %v", err)
+	}
+	waitClosed(t, la.Done(), time.Second, "Done after Resign")
+	var lb *Leadership
+	select {
+	case r := <-bc:
+		if r.err != nil {
+			t.Fatalf("campaign b: %v", r.err)
+		}
+		lb = r.l
+	case <-time.After(5 * time.Second):
+		t.Fatal("b not elected within 5s of a resigning")
+	}
+	if lb.Epoch() <= la.Epoch() {
+		t.Fatalf("b's epoch %d, want > a's %d", lb.Epoch(), la.Epoch())
+	}
+}
+
+func TestDoneOnSessionClose(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: time.Second})
+	ctx := ctxT(t)
+	l, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	sess := a.session.sess
+	a.mu.Unlock()
+	if err := sess.Close(); err != nil {
+		t.Fatalf("close session: %v", err)
+	}
+	waitClosed(t, l.Done(), 2*time.Second, "Done after the session closed")
+	// A fresh session serves the next campaign, with a higher epoch.
+	l2, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("campaign after loss: %v", err)
+	}
+	if l2.Epoch() <= l.Epoch() {
+		t.Fatalf("epoch %d after loss, want > %d", l2.Epoch(), l.Epoch())
+	}
+}
+
+func TestDoneOnRevoke(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: time.Second})
+	ctx := ctxT(t)
+	l, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	lease := a.session.sess.Lease()
+	a.mu.Unlock()
+	if _, err := a.Client().Revoke(ctx, lease); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	defer func() {
+		if err := a.Close(); err != nil {
+			t.Errorf("close after the lease was revoked: %v", err)
+		}
+	}()
+	// The keep-alive stream learns of the revoke at its next round (TTL/3).
+	waitClosed(t, l.Done(), 2*time.Second, "Done after the lease was revoked")
+}
+
+// cutProxy forwards TCP to target until cut, which drops every connection
+// and refuses new ones: a network partition between a client and etcd.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	t.Cleanup(p.cut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func TestDoneWhenEtcdUnreachable(t *testing.T) {
+	a := openEmbedded(t, Options{})
+	p := newCutProxy(t, strings.TrimPrefix(a.ClientURL(), "http://"))
+	b, err := Open(ctxT(t), Options{Endpoints: []string{"http://" + p.ln.Addr().String()}, Node: "n2", SessionTTL: time.Second, LeaseGuard: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	l, err := b.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutAt := time.Now()
+	p.cut()
+	// b must give up before its 1 s lease could expire on the server: at
+	// most TTL-guard after the last answered keep-alive, which came before the cut.
+	waitClosed(t, l.Done(), 2*time.Second, "Done after a partition from etcd")
+	if d := time.Since(cutAt); d > time.Second {
+		t.Fatalf("Done %v after the partition, want under the 1 s TTL", d)
+	}
+	t.Logf("Done %v after the partition", time.Since(cutAt))
+}
+
+func TestClosedStore(t *testing.T) {
+	a := openEmbedded(t, Options{})
+	a.Close()
+	if _, err := a.Campaign(ctxT(t)); err != ErrClosed {
+		t.Fatalf("campaign on closed store: %v, want ErrClosed", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}

@@ -1,0 +1,235 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Record is one durable task. Body is opaque to the store.
+type Record struct {
+	Namespace string
+	ID        string
+	Version   uint64
+	Body      []byte
+}
+
+const headerLen = 8 // big-endian Version before Body
+
+func (s *Store) key(ns, id string) (string, error) {
+	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
+		return "", fmt.Errorf("%w: namespace %q id %q", ErrInvalid, ns, id)
+	}
+	return s.tasks + ns + "/" + id, nil
+}
+
+func header(v uint64) []byte {
+	var h [headerLen]byte
+	binary.BigEndian.PutUint64(h[:], v)
+	return h[:]
+}
+
+func encodeValue(r Record) string {
+	b := make([]byte, headerLen+len(r.Body))
+	binary.BigEndian.PutUint64(b, r.Version)
+	copy(b[headerLen:], r.Body)
+	return string(b)
+}
+
+// recordOp writes key=val if the key is absent or holds a lower version,
+// and otherwise reads it back:
+//
+//	txn( create==0 ? put : txn( value < be64(version) ? put : get ) )
+//
+// It costs one op in the outer transaction and txnDepth levels below it.
+func recordOp(key, val string, version uint64) clientv3.Op {
+	replace := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(version)))},
+		[]clientv3.Op{clientv3.OpPut(key, val)},
+		[]clientv3.Op{clientv3.OpGet(key)},
+	)
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, val)},
+		[]clientv3.Op{replace},
+	)
+}
+
+// Put stores rec: it creates the record, or replaces a stored one with a
+// lower Version. A stored equal-or-higher version yields ErrExists, except
+// that rewriting the identical value succeeds.
+func (s *Store) Put(ctx context.Context, rec Record) error {
+	errs, err := s.PutBatch(ctx, []Record{rec})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+type pending struct {
+	idx int
+	key string
+	val string
+}
+
+// PutBatch stores recs as Put does, packed into transactions of at most
+// MaxTxnOps ops and MaxTxnBytes bytes. errs[i] is the outcome of recs[i]
+// (nil, ErrExists, ErrInvalid, ErrDuplicate, ErrTooLarge). err reports a
+// failed transaction: it stops the batch, and every record of that and later
+// transactions gets err in errs too (the failed one may or may not have
+// committed; retrying is safe, since rewriting an identical value succeeds).
+func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
+	errs := make([]error, len(recs))
+	seen := make(map[string]struct{}, len(recs))
+	var group []pending
+	size := 0
+	perTxn := s.opts.MaxTxnOps - txnDepth
+	var groups [][]pending
+	for i, r := range recs {
+		k, err := s.key(r.Namespace, r.ID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, dup := seen[k]; dup {
+			errs[i] = ErrDuplicate
+			continue
+		}
+		seen[k] = struct{}{}
+		v := encodeValue(r)
+		n := 2 * (len(k) + len(v)) // the put is in two branches
+		if n > s.opts.MaxTxnBytes {
+			errs[i] = fmt.Errorf("%w: %s is %d bytes", ErrTooLarge, k, n)
+			continue
+		}
+		if len(group) == perTxn || size+n > s.opts.MaxTxnBytes {
+			groups = append(groups, group)
+			group, size = nil, 0
+		}
+		group = append(group, pending{i, k, v})
+		size += n
+	}
+	if len(group) > 0 {
+		groups = append(groups, group)
+	}
+	for gi, g := range groups {
+		if err := s.putGroup(ctx, g, errs); err != nil {
+			for _, rest := range groups[gi:] {
+				for _, p := range rest {
+					errs[p.idx] = err
+				}
+			}
+			return errs, err
+		}
+	}
+	return errs, nil
+}
+
+func (s *Store) putGroup(ctx context.Context, g []pending, errs []error) error {
+	ops := make([]clientv3.Op, len(g))
+	for i, p := range g {
+		ops[i] = recordOp(p.key, p.val, binary.BigEndian.Uint64([]byte(p.val)))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("store: put txn of %d records: %w", len(g), err)
+	}
+	if len(resp.Responses) != len(g) {
+		return fmt.Errorf("store: put txn: %d responses for %d records", len(resp.Responses), len(g))
+	}
+	for i, p := range g {
+		outer := resp.Responses[i].GetResponseTxn()
+		if outer == nil {
+			return fmt.Errorf("store: put txn: response %d is not a txn", i)
+		}
+		if outer.Succeeded {
+			continue // created
+		}
+		inner := outer.Responses[0].GetResponseTxn()
+		if inner == nil {
+			return fmt.Errorf("store: put txn: response %d has no inner txn", i)
+		}
+		if inner.Succeeded {
+			continue // replaced a lower version
+		}
+		get := inner.Responses[0].GetResponseRange()
+		if get != nil && len(get.Kvs) == 1 && bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
+			continue // identical value already stored: idempotent retry
+		}
+		errs[p.idx] = fmt.Errorf("%w: %s", ErrExists, p.key)
+	}
+	return nil
+}
+
+// Delete removes one record; ErrNotFound if it is absent.
+func (s *Store) Delete(ctx context.Context, ns, id string) error {
+	k, err := s.key(ns, id)
+	if err != nil {
+		return err
+	}
+	resp, err := s.cli.Delete(ctx, k)
+	if err != nil {
+		return fmt.Errorf("store: delete %s: %w", k, err)
+	}
+	if resp.Deleted == 0 {
+		return fmt.Errorf("%w: %s", ErrNotFound, k)
+	}
+	return nil
+}
+
+// Load calls fn for every record, in key order, from one snapshot read in
+// pages of LoadPageSize, and returns the snapshot's revision: watch from
+// rev+1 to see every later change. An error from fn stops Load and is
+// returned. Record.Body aliases the response; fn may keep it.
+func (s *Store) Load(ctx context.Context, fn func(Record) error) (int64, error) {
+	end := clientv3.GetPrefixRangeEnd(s.tasks)
+	start := s.tasks
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{
+			clientv3.WithRange(end),
+			clientv3.WithLimit(int64(s.opts.LoadPageSize)),
+		}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, start, opts...)
+		if err != nil {
+			return rev, fmt.Errorf("store: load from %q: %w", start, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			r, err := s.decode(kv.Key, kv.Value)
+			if err != nil {
+				return rev, err
+			}
+			if err := fn(r); err != nil {
+				return rev, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (s *Store) decode(key, val []byte) (Record, error) {
+	rest, ok := strings.CutPrefix(string(key), s.tasks)
+	ns, id, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || ns == "" || id == "" || len(val) < headerLen {
+		return Record{}, fmt.Errorf("%w: key %q, %d-byte value", ErrCorrupt, key, len(val))
+	}
+	return Record{
+		Namespace: ns,
+		ID:        id,
+		Version:   binary.BigEndian.Uint64(val),
+		Body:      val[headerLen:],
+	}, nil
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Store is a handle on tock's keys in etcd. It is safe for concurrent use.
+type Store struct {
+	opts   Options
+	cli    *clientv3.Client
+	etcd   *embed.Etcd // nil with external Endpoints
+	tasks  string      // Prefix + "tasks/"
+	leader string      // Prefix + "leader"
+
+	mu      sync.Mutex
+	session *session // nil until the first Campaign
+	closed  bool
+}
+
+// Open connects to etcd (starting the embedded one if Options.Embedded is
+// set) and returns a Store.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: o, tasks: o.Prefix + "tasks/", leader: o.Prefix + "leader"}
+	endpoints := o.Endpoints
+	if o.Embedded != "" {
+		s.etcd, err = startEmbedded(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		endpoints = []string{s.ClientURL()}
+	}
+	s.cli, err = clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: o.DialTimeout,
+		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	return s, nil
+}
+
+// Client returns the etcd client, for callers that watch the record range.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// ClientURL returns the embedded etcd's client URL, or "" with Endpoints.
+func (s *Store) ClientURL() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return "http://" + s.etcd.Clients[0].Addr().String()
+}
+
+// Close revokes the session (firing Leadership.Done), closes the client and
+// stops the embedded etcd, if any. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sess := s.session
+	s.session = nil
+	s.mu.Unlock()
+	var errs []error
+	if sess != nil {
+		sess.closing.Store(true)
+		err := sess.sess.Close()
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			errs = append(errs, fmt.Errorf("store: close session: %w", err))
+		}
+		sess.cancel()
+	}
+	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, fmt.Errorf("store: close client: %w", err))
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+	return errors.Join(errs...)
+}
+
+func startEmbedded(ctx context.Context, o Options) (*embed.Etcd, error) {
+	cport, pport, err := freePorts(o.EmbeddedClientPort, o.EmbeddedPeerPort)
+	if err != nil {
+		return nil, fmt.Errorf("store: embedded etcd ports: %w", err)
+	}
+	curl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cport))}
+	purl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))}
+	cfg := embed.NewConfig()
+	cfg.Name = o.Node
+	cfg.Dir = o.Embedded
+	cfg.ListenClientUrls = []url.URL{curl}
+	cfg.AdvertiseClientUrls = []url.URL{curl}
+	cfg.ListenPeerUrls = []url.URL{purl}
+	cfg.AdvertisePeerUrls = []url.URL{purl}
+	cfg.InitialCluster = o.Node + "=" + purl.String()
+	cfg.LogLevel = "error"
+	if o.EmbeddedLog != nil {
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.EmbeddedLog)
+	}
+	cfg.MaxTxnOps = uint(o.MaxTxnOps)
+	if o.EmbeddedTick > 0 {
+		cfg.TickMs = uint(o.EmbeddedTick / time.Millisecond)
+	}
+	if o.EmbeddedElection > 0 {
+		cfg.ElectionMs = uint(o.EmbeddedElection / time.Millisecond)
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: start embedded etcd: %w", err)
+	}
+	t := time.NewTimer(o.StartTimeout)
+	defer t.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd failed: %w", err)
+	case <-t.C:
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd not ready after %v", o.StartTimeout)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd start: %w", ctx.Err())
+	}
+}
+
+// freePorts returns the given ports, replacing each 0 with a port the kernel
+// reports free on 127.0.0.1 (both listeners are held at once so they differ).
+func freePorts(ports ...int) (int, int, error) {
+	out := make([]int, len(ports))
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i, p := range ports {
+		if p != 0 {
+			out[i] = p
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, 0, err
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out[0], out[1], nil
+}

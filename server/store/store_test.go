@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+const wait = 10 * time.Second // bound on any single etcd step in these tests
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openEmbedded(t *testing.T, o Options) *Store {
+	t.Helper()
+	o.Embedded = t.TempDir()
+	o.EmbeddedTick = 10 * time.Millisecond
+	o.EmbeddedElection = 100 * time.Millisecond
+	o.EmbeddedLog = zap.NewNop() // etcd logs its own shutdown as errors
+	if o.Node == "" {
+		o.Node = "n1"
+	}
+	s, err := Open(ctxT(t), o)
+	if err != nil {
+		t.Fatalf("open embedded etcd: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
+	t.Helper()
+	o.Endpoints = []string{first.ClientURL()}
+	o.Node = node
+	s, err := Open(ctxT(t), o)
+	if err != nil {
+		t.Fatalf("open second store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func loadAll(t *testing.T, s *Store) (map[string]Record, int64) {
+	t.Helper()
+	got := map[string]Record{}
+	rev, err := s.Load(ctxT(t), func(r Record) error {
+		got[r.Namespace+"/"+r.ID] = r
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return got, rev
+}
+
+func TestPutLoadRoundTrip(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	in := []Record{
+		{Namespace: "a", ID: "1", Version: 1, Body: []byte("one")},
+		{Namespace: "a", ID: "x/y", Version: 7, Body: nil},
+		{Namespace: "b", ID: "1", Version: 2, Body: []byte{0, 1, 2}},
+	}
+	for _, r := range in {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatalf("put %v: %v", r, err)
+		}
+	}
+	got, rev := loadAll(t, s)
+	if rev <= 0 || len(got) != len(in) {
+		t.Fatalf("load: rev %d, %d records, want >0 and %d", rev, len(got), len(in))
+	}
+	for _, r := range in {
+		g := got[r.Namespace+"/"+r.ID]
+		if g.Version != r.Version || string(g.Body) != string(r.Body) {
+			t.Fatalf("loaded %+v, want %+v", g, r)
+		}
+	}
+	if err := s.Delete(ctx, "a", "1"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := s.Delete(ctx, "a", "1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	}
+	if got, _ := loadAll(t, s); len(got) != 2 {
+		t.Fatalf("after delete: %d records, want 2", len(got))
+	}
+	for _, bad := range []Record{{Namespace: "", ID: "1"}, {Namespace: "a/b", ID: "1"}, {Namespace: "a", ID: ""}} {
+		if err := s.Put(ctx, bad); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("put %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestVersions(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	r := Record{Namespace: "ns", ID: "t", Version: 5, Body: []byte("v5")}
+	if err := s.Put(ctx, r); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if err := s.Put(ctx, r); err != nil {
+		t.Fatalf("identical rewrite must be idempotent: %v", err)
+	}
+	for _, v := range []uint64{5, 4, 0} {
+		other := Record{Namespace: "ns", ID: "t", Version: v, Body: []byte("other")}
+		if err := s.Put(ctx, other); !errors.Is(err, ErrExists) {
+			t.Fatalf("put version %d over 5: %v, want ErrExists", v, err)
+		}
+	}
+	// 256 > 5 numerically, and its first byte differs: checks the header order.
+	for _, v := range []uint64{6, 256, 1 << 40} {
+		if err := s.Put(ctx, Record{Namespace: "ns", ID: "t", Version: v, Body: []byte("new")}); err != nil {
+			t.Fatalf("replace with version %d: %v", v, err)
+		}
+	}
+	got, _ := loadAll(t, s)
+	if g := got["ns/t"]; g.Version != 1<<40 || string(g.Body) != "new" {
+		t.Fatalf("stored %+v, want version 1<<40", g)
+	}
+}
+
+func TestConcurrentCreateOneWins(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	const n = 8
+	errc := make(chan error, n)
+	for i := range n {
+		go func() {
+			errc <- s.Put(ctx, Record{Namespace: "ns", ID: "race", Version: 1, Body: fmt.Appendf(nil, "writer %d", i)})
+		}()
+	}
+	wins := 0
+	for range n {
+		err := <-errc
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, ErrExists):
+			t.Fatalf("concurrent create: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d concurrent creates succeeded, want exactly 1", wins)
+	}
+}
+
+func TestPutBatchAndPagedLoad(t *testing.T) {
+	s := openEmbedded(t, Options{LoadPageSize: 300})
+	ctx := ctxT(t)
+	recs := make([]Record, 1000)
+	for i := range recs {
+		recs[i] = Record{Namespace: fmt.Sprintf("ns%d", i%3), ID: fmt.Sprintf("task-%04d", i), Version: 1, Body: fmt.Appendf(nil, "body %d", i)}
+	}
+	start := time.Now()
+	errs, err := s.PutBatch(ctx, recs)
+	if err != nil {
+		t.Fatalf("put batch: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("record %d: %v", i, e)
+		}
+	}
+	t.Logf("1000 records in %v", time.Since(start))
+	pages, last := 0, ""
+	if _, err := s.Load(ctx, func(r Record) error {
+		if k := r.Namespace + "/" + r.ID; k <= last {
+			return fmt.Errorf("key %q after %q: not in order", k, last)
+		} else {
+			last = k
+		}
+		pages++
+		return nil
+	}); err != nil || pages != len(recs) {
+		t.Fatalf("ordered load: %d records, %v", pages, err)
+	}
+	got, rev := loadAll(t, s)
+	if len(got) != len(recs) {
+		t.Fatalf("loaded %d records, want %d (page size 300, so >1 page)", len(got), len(recs))
+	}
+	for _, r := range recs {
+		if g := got[r.Namespace+"/"+r.ID]; string(g.Body) != string(r.Body) {
+			t.Fatalf("record %s/%s: got %q, want %q", r.Namespace, r.ID, g.Body, r.Body)
+		}
+	}
+	// The revision is a snapshot: a write after Load is above it.
+	if err := s.Put(ctx, Record{Namespace: "late", ID: "1", Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, rev2 := loadAll(t, s); rev2 <= rev {
+		t.Fatalf("revision after a write %d, want > %d", rev2, rev)
+	}
+
+	// Duplicates, conflicts and new records mixed in one batch.
+	mixed := []Record{recs[0], {Namespace: "ns1", ID: "task-0001", Version: 1, Body: []byte("other")}, {Namespace: "new", ID: "1", Version: 1}, {Namespace: "new", ID: "1", Version: 2}, {Namespace: "bad/ns", ID: "1"}}
+	errs, err = s.PutBatch(ctx, mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []error{nil, ErrExists, nil, ErrDuplicate, ErrInvalid}
+	for i := range want {
+		if (want[i] == nil) != (errs[i] == nil) || (want[i] != nil && !errors.Is(errs[i], want[i])) {
+			t.Fatalf("mixed batch record %d: %v, want %v", i, errs[i], want[i])
+		}
+	}
+}
+
+func TestBatchSplitsByBytes(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnBytes: 4096})
+	ctx := ctxT(t)
+	recs := make([]Record, 20)
+	for i := range recs {
+		recs[i] = Record{Namespace: "big", ID: fmt.Sprint(i), Version: 1, Body: make([]byte, 1000)}
+	}
+	recs = append(recs, Record{Namespace: "big", ID: "huge", Version: 1, Body: make([]byte, 5000)})
+	errs, err := s.PutBatch(ctx, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs[:20] {
+		if e != nil {
+			t.Fatalf("record %d: %v", i, e)
+		}
+	}
+	if !errors.Is(errs[20], ErrTooLarge) {
+		t.Fatalf("oversized record: %v, want ErrTooLarge", errs[20])
+	}
+	if got, _ := loadAll(t, s); len(got) != 20 {
+		t.Fatalf("loaded %d, want 20", len(got))
+	}
+}
