@@ -3,10 +3,41 @@
 // turns client requests into calls on an in-process core/task Engine. The tockd binary
 // (server/cmd/tockd) wraps it.
 //
-// This increment serves ephemeral tasks only, on a single node (leader epoch 0): SUBMIT
-// with durability "durable" is refused (INVALID_TASK, field task.durability) until etcd
-// is wired in, and PAUSE/RESUME are answered UNKNOWN_TYPE ("not supported by this server
-// yet"). Every task the engine holds is reported as ephemeral.
+// This increment runs a single node (leader epoch 0). PAUSE/RESUME are answered
+// UNKNOWN_TYPE ("not supported by this server yet").
+//
+// Durable tasks (durable.go). Without Options.Store a SUBMIT with durability "durable" is
+// refused (INVALID_TASK, field task.durability). With a Store (server/store, etcd):
+//   - A durable SUBMIT is written to the store (Store.Put; the durable items of a
+//     SUBMIT_BATCH in one Store.PutBatch) before the engine gets it and before the reply,
+//     which says durable. The record's body is the wire task encoded as a SUBMIT frame
+//     body (the codec's own encoding); an "after" delay is recorded as the absolute "at"
+//     time it stands for, so a restart does not start it over. Record version = the
+//     task's version. Store errors: ErrExists EXISTS; ErrInvalid and ErrTooLarge
+//     INVALID_TASK; anything else (etcd unreachable, timeout) OVERLOADED, since the write
+//     is idempotent and a later retry is right. If the engine then refuses the task, its
+//     record is deleted again.
+//   - Before writing, a durable submit whose version is at or below one the engine holds
+//     (any class) is refused EXISTS, and an ephemeral submit that would replace a durable
+//     task is refused INVALID_TASK, field durability: one key has one class.
+//   - The server keeps the set of durable engine tasks (namespace/ID, version) and states
+//     the class from it in TASK_STATUS, BATCH_RESULT, GET and LIST.
+//   - The engine's OnEvent hook (New needs to make the engine; an OnEvent in
+//     EngineOptions is still called) queues the record's deletion when a durable task
+//     ends for good: SUCCEEDED or DEAD for a one-shot task, CANCELLED for any. A
+//     goroutine deletes them in order, retries a failed Delete with backoff (5 tries),
+//     and logs at Error one it gives up on (the task then comes back at the next start).
+//     A durable resubmit of the same key waits for a Delete in flight and cancels a
+//     queued one. After that the task reads as ephemeral (GET of a retained finished
+//     task, dead letters, a requeued dead task: it is no longer recorded).
+//   - New loads every record and submits it to the engine before it returns (so before
+//     any connection): due times in the past fire at once, recurring tasks continue from
+//     the start. A record that cannot be decoded or that the engine refuses is logged and
+//     left in the store; a failed Load fails New. Shutdown closes the engine and then
+//     waits (until its context ends) for the queued deletes; the caller closes the Store.
+//   - Known limit: an event carries no version, so if a durable task is replaced by a
+//     higher version while the old version's last attempt finishes, the new record may
+//     be deleted; and nothing watches etcd (no standby, no leadership-driven dispatch).
 //
 // Workers (workers.go). SUBSCRIBE registers, once per task type, an engine Handler that
 // FIREs the attempt at a subscribed worker connection and returns task.ErrDeferred; the

@@ -23,6 +23,10 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 	case *protocol.SubmitBatch:
 		return s.submitBatch(id, m.Tasks)
 	case *protocol.Cancel:
+		dur := protocol.Ephemeral // looked up first: cancelling ends a durable task's entry
+		if before, err := s.engine.Get(m.Namespace, m.TaskID); err == nil {
+			dur = s.durabilityOf(before)
+		}
 		if err := s.engine.Cancel(m.Namespace, m.TaskID); err != nil {
 			if errors.Is(err, task.ErrIllegalTransition) {
 				err = fmt.Errorf("cannot cancel %s/%s, it has finished: %w", nsOrDefault(m.Namespace), m.TaskID, err)
@@ -32,15 +36,17 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		in, err := s.engine.Get(m.Namespace, m.TaskID)
 		if err != nil { // dropped at once (Retention < 0): it was cancelled all the same
 			return &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
-				Durability: protocol.Ephemeral, State: task.Cancelled}, false
+				Durability: dur, State: task.Cancelled}, false
 		}
-		return status(id, in), false
+		st := s.status(id, in)
+		st.Durability = dur
+		return st, false
 	case *protocol.Get:
 		in, err := s.engine.Get(m.Namespace, m.TaskID)
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		w, err := protocol.FromInfo(in, protocol.Ephemeral)
+		w, err := protocol.FromInfo(in, s.durabilityOf(in))
 		if err != nil {
 			return internal(id, err), false
 		}
@@ -52,7 +58,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		}
 		items := make([]protocol.Info, len(page))
 		for i, in := range page {
-			if items[i], err = protocol.FromInfo(in, protocol.Ephemeral); err != nil {
+			if items[i], err = protocol.FromInfo(in, s.durabilityOf(in)); err != nil {
 				return internal(id, err), false
 			}
 		}
@@ -74,7 +80,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		return status(id, in), false
+		return s.status(id, in), false
 	case *protocol.DLQPurge:
 		// Purging a dead letter that is not there removes nothing: PURGED count 0, not
 		// NOT_FOUND, so that a purge can be repeated safely.
@@ -132,18 +138,26 @@ func (s *Server) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
 		}
 		return engineError(id, err, "task")
 	}
-	return status(id, in), false
+	st := s.status(id, in)
+	st.Durability = w.Durability // as accepted: a durable task that already finished is no longer in the set
+	return st, false
 }
 
 // submitBatch answers SUBMIT_BATCH with one result per task, in order. A closed engine
 // fails the whole frame (SHUTTING_DOWN closes the connection anyway).
 func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, bool) {
 	res := make([]protocol.ItemResult, len(ws))
+	// Every durable record is written (one PutBatch) before any task reaches the engine.
+	ps := make([]prepared, len(ws))
+	for i := range ws {
+		ps[i] = s.prepare(&ws[i])
+	}
+	s.writeRecords(ps)
 	for i := range ws {
 		w := &ws[i]
 		r := &res[i]
 		r.Namespace, r.ID, r.Durability = w.Namespace, w.ID, w.Durability
-		in, err := s.submitOne(w)
+		in, err := s.submitPrepared(&ps[i])
 		if err == nil {
 			r.Namespace, r.State, r.NextRun, r.Version = in.Task.Namespace, in.State, nextRun(in), in.Task.Version
 			continue
@@ -151,6 +165,11 @@ func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, b
 		var perr *protocol.Error
 		if !errors.As(err, &perr) {
 			if errors.Is(err, task.ErrClosed) {
+				for _, p := range ps[i+1:] { // claimed and recorded, never submitted
+					if p.err == nil && p.w.Durability == protocol.Durable {
+						s.dur.release(p.key, p.entry)
+					}
+				}
 				return engineError(id, err, "")
 			}
 			perr = mapEngineError(err, "")
@@ -160,21 +179,13 @@ func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, b
 	return &protocol.BatchResult{ID: id, Results: res}, false
 }
 
-// submitOne converts and submits one wire task. Errors are *protocol.Error from the
-// conversion (field relative to the task) or the engine's own.
+// submitOne converts and submits one wire task; a durable one is recorded in the store
+// first. Errors are *protocol.Error from the conversion (field relative to the task), the
+// durable checks or the store, or the engine's own.
 func (s *Server) submitOne(w *protocol.Task) (task.Info, error) {
-	t, err := protocol.ToTask(w)
-	if err != nil {
-		return task.Info{}, err
-	}
-	if w.Durability == protocol.Durable {
-		// INVALID_TASK is the code that refuses one task for a reason the client can fix,
-		// names the field, and does not invite a retry of the same submit; PROTOCOL.md has
-		// no "not supported" code (see the package doc).
-		return task.Info{}, &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
-			Message: "durable tasks are not supported by this server yet (no etcd): submit it as ephemeral"}
-	}
-	return s.engine.Submit(t)
+	ps := []prepared{s.prepare(w)}
+	s.writeRecords(ps)
+	return s.submitPrepared(&ps[0])
 }
 
 // engineError turns an engine error into the ERROR reply; prefix is prepended to a
@@ -276,8 +287,8 @@ func nextRun(in task.Info) int64 {
 	return v
 }
 
-func status(id uint64, in task.Info) *protocol.TaskStatus {
-	return &protocol.TaskStatus{ID: id, Namespace: in.Task.Namespace, TaskID: in.Task.ID, Durability: protocol.Ephemeral,
+func (s *Server) status(id uint64, in task.Info) *protocol.TaskStatus {
+	return &protocol.TaskStatus{ID: id, Namespace: in.Task.Namespace, TaskID: in.Task.ID, Durability: s.durabilityOf(in),
 		State: in.State, NextRun: nextRun(in), Version: in.Task.Version}
 }
 

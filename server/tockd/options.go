@@ -8,6 +8,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // Defaults of Options; a zero field takes its default.
@@ -78,6 +79,14 @@ type Options struct {
 	// Engine, set task.Options.DefaultTimeout to match, or such runs never time out.
 	// At most task.MaxTimeout. Default 30 s.
 	DefaultTTR time.Duration
+	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
+	// before the engine gets the task and before the reply, the record is deleted when
+	// the task finishes for good, and New submits every stored record to the engine
+	// before it returns. The caller owns the Store (Shutdown does not close it; close it
+	// after Shutdown). It needs the engine New creates (Engine must be nil), whose
+	// OnEvent it hooks (an OnEvent in EngineOptions is still called). Default: none,
+	// and durable submits are refused.
+	Store *store.Store
 }
 
 // setDefaults fills zero fields with their defaults.
@@ -144,6 +153,8 @@ func (o *Options) validate() error {
 		return bad("DefaultTTR %v outside (0, %v]", o.DefaultTTR, task.MaxTimeout)
 	case o.Engine != nil && len(o.EngineOptions) > 0:
 		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
+	case o.Engine != nil && o.Store != nil:
+		return bad("Engine and Store are both set: a Store needs the engine New creates, to hook its events")
 	}
 	return nil
 }

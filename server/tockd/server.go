@@ -31,6 +31,8 @@ type Server struct {
 	disp        dispatcher    // routes due tasks to worker connections (workers.go)
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
 
+	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
 	conns     map[*conn]struct{}        // guarded by mu; served connections
@@ -54,11 +56,35 @@ func New(opts Options) (*Server, error) {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
 		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
+		if opts.Store != nil {
+			s.dur = newDurability(opts.Store, s)
+			var eo task.Options
+			for _, o := range eopts {
+				o(&eo)
+			}
+			theirs := eo.OnEvent
+			eopts = append(eopts, task.WithOnEvent(func(ev task.Event) {
+				s.dur.onEvent(ev)
+				if theirs != nil {
+					theirs(ev)
+				}
+			}))
+		}
 		e, err := task.New(eopts...)
 		if err != nil {
 			return nil, fmt.Errorf("tockd: engine: %w", err)
 		}
 		s.engine, s.ownEngine = e, true
+	}
+	if s.dur != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		err := s.loadDurable(ctx)
+		cancel()
+		if err != nil {
+			_ = s.engine.Close(context.Background())
+			return nil, err
+		}
+		go s.dur.run()
 	}
 	return s, nil
 }
@@ -184,7 +210,8 @@ func (s *Server) numConns() int {
 // SHUTTING_DOWN and closed; an idle one is closed at once. Shutdown waits for that until
 // ctx is done; then it closes the remaining connections by force, waits for their
 // goroutines (which then exit promptly) and returns ctx's error. If New made the engine,
-// Shutdown closes it last, with ctx. A second Shutdown returns ErrServerClosed.
+// Shutdown closes it, with ctx; then, with a Store, it waits (until ctx is done) for the
+// deletes of finished durable tasks' records still queued. A second Shutdown returns ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.draining.Load() {
@@ -220,6 +247,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if cerr := s.engine.Close(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
+	}
+	if s.dur != nil {
+		// After the engine: no event comes later. Queued deletes are finished, or logged
+		// when ctx ends first.
+		s.dur.stop(ctx)
 	}
 	return err
 }

@@ -1,6 +1,8 @@
 // Command tockd serves tock's wire protocol (server/PROTOCOL.md) over TCP in front of an
-// in-process task engine. This build serves ephemeral tasks on a single node; durable
-// tasks, etcd and leadership come later (see server/README.md).
+// in-process task engine, on a single node. With -data-dir (an embedded etcd in that
+// directory) or -etcd (an external cluster) it also takes durable tasks: they are recorded
+// in etcd and reloaded when tockd starts again; with neither, it serves ephemeral tasks
+// only and refuses durable ones. Leadership and the cluster come later (server/README.md).
 //
 // Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
 // case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
 )
 
@@ -41,6 +44,7 @@ type config struct {
 	server tockd.Options
 	drain  time.Duration
 	level  slog.Level
+	store  *store.Options // nil: no store, ephemeral tasks only
 }
 
 // parseConfig reads flags from args, with environment variables (through getenv) as their
@@ -54,6 +58,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		maxTasks  int
 		level     string
 		engineTTR time.Duration
+		dataDir   string
+		etcd      string
+		etcdPort  int
 	)
 	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
 	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
@@ -69,6 +76,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&dataDir, "data-dir", "", "start an embedded etcd in this directory and keep durable tasks in it")
+	fs.IntVar(&etcdPort, "etcd-client-port", 2379, "client port of the embedded etcd on 127.0.0.1 (0: a free one)")
+	fs.StringVar(&etcd, "etcd", "", "comma-separated endpoints of an external etcd for durable tasks")
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -94,6 +104,29 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if c.drain <= 0 {
 		return config{}, fmt.Errorf("-drain-timeout %v must be positive", c.drain)
 	}
+	switch {
+	case dataDir != "" && etcd != "":
+		return config{}, errors.New("-data-dir and -etcd are exclusive: an embedded etcd or an external one")
+	case dataDir != "":
+		c.store = &store.Options{Embedded: dataDir, EmbeddedClientPort: etcdPort}
+	case etcd != "":
+		var eps []string
+		for _, ep := range strings.Split(etcd, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				eps = append(eps, ep)
+			}
+		}
+		if len(eps) == 0 {
+			return config{}, fmt.Errorf("-etcd %q names no endpoint", etcd)
+		}
+		c.store = &store.Options{Endpoints: eps}
+	}
+	if etcdPort < 0 || etcdPort > 65535 {
+		return config{}, fmt.Errorf("-etcd-client-port %d outside [0, 65535]", etcdPort)
+	}
+	if c.store != nil {
+		c.store.Node = c.server.NodeName
+	}
 	c.server.DefaultTTR = engineTTR
 	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks)}
 	return c, nil
@@ -102,6 +135,21 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 func run(c config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
 	c.server.Logger = log
+	if c.store != nil {
+		openCtx, cancel := context.WithTimeout(context.Background(), store.DefaultStartTimeout)
+		st, err := store.Open(openCtx, *c.store)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := st.Close(); err != nil {
+				log.Error("tockd: closing the store", "err", err)
+			}
+		}()
+		c.server.Store = st
+		log.Info("tockd: durable tasks enabled", "embedded", c.store.Embedded, "etcd", c.store.Endpoints, "client_url", st.ClientURL())
+	}
 	srv, err := tockd.New(c.server)
 	if err != nil {
 		return err

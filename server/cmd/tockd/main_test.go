@@ -44,10 +44,32 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-log-level", "loud"}, nil, "log-level"},
 		{[]string{"-drain-timeout", "0s"}, nil, "drain-timeout"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
+		{[]string{"-data-dir", "/tmp/x", "-etcd", "127.0.0.1:2379"}, nil, "exclusive"},
+		{[]string{"-etcd", " , "}, nil, "-etcd"},
+		{[]string{"-data-dir", "/tmp/x", "-etcd-client-port", "70000"}, nil, "etcd-client-port"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %v: got %v, want an error naming %q", c.args, c.env, err, c.want)
 		}
+	}
+}
+
+func TestStoreFlags(t *testing.T) {
+	c, err := parseConfig(nil, env(nil))
+	if err != nil || c.store != nil {
+		t.Fatalf("no store flag: store %+v, err %v", c.store, err)
+	}
+	c, err = parseConfig([]string{"-data-dir", "/var/lib/tock", "-etcd-client-port", "0"}, env(nil))
+	if err != nil || c.store == nil || c.store.Embedded != "/var/lib/tock" || c.store.EmbeddedClientPort != 0 {
+		t.Fatalf("-data-dir: store %+v, err %v", c.store, err)
+	}
+	c, err = parseConfig(nil, env(map[string]string{"TOCKD_ETCD": "http://a:2379, http://b:2379"}))
+	if err != nil || c.store == nil || len(c.store.Endpoints) != 2 || c.store.Endpoints[1] != "http://b:2379" {
+		t.Fatalf("TOCKD_ETCD: store %+v, err %v", c.store, err)
+	}
+	c, err = parseConfig([]string{"-data-dir", "d"}, env(nil))
+	if err != nil || c.store.EmbeddedClientPort != 2379 {
+		t.Fatalf("default client port: store %+v, err %v", c.store, err)
 	}
 }

@@ -1,0 +1,418 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
+)
+
+// storeOpTimeout bounds one store call made for a request (a Put, a PutBatch) or by the
+// deleter (a Delete), and the Load at start.
+const storeOpTimeout = 10 * time.Second
+
+// deleteAttempts is how often the deleter tries one record's Delete before it logs the
+// failure at Error and gives up on it.
+const deleteAttempts = 5
+
+type taskKey struct{ ns, id string }
+
+// durEntry is one durable task the engine holds (or is about to).
+type durEntry struct {
+	version   uint64
+	recurring bool // Every or Cron: only CANCELLED ends it
+}
+
+// durability tracks which engine tasks are durable and deletes the store records of
+// those that finished for good. Nil when the server has no store.
+type durability struct {
+	st  *store.Store
+	log interface {
+		Warn(string, ...any)
+		Error(string, ...any)
+		Debug(string, ...any)
+	}
+
+	mu       sync.Mutex
+	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
+	tasks    map[taskKey]durEntry
+	queue    []taskKey                 // records to delete, in event order
+	deleting map[taskKey]chan struct{} // a Delete in flight; closed when it ends
+	stopped  bool
+	done     chan struct{} // closed when the deleter exits
+	// ctx ends the deleter's store calls when stop's context ends first.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newDurability(st *store.Store, s *Server) *durability {
+	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{},
+		deleting: map[taskKey]chan struct{}{}, done: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+// isDurable reports whether the engine's task ns/id (at version v) is a durable one.
+func (d *durability) isDurable(ns, id string, v uint64) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.tasks[taskKey{ns, id}]
+	return ok && e.version == v
+}
+
+// onEvent is the engine's OnEvent hook: it runs on engine goroutines, so it only queues.
+func (d *durability) onEvent(ev task.Event) {
+	switch ev.Kind {
+	case task.EventSucceeded, task.EventDead, task.EventCancelled:
+	default:
+		return
+	}
+	k := taskKey{ev.Namespace, ev.ID}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.tasks[k]
+	if !ok || (e.recurring && ev.Kind != task.EventCancelled) {
+		return
+	}
+	delete(d.tasks, k)
+	d.queue = append(d.queue, k)
+	d.cond.Broadcast()
+}
+
+// run is the deleter goroutine: it deletes queued records one at a time until stop, and
+// then the ones still queued.
+func (d *durability) run() {
+	defer close(d.done)
+	d.mu.Lock()
+	for {
+		for len(d.queue) == 0 && !d.stopped {
+			d.cond.Wait()
+		}
+		if len(d.queue) == 0 {
+			d.mu.Unlock()
+			return
+		}
+		k := d.queue[0]
+		d.queue = d.queue[1:]
+		if _, again := d.tasks[k]; again {
+			continue // resubmitted durable since it finished: the record is the new one
+		}
+		ch := make(chan struct{})
+		d.deleting[k] = ch
+		d.mu.Unlock()
+		d.deleteRecord(k)
+		d.mu.Lock()
+		delete(d.deleting, k)
+		close(ch)
+	}
+}
+
+func (d *durability) deleteRecord(k taskKey) {
+	pause := 50 * time.Millisecond
+	for i := 1; ; i++ {
+		ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
+		err := d.st.Delete(ctx, k.ns, k.id)
+		cancel()
+		switch {
+		case err == nil:
+			d.log.Debug("tockd: durable record deleted", "ns", k.ns, "id", k.id)
+			return
+		case errors.Is(err, store.ErrNotFound):
+			d.log.Warn("tockd: durable record already gone", "ns", k.ns, "id", k.id)
+			return
+		case errors.Is(err, store.ErrClosed) || i == deleteAttempts || d.ctx.Err() != nil:
+			d.log.Error("tockd: durable record of a finished task NOT deleted; it will be reloaded at the next start",
+				"ns", k.ns, "id", k.id, "attempts", i, "err", err)
+			return
+		}
+		d.log.Warn("tockd: durable record delete failed; retrying", "ns", k.ns, "id", k.id, "attempt", i, "err", err)
+		select {
+		case <-time.After(pause):
+		case <-d.ctx.Done():
+		}
+		pause *= 2
+	}
+}
+
+// stop ends the deleter after the queued deletes (each bounded by its attempts) or when
+// ctx ends, whichever is first; the deletes left then are logged.
+func (d *durability) stop(ctx context.Context) {
+	d.mu.Lock()
+	d.stopped = true
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	defer d.cancel()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		d.cancel()
+		d.mu.Lock()
+		left := d.queue
+		d.queue = nil
+		d.mu.Unlock()
+		for _, k := range left {
+			d.log.Error("tockd: shutdown: durable record of a finished task NOT deleted; it will be reloaded at the next start",
+				"ns", k.ns, "id", k.id)
+		}
+		<-d.done // the Delete in flight ends within its timeout
+	}
+}
+
+// claim registers ns/id at version v as a durable submit in progress. It refuses
+// (EXISTS) a version at or below a durable task already held, and waits for a Delete of
+// the same key in flight, so that the Delete cannot remove the new record.
+func (d *durability) claim(k taskKey, e durEntry) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		ch, busy := d.deleting[k]
+		if !busy {
+			break
+		}
+		d.mu.Unlock()
+		<-ch
+		d.mu.Lock()
+	}
+	if old, ok := d.tasks[k]; ok && e.version <= old.version {
+		return &protocol.Error{Code: protocol.CodeExists,
+			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
+	}
+	d.tasks[k] = e
+	return nil
+}
+
+// release undoes a claim whose submit failed (unless a later claim replaced it).
+func (d *durability) release(k taskKey, e durEntry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, ok := d.tasks[k]; ok && cur == e {
+		delete(d.tasks, k)
+	}
+}
+
+// held reports whether ns/id is a durable task the engine holds.
+func (d *durability) held(k taskKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.tasks[k]
+	return ok
+}
+
+// encodeTask serializes a wire task as the body of a SUBMIT frame (the codec's own
+// encoding, so that decodeTask reads it back with the codec's checks).
+func encodeTask(w *protocol.Task) ([]byte, error) {
+	b, err := protocol.AppendFrame(nil, &protocol.Submit{Task: *w}, protocol.MaxFrameLimit)
+	if err != nil {
+		return nil, err
+	}
+	return b[4:], nil // after the length prefix
+}
+
+func decodeTask(body []byte) (protocol.Task, error) {
+	m, err := protocol.Decode(body)
+	if err != nil {
+		return protocol.Task{}, err
+	}
+	sub, ok := m.(*protocol.Submit)
+	if !ok {
+		return protocol.Task{}, fmt.Errorf("record holds a %v message, want SUBMIT", m.Type())
+	}
+	return sub.Task, nil
+}
+
+// storedForm is the wire task as recorded: an "after" delay becomes the absolute "at"
+// time it stands for, so that a restart does not start the delay over.
+func storedForm(w *protocol.Task, now time.Time) protocol.Task {
+	r := *w
+	if r.Schedule.Kind == task.KindAfter {
+		at, ok := protocol.UnixNano(now.Add(time.Duration(r.Schedule.Delay)))
+		if ok {
+			r.Schedule = protocol.Schedule{Kind: task.KindAt, At: at}
+		}
+	}
+	return r
+}
+
+// storeError maps a store error to the reply: ErrExists is EXISTS; ErrInvalid and
+// ErrTooLarge are INVALID_TASK (the client can fix them); anything else (etcd
+// unreachable, a timeout, a failed transaction) is OVERLOADED, because the write is
+// idempotent and a retry later is the right response.
+func storeError(err error) *protocol.Error {
+	e := &protocol.Error{Message: err.Error()}
+	switch {
+	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrDuplicate):
+		e.Code = protocol.CodeExists
+	case errors.Is(err, store.ErrInvalid):
+		e.Code, e.Field = protocol.CodeInvalidTask, "ns"
+	case errors.Is(err, store.ErrTooLarge):
+		e.Code, e.Field = protocol.CodeInvalidTask, "payload"
+	default:
+		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
+	}
+	return e
+}
+
+// loadDurable submits every stored record to the engine. A record that cannot be decoded
+// or that the engine refuses is logged and left in the store.
+func (s *Server) loadDurable(ctx context.Context) error {
+	n := 0
+	_, err := s.opts.Store.Load(ctx, func(r store.Record) error {
+		w, err := decodeTask(r.Body)
+		if err == nil {
+			var t task.Task
+			if t, err = protocol.ToTask(&w); err == nil {
+				k := taskKey{t.Namespace, t.ID}
+				e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind)}
+				if err = s.dur.claim(k, e); err == nil {
+					if _, err = s.engine.Submit(t); err != nil {
+						s.dur.release(k, e)
+					}
+				}
+			}
+		}
+		if err != nil {
+			s.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
+			return nil
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tockd: load durable tasks: %w", err)
+	}
+	s.log.Info("tockd: durable tasks loaded", "count", n)
+	return nil
+}
+
+func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }
+
+// prepared is one task of a submit after conversion and the durable checks.
+type prepared struct {
+	w     *protocol.Task
+	t     task.Task
+	key   taskKey
+	entry durEntry
+	err   error // conversion or refusal; the task is not submitted
+}
+
+// prepare converts w and, for a durable task, checks it can be recorded and claims it.
+func (s *Server) prepare(w *protocol.Task) prepared {
+	p := prepared{w: w}
+	p.t, p.err = protocol.ToTask(w)
+	if p.err != nil {
+		return p
+	}
+	p.key = taskKey{p.t.Namespace, p.t.ID}
+	if w.Durability != protocol.Durable {
+		if s.dur != nil && s.dur.held(p.key) {
+			p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
+				Message: fmt.Sprintf("task %s/%s is durable: replace it with a durable submit", p.key.ns, p.key.id)}
+		}
+		return p
+	}
+	if s.dur == nil {
+		// INVALID_TASK is the code that refuses one task for a reason the client can fix,
+		// names the field, and does not invite a retry of the same submit; PROTOCOL.md has
+		// no "not supported" code (see the package doc).
+		p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
+			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
+		return p
+	}
+	// The engine would refuse a version at or below one it holds (an ephemeral task, or
+	// a finished one it retains): refuse before writing a record.
+	if in, err := s.engine.Get(p.t.Namespace, p.t.ID); err == nil && p.t.Version <= in.Task.Version {
+		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
+		return p
+	}
+	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind)}
+	if err := s.dur.claim(p.key, p.entry); err != nil {
+		p.err = err
+	}
+	return p
+}
+
+// record builds p's store record (p is durable and claimed).
+func (p *prepared) record(now time.Time) (store.Record, error) {
+	sw := storedForm(p.w, now)
+	sw.Namespace = p.t.Namespace
+	body, err := encodeTask(&sw)
+	if err != nil {
+		return store.Record{}, err
+	}
+	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, nil
+}
+
+// writeRecords writes the records of the durable, claimed tasks of ps (one Put, or one
+// PutBatch for several); a task whose write failed gets its error and its claim released.
+func (s *Server) writeRecords(ps []prepared) {
+	var idx []int
+	var recs []store.Record
+	now := time.Now()
+	for i := range ps {
+		p := &ps[i]
+		if p.err != nil || p.w.Durability != protocol.Durable {
+			continue
+		}
+		r, err := p.record(now)
+		if err != nil {
+			p.err = fmt.Errorf("encode the durable record: %w", err)
+			s.dur.release(p.key, p.entry)
+			continue
+		}
+		idx = append(idx, i)
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	var errs []error
+	if len(recs) == 1 {
+		errs = []error{s.opts.Store.Put(ctx, recs[0])}
+	} else {
+		errs, _ = s.opts.Store.PutBatch(ctx, recs) // a failed transaction is in errs too
+	}
+	for j, i := range idx {
+		if errs[j] != nil {
+			ps[i].err = storeError(errs[j])
+			s.dur.release(ps[i].key, ps[i].entry)
+		}
+	}
+}
+
+// submitPrepared submits p (its record, if durable, is written) to the engine. If the
+// engine refuses a durable task, its record is deleted again.
+func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
+	if p.err != nil {
+		return task.Info{}, p.err
+	}
+	in, err := s.engine.Submit(p.t)
+	if err != nil && p.w.Durability == protocol.Durable {
+		s.dur.release(p.key, p.entry)
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		if derr := s.opts.Store.Delete(ctx, p.key.ns, p.key.id); derr != nil {
+			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
+				"ns", p.key.ns, "id", p.key.id, "err", derr)
+		}
+		cancel()
+	}
+	return in, err
+}
+
+// durabilityOf is the class to report for the engine's task in.
+func (s *Server) durabilityOf(in task.Info) protocol.Durability {
+	if s.dur.isDurable(in.Task.Namespace, in.Task.ID, in.Task.Version) {
+		return protocol.Durable
+	}
+	return protocol.Ephemeral
+}

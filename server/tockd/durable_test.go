@@ -1,0 +1,197 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
+	"go.uber.org/zap"
+)
+
+// openStore opens an embedded etcd on dir (free ports), as server/store's tests do.
+func openStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{Embedded: dir, Node: "n1",
+		EmbeddedTick: 10 * time.Millisecond, EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("open embedded etcd: %v", err)
+	}
+	return st
+}
+
+// durableServer is a live server over a store, stopped by stop (not by Cleanup), so that
+// a test can restart it.
+type durableServer struct {
+	srv    *Server
+	addr   string
+	served chan error
+}
+
+func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *durableServer {
+	t.Helper()
+	eopts := []task.Option{task.WithWorkers(2)}
+	if onEvent != nil {
+		eopts = append(eopts, task.WithOnEvent(onEvent))
+	}
+	srv, err := New(Options{Store: st, EngineOptions: eopts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &durableServer{srv: srv, addr: ln.Addr().String(), served: make(chan error, 1)}
+	go func() { d.served <- srv.Serve(ln) }()
+	return d
+}
+
+func (d *durableServer) stop(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	if err := d.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-d.served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+}
+
+func storedIDs(t *testing.T, st *store.Store) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	ids := map[string]bool{}
+	if _, err := st.Load(ctx, func(r store.Record) error { ids[r.Namespace+"/"+r.ID] = true; return nil }); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return ids
+}
+
+func durableTask(id string, d time.Duration) protocol.Task {
+	w := wireTask(id, d)
+	w.Durability = protocol.Durable
+	return w
+}
+
+// TestDurableTasksSurviveRestart: durable one-shot (single and batch) and Every tasks
+// come back after a clean stop of tockd and etcd, the ephemeral one does not, a durable
+// task due soon fires after the restart, and a durable task that succeeded has no record.
+func TestDurableTasksSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	ds := startDurable(t, st, nil)
+	if err := ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, ds.addr)
+
+	// A durable task that succeeds: its record goes.
+	if r := c.call(&protocol.Submit{ID: 2, Task: durableTask("done", 0)}).(*protocol.TaskStatus); r.Durability != protocol.Durable {
+		t.Fatalf("durable submit replied %+v", r)
+	}
+	c.waitState(3, "done", task.Succeeded)
+	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/done"]; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the record of a succeeded durable task is still stored after %v", replyWait)
+		}
+	}
+
+	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return errors.New("not before the restart") })
+	every := durableTask("every", 0)
+	every.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(time.Hour)}
+	for i, w := range []protocol.Task{durableTask("later", time.Hour), every, durableTask("soon", 1500*time.Millisecond), wireTask("eph", time.Hour)} {
+		r, ok := c.call(&protocol.Submit{ID: uint64(10 + i), Task: w}).(*protocol.TaskStatus)
+		if !ok || r.Durability != w.Durability || r.State != task.Pending {
+			t.Fatalf("submit %s: %+v", w.ID, r)
+		}
+	}
+	res := c.call(&protocol.SubmitBatch{ID: 20, Tasks: []protocol.Task{durableTask("b1", time.Hour), durableTask("b2", time.Hour), durableTask("later", time.Hour)}}).(*protocol.BatchResult).Results
+	if res[0].Code != 0 || res[1].Code != 0 || res[0].Durability != protocol.Durable || res[2].Code != protocol.CodeExists {
+		t.Fatalf("durable batch: %+v", res)
+	}
+	if ti := c.call(&protocol.Get{ID: 21, TaskRef: protocol.TaskRef{TaskID: "every"}}).(*protocol.TaskInfo); ti.Info.Task.Durability != protocol.Durable {
+		t.Fatalf("GET of a durable task says %v", ti.Info.Task.Durability)
+	}
+	// An ephemeral submit cannot silently replace a durable task.
+	eph := wireTask("later", time.Hour)
+	eph.Version = 5
+	wantError(t, c.call(&protocol.Submit{ID: 22, Task: eph}), protocol.CodeInvalidTask, "task.durability")
+
+	if ti := c.call(&protocol.Get{ID: 23, TaskRef: protocol.TaskRef{TaskID: "soon"}}).(*protocol.TaskInfo); ti.Info.State != task.Pending {
+		t.Fatalf("the task due soon is %v before the restart (a machine too slow for this test?)", ti.Info.State)
+	}
+	// Clean stop of tockd, then of etcd.
+	ds.stop(t)
+	if err := st.Close(); err != nil {
+		t.Fatalf("store Close: %v", err)
+	}
+	restart := time.Now()
+
+	st = openStore(t, dir)
+	defer st.Close()
+	fired := make(chan time.Time, 4)
+	ds = startDurable(t, st, func(ev task.Event) {
+		if ev.Kind == task.EventStarted && ev.ID == "soon" {
+			fired <- time.Now()
+		}
+	})
+	defer ds.stop(t)
+	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil })
+	c = connect(t, ds.addr)
+	for i, id := range []string{"later", "every", "b1", "b2"} {
+		r := c.call(&protocol.Get{ID: uint64(30 + i), TaskRef: protocol.TaskRef{TaskID: id}})
+		ti, ok := r.(*protocol.TaskInfo)
+		if !ok {
+			t.Fatalf("GET %s after the restart: %v %+v", id, r.Type(), r)
+		}
+		if ti.Info.State != task.Pending || ti.Info.Task.Durability != protocol.Durable || ti.Info.NextRun <= restart.UnixNano() {
+			t.Fatalf("GET %s after the restart: %+v", id, ti.Info)
+		}
+	}
+	wantError(t, c.call(&protocol.Get{ID: 40, TaskRef: protocol.TaskRef{TaskID: "eph"}}), protocol.CodeNotFound, "")
+	wantError(t, c.call(&protocol.Get{ID: 41, TaskRef: protocol.TaskRef{TaskID: "done"}}), protocol.CodeNotFound, "")
+	select {
+	case at := <-fired:
+		t.Logf("the durable task due soon fired %v after the restart began", at.Sub(restart))
+	case <-time.After(replyWait):
+		t.Fatalf("the durable task due soon did not fire within %v of the restart", replyWait)
+	}
+	c.waitState(42, "soon", task.Succeeded)
+	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/soon"]; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the record of the succeeded task is still stored after %v", replyWait)
+		}
+	}
+	// Cancelling a durable task deletes its record too.
+	if r := c.call(&protocol.Cancel{ID: 43, TaskRef: protocol.TaskRef{TaskID: "b1"}}).(*protocol.TaskStatus); r.Durability != protocol.Durable || r.State != task.Cancelled {
+		t.Fatalf("cancel of a durable task: %+v", r)
+	}
+	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/b1"]; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the record of the cancelled task is still stored after %v", replyWait)
+		}
+	}
+	if ids := storedIDs(t, st); len(ids) != 3 || !ids["default/later"] || !ids["default/every"] || !ids["default/b2"] {
+		t.Fatalf("stored after the restart: %v", ids)
+	}
+}
+
+func TestStoreNeedsOwnEngine(t *testing.T) {
+	e, err := task.New(task.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if _, err := New(Options{Engine: e, Store: &store.Store{}}); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("New with Engine and Store: %v, want ErrInvalidOption", err)
+	}
+}
