@@ -1,0 +1,159 @@
+package main
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// maxLateness is the largest lateness the histogram records exactly (larger values are
+// clamped to it, and still counted); one hour is beyond any run's grace.
+const maxLateness = int64(time.Hour)
+
+// Recorder is loadgen's accounting: it is told which tasks were expected to run and
+// records every run of them, and from that computes fired, lost, early and duplicate
+// counts and the lateness distribution.
+//
+// Tasks are numbered 0..n-1. A task is expected unless Reject was called for it (its
+// submit failed). Record may be called from any number of goroutines at once; Summary
+// may be called at any time and reflects the runs recorded so far.
+type Recorder struct {
+	runs     []atomic.Uint32 // runs per task
+	rejected []atomic.Bool   // submits that failed: not expected to run
+
+	fired    atomic.Int64 // runs recorded, duplicates included
+	unique   atomic.Int64 // tasks with at least one run
+	early    atomic.Int64 // runs before their due time
+	strays   atomic.Int64 // runs of an index outside [0, n)
+	nRejects atomic.Int64
+
+	mu   sync.Mutex
+	hist *hdrhistogram.Histogram // lateness in ns of each task's first run; guarded by mu
+
+	expected atomic.Int64 // n minus rejected
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+// NewRecorder returns a Recorder for n tasks.
+func NewRecorder(n int) *Recorder {
+	r := &Recorder{
+		runs:     make([]atomic.Uint32, n),
+		rejected: make([]atomic.Bool, n),
+		hist:     hdrhistogram.New(1, maxLateness, 3),
+		done:     make(chan struct{}),
+	}
+	r.expected.Store(int64(n))
+	if n == 0 {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+	return r
+}
+
+// Reject marks task i as never submitted (its submit failed): it is not expected to run,
+// and is not counted lost.
+func (r *Recorder) Reject(i int) {
+	if i < 0 || i >= len(r.rejected) || r.rejected[i].Swap(true) {
+		return
+	}
+	r.nRejects.Add(1)
+	if r.expected.Add(-1) == r.unique.Load() {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+}
+
+// Record records one run of task i, due at due and run at ran (both in ns on the same
+// clock). A run before due is early; a second run of the same task is a duplicate, and
+// only a task's first run enters the lateness histogram.
+func (r *Recorder) Record(i int, due, ran int64) {
+	if i < 0 || i >= len(r.runs) {
+		r.strays.Add(1)
+		return
+	}
+	r.fired.Add(1)
+	late := ran - due
+	if late < 0 {
+		r.early.Add(1)
+	}
+	if r.runs[i].Add(1) != 1 {
+		return
+	}
+	v := min(max(late, 0), maxLateness)
+	r.mu.Lock()
+	_ = r.hist.RecordValue(v) // v is within the histogram's range
+	r.mu.Unlock()
+	if r.unique.Add(1) == r.expected.Load() {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+}
+
+// Done is closed once every expected task has run at least once.
+func (r *Recorder) Done() <-chan struct{} { return r.done }
+
+// Fired returns the runs recorded so far, duplicates included.
+func (r *Recorder) Fired() int64 { return r.fired.Load() }
+
+// Counts is what Summary reports.
+type Counts struct {
+	Tasks      int   `json:"tasks"`
+	Rejected   int64 `json:"rejected"`   // submits that failed
+	Fired      int64 `json:"fired"`      // runs, duplicates included
+	Unique     int64 `json:"unique"`     // tasks run at least once
+	Lost       int64 `json:"lost"`       // expected tasks never run
+	Early      int64 `json:"early"`      // runs before their due time
+	Duplicates int64 `json:"duplicates"` // runs beyond a task's first
+	Strays     int64 `json:"strays"`     // runs of unknown tasks
+
+	Lateness Lateness `json:"lateness_ns"`
+}
+
+// Lateness holds lateness percentiles (run time minus due time, of each task's first
+// run, early runs counted as 0), in ns.
+type Lateness struct {
+	P50  int64 `json:"p50"`
+	P90  int64 `json:"p90"`
+	P99  int64 `json:"p99"`
+	P999 int64 `json:"p99_9"`
+	Max  int64 `json:"max"`
+}
+
+// Summary computes the counts from the runs recorded so far. O(n).
+func (r *Recorder) Summary() Counts {
+	c := Counts{
+		Tasks:    len(r.runs),
+		Rejected: r.nRejects.Load(),
+		Early:    r.early.Load(),
+		Strays:   r.strays.Load(),
+	}
+	for i := range r.runs {
+		k := int64(r.runs[i].Load())
+		c.Fired += k
+		switch {
+		case k > 0:
+			c.Unique++
+			c.Duplicates += k - 1
+		case !r.rejected[i].Load():
+			c.Lost++
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hist.TotalCount() > 0 {
+		c.Lateness = Lateness{
+			P50:  r.hist.ValueAtQuantile(50),
+			P90:  r.hist.ValueAtQuantile(90),
+			P99:  r.hist.ValueAtQuantile(99),
+			P999: r.hist.ValueAtQuantile(99.9),
+			Max:  r.hist.Max(),
+		}
+	}
+	return c
+}
+
+// Failed reports whether the counts break loadgen's promise: a lost, early, rejected or
+// unknown run.
+func (c Counts) Failed() bool {
+	return c.Lost > 0 || c.Early > 0 || c.Rejected > 0 || c.Strays > 0
+}

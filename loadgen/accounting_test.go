@@ -1,0 +1,136 @@
+package main
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func ms(n int) int64 { return int64(time.Duration(n) * time.Millisecond) }
+
+func isDone(r *Recorder) bool {
+	select {
+	case <-r.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestRecorderInOrder(t *testing.T) {
+	r := NewRecorder(100)
+	for i := range 100 {
+		due := ms(i)
+		r.Record(i, due, due+ms(1+i%10)) // 1..10 ms late
+	}
+	c := r.Summary()
+	if c.Fired != 100 || c.Unique != 100 || c.Lost != 0 || c.Early != 0 || c.Duplicates != 0 || c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+	if !isDone(r) {
+		t.Fatal("Done not closed after every task ran")
+	}
+	tol := ms(1) / 100 // the histogram keeps 3 significant digits
+	near := func(got, want int64) bool { return got >= want-tol && got <= want+tol }
+	if !near(c.Lateness.P50, ms(5)) || !near(c.Lateness.P90, ms(9)) || !near(c.Lateness.Max, ms(10)) || !near(c.Lateness.P99, ms(10)) {
+		t.Fatalf("lateness %+v", c.Lateness)
+	}
+}
+
+func TestRecorderDuplicates(t *testing.T) {
+	r := NewRecorder(10)
+	for i := range 10 {
+		r.Record(i, 0, ms(1))
+	}
+	r.Record(3, 0, ms(500)) // redelivered twice: must not move the lateness
+	r.Record(3, 0, ms(600))
+	r.Record(7, 0, ms(700))
+	c := r.Summary()
+	if c.Fired != 13 || c.Unique != 10 || c.Duplicates != 3 || c.Lost != 0 || c.Early != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+	if c.Failed() {
+		t.Fatal("duplicates alone (at-least-once) must not fail the run")
+	}
+	if c.Lateness.Max > ms(2) {
+		t.Fatalf("a duplicate entered the lateness histogram: %+v", c.Lateness)
+	}
+}
+
+func TestRecorderEarly(t *testing.T) {
+	r := NewRecorder(3)
+	r.Record(0, ms(10), ms(11))
+	r.Record(1, ms(10), ms(9)) // 1 ms before due
+	r.Record(2, ms(10), ms(10))
+	c := r.Summary()
+	if c.Early != 1 || c.Lost != 0 || c.Unique != 3 || !c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestRecorderMissing(t *testing.T) {
+	r := NewRecorder(10)
+	for _, i := range []int{0, 1, 2, 4, 5, 6, 8} {
+		r.Record(i, 0, 1)
+	}
+	if isDone(r) {
+		t.Fatal("Done closed with tasks outstanding")
+	}
+	c := r.Summary()
+	if c.Lost != 3 || c.Unique != 7 || !c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+	// A rejected submit is not lost; once the rest have run, the recorder is done.
+	r.Reject(3)
+	r.Reject(3)
+	r.Record(7, 0, 1)
+	if isDone(r) {
+		t.Fatal("Done closed with task 9 outstanding")
+	}
+	r.Record(9, 0, 1)
+	if !isDone(r) {
+		t.Fatal("Done not closed")
+	}
+	c = r.Summary()
+	if c.Lost != 0 || c.Rejected != 1 || !c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestRecorderStrays(t *testing.T) {
+	r := NewRecorder(2)
+	r.Record(-1, 0, 1)
+	r.Record(2, 0, 1)
+	if c := r.Summary(); c.Strays != 2 || c.Fired != 0 || c.Lost != 2 || !c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestRecorderConcurrent(t *testing.T) {
+	const n, g = 10000, 8
+	r := NewRecorder(n)
+	var wg sync.WaitGroup
+	for p := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < n; i += g {
+				r.Record(i, 0, int64(i))
+			}
+		}()
+	}
+	wg.Wait()
+	if c := r.Summary(); c.Unique != n || c.Lost != 0 || c.Duplicates != 0 || !isDone(r) {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestRecorderEmpty(t *testing.T) {
+	r := NewRecorder(0)
+	if !isDone(r) {
+		t.Fatal("an empty recorder is done")
+	}
+	if c := r.Summary(); c.Failed() || c.Lateness != (Lateness{}) {
+		t.Fatalf("counts %+v", c)
+	}
+}

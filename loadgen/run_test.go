@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// TestCoreTargetSmall runs the core target in-process on a small workload and checks
+// that every task ran once, none early.
+func TestCoreTargetSmall(t *testing.T) {
+	c, err := parseFlags([]string{"-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := res.Counts
+	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != 2000 || res.TimedOut || n.Failed() {
+		t.Fatalf("result %+v", res)
+	}
+	var out bytes.Buffer
+	res.print(&out)
+	if !bytes.Contains(out.Bytes(), []byte("lost 0  early 0")) {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	p := make([]byte, minPayload)
+	encodePayload(p, 99, 12345, -7)
+	if run, i, due, ok := decodePayload(p); !ok || run != 99 || i != 12345 || due != -7 {
+		t.Fatalf("decoded %d %d %d %v", run, i, due, ok)
+	}
+	if _, _, _, ok := decodePayload(p[:16]); ok {
+		t.Fatal("a short payload decoded")
+	}
+}
+
+func TestFlagsValidate(t *testing.T) {
+	for _, args := range [][]string{
+		{"-target", "nope"},
+		{"-tasks", "0"},
+		{"-payload", "16"},
+		{"-batch", "1001"},
+		{"-durable"},
+		{"-rate", "-1"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
