@@ -332,20 +332,9 @@ func (m *SubmitBatch) Type() Type          { return TypeSubmitBatch }
 func (m *SubmitBatch) RequestID() uint64   { return m.ID }
 func (m *SubmitBatch) setID(id uint64)     { m.ID = id }
 func (m *SubmitBatch) fields() *fieldTable { return &submitBatchFields }
-func (m *SubmitBatch) set(d *dec, i int) *Error {
-	n, err := d.arrayLen(MaxBatch)
-	if err != nil {
-		return err
-	}
-	m.Tasks = make([]Task, n)
-	for j := range m.Tasks {
-		d.enterIdx(j)
-		if err := d.sub(&m.Tasks[j]); err != nil {
-			return err
-		}
-		d.leave()
-	}
-	return nil
+func (m *SubmitBatch) set(d *dec, i int) (err *Error) {
+	m.Tasks, err = readArray[Task](d, MaxBatch)
+	return err
 }
 func (m *SubmitBatch) encode(c *enc) {
 	c.envelope(TypeSubmitBatch, m.ID, 1)
@@ -523,20 +512,9 @@ func (m *BatchResult) Type() Type          { return TypeBatchResult }
 func (m *BatchResult) RequestID() uint64   { return m.ID }
 func (m *BatchResult) setID(id uint64)     { m.ID = id }
 func (m *BatchResult) fields() *fieldTable { return &batchResultFields }
-func (m *BatchResult) set(d *dec, i int) *Error {
-	n, err := d.arrayLen(MaxBatch)
-	if err != nil {
-		return err
-	}
-	m.Results = make([]ItemResult, n)
-	for j := range m.Results {
-		d.enterIdx(j)
-		if err := d.sub(&m.Results[j]); err != nil {
-			return err
-		}
-		d.leave()
-	}
-	return nil
+func (m *BatchResult) set(d *dec, i int) (err *Error) {
+	m.Results, err = readArray[ItemResult](d, MaxBatch)
+	return err
 }
 func (m *BatchResult) encode(c *enc) {
 	c.envelope(TypeBatchResult, m.ID, 1)
@@ -579,25 +557,13 @@ func (m *TaskPage) Type() Type          { return TypeTaskPage }
 func (m *TaskPage) RequestID() uint64   { return m.ID }
 func (m *TaskPage) setID(id uint64)     { m.ID = id }
 func (m *TaskPage) fields() *fieldTable { return &taskPageFields }
-func (m *TaskPage) set(d *dec, i int) *Error {
+func (m *TaskPage) set(d *dec, i int) (err *Error) {
 	if i == 1 {
-		var err *Error
 		m.Next, err = d.str(MaxCursorLen)
-		return err
+	} else {
+		m.Items, err = readArray[Info](d, MaxPageItems)
 	}
-	n, err := d.arrayLen(MaxPageItems)
-	if err != nil || n == 0 {
-		return err
-	}
-	m.Items = make([]Info, n)
-	for j := range m.Items {
-		d.enterIdx(j)
-		if err := d.sub(&m.Items[j]); err != nil {
-			return err
-		}
-		d.leave()
-	}
-	return nil
+	return err
 }
 func (m *TaskPage) encode(c *enc) {
 	c.envelope(TypeTaskPage, m.ID, 1+count(m.Next != ""))
@@ -657,25 +623,13 @@ func (m *DLQPage) Type() Type          { return TypeDLQPage }
 func (m *DLQPage) RequestID() uint64   { return m.ID }
 func (m *DLQPage) setID(id uint64)     { m.ID = id }
 func (m *DLQPage) fields() *fieldTable { return &dlqPageFields }
-func (m *DLQPage) set(d *dec, i int) *Error {
+func (m *DLQPage) set(d *dec, i int) (err *Error) {
 	if i == 1 {
-		var err *Error
 		m.Next, err = d.str(MaxCursorLen)
-		return err
+	} else {
+		m.Items, err = readArray[DeadLetter](d, MaxPageItems)
 	}
-	n, err := d.arrayLen(MaxPageItems)
-	if err != nil || n == 0 {
-		return err
-	}
-	m.Items = make([]DeadLetter, n)
-	for j := range m.Items {
-		d.enterIdx(j)
-		if err := d.sub(&m.Items[j]); err != nil {
-			return err
-		}
-		d.leave()
-	}
-	return nil
+	return err
 }
 func (m *DLQPage) encode(c *enc) {
 	c.envelope(TypeDLQPage, m.ID, 1+count(m.Next != ""))

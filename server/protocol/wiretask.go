@@ -461,15 +461,20 @@ func (a *AttemptRecord) encode(c *enc) {
 	}
 }
 
-func readAttempts(d *dec, limit int) ([]AttemptRecord, *Error) {
+// readArray decodes an array of at most limit maps into a new []T (nil when empty),
+// naming each element's index in error paths.
+func readArray[T any, P interface {
+	*T
+	decodable
+}](d *dec, limit int) ([]T, *Error) {
 	n, err := d.arrayLen(limit)
 	if err != nil || n == 0 {
 		return nil, err
 	}
-	out := make([]AttemptRecord, n)
+	out := make([]T, n)
 	for i := range out {
 		d.enterIdx(i)
-		if err := d.sub(&out[i]); err != nil {
+		if err := d.sub(P(&out[i])); err != nil {
 			return nil, err
 		}
 		d.leave()
@@ -509,7 +514,7 @@ func (in *Info) set(d *dec, i int) (err *Error) {
 	case 5:
 		in.Runs, err = d.uint()
 	case 6:
-		in.History, err = readAttempts(d, task.MaxAttemptsLimit)
+		in.History, err = readArray[AttemptRecord](d, task.MaxAttemptsLimit)
 	}
 	return err
 }
@@ -547,7 +552,7 @@ func (dl *DeadLetter) set(d *dec, i int) (err *Error) {
 	case 0:
 		err = d.sub(&dl.Task)
 	case 1:
-		dl.Attempts, err = readAttempts(d, task.MaxAttemptsLimit)
+		dl.Attempts, err = readArray[AttemptRecord](d, task.MaxAttemptsLimit)
 	case 2:
 		dl.DiedAt, err = d.int()
 	case 3:
