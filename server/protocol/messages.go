@@ -338,14 +338,10 @@ func (m *SubmitBatch) set(d *dec, i int) (err *Error) {
 }
 func (m *SubmitBatch) encode(c *enc) {
 	c.envelope(TypeSubmitBatch, m.ID, 1)
-	c.str("tasks")
 	if len(m.Tasks) > MaxBatch {
 		c.fail("tasks", "more than MaxBatch tasks")
 	}
-	c.arrayLen(len(m.Tasks))
-	for i := range m.Tasks {
-		m.Tasks[i].encode(c)
-	}
+	writeArray(c, "tasks", m.Tasks)
 }
 
 // TaskRef names a task: the body of CANCEL, GET and DLQ_REQUEUE.
@@ -518,11 +514,7 @@ func (m *BatchResult) set(d *dec, i int) (err *Error) {
 }
 func (m *BatchResult) encode(c *enc) {
 	c.envelope(TypeBatchResult, m.ID, 1)
-	c.str("results")
-	c.arrayLen(len(m.Results))
-	for i := range m.Results {
-		m.Results[i].encode(c)
-	}
+	writeArray(c, "results", m.Results)
 }
 
 // TaskInfo answers GET.
@@ -567,11 +559,7 @@ func (m *TaskPage) set(d *dec, i int) (err *Error) {
 }
 func (m *TaskPage) encode(c *enc) {
 	c.envelope(TypeTaskPage, m.ID, 1+count(m.Next != ""))
-	c.str("items")
-	c.arrayLen(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].encode(c)
-	}
+	writeArray(c, "items", m.Items)
 	if m.Next != "" {
 		c.kStr("next", m.Next)
 	}
@@ -633,11 +621,7 @@ func (m *DLQPage) set(d *dec, i int) (err *Error) {
 }
 func (m *DLQPage) encode(c *enc) {
 	c.envelope(TypeDLQPage, m.ID, 1+count(m.Next != ""))
-	c.str("items")
-	c.arrayLen(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].encode(c)
-	}
+	writeArray(c, "items", m.Items)
 	if m.Next != "" {
 		c.kStr("next", m.Next)
 	}

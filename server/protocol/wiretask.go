@@ -482,11 +482,15 @@ func readArray[T any, P interface {
 	return out, nil
 }
 
-func putAttempts(c *enc, key string, as []AttemptRecord) {
+// writeArray writes key and then items as an array of maps: readArray's inverse.
+func writeArray[T any, P interface {
+	*T
+	encode(c *enc)
+}](c *enc, key string, items []T) {
 	c.str(key)
-	c.arrayLen(len(as))
-	for i := range as {
-		as[i].encode(c)
+	c.arrayLen(len(items))
+	for i := range items {
+		P(&items[i]).encode(c)
 	}
 }
 
@@ -537,7 +541,7 @@ func (in *Info) encode(c *enc) {
 		c.kUint("runs", in.Runs)
 	}
 	if len(in.History) > 0 {
-		putAttempts(c, "history", in.History)
+		writeArray(c, "history", in.History)
 	}
 }
 
@@ -566,7 +570,7 @@ func (dl *DeadLetter) encode(c *enc) {
 	c.str("task")
 	dl.Task.encode(c)
 	if len(dl.Attempts) > 0 {
-		putAttempts(c, "attempts", dl.Attempts)
+		writeArray(c, "attempts", dl.Attempts)
 	}
 	c.kInt("died_at", dl.DiedAt)
 	if dl.Reason != "" {
