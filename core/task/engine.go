@@ -253,7 +253,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	sh.submitted++
 	info := rec.info()
 	sh.mu.Unlock()
-	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Type: t.Type})
+	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
 	return info, nil
 }
 
@@ -346,7 +346,7 @@ func (e *Engine) Cancel(namespace, id string) error {
 	sh.cancelled++
 	_, wall := e.now()
 	e.finished(sh, rec, wall)
-	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Type: rec.task.Type, Attempt: rec.attempts}
+	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts}
 	sh.mu.Unlock()
 	e.emit(ev)
 	return nil

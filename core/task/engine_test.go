@@ -293,7 +293,9 @@ func TestExistsUnlessHigherVersionReplaces(t *testing.T) {
 	}
 	h.submit(Task{ID: "x", Type: "v", Payload: []byte("v2"), Schedule: After(time.Second), Version: 2})
 	h.fake.Advance(time.Minute) // past both the replacement's and the replaced task's time
-	h.wait(EventSucceeded, "x")
+	if ev := h.wait(EventSucceeded, "x"); ev.Version != 2 {
+		t.Fatalf("succeeded event names version %d, want 2", ev.Version)
+	}
 	// A marker queued after everything that came due: once it has run, so has any stray
 	// run of the replaced version.
 	h.submit(Task{ID: "marker", Type: "v", Payload: []byte("marker"), Schedule: After(0)})

@@ -33,6 +33,7 @@ type Event struct {
 	Kind      EventKind
 	Namespace string
 	ID        string
+	Version   uint64 // the task's version: tells a replaced task's last events from its successor's
 	Type      string
 	Attempt   int
 	Err       error         // Retrying, Dead, TimedOut

@@ -111,7 +111,7 @@ func (e *Engine) onDue(ev timer.Event) {
 		runAt, missed := rec.task.Schedule.CatchUp(rec.task.Misfire, rec.due, wall)
 		if missed > 0 {
 			sh.misfired += uint64(missed)
-			misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type, Missed: missed}
+			misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Missed: missed}
 		}
 		if runAt.After(wall) { // skipped to the next future occurrence
 			err := e.arm(sh, rec, runAt, e.hDue)
@@ -120,7 +120,7 @@ func (e *Engine) onDue(ev timer.Event) {
 				e.emit(*misfire)
 			}
 			if err != nil {
-				e.emit(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Err: err})
+				e.emit(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Err: err})
 			}
 			return
 		}
@@ -183,7 +183,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	w.stats.lateness.observe(max(lateness, 0))
 	if e.opts.OnEvent != nil {
 		t := a.run.Task // immutable: readable without the lock
-		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: attemptNo, Lateness: lateness})
+		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness})
 	}
 	w.stats.running.Store(1)
 	err := e.call(w, a)
@@ -258,7 +258,7 @@ func (e *Engine) emitAll(es *events) {
 // Requires sh.mu; the events are emitted by the caller once the lock is released.
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
 	t := &rec.task
-	ev := Event{Namespace: t.Namespace, ID: t.ID, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
+	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
 	rec.filed, rec.early, rec.earlyErr = false, false, nil
 	rec.runID = 0
 	if err == nil {
@@ -313,7 +313,7 @@ func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *event
 	}
 	rec.attempts, rec.history, rec.lastErr = 0, nil, ""
 	if err := e.arm(sh, rec, next, e.hDue); err != nil {
-		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type, Err: err})
+		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Err: err})
 	}
 }
 
@@ -341,7 +341,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 	_, now := e.now()
 	var es events
 	err := fmt.Errorf("%w after %v", ErrTimeout, rec.task.Timeout)
-	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Type: rec.task.Type,
+	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type,
 		Attempt: rec.attempts, Err: err}
 	e.finishAttempt(sh, rec, err, rec.started, now, &es)
 	sh.mu.Unlock()

@@ -35,9 +35,8 @@
 //     the start. A record that cannot be decoded or that the engine refuses is logged and
 //     left in the store; a failed Load fails New. Shutdown closes the engine and then
 //     waits (until its context ends) for the queued deletes; the caller closes the Store.
-//   - Known limit: an event carries no version, so if a durable task is replaced by a
-//     higher version while the old version's last attempt finishes, the new record may
-//     be deleted; and nothing watches etcd (no standby, no leadership-driven dispatch).
+//   - Events carry the task's version: the end of a replaced version never deletes its
+//     successor's record.
 //
 // Workers (workers.go). SUBSCRIBE registers, once per task type, an engine Handler that
 // FIREs the attempt at a subscribed worker connection and returns task.ErrDeferred; the

@@ -80,8 +80,8 @@ func (d *durability) onEvent(ev task.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.tasks[k]
-	if !ok || (e.recurring && ev.Kind != task.EventCancelled) {
-		return
+	if !ok || e.version != ev.Version || (e.recurring && ev.Kind != task.EventCancelled) {
+		return // not durable, replaced by a newer version, or a recurring task going on
 	}
 	delete(d.tasks, k)
 	d.queue = append(d.queue, k)

@@ -295,23 +295,29 @@ func (s *Server) status(id uint64, in task.Info) *protocol.TaskStatus {
 // stats answers STATS with the engine's counters and the server's gauges, under the
 // names PROTOCOL.md lists (plus a few more, which clients ignore if unknown).
 func (s *Server) stats(id uint64) *protocol.StatsReply {
-	st := s.engine.Stats()
+	ss := s.Stats()
+	st := ss.Engine
+	leader := int64(0)
+	if ss.IsLeader {
+		leader = 1
+	}
 	return &protocol.StatsReply{ID: id,
 		Counters: map[string]uint64{
 			"submitted": st.Submitted, "started": st.Started, "succeeded": st.Succeeded, "failed": st.Failed,
 			"retried": st.Retried, "dead": st.Dead, "cancelled": st.Cancelled, "timed_out": st.TimedOut,
 			"misfired":    st.Misfired,
-			"redelivered": s.redelivered.Load(), // runs failed because their worker disconnected
+			"redelivered": ss.Redelivered, // runs failed because their worker disconnected
 			// Beyond the documented names:
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
+			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
 		},
 		Gauges: map[string]int64{
-			"tasks": int64(st.Tasks), "queued": int64(st.Queued), "running": int64(st.Running),
-			"dead_letters": int64(st.DeadLetters), "connections": int64(s.numConns()),
-			"workers":   s.workers.Load(),
-			"is_leader": 1, // a single node with an in-process engine always leads
+			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
+			"dead_letters": int64(st.DeadLetters), "connections": int64(ss.Connections),
+			"workers":   ss.Workers,
+			"is_leader": leader,
 			// Beyond the documented names:
-			"hung_workers": int64(st.HungWorkers),
+			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
 		},
 	}
 }

