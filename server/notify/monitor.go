@@ -1,0 +1,167 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// Sample is what a Monitor reads at each check: the server hands it a closure over its
+// engine's Stats.
+type Sample struct {
+	Queued   int            // due tasks waiting for a worker (task.Stats.Queued)
+	Lateness task.Histogram // cumulative, since start (task.Stats.Lateness)
+}
+
+// Thresholds are the conditions a Monitor alerts on; a zero threshold disables its check.
+type Thresholds struct {
+	// Backlog: a breach while Sample.Queued > Backlog.
+	Backlog int
+	// LatenessP95: a breach while the p95 of the lateness observed during the last
+	// interval (the delta of two samples' histograms, estimated as Quantile does) is above
+	// it. An interval with no observations is not a breach.
+	LatenessP95 time.Duration
+	// For is how long a breach must last, from the first check that saw it, before it
+	// alerts. Default 0: alert at the first check that sees it.
+	For time.Duration
+}
+
+// Sink receives a Monitor's alerts; *Notifier is one.
+type Sink interface {
+	Notify(Alert) bool
+}
+
+// DefaultInterval is MonitorOptions.Interval's default.
+const DefaultInterval = 15 * time.Second
+
+// MonitorOptions configures a Monitor.
+type MonitorOptions struct {
+	Thresholds
+	// Sample is called once per check from Run's goroutine; required.
+	Sample func() Sample
+	// Sink receives the alerts; required.
+	Sink Sink
+	// Interval between checks; the lateness p95 covers one interval. Default 15 s.
+	Interval time.Duration
+}
+
+// Monitor checks Thresholds over Samples on an interval. For each condition it sends one
+// alert when a breach has lasted For, and one resolved alert (same Key) at the first
+// check that sees it cleared. An alert the Sink does not take (Notify returns false) is
+// offered again at the next check, so a dropped alert delays, not loses, the news.
+type Monitor struct {
+	opts MonitorOptions
+
+	// Owner goroutine only (Run's, or a test calling check).
+	prev     task.Histogram
+	havePrev bool
+	backlog  condition
+	lateness condition
+}
+
+// condition is one threshold's state.
+type condition struct {
+	since  time.Time // first check of the current breach; zero when not breached
+	firing bool      // a breach alert was taken and no resolved one yet
+}
+
+// NewMonitor checks opts.
+func NewMonitor(opts MonitorOptions) (*Monitor, error) {
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	switch {
+	case opts.Sample == nil:
+		return nil, bad("MonitorOptions.Sample is nil")
+	case opts.Sink == nil:
+		return nil, bad("MonitorOptions.Sink is nil")
+	case opts.Interval < 0:
+		return nil, bad("MonitorOptions.Interval %v is negative", opts.Interval)
+	case opts.Backlog < 0:
+		return nil, bad("Thresholds.Backlog %d is negative", opts.Backlog)
+	case opts.LatenessP95 < 0:
+		return nil, bad("Thresholds.LatenessP95 %v is negative", opts.LatenessP95)
+	case opts.For < 0:
+		return nil, bad("Thresholds.For %v is negative", opts.For)
+	}
+	return &Monitor{opts: opts}, nil
+}
+
+// Run checks every Interval until ctx ends, then returns. The first check only records
+// the lateness baseline. Call it once, on a goroutine of the caller's.
+func (m *Monitor) Run(ctx context.Context) {
+	t := time.NewTicker(m.opts.Interval)
+	defer t.Stop()
+	m.run(ctx, t.C)
+}
+
+// run checks at every tick until ctx ends.
+func (m *Monitor) run(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick:
+			m.check(now)
+		}
+	}
+}
+
+// check takes one sample and updates both conditions. Owner goroutine only.
+func (m *Monitor) check(now time.Time) {
+	s := m.opts.Sample()
+	if m.opts.Backlog > 0 {
+		breached := s.Queued > m.opts.Backlog
+		fields := []Field{{"queued", strconv.Itoa(s.Queued)}, {"threshold", strconv.Itoa(m.opts.Backlog)}}
+		m.update(&m.backlog, now, breached, func(resolved bool) Alert {
+			a := Alert{Kind: KindBacklog, Key: string(KindBacklog), Severity: SeverityWarning, Fields: fields, Time: now, Resolved: resolved}
+			if resolved {
+				a.Title = "Backlog back to normal"
+				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, at most the threshold of %d.", s.Queued, m.opts.Backlog)
+			} else {
+				a.Title = "Backlog above threshold"
+				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, above the threshold of %d for at least %v.", s.Queued, m.opts.Backlog, m.opts.For)
+			}
+			return a
+		})
+	}
+	d := delta(s.Lateness, m.prev)
+	first := !m.havePrev
+	m.prev, m.havePrev = s.Lateness, true
+	if m.opts.LatenessP95 > 0 && !first {
+		p95, ok := Quantile(0.95, d)
+		breached := ok && p95 > m.opts.LatenessP95
+		fields := []Field{{"p95", p95.String()}, {"threshold", m.opts.LatenessP95.String()}, {"observations", strconv.FormatUint(d.Count, 10)}}
+		m.update(&m.lateness, now, breached, func(resolved bool) Alert {
+			a := Alert{Kind: KindLateness, Key: string(KindLateness), Severity: SeverityWarning, Fields: fields, Time: now, Resolved: resolved}
+			if resolved {
+				a.Title = "Lateness back to normal"
+				a.Text = fmt.Sprintf("Tasks start on time again: lateness p95 over the last interval is %v, threshold %v (%d started).", p95, m.opts.LatenessP95, d.Count)
+			} else {
+				a.Title = "Lateness p95 above threshold"
+				a.Text = fmt.Sprintf("Tasks start late: lateness p95 over the last interval is %v, above the threshold of %v for at least %v (%d started).", p95, m.opts.LatenessP95, m.opts.For, d.Count)
+			}
+			return a
+		})
+	}
+}
+
+// update moves c by one check and sends the alert that change calls for.
+func (m *Monitor) update(c *condition, now time.Time, breached bool, alert func(resolved bool) Alert) {
+	if !breached {
+		c.since = time.Time{}
+		if c.firing && m.opts.Sink.Notify(alert(true)) {
+			c.firing = false
+		}
+		return
+	}
+	if c.since.IsZero() {
+		c.since = now
+	}
+	if !c.firing && now.Sub(c.since) >= m.opts.For && m.opts.Sink.Notify(alert(false)) {
+		c.firing = true
+	}
+}

@@ -1,0 +1,194 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// sink records alerts; while refuse is set it takes none.
+type sink struct {
+	alerts []Alert
+	refuse bool
+}
+
+func (s *sink) Notify(a Alert) bool {
+	if s.refuse {
+		return false
+	}
+	s.alerts = append(s.alerts, a)
+	return true
+}
+
+func TestMonitorBacklog(t *testing.T) {
+	var s sink
+	var sample Sample
+	m, err := NewMonitor(MonitorOptions{
+		Thresholds: Thresholds{Backlog: 100, For: 30 * time.Second},
+		Sample:     func() Sample { return sample },
+		Sink:       &s,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		at     time.Duration
+		queued int
+		alerts int // total alerts after this check
+	}{
+		{0, 50, 0},
+		{10 * time.Second, 101, 0}, // breach starts
+		{20 * time.Second, 500, 0},
+		{39 * time.Second, 500, 0}, // 29 s < For
+		{40 * time.Second, 500, 1}, // lasted For: one alert
+		{50 * time.Second, 900, 1}, // still breached: no repeat
+		{60 * time.Second, 100, 2}, // at the threshold: resolved
+		{70 * time.Second, 10, 2},  // stays resolved: no repeat
+		{80 * time.Second, 200, 2}, // a new breach starts the For over
+		{90 * time.Second, 50, 2},  // cleared before For: nothing to resolve
+		{100 * time.Second, 50, 2},
+	}
+	for _, st := range steps {
+		sample.Queued = st.queued
+		m.check(t0.Add(st.at))
+		if len(s.alerts) != st.alerts {
+			t.Fatalf("after the check at %v (queued %d): %d alerts, want %d", st.at, st.queued, len(s.alerts), st.alerts)
+		}
+	}
+	fire, res := s.alerts[0], s.alerts[1]
+	if fire.Kind != KindBacklog || fire.Key != "backlog" || fire.Resolved || !fire.Time.Equal(t0.Add(40*time.Second)) || fire.Fields[0] != (Field{"queued", "500"}) {
+		t.Errorf("breach alert %+v", fire)
+	}
+	if res.Key != fire.Key || !res.Resolved {
+		t.Errorf("resolved alert %+v", res)
+	}
+}
+
+func TestMonitorRetriesRefusedAlert(t *testing.T) {
+	s := sink{refuse: true}
+	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 1}, Sample: func() Sample { return Sample{Queued: 5} }, Sink: &s})
+	t0 := time.Unix(0, 0)
+	m.check(t0)
+	s.refuse = false
+	m.check(t0.Add(time.Second))
+	m.check(t0.Add(2 * time.Second))
+	if len(s.alerts) != 1 || s.alerts[0].Resolved {
+		t.Errorf("alerts %+v, want one breach alert, offered again after the refusal", s.alerts)
+	}
+}
+
+// lateness builds a cumulative lateness snapshot over bounds 10, 20, 40 ms from counts
+// per bucket (not cumulative) and those above every bound.
+func lateness(per [3]uint64, above uint64) task.Histogram {
+	var cum [3]uint64
+	run := uint64(0)
+	for i, c := range per {
+		run += c
+		cum[i] = run
+	}
+	return hist(cum, run+above)
+}
+
+func TestMonitorLatenessFromDeltas(t *testing.T) {
+	var s sink
+	var sample Sample
+	m, err := NewMonitor(MonitorOptions{
+		Thresholds: Thresholds{LatenessP95: 25 * ms},
+		Sample:     func() Sample { return sample },
+		Sink:       &s,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	check := func(at int, h task.Histogram, want int) {
+		t.Helper()
+		sample.Lateness = h
+		m.check(t0.Add(time.Duration(at) * time.Second))
+		if len(s.alerts) != want {
+			t.Fatalf("check %d: %d alerts %+v, want %d", at, len(s.alerts), s.alerts, want)
+		}
+	}
+	// Since start: 1000 very late starts (p95 over all time stays above 25 ms below).
+	h := lateness([3]uint64{0, 0, 1000}, 0)
+	check(0, h, 0) // the first sample is the baseline only
+	// Interval 1: 1000 starts, all within 10 ms. Since start p95 would be ~38 ms; over
+	// the interval it is ~9.5 ms: no breach.
+	h = lateness([3]uint64{1000, 0, 1000}, 0)
+	if p, _ := Quantile(0.95, h); p <= 25*ms {
+		t.Fatalf("test premise: cumulative p95 %v should breach", p)
+	}
+	check(1, h, 0)
+	// Interval 2: 100 starts in (20, 40] ms: p95 = 20 + 20*0.95 = 39 ms: breach.
+	h = lateness([3]uint64{1000, 0, 1100}, 0)
+	check(2, h, 1)
+	if a := s.alerts[0]; a.Kind != KindLateness || a.Resolved || a.Fields[0] != (Field{"p95", "39ms"}) {
+		t.Errorf("breach alert %+v", a)
+	}
+	// Interval 3: no starts at all: not a breach, so it resolves.
+	check(3, h, 2)
+	if a := s.alerts[1]; a.Key != "lateness" || !a.Resolved {
+		t.Errorf("resolved alert %+v", a)
+	}
+	// Interval 4: the engine restarted (counters back near 0), all late: a breach again.
+	check(4, lateness([3]uint64{0, 0, 0}, 10), 3)
+}
+
+func TestMonitorRun(t *testing.T) {
+	var s sink
+	checked := make(chan struct{})
+	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 1}, Sink: &s,
+		Sample: func() Sample { checked <- struct{}{}; return Sample{Queued: 2} }})
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx, tick); close(done) }()
+	tick <- time.Unix(0, 0)
+	<-checked
+	cancel()
+	<-done // run returns once ctx ends (goleak checks nothing is left)
+	if len(s.alerts) != 1 {
+		t.Errorf("alerts %+v", s.alerts)
+	}
+
+	// Run with a real ticker returns when ctx ends too.
+	m2, _ := NewMonitor(MonitorOptions{Sink: &s, Sample: func() Sample { return Sample{} }, Interval: time.Hour})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	m2.Run(ctx2)
+}
+
+func TestMonitorBadOptions(t *testing.T) {
+	sample := func() Sample { return Sample{} }
+	for _, o := range []MonitorOptions{
+		{Sink: &sink{}},
+		{Sample: sample},
+		{Sample: sample, Sink: &sink{}, Interval: -1},
+		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{Backlog: -1}},
+		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{LatenessP95: -1}},
+		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{For: -1}},
+	} {
+		if _, err := NewMonitor(o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("NewMonitor(%+v) = %v, want ErrInvalidOption", o, err)
+		}
+	}
+}
+
+// TestMonitorThroughNotifier runs a breach and its end through a real Notifier.
+func TestMonitorThroughNotifier(t *testing.T) {
+	rc := newReceiver(t, nil)
+	n := mustNew(t, Options{Webhooks: []Webhook{{URL: rc.URL}}})
+	queued := 10
+	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 5}, Sink: n, Sample: func() Sample { return Sample{Queued: queued} }})
+	m.check(time.Unix(0, 0))
+	queued = 0
+	m.check(time.Unix(1, 0))
+	closeDrained(t, n)
+	if s := n.Stats(); s.Sent != 2 || s.Deduplicated != 0 {
+		t.Errorf("stats %+v, want breach and resolved sent", s)
+	}
+}
