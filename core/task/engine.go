@@ -98,6 +98,7 @@ type Engine struct {
 	dlq    *DLQ
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
+	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
 	regMu    sync.Mutex
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
@@ -170,6 +171,17 @@ func (e *Engine) Register(taskType string, h Handler) error {
 	next[taskType] = h
 	e.handlers.Store(&next)
 	return nil
+}
+
+// RegisterFallback sets the handler of every task type that has none of its own (a
+// server hands such tasks to remote workers by type); nil removes it. Without a fallback,
+// tasks of a type with no handler fail without retry (ErrNoHandler).
+func (e *Engine) RegisterFallback(h Handler) {
+	if h == nil {
+		e.fallback.Store(nil)
+		return
+	}
+	e.fallback.Store(&h)
 }
 
 func (e *Engine) shardFor(k key) *shard {

@@ -204,6 +204,27 @@ func TestMissingHandlerIsRecordedOnTheTask(t *testing.T) {
 	}
 }
 
+// The fallback handler runs types with no handler of their own; a type's own wins.
+func TestFallbackHandler(t *testing.T) {
+	h := newHarness(t)
+	ran := make(chan string, 2)
+	h.e.RegisterFallback(func(ctx context.Context, r *Run) error { ran <- "fallback:" + r.Task.Type; return nil })
+	h.e.Register("own", func(ctx context.Context, r *Run) error { ran <- "own"; return nil })
+	h.submit(Task{ID: "a", Type: "anything", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "a")
+	h.submit(Task{ID: "b", Type: "own", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "b")
+	if got := []string{<-ran, <-ran}; got[0] != "fallback:anything" || got[1] != "own" {
+		t.Fatalf("handlers ran %v", got)
+	}
+	h.e.RegisterFallback(nil)
+	h.submit(Task{ID: "c", Type: "anything", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventDead, "c")
+}
+
 // TestHungHandlerIsTimedOutAndDoesNotStall runs one worker whose handler ignores its
 // context and never returns on its own: the attempt is still reported timed out at its
 // deadline, and a replacement worker runs the next task.

@@ -227,6 +227,11 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 func (e *Engine) call(w *worker, a *attempt) (err error) {
 	h, ok := (*e.handlers.Load())[a.run.Task.Type]
 	if !ok {
+		if f := e.fallback.Load(); f != nil {
+			h, ok = *f, true
+		}
+	}
+	if !ok {
 		return NonRetryable(fmt.Errorf("%w for type %q", ErrNoHandler, a.run.Task.Type))
 	}
 	defer func() {

@@ -88,7 +88,7 @@ func TestBadInput(t *testing.T) {
 		{"get of an unknown task", msg(&protocol.Get{ID: 9, TaskRef: protocol.TaskRef{TaskID: "ghost"}}), protocol.CodeNotFound, "", 9, false},
 		{"FIRE from a client", msg(&protocol.Fire{TaskID: "x", TaskType: "t", Durability: protocol.Ephemeral}), protocol.CodeUnexpected, "", 0, false},
 		{"SUBSCRIBE from a client", msg(&protocol.Subscribe{ID: 9, Types: []string{"t"}, Credits: 1}), protocol.CodeUnexpected, "", 9, false},
-		{"PAUSE, not supported yet", msg(&protocol.Pause{ID: 9, TaskType: "t"}), protocol.CodeUnknownType, "", 9, false},
+		{"PAUSE of an empty type", msg(&protocol.Pause{ID: 9}), protocol.CodeBadField, "type", 9, false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

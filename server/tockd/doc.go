@@ -3,8 +3,17 @@
 // turns client requests into calls on an in-process core/task Engine. The tockd binary
 // (server/cmd/tockd) wraps it.
 //
-// This increment runs a single node (leader epoch 0). PAUSE/RESUME are answered
-// UNKNOWN_TYPE ("not supported by this server yet").
+// Leadership (leader.go). Without a Store the node is alone and always leads, at epoch 0.
+// With one it campaigns through the store's etcd election (go.etcd.io/etcd/client/v3/
+// concurrency): once elected, every FIRE carries its epoch (the election key's create
+// revision, which only grows); the moment its session is lost, or about to be, it stops
+// dispatching (due runs wait), refuses ACK/NACK (STALE_EPOCH) and campaigns again;
+// Shutdown resigns first, so another node need not wait for the session to expire. The
+// multi-node cluster (followers, standby) is not built yet: every node campaigns and
+// schedules its own tasks.
+//
+// PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
+// RESUME. Pausing is this node's memory only, not recorded in etcd.
 //
 // Durable tasks (durable.go). Without Options.Store a SUBMIT with durability "durable" is
 // refused (INVALID_TASK, field task.durability). With a Store (server/store, etcd):
@@ -38,20 +47,27 @@
 //   - Events carry the task's version: the end of a replaced version never deletes its
 //     successor's record.
 //
-// Workers (workers.go). SUBSCRIBE registers, once per task type, an engine Handler that
-// FIREs the attempt at a subscribed worker connection and returns task.ErrDeferred; the
-// worker's ACK or NACK ends the attempt with Engine.Complete. Choices:
+// Workers (workers.go). The server is the engine's fallback handler: every task type
+// without an in-process handler of its own is run by FIREing the attempt at a subscribed
+// worker connection (the handler returns task.ErrDeferred); the worker's ACK or NACK ends
+// the attempt with Engine.Complete. Choices:
 //   - Picking: among the type's subscribed connections with a credit, the one with the
 //     most free credits (ties: any). The FIRE is queued on that connection's bounded
 //     reply queue without blocking; a full queue (a worker that is not reading) or a
 //     closing connection is skipped for the next candidate.
-//   - No worker: with no candidate left the attempt fails at once, retryably, with "no
-//     worker available" (the task's retry policy decides; with the default of one attempt
-//     it is DEAD). The handler never waits, so it never holds an engine worker.
+//   - No worker: with no candidate (no subscribed worker of the type has a credit, the
+//     type is paused, or this node does not lead) the run waits in a FIFO per type, its
+//     timeout held (Engine.HoldTimeout), and the task reads RUNNING. SUBSCRIBE, CREDIT,
+//     RESUME and gaining leadership fire waiting runs, oldest first, each one's timeout
+//     (time to run) started afresh at its FIRE (Engine.StartTimeout). A run whose task
+//     was cancelled or replaced meanwhile is dropped when its turn comes. At most
+//     Options.MaxWaitingRuns wait; a run coming due beyond that fails at once, retryably
+//     ("no worker available": back-pressure through the task's retry policy). The handler
+//     never waits, so it never holds an engine worker.
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run
-//     is UNKNOWN_RUN, an epoch other than 0 is STALE_EPOCH. An ACK/NACK removes the run
+//     is UNKNOWN_RUN, an epoch other than the leader's is STALE_EPOCH. An ACK/NACK removes the run
 //     from the set whatever the engine says, so a run the engine already timed out is
 //     answered UNKNOWN_RUN once and forgotten.
 //   - TTR: a FIRE's ttr is the task's timeout, or Options.DefaultTTR (30 s) for a task

@@ -120,8 +120,10 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			}
 			return s.finish(c, id, m.RunID, m.Epoch, err)
 		}
-	case *protocol.Pause, *protocol.Resume:
-		return notYet(id, m.Type()), false
+	case *protocol.Pause:
+		return s.pauseOrResume(id, m.TaskType, true), false
+	case *protocol.Resume:
+		return s.pauseOrResume(id, m.TaskType, false), false
 	}
 	// WELCOME, OK, PONG, TASK_STATUS, ..., FIRE: server-to-client messages.
 	return unexpected(id, fmt.Sprintf("%v is sent by the server, never to it", m.Type())), false
@@ -265,12 +267,6 @@ func unexpected(id uint64, msg string) *protocol.Error {
 	return &protocol.Error{ID: id, Code: protocol.CodeUnexpected, Message: msg}
 }
 
-// notYet answers a known message this server does not implement yet. UNKNOWN_TYPE is what
-// PROTOCOL.md says an older server answers a type it lacks, which is what this is.
-func notYet(id uint64, t protocol.Type) *protocol.Error {
-	return &protocol.Error{ID: id, Code: protocol.CodeUnknownType, Message: t.String() + " is not supported by this server yet"}
-}
-
 func nsOrDefault(ns string) string {
 	if ns == "" {
 		return task.DefaultNamespace
@@ -320,4 +316,14 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
 		},
 	}
+}
+
+// pauseOrResume answers PAUSE and RESUME of a task type. Pausing is this node's state,
+// not recorded in etcd: a restarted node dispatches every type.
+func (s *Server) pauseOrResume(id uint64, typ string, paused bool) protocol.Message {
+	if typ == "" {
+		return &protocol.Error{ID: id, Code: protocol.CodeBadField, Field: "type", Message: "an empty task type"}
+	}
+	s.pause(typ, paused)
+	return &protocol.OK{ID: id}
 }

@@ -21,6 +21,7 @@ const (
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxPendingPerConn = 1024
 	DefaultTTR               = 30 * time.Second
+	DefaultMaxWaitingRuns    = 1 << 20
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
 	minMaxFrame = 1024
@@ -67,8 +68,10 @@ type Options struct {
 	// because a library does not write to stderr unasked; the tockd binary sets one.
 	Logger *slog.Logger
 	// Engine, if set, is the engine requests go to; the caller owns it (Shutdown does not
-	// close it) and may register handlers on it. If nil, New creates one from
-	// EngineOptions and Shutdown closes it. Setting both is an error.
+	// close it) and may register handlers on it: a type with a handler of its own runs
+	// in-process, every other type goes to remote workers (New sets the engine's
+	// fallback handler, replacing any). If nil, New creates one from EngineOptions and
+	// Shutdown closes it. Setting both is an error.
 	Engine *task.Engine
 	// EngineOptions configure the engine New creates when Engine is nil.
 	EngineOptions []task.Option
@@ -79,6 +82,12 @@ type Options struct {
 	// Engine, set task.Options.DefaultTimeout to match, or such runs never time out.
 	// At most task.MaxTimeout. Default 30 s.
 	DefaultTTR time.Duration
+	// MaxWaitingRuns bounds the due runs held waiting for a worker: none of their type's
+	// subscribed workers has a credit, the type is paused, or this node does not lead. A
+	// waiting run's time to run starts when it is FIREd. A run that comes due with this
+	// many waiting fails at once, retryably ("no worker available"), and its task's retry
+	// policy decides. Each waiting run costs about 200 bytes. Default 1,048,576.
+	MaxWaitingRuns int
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -115,6 +124,9 @@ func (o *Options) setDefaults() {
 	if o.DefaultTTR == 0 {
 		o.DefaultTTR = DefaultTTR
 	}
+	if o.MaxWaitingRuns == 0 {
+		o.MaxWaitingRuns = DefaultMaxWaitingRuns
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -145,6 +157,8 @@ func (o *Options) validate() error {
 		return bad("WriteTimeout %v is negative", o.WriteTimeout)
 	case len(o.Token) > protocol.MaxTokenLen:
 		return bad("Token of %d bytes exceeds %d", len(o.Token), protocol.MaxTokenLen)
+	case o.MaxWaitingRuns < 1:
+		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
 	case len(o.NodeName) > protocol.MaxNameLen:

@@ -34,6 +34,10 @@ type Server struct {
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
 
+	leaderChanges atomic.Uint64      // times this node gained or lost leadership
+	stopLeading   context.CancelFunc // ends leaderLoop; nil without a Store
+	leaderDone    chan struct{}      // closed when leaderLoop has returned
+
 	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 
 	mu        sync.Mutex
@@ -54,7 +58,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
-		disp: dispatcher{byType: map[string]map[*conn]struct{}{}, registered: map[string]bool{}}}
+		disp: dispatcher{byType: map[string]map[*conn]struct{}{},
+			waiting: map[string]*runQueue{}, paused: map[string]bool{}}}
+	// Without a store this node is alone and always leads, at epoch 0; with one it leads
+	// once elected (leaderLoop).
+	s.disp.leading = opts.Store == nil
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
@@ -79,6 +87,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.engine, s.ownEngine = e, true
 	}
+	s.engine.RegisterFallback(s.handler)
 	if s.dur != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		err := s.loadDurable(ctx)
@@ -88,6 +97,9 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		go s.dur.run()
+		lctx, stop := context.WithCancel(context.Background())
+		s.stopLeading, s.leaderDone = stop, make(chan struct{})
+		go s.leaderLoop(lctx, opts.Store)
 	}
 	return s, nil
 }
@@ -231,6 +243,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = c.nc.SetReadDeadline(now)
 	}
 	s.mu.Unlock()
+	if s.stopLeading != nil {
+		// Resign first, so that another node can lead while this one drains.
+		s.stopLeading()
+		select {
+		case <-s.leaderDone:
+		case <-ctx.Done():
+		}
+	}
 
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

@@ -24,6 +24,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the server's counters and gauges.
 func (s *Server) Stats() Stats {
+	leading, epoch := s.leadership()
 	return Stats{
 		Engine:        s.engine.Stats(),
 		Connections:   s.numConns(),
@@ -33,7 +34,8 @@ func (s *Server) Stats() Stats {
 		Acked:         s.acked.Load(),
 		Nacked:        s.nacked.Load(),
 		Redelivered:   s.redelivered.Load(),
-		IsLeader:      true, // a single node with an in-process engine always leads
-		LeaderChanges: 0,
+		IsLeader:      leading,
+		Epoch:         epoch,
+		LeaderChanges: s.leaderChanges.Load(),
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// errNoWorker fails an attempt (retryably) when no subscribed worker for its type has a
-// credit and room in its reply queue; the task's retry policy decides what follows.
+// errNoWorker fails an attempt (retryably) when it cannot wait for a worker: the
+// server already holds Options.MaxWaitingRuns runs waiting. The task's retry policy
+// decides what follows.
 var errNoWorker = errors.New("tockd: no worker available")
 
 // errWorkerGone fails (retryably) every run in flight on a worker connection that closed,
@@ -19,18 +20,27 @@ var errNoWorker = errors.New("tockd: no worker available")
 var errWorkerGone = errors.New("tockd: worker disconnected")
 
 // dispatcher routes due tasks to subscribed worker connections. Its mutex guards every
-// connection's workerState and the maps below; it is taken by engine handlers (FIRE) and
-// by worker connections' readers (SUBSCRIBE, CREDIT, ACK, NACK, close), never held
-// across an engine call or a blocking operation. Lock order: dispatcher.mu, then
-// conn.outMu.
+// connection's workerState and the fields below; it is taken by engine handlers (FIRE),
+// by worker connections' readers (SUBSCRIBE, CREDIT, ACK, NACK, close), by PAUSE and
+// RESUME, and by leadership changes. It is never held across a blocking operation; the
+// only engine calls made under it are HoldTimeout and StartTimeout (O(1), shard lock).
+// Lock order: dispatcher.mu, then conn.outMu or an engine shard's lock.
 type dispatcher struct {
-	mu         sync.Mutex
-	byType     map[string]map[*conn]struct{} // subscribed, open worker connections per type
-	registered map[string]bool               // types whose engine handler is ours
+	mu       sync.Mutex
+	byType   map[string]map[*conn]struct{} // subscribed, open worker connections per type
+	waiting  map[string]*runQueue          // due runs per type that no worker has taken yet
+	nWaiting int                           // runs in all waiting queues (some may be stale)
+	paused   map[string]bool               // types not dispatched until RESUME
+	leading  bool                          // this node dispatches; FIREs carry epoch
+	epoch    uint64
 }
 
 // waitingLen is the number of due runs waiting for a worker.
-func (d *dispatcher) waitingLen() int { return 0 }
+func (d *dispatcher) waitingLen() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nWaiting
+}
 
 // workerState is a worker connection's dispatch state; guarded by dispatcher.mu.
 type workerState struct {
@@ -39,8 +49,10 @@ type workerState struct {
 	inflight map[uint64]struct{} // run IDs FIREd on this connection and not yet ACKed/NACKed
 }
 
-// handler is the engine Handler registered for every subscribed type: it FIREs the
-// attempt at a worker and defers its outcome to that worker's ACK or NACK.
+// handler is the engine's fallback Handler (every type without an in-process handler of
+// its own goes to remote workers): it FIREs the
+// attempt at a worker, or queues it until one has a credit (and the type is not paused,
+// and this node leads), and defers its outcome to that worker's ACK or NACK.
 func (s *Server) handler(_ context.Context, run *task.Run) error {
 	t := run.Task
 	ttr := t.Timeout
@@ -49,34 +61,150 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	}
 	due, _ := protocol.UnixNano(run.Due)
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
-		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, Epoch: 0, TTR: int64(ttr),
+		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral}
+	if s.dur.isDurable(t.Namespace, t.ID, t.Version) {
+		fire.Durability = protocol.Durable
+	}
 
 	d := &s.disp
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	subs := d.byType[t.Type]
-	tried := map[*conn]bool{}
+	q := d.waiting[t.Type]
+	if d.leading && !d.paused[t.Type] && (q == nil || q.len() == 0) && s.fireLocked(fire) {
+		return task.ErrDeferred
+	}
+	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
+	if d.nWaiting >= s.opts.MaxWaitingRuns {
+		return fmt.Errorf("%w for type %q: %d runs are already waiting (MaxWaitingRuns)", errNoWorker, t.Type, d.nWaiting)
+	}
+	if err := s.engine.HoldTimeout(run.RunID); err != nil {
+		return err
+	}
+	if q == nil {
+		q = &runQueue{}
+		d.waiting[t.Type] = q
+	}
+	q.push(fire)
+	d.nWaiting++
+	return task.ErrDeferred
+}
+
+// fireLocked FIREs f at the subscribed worker of its type with the most free credits
+// (ties: any), skipping those whose reply queue is full (not reading) or that are
+// closing; false when none took it. Requires d.mu.
+func (s *Server) fireLocked(f *protocol.Fire) bool {
+	d := &s.disp
+	f.Epoch = d.epoch
+	var tried map[*conn]bool
 	for {
-		// Least loaded: the most free credits; ties go to any.
 		var best *conn
-		for c := range subs {
+		for c := range d.byType[f.TaskType] {
 			if c.w.credits > 0 && !tried[c] && (best == nil || c.w.credits > best.w.credits) {
 				best = c
 			}
 		}
 		if best == nil {
-			return fmt.Errorf("%w for type %q", errNoWorker, t.Type)
+			return false
 		}
-		if !best.push(fire) {
-			tried[best] = true // its queue is full (not reading) or it is closing
+		if !best.push(f) {
+			if tried == nil {
+				tried = map[*conn]bool{}
+			}
+			tried[best] = true
 			continue
 		}
 		best.w.credits--
-		best.w.inflight[run.RunID] = struct{}{}
+		best.w.inflight[f.RunID] = struct{}{}
 		s.fired.Add(1)
-		return task.ErrDeferred
+		return true
 	}
+}
+
+// drainLocked FIREs waiting runs of typ, oldest first, while workers have credits.
+// A run the engine no longer holds (cancelled, or the task replaced) is dropped.
+// Requires d.mu.
+func (s *Server) drainLocked(typ string) {
+	d := &s.disp
+	q := d.waiting[typ]
+	for q != nil && q.len() > 0 && d.leading && !d.paused[typ] {
+		f := q.front()
+		if err := s.engine.StartTimeout(f.RunID); err != nil {
+			q.pop()
+			d.nWaiting--
+			continue // gone from the engine: nothing to fire
+		}
+		if !s.fireLocked(f) {
+			// No credit (or every worker is backed up): wait again, with no time limit.
+			_ = s.engine.HoldTimeout(f.RunID)
+			break
+		}
+		q.pop()
+		d.nWaiting--
+	}
+	if q != nil && q.len() == 0 {
+		delete(d.waiting, typ)
+	}
+}
+
+// drainAllLocked drains every type with waiting runs. Requires d.mu.
+func (s *Server) drainAllLocked() {
+	for typ := range s.disp.waiting {
+		s.drainLocked(typ)
+	}
+}
+
+// runQueue is a FIFO of FIREs waiting for a worker.
+type runQueue struct {
+	items []*protocol.Fire
+	head  int
+}
+
+func (q *runQueue) len() int              { return len(q.items) - q.head }
+func (q *runQueue) front() *protocol.Fire { return q.items[q.head] }
+func (q *runQueue) push(f *protocol.Fire) { q.items = append(q.items, f) }
+func (q *runQueue) pop() {
+	q.items[q.head] = nil
+	q.head++
+	if q.head >= 1024 && q.head*2 >= len(q.items) { // reclaim the consumed front
+		q.items = append(q.items[:0:0], q.items[q.head:]...)
+		q.head = 0
+	}
+}
+
+// pause answers PAUSE and RESUME: a paused type's due runs wait, undispatched.
+func (s *Server) pause(typ string, paused bool) {
+	d := &s.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if paused {
+		d.paused[typ] = true
+		return
+	}
+	delete(d.paused, typ)
+	s.drainLocked(typ)
+}
+
+// setLeading records a change of leadership: FIREs carry the new epoch, and runs wait
+// while this node does not lead.
+func (s *Server) setLeading(leading bool, epoch uint64) {
+	d := &s.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.leading != leading {
+		s.leaderChanges.Add(1)
+	}
+	d.leading, d.epoch = leading, epoch
+	if leading {
+		s.drainAllLocked()
+	}
+}
+
+// leadership returns whether this node leads, and its epoch.
+func (s *Server) leadership() (bool, uint64) {
+	s.disp.mu.Lock()
+	defer s.disp.mu.Unlock()
+	return s.disp.leading, s.disp.epoch
 }
 
 // push queues a server push (FIRE) on c without blocking: false when the reply queue is
@@ -100,23 +228,17 @@ func (c *conn) push(m protocol.Message) bool {
 	}
 }
 
-// subscribe answers SUBSCRIBE: it replaces c's types and credits, and registers the
-// server's handler for every type not yet served.
+// subscribe answers SUBSCRIBE: it replaces c's types and credits, and fires waiting runs
+// of those types.
 func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bool) {
 	d := &s.disp
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, typ := range m.Types {
-		if d.registered[typ] {
-			continue
+		if typ == "" || len(typ) > task.MaxTypeLen {
+			return &protocol.Error{ID: m.ID, Code: protocol.CodeBadField, Field: fmt.Sprintf("types[%d]", i),
+				Message: fmt.Sprintf("a task type must be 1 to %d bytes", task.MaxTypeLen)}, false
 		}
-		if err := s.engine.Register(typ, s.handler); err != nil {
-			if errors.Is(err, task.ErrInvalidTask) {
-				return &protocol.Error{ID: m.ID, Code: protocol.CodeBadField, Field: fmt.Sprintf("types[%d]", i), Message: err.Error()}, false
-			}
-			return engineError(m.ID, err, "")
-		}
-		d.registered[typ] = true
 	}
 	for _, typ := range c.w.types {
 		delete(d.byType[typ], c)
@@ -128,6 +250,9 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 		}
 		d.byType[typ][c] = struct{}{}
 	}
+	for _, typ := range c.w.types {
+		s.drainLocked(typ)
+	}
 	return &protocol.OK{ID: m.ID}, false
 }
 
@@ -135,6 +260,12 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 func (s *Server) credit(c *conn, m *protocol.Credit) protocol.Message {
 	s.disp.mu.Lock()
 	c.w.credits += min(m.Credits, ^uint64(0)-c.w.credits)
+	for _, typ := range c.w.types {
+		if c.w.credits == 0 {
+			break
+		}
+		s.drainLocked(typ)
+	}
 	s.disp.mu.Unlock()
 	return &protocol.OK{ID: m.ID}
 }
@@ -143,11 +274,16 @@ func (s *Server) credit(c *conn, m *protocol.Credit) protocol.Message {
 // in-flight set whatever the engine says (a run the engine timed out is UNKNOWN_RUN
 // once, and gone). Credits are not returned: the worker grants them (PROTOCOL.md).
 func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.Message, bool) {
-	if epoch != 0 {
-		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID,
-			Message: fmt.Sprintf("epoch %d is not the leader's (0)", epoch)}, false
-	}
 	s.disp.mu.Lock()
+	if !s.disp.leading || epoch != s.disp.epoch {
+		leading, current := s.disp.leading, s.disp.epoch
+		s.disp.mu.Unlock()
+		msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, current)
+		if !leading {
+			msg = fmt.Sprintf("epoch %d: this node no longer leads", epoch)
+		}
+		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID, Message: msg}, false
+	}
 	_, fired := c.w.inflight[runID]
 	delete(c.w.inflight, runID)
 	s.disp.mu.Unlock()

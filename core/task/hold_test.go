@@ -1,0 +1,68 @@
+package task
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// A held attempt outlives its timeout; StartTimeout gives it the whole timeout again from
+// the moment it is called, and the attempt then times out on that new deadline.
+func TestHoldAndStartTimeout(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "held", Type: "remote", Schedule: After(0), Timeout: time.Second})
+	h.fake.Advance(0)
+	id := recv(t, runs)
+	if err := h.e.HoldTimeout(id); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Advance(time.Hour) // far past the 1 s timeout: held, nothing happens
+	if s := h.state("held"); s != Running {
+		t.Fatalf("held attempt: %v, want RUNNING", s)
+	}
+	if err := h.e.StartTimeout(id); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Advance(999 * time.Millisecond)
+	if s := h.state("held"); s != Running {
+		t.Fatalf("999 ms after StartTimeout: %v, want RUNNING", s)
+	}
+	h.fake.Advance(time.Millisecond)
+	h.wait(EventTimedOut, "held")
+	for _, f := range []func(uint64) error{h.e.HoldTimeout, h.e.StartTimeout} {
+		if err := f(id); !errors.Is(err, ErrUnknownRun) {
+			t.Fatalf("after the timeout: %v, want ErrUnknownRun", err)
+		}
+	}
+}
+
+// A held attempt still completes, and can be cancelled.
+func TestHeldAttemptCompletesOrCancels(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "a", Type: "remote", Schedule: After(0), Timeout: time.Second})
+	h.fake.Advance(0)
+	a := recv(t, runs)
+	if err := h.e.HoldTimeout(a); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Advance(time.Minute)
+	if err := h.e.Complete(a, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventSucceeded, "a")
+
+	h.submit(Task{ID: "b", Type: "remote", Schedule: After(0), Timeout: time.Second})
+	h.fake.Advance(0)
+	b := recv(t, runs)
+	if err := h.e.HoldTimeout(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.Cancel("", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.StartTimeout(b); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("StartTimeout of a cancelled task's run: %v", err)
+	}
+}
