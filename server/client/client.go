@@ -308,6 +308,23 @@ func (c *Client) purge(ctx context.Context, m *protocol.DLQPurge) (uint64, error
 	return r.Count, nil
 }
 
+// Pause stops the server from dispatching tasks of taskType: they come due and wait
+// until Resume. Pausing is the answering node's state, not stored.
+func (c *Client) Pause(ctx context.Context, taskType string) error {
+	_, err := expect[*protocol.OK](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Pause{ID: id, TaskType: taskType}
+	}))
+	return err
+}
+
+// Resume dispatches tasks of taskType again, the ones that waited first.
+func (c *Client) Resume(ctx context.Context, taskType string) error {
+	_, err := expect[*protocol.OK](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Resume{ID: id, TaskType: taskType}
+	}))
+	return err
+}
+
 // Stats is the server's counters and gauges (PROTOCOL.md lists the names).
 type Stats struct {
 	Counters map[string]uint64

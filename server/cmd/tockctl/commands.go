@@ -27,6 +27,8 @@ func commands() []*command {
 			{name: "requeue", args: "ID", summary: "run a dead letter's task again now", check: oneID, do: doRequeue},
 			dlqPurgeCommand(),
 		}},
+		{name: "pause", args: "TYPE", summary: "stop dispatching a task type (its tasks wait)", check: oneType, do: doPause},
+		{name: "resume", args: "TYPE", summary: "dispatch a paused task type again", check: oneType, do: doResume},
 		{name: "stats", summary: "the server's counters and gauges", check: noArgs, do: doStats},
 		{name: "leader", summary: "the node answering, its leader epoch, and whether it leads", check: noArgs, do: doLeader},
 		{name: "ping", summary: "one round trip, timed", check: noArgs, do: doPing},
@@ -43,6 +45,38 @@ func oneID(args []string) error {
 		return usagef("the task ID is empty")
 	}
 	return nil
+}
+
+func oneType(args []string) error {
+	switch {
+	case len(args) != 1:
+		return usagef("one task type expected, got %d arguments", len(args))
+	case args[0] == "" || len(args[0]) > task.MaxTypeLen:
+		return usagef("a task type is 1 to %d bytes", task.MaxTypeLen)
+	}
+	return nil
+}
+
+func doPause(ctx context.Context, e *env, args []string) error {
+	if err := e.c.Pause(ctx, args[0]); err != nil {
+		return err
+	}
+	return printTypeState(e, args[0], "paused")
+}
+
+func doResume(ctx context.Context, e *env, args []string) error {
+	if err := e.c.Resume(ctx, args[0]); err != nil {
+		return err
+	}
+	return printTypeState(e, args[0], "resumed")
+}
+
+func printTypeState(e *env, typ, state string) error {
+	if e.g.json {
+		return writeJSON(e.stdout, map[string]string{"type": typ, "state": state})
+	}
+	_, err := fmt.Fprintf(e.stdout, "%s %s\n", state, typ)
+	return err
 }
 
 func noArgs(args []string) error {

@@ -544,3 +544,19 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+// pause and resume reach the server (its effect on dispatch is tested in server/tockd).
+func TestPauseResume(t *testing.T) {
+	_, addr := startServer(t)
+	contains(t, "pause", ok(t, addr, "pause", "email"), "paused email")
+	contains(t, "resume", ok(t, addr, "resume", "email"), "resumed email")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(ok(t, addr, "-json", "pause", "email")), &got); err != nil || got["state"] != "paused" {
+		t.Fatalf("pause -json: %v %v", got, err)
+	}
+	for _, args := range [][]string{{"pause"}, {"resume", "a", "b"}, {"pause", ""}} {
+		if r := ctl(t, addr, args...); r.code != 2 {
+			t.Errorf("tockctl %q: exit %d, want 2 (usage)", args, r.code)
+		}
+	}
+}
