@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -57,15 +58,22 @@ type conn struct {
 
 // permanent reports whether a dial error will not go away by retrying.
 func permanent(err error) bool {
+	var badCert *tls.CertificateVerificationError
 	return errors.Is(err, protocol.ErrUnauthorized) || errors.Is(err, protocol.ErrVersionUnsupported) ||
-		errors.Is(err, ErrHandshake) || errors.Is(err, ErrInvalidOption)
+		errors.Is(err, ErrHandshake) || errors.Is(err, ErrInvalidOption) || errors.As(err, &badCert)
 }
 
 // dialConn dials addr and performs the handshake with role. It starts no goroutine:
 // the caller calls start.
 func dialConn(ctx context.Context, addr string, o *Options, role protocol.Role) (*conn, error) {
-	d := net.Dialer{Timeout: o.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	d := &net.Dialer{Timeout: o.DialTimeout}
+	var nc net.Conn
+	var err error
+	if o.TLS != nil {
+		nc, err = (&tls.Dialer{NetDialer: d, Config: o.TLS}).DialContext(ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}

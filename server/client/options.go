@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -42,6 +43,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Concurrency is a Worker's number of concurrent runs, and so its credits. Default 4.
 	Concurrency int
+	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
+	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
+	TLS *tls.Config
 }
 
 // Option sets a field of Options.
@@ -52,6 +56,9 @@ func WithToken(token string) Option { return func(o *Options) { o.Token = token 
 
 // WithClientName sets Options.ClientName.
 func WithClientName(name string) Option { return func(o *Options) { o.ClientName = name } }
+
+// WithTLS sets Options.TLS.
+func WithTLS(c *tls.Config) Option { return func(o *Options) { o.TLS = c } }
 
 // WithDialTimeout sets Options.DialTimeout.
 func WithDialTimeout(d time.Duration) Option { return func(o *Options) { o.DialTimeout = d } }

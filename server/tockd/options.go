@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,9 +31,14 @@ const (
 // Options configures a Server. The zero value of every field selects its default, so
 // Options{} is a working server on DefaultAddr with an engine of its own.
 type Options struct {
-	// Addr is the TCP address ListenAndServe listens on. Default DefaultAddr (loopback:
-	// the server has no TLS yet, so it is not exposed unless asked).
+	// Addr is the TCP address ListenAndServe listens on. Default DefaultAddr (loopback,
+	// so that nothing is exposed unless asked).
 	Addr string
+	// TLS, if set, makes the client port TLS: Serve wraps its listener, and the TLS
+	// handshake must finish within HandshakeTimeout like HELLO. It needs Certificates (or
+	// GetCertificate); set ClientAuth and ClientCAs to require client certificates.
+	// Default: plain TCP.
+	TLS *tls.Config
 	// MaxConns bounds the connections served at once; one more is answered ERROR
 	// OVERLOADED and closed. Default 1024.
 	MaxConns int
@@ -157,6 +163,8 @@ func (o *Options) validate() error {
 		return bad("WriteTimeout %v is negative", o.WriteTimeout)
 	case len(o.Token) > protocol.MaxTokenLen:
 		return bad("Token of %d bytes exceeds %d", len(o.Token), protocol.MaxTokenLen)
+	case o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil:
+		return bad("TLS has no certificate")
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:

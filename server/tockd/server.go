@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,8 +127,12 @@ func (s *Server) ListenAndServe() error {
 
 // Serve accepts connections on ln until Shutdown (then it returns ErrServerClosed) or
 // until ln fails for good. It closes ln when it returns. Transient accept errors (out of
-// file descriptors) are logged and retried with a growing pause, up to 1 s.
+// file descriptors) are logged and retried with a growing pause, up to 1 s. With
+// Options.TLS, connections accepted on ln speak TLS.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
 	s.mu.Lock()
 	if s.draining.Load() {
 		s.mu.Unlock()

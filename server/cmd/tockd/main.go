@@ -1,8 +1,10 @@
-// Command tockd serves tock's wire protocol (server/PROTOCOL.md) over TCP in front of an
-// in-process task engine, on a single node. With -data-dir (an embedded etcd in that
+// Command tockd serves tock's wire protocol (server/PROTOCOL.md) over TCP (optionally
+// TLS) in front of an in-process task engine. With -data-dir (an embedded etcd in that
 // directory) or -etcd (an external cluster) it also takes durable tasks: they are recorded
-// in etcd and reloaded when tockd starts again; with neither, it serves ephemeral tasks
-// only and refuses durable ones. Leadership and the cluster come later (server/README.md).
+// in etcd and reloaded when tockd starts again, and the node dispatches only while it
+// holds leadership in etcd's election (FIREs carry its epoch); with neither, it serves
+// ephemeral tasks only, refuses durable ones, and always leads. The multi-node cluster
+// comes later (server/README.md).
 //
 // Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
 // case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
@@ -12,6 +14,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,9 +65,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		dataDir   string
 		etcd      string
 		etcdPort  int
+		tlsCert   string
+		tlsKey    string
+		tlsCA     string
 	)
 	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
 	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
+	fs.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve the client port over TLS (with -tls-key)")
+	fs.StringVar(&tlsKey, "tls-key", "", "PEM private key file of -tls-cert")
+	fs.StringVar(&tlsCA, "tls-client-ca", "", "PEM CA file: require client certificates signed by it (with -tls-cert)")
+	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
 	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way")
@@ -127,9 +138,42 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if c.store != nil {
 		c.store.Node = c.server.NodeName
 	}
+	tlsConfig, err := loadTLS(tlsCert, tlsKey, tlsCA)
+	if err != nil {
+		return config{}, err
+	}
+	c.server.TLS = tlsConfig
 	c.server.DefaultTTR = engineTTR
 	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks)}
 	return c, nil
+}
+
+// loadTLS builds the client port's TLS configuration from PEM files; nil when no
+// certificate is given.
+func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "" && clientCAFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, errors.New("-tls-cert and -tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-client-ca %s: no PEM certificate in it", clientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
 
 func run(c config) error {
