@@ -1,0 +1,230 @@
+package admin
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+// wantScalars is every counter and gauge with its value in fixedStats.
+var wantScalars = map[string]struct {
+	kind  dto.MetricType
+	value float64
+}{
+	"tock_tasks_submitted_total":      {dto.MetricType_COUNTER, 1001},
+	"tock_tasks_started_total":        {dto.MetricType_COUNTER, 1002},
+	"tock_tasks_succeeded_total":      {dto.MetricType_COUNTER, 1003},
+	"tock_tasks_failed_total":         {dto.MetricType_COUNTER, 1004},
+	"tock_tasks_retried_total":        {dto.MetricType_COUNTER, 1005},
+	"tock_tasks_dead_total":           {dto.MetricType_COUNTER, 1006},
+	"tock_tasks_cancelled_total":      {dto.MetricType_COUNTER, 1007},
+	"tock_tasks_timed_out_total":      {dto.MetricType_COUNTER, 1008},
+	"tock_handler_panics_total":       {dto.MetricType_COUNTER, 1009},
+	"tock_tasks_misfired_total":       {dto.MetricType_COUNTER, 1010},
+	"tock_late_results_total":         {dto.MetricType_COUNTER, 1011},
+	"tock_dead_letters_evicted_total": {dto.MetricType_COUNTER, 1012},
+	"tock_tasks":                      {dto.MetricType_GAUGE, 2001},
+	"tock_queue_depth":                {dto.MetricType_GAUGE, 2002 + 3003}, // engine Queued + server Waiting
+	"tock_running":                    {dto.MetricType_GAUGE, 2003},
+	"tock_hung_workers":               {dto.MetricType_GAUGE, 2004},
+	"tock_dead_letters":               {dto.MetricType_GAUGE, 2005},
+	"tock_connections":                {dto.MetricType_GAUGE, 3001},
+	"tock_workers_connected":          {dto.MetricType_GAUGE, 3002},
+	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
+	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
+	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},
+	"tock_runs_redelivered_total":     {dto.MetricType_COUNTER, 3007},
+	"tock_is_leader":                  {dto.MetricType_GAUGE, 1},
+	"tock_leader_epoch":               {dto.MetricType_GAUGE, 3008},
+	"tock_leader_changes_total":       {dto.MetricType_COUNTER, 3009},
+}
+
+type wantHist struct {
+	bounds []float64 // seconds
+	counts []uint64  // cumulative
+	count  uint64
+	sum    float64 // seconds
+}
+
+var wantHists = map[string]wantHist{
+	"tock_lateness_seconds":           {[]float64{0.00005, 0.001, 0.25, 1}, []uint64{3, 7, 9, 12}, 13, 2.5},
+	"tock_execution_duration_seconds": {[]float64{0.01, 60}, []uint64{4, 5}, 6, 90},
+}
+
+// TestScrapeValues scrapes a real server fed fixedStats over loopback and checks every
+// tock_* family: name, type, HELP, value; for histograms the bucket upper bounds in
+// seconds, the cumulative counts, _sum and _count. It also checks that nothing else
+// under tock_ appears and that the Go and process collectors are registered.
+func TestScrapeValues(t *testing.T) {
+	var snapshots atomic.Int64
+	_, base := start(t, Options{Snapshot: func() tockd.Stats { snapshots.Add(1); return fixedStats() }})
+	fams := scrape(t, base)
+	if n := snapshots.Load(); n != 1 {
+		t.Errorf("one scrape took %d snapshots, want 1", n)
+	}
+
+	for name, want := range wantScalars {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("%s: missing", name)
+			continue
+		}
+		if f.GetType() != want.kind {
+			t.Errorf("%s: type %v, want %v", name, f.GetType(), want.kind)
+		}
+		if len(f.GetHelp()) < 10 {
+			t.Errorf("%s: HELP %q is too short to help", name, f.GetHelp())
+		}
+		if len(f.Metric) != 1 {
+			t.Errorf("%s: %d series, want 1", name, len(f.Metric))
+			continue
+		}
+		m := f.Metric[0]
+		got := m.GetGauge().GetValue()
+		if want.kind == dto.MetricType_COUNTER {
+			got = m.GetCounter().GetValue()
+		}
+		if got != want.value {
+			t.Errorf("%s = %v, want %v", name, got, want.value)
+		}
+	}
+	for name, want := range wantHists {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("%s: missing", name)
+			continue
+		}
+		if f.GetType() != dto.MetricType_HISTOGRAM || len(f.Metric) != 1 {
+			t.Errorf("%s: type %v with %d series, want one histogram", name, f.GetType(), len(f.Metric))
+			continue
+		}
+		checkHist(t, name, f.Metric[0].GetHistogram(), want)
+	}
+	for name := range fams {
+		_, scalar := wantScalars[name]
+		_, hist := wantHists[name]
+		if strings.HasPrefix(name, "tock_") && !scalar && !hist {
+			t.Errorf("%s: emitted but not checked by this test", name)
+		}
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total"} {
+		if fams[name] == nil {
+			t.Errorf("%s: missing (Go and process collectors not registered?)", name)
+		}
+	}
+	// promhttp's own counters live in the private registry too.
+	if fams["promhttp_metric_handler_requests_total"] == nil {
+		t.Error("promhttp_metric_handler_requests_total: missing")
+	}
+}
+
+func checkHist(t *testing.T, name string, h *dto.Histogram, want wantHist) {
+	t.Helper()
+	if h.GetSampleCount() != want.count || h.GetSampleSum() != want.sum {
+		t.Errorf("%s: _count %d _sum %v, want %d and %v", name, h.GetSampleCount(), h.GetSampleSum(), want.count, want.sum)
+	}
+	// The +Inf bucket is implied by _count, though the parser may list it.
+	var got []*dto.Bucket
+	for _, b := range h.Bucket {
+		if !math.IsInf(b.GetUpperBound(), +1) {
+			got = append(got, b)
+		} else if b.GetCumulativeCount() != want.count {
+			t.Errorf("%s: +Inf bucket %d, want _count %d", name, b.GetCumulativeCount(), want.count)
+		}
+	}
+	if len(got) != len(want.bounds) {
+		t.Fatalf("%s: %d buckets, want %d", name, len(got), len(want.bounds))
+	}
+	for i, b := range got {
+		if b.GetUpperBound() != want.bounds[i] || b.GetCumulativeCount() != want.counts[i] {
+			t.Errorf("%s: bucket %d le=%v count %d, want le=%v count %d", name, i,
+				b.GetUpperBound(), b.GetCumulativeCount(), want.bounds[i], want.counts[i])
+		}
+	}
+}
+
+// TestEngineHistogramBounds converts a real engine's histograms: its bounds, 50 µs to
+// 1 min, must come out as le="5e-05" ... le="60", in order, every count 0.
+func TestEngineHistogramBounds(t *testing.T) {
+	e, err := task.New(task.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	engineStats := e.Stats()
+	snap := func() tockd.Stats { return tockd.Stats{Engine: engineStats} }
+
+	reg := prometheus.NewPedanticRegistry() // also checks Describe against Collect
+	reg.MustRegister(NewCollector(snap))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lateness *dto.MetricFamily
+	for _, f := range fams {
+		if f.GetName() == "tock_lateness_seconds" {
+			lateness = f
+		}
+	}
+	if lateness == nil {
+		t.Fatal("tock_lateness_seconds: missing")
+	}
+	bounds := engineStats.Lateness.Bounds
+	if len(bounds) == 0 {
+		t.Fatal("the engine's Lateness histogram has no bounds")
+	}
+	want := wantHist{counts: make([]uint64, len(bounds))}
+	for _, b := range bounds {
+		want.bounds = append(want.bounds, b.Seconds())
+	}
+	if want.bounds[0] != 5e-05 || want.bounds[len(want.bounds)-1] != 60 {
+		t.Errorf("engine bounds %v s, want 5e-05 ... 60 (core/task changed its buckets?)", want.bounds)
+	}
+	checkHist(t, "tock_lateness_seconds", lateness.Metric[0].GetHistogram(), want)
+}
+
+// TestCollectorLint runs client_golang's metric linter (naming, units, _total suffixes,
+// HELP) over the Collector's output.
+func TestCollectorLint(t *testing.T) {
+	problems, err := testutil.CollectAndLint(NewCollector(fixedStats))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics) {
+		t.Errorf("collected %d metrics, want %d", n, len(metrics))
+	}
+}
+
+// TestCollectorBadInput: a nil snapshot function and a malformed histogram are gathering
+// errors, not panics, and the well-formed metrics still come out.
+func TestCollectorBadInput(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(nil))
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "no snapshot function") {
+		t.Errorf("Gather with a nil snapshot: %v, want an error naming it", err)
+	}
+
+	bad := fixedStats()
+	bad.Engine.Lateness.Counts = bad.Engine.Lateness.Counts[:1]
+	reg = prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(func() tockd.Stats { return bad }))
+	fams, err := reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "4 bounds and 1 counts") {
+		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
+	}
+	if len(fams) != len(metrics)-1 {
+		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), len(metrics)-1)
+	}
+}

@@ -1,0 +1,117 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+// testTimeout bounds every HTTP round trip and every wait in these tests. It is far above
+// what a loopback request takes, because the tests share a loaded 2-core machine with
+// the race detector on; it only turns a hang into a failure.
+const testTimeout = 30 * time.Second
+
+// fixedStats is a snapshot with every field distinct and non-zero, and two non-empty
+// histograms with different bounds, so a field wired to the wrong metric shows.
+func fixedStats() tockd.Stats {
+	return tockd.Stats{
+		Engine: task.Stats{
+			Submitted: 1001, Started: 1002, Succeeded: 1003, Failed: 1004, Retried: 1005,
+			Dead: 1006, Cancelled: 1007, TimedOut: 1008, Panics: 1009, Misfired: 1010,
+			LateResults: 1011, DLQEvicted: 1012,
+			Tasks: 2001, Queued: 2002, Running: 2003, HungWorkers: 2004, DeadLetters: 2005,
+			Lateness: task.Histogram{
+				Bounds: []time.Duration{50 * time.Microsecond, time.Millisecond, 250 * time.Millisecond, time.Second},
+				Counts: []uint64{3, 7, 9, 12},
+				Count:  13,
+				Sum:    2500 * time.Millisecond,
+			},
+			Duration: task.Histogram{
+				Bounds: []time.Duration{10 * time.Millisecond, time.Minute},
+				Counts: []uint64{4, 5},
+				Count:  6,
+				Sum:    90 * time.Second,
+			},
+		},
+		Connections: 3001, Workers: 3002, Waiting: 3003,
+		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007,
+		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
+	}
+}
+
+// start serves opts on 127.0.0.1:0 and returns the server and its base URL. Cleanup
+// shuts it down and checks that Serve returned ErrServerClosed.
+func start(t *testing.T, opts Options) (*Server, string) {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		select {
+		case err := <-served:
+			if !errors.Is(err, ErrServerClosed) {
+				t.Errorf("Serve returned %v, want ErrServerClosed", err)
+			}
+		case <-time.After(testTimeout):
+			t.Error("Serve did not return after Shutdown")
+		}
+	})
+	return s, "http://" + ln.Addr().String()
+}
+
+// client makes one request per connection, so no idle keep-alive connection (and its
+// goroutines) outlives a test.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testTimeout}
+
+// get fetches url and returns the status and body.
+func get(t *testing.T, url string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", url, err)
+	}
+	return resp.StatusCode, string(body), resp.Header
+}
+
+// scrape GETs base+"/metrics" and parses the text exposition.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body, _ := get(t, base+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: status %d: %s", code, body)
+	}
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics: parsing: %v\n%s", err, body)
+	}
+	return fams
+}

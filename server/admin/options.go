@@ -1,0 +1,128 @@
+package admin
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+// Defaults of Options; a zero field takes its default.
+const (
+	// DefaultAddr is loopback only: metrics and pprof expose the process's internals, so
+	// listening on other interfaces is a deliberate choice (-admin-addr :7451).
+	// 7451 sits beside tockd's own port, 7450.
+	DefaultAddr = "127.0.0.1:7451"
+	// DefaultReadHeaderTimeout bounds how long a client may take to send its request
+	// headers (slowloris protection).
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading a whole request; admin requests have no body to
+	// speak of (pprof's symbol endpoint takes a short POST).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds handling and writing one response. It must exceed
+	// MetricsTimeout. Profiles are not cut off by it: /debug/pprof/profile?seconds=N and
+	// /debug/pprof/trace?seconds=N extend their own write deadline by N.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes keep-alive connections idle this long (a scraper that
+	// keeps its connection between 15 s scrapes keeps it).
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxHeaderBytes is the largest request header accepted; admin requests carry
+	// a handful of short headers.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMetricsTimeout bounds one /metrics response (gathering plus writing); a
+	// scrape that takes longer is answered 503.
+	DefaultMetricsTimeout = 10 * time.Second
+	// DefaultMetricsMaxInFlight is how many /metrics requests are served at once; more
+	// are answered 503 at once rather than queued. Each takes one Stats snapshot.
+	DefaultMetricsMaxInFlight = 4
+)
+
+// Options configures a Server. Snapshot is required; every other zero field selects its
+// default. A negative duration or count is an error.
+type Options struct {
+	// Addr is the TCP address ListenAndServe listens on (default DefaultAddr).
+	Addr string
+
+	// Snapshot returns the server's statistics; /metrics calls it once per scrape
+	// (typically (*tockd.Server).Stats). Required.
+	Snapshot func() tockd.Stats
+
+	// Healthy reports whether the process is fit to serve: /healthz answers 200 "ok" when
+	// it returns nil and 503 with the error's text otherwise. It is called once per
+	// /healthz request, on that request's goroutine, so it must not block for long.
+	// Nil: always healthy (the process answers, so it is up).
+	Healthy func() error
+
+	// Logger receives the HTTP server's errors (for example a failed write of a
+	// response) and metric-gathering errors, at Warn. Nil: discard.
+	Logger *slog.Logger
+
+	ReadHeaderTimeout time.Duration // default DefaultReadHeaderTimeout
+	ReadTimeout       time.Duration // default DefaultReadTimeout
+	WriteTimeout      time.Duration // default DefaultWriteTimeout
+	IdleTimeout       time.Duration // default DefaultIdleTimeout
+	MaxHeaderBytes    int           // default DefaultMaxHeaderBytes
+
+	MetricsTimeout     time.Duration // default DefaultMetricsTimeout
+	MetricsMaxInFlight int           // default DefaultMetricsMaxInFlight
+}
+
+// setDefaults fills in every zero field but Snapshot.
+func (o *Options) setDefaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.MetricsTimeout == 0 {
+		o.MetricsTimeout = DefaultMetricsTimeout
+	}
+	if o.MetricsMaxInFlight == 0 {
+		o.MetricsMaxInFlight = DefaultMetricsMaxInFlight
+	}
+}
+
+// validate names the first bad field; it runs after setDefaults.
+func (o *Options) validate() error {
+	bad := func(field string, why string) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidOptions, field, why)
+	}
+	switch {
+	case o.Snapshot == nil:
+		return bad("Snapshot", "is required")
+	case o.ReadHeaderTimeout < 0:
+		return bad("ReadHeaderTimeout", fmt.Sprintf("is negative (%v)", o.ReadHeaderTimeout))
+	case o.ReadTimeout < 0:
+		return bad("ReadTimeout", fmt.Sprintf("is negative (%v)", o.ReadTimeout))
+	case o.WriteTimeout < 0:
+		return bad("WriteTimeout", fmt.Sprintf("is negative (%v)", o.WriteTimeout))
+	case o.IdleTimeout < 0:
+		return bad("IdleTimeout", fmt.Sprintf("is negative (%v)", o.IdleTimeout))
+	case o.MaxHeaderBytes < 0:
+		return bad("MaxHeaderBytes", fmt.Sprintf("is negative (%d)", o.MaxHeaderBytes))
+	case o.MetricsTimeout < 0:
+		return bad("MetricsTimeout", fmt.Sprintf("is negative (%v)", o.MetricsTimeout))
+	case o.WriteTimeout <= o.MetricsTimeout:
+		return bad("WriteTimeout", fmt.Sprintf("(%v) must exceed MetricsTimeout (%v), or a slow scrape is cut off instead of answered 503", o.WriteTimeout, o.MetricsTimeout))
+	case o.MetricsMaxInFlight < 0:
+		return bad("MetricsMaxInFlight", fmt.Sprintf("is negative (%d)", o.MetricsMaxInFlight))
+	}
+	return nil
+}
