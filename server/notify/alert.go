@@ -154,3 +154,18 @@ func LeaderChangeAlert(leader string, epoch uint64) Alert {
 		Fields:   []Field{{"leader", leader}, {"epoch", e}},
 	}
 }
+
+// LeaderLostAlert tells that node stopped leading at epoch (its etcd session was lost, or
+// it resigned while draining): until a leader is elected, nothing is dispatched. Its Key
+// is "leader_lost/<epoch>".
+func LeaderLostAlert(node string, epoch uint64) Alert {
+	e := strconv.FormatUint(epoch, 10)
+	return Alert{
+		Kind:     KindLeaderChange,
+		Key:      "leader_lost/" + e,
+		Severity: SeverityCritical,
+		Title:    "Node " + node + " stopped leading",
+		Text:     fmt.Sprintf("Node %s no longer leads (epoch %s): it dispatches nothing until a leader is elected.", node, e),
+		Fields:   []Field{{"node", node}, {"epoch", e}},
+	}
+}

@@ -41,13 +41,16 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store) {
 		pause = campaignRetryMin
 		epoch := uint64(l.Epoch())
 		s.setLeading(true, epoch)
+		s.notifyLeadership(true, epoch)
 		s.log.Info("tockd: leading", "epoch", epoch, "key", l.Key())
 		select {
 		case <-l.Done():
 			s.setLeading(false, epoch)
+			s.notifyLeadership(false, epoch)
 			s.log.Warn("tockd: leadership lost: dispatching stopped", "epoch", epoch)
 		case <-ctx.Done():
 			s.setLeading(false, epoch)
+			s.notifyLeadership(false, epoch)
 			rctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 			if err := l.Resign(rctx); err != nil {
 				s.log.Warn("tockd: resign failed; the next leader waits for the session to expire", "err", err)
@@ -57,5 +60,11 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store) {
 			cancel()
 			return
 		}
+	}
+}
+
+func (s *Server) notifyLeadership(leading bool, epoch uint64) {
+	if s.opts.OnLeadership != nil {
+		s.opts.OnLeadership(leading, epoch)
 	}
 }

@@ -94,6 +94,10 @@ type Options struct {
 	// many waiting fails at once, retryably ("no worker available"), and its task's retry
 	// policy decides. Each waiting run costs about 200 bytes. Default 1,048,576.
 	MaxWaitingRuns int
+	// OnLeadership, if set, is called after every change of this node's leadership
+	// (with a Store: elected, or its session lost; leading reports which), from the
+	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
+	OnLeadership func(leading bool, epoch uint64)
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/admin"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
 )
@@ -37,7 +39,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tockd:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	if cfg.printRules {
+		os.Stdout.Write(admin.AlertRules)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "tockd:", err)
 		os.Exit(1)
 	}
@@ -49,6 +57,12 @@ type config struct {
 	drain  time.Duration
 	level  slog.Level
 	store  *store.Options // nil: no store, ephemeral tasks only
+	obs    observeConfig
+	// printRules: print the Prometheus alerting rules and exit.
+	printRules bool
+	// ready, if set (by tests), is called once the client port and the admin port (nil
+	// when off) are listening.
+	ready func(client, admin net.Addr)
 }
 
 // parseConfig reads flags from args, with environment variables (through getenv) as their
@@ -69,6 +83,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		tlsKey    string
 		tlsCA     string
 	)
+	c.obs.flags(fs)
+	fs.BoolVar(&c.printRules, "print-alert-rules", false, "print the Prometheus alerting rules for tockd's metrics and exit")
 	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
 	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
 	fs.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve the client port over TLS (with -tls-key)")
@@ -111,6 +127,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := c.level.UnmarshalText([]byte(level)); err != nil {
 		return config{}, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	if err := c.obs.check(); err != nil {
+		return config{}, err
 	}
 	if c.drain <= 0 {
 		return config{}, fmt.Errorf("-drain-timeout %v must be positive", c.drain)
@@ -176,7 +195,8 @@ func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func run(c config) error {
+// run serves until ctx ends (SIGINT or SIGTERM in main), then drains within c.drain.
+func run(ctx context.Context, c config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
 	c.server.Logger = log
 	if c.store != nil {
@@ -194,15 +214,50 @@ func run(c config) error {
 		c.server.Store = st
 		log.Info("tockd: durable tasks enabled", "embedded", c.store.Embedded, "etcd", c.store.Endpoints, "client_url", st.ClientURL())
 	}
+	n, err := c.obs.notifier(c.server.NodeName, log)
+	if err != nil {
+		return err
+	}
+	if n != nil {
+		hookAlerts(&c.server, n, c.server.NodeName)
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.drain)
+			defer cancel()
+			if err := n.Close(ctx); err != nil {
+				log.Warn("tockd: alerts still queued were dropped", "err", err)
+			}
+		}()
+	}
 	srv, err := tockd.New(c.server)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	adm, adminAddr, err := c.obs.startAdmin(srv, log)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	if n != nil {
+		monitorDone, err := c.obs.startMonitor(ctx, srv, n)
+		if err != nil {
+			_ = srv.Shutdown(context.Background())
+			return err
+		}
+		defer func() { stop(); <-monitorDone }() // the monitor ends with ctx
+	}
+	ln, err := net.Listen("tcp", c.server.Addr)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
 	served := make(chan error, 1)
-	go func() { served <- srv.ListenAndServe() }()
-	log.Info("tockd listening", "addr", c.server.Addr)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("tockd listening", "addr", ln.Addr().String(), "tls", c.server.TLS != nil)
+	if c.ready != nil {
+		c.ready(ln.Addr(), adminAddr)
+	}
 	select {
 	case err := <-served:
 		return err
@@ -216,6 +271,12 @@ func run(c config) error {
 	}
 	if err := <-served; err != nil && !errors.Is(err, tockd.ErrServerClosed) {
 		return err
+	}
+	if adm != nil {
+		// Last, so that metrics can be scraped while the node drains.
+		if err := adm.Shutdown(drainCtx); err != nil {
+			log.Warn("tockd: admin port shutdown", "err", err)
+		}
 	}
 	log.Info("tockd stopped")
 	return nil

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/admin"
+	"github.com/tock-sched/tock/server/notify"
+	"github.com/tock-sched/tock/server/tockd"
+)
+
+// observeConfig is the admin port and the webhook alerts, as the command line set them.
+type observeConfig struct {
+	adminAddr     string // "" or "off": no admin port
+	webhooks      string // comma-separated URLs; "": no notifier
+	webhookFormat string
+	webhookSecret string
+	alerts        notify.Thresholds
+	alertInterval time.Duration
+}
+
+func (o *observeConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.adminAddr, "admin-addr", admin.DefaultAddr, `admin HTTP address: /metrics, /debug/pprof/, /healthz ("off": none)`)
+	fs.StringVar(&o.webhooks, "webhook", "", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
+	fs.StringVar(&o.webhookFormat, "webhook-format", string(notify.FormatJSON), "body of every -webhook: json or feishu (a Feishu/Lark card)")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", "", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
+	fs.IntVar(&o.alerts.Backlog, "alert-backlog", 10000, "alert when more due runs than this wait for a worker (0: never)")
+	fs.DurationVar(&o.alerts.LatenessP95, "alert-lateness-p95", time.Second, "alert when the p95 of start minus due time over an interval exceeds this (0: never)")
+	fs.DurationVar(&o.alerts.For, "alert-for", time.Minute, "how long a backlog or lateness breach lasts before it alerts")
+	fs.DurationVar(&o.alertInterval, "alert-interval", notify.DefaultInterval, "how often backlog and lateness are checked")
+}
+
+// check validates what flag parsing cannot.
+func (o *observeConfig) check() error {
+	switch {
+	case o.alerts.Backlog < 0:
+		return fmt.Errorf("-alert-backlog %d is negative", o.alerts.Backlog)
+	case o.alerts.LatenessP95 < 0 || o.alerts.For < 0:
+		return fmt.Errorf("-alert-lateness-p95 and -alert-for must not be negative")
+	case o.alertInterval <= 0:
+		return fmt.Errorf("-alert-interval %v must be positive", o.alertInterval)
+	case o.webhookSecret != "" && o.webhookFormat != string(notify.FormatFeishu):
+		return fmt.Errorf("-webhook-secret signs Feishu cards: it needs -webhook-format feishu")
+	}
+	return nil
+}
+
+// notifier makes the webhook notifier, or nil when no -webhook is set; node names this
+// node in the alerts.
+func (o *observeConfig) notifier(node string, log *slog.Logger) (*notify.Notifier, error) {
+	if o.webhooks == "" {
+		return nil, nil
+	}
+	var hooks []notify.Webhook
+	for _, u := range strings.Split(o.webhooks, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			hooks = append(hooks, notify.Webhook{URL: u, Format: notify.Format(o.webhookFormat), Secret: o.webhookSecret})
+		}
+	}
+	n, err := notify.New(notify.Options{Webhooks: hooks, Node: node, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("-webhook: %w", err)
+	}
+	return n, nil
+}
+
+// hookAlerts makes the server's options raise n's alerts: a dead-lettered task, and a
+// change of this node's leadership.
+func hookAlerts(opts *tockd.Options, n *notify.Notifier, node string) {
+	opts.EngineOptions = append(opts.EngineOptions, task.WithOnEvent(func(ev task.Event) {
+		if ev.Kind == task.EventDead {
+			n.Notify(notify.DeadLetterAlert(ev))
+		}
+	}))
+	opts.OnLeadership = func(leading bool, epoch uint64) {
+		if leading {
+			n.Notify(notify.LeaderChangeAlert(node, epoch))
+		} else {
+			n.Notify(notify.LeaderLostAlert(node, epoch))
+		}
+	}
+}
+
+// startMonitor checks srv's backlog (runs waiting for a worker, and the engine's queue)
+// and lateness against the thresholds until ctx ends.
+func (o *observeConfig) startMonitor(ctx context.Context, srv *tockd.Server, n *notify.Notifier) (done <-chan struct{}, err error) {
+	m, err := notify.NewMonitor(notify.MonitorOptions{Thresholds: o.alerts, Sink: n, Interval: o.alertInterval,
+		Sample: func() notify.Sample {
+			st := srv.Stats()
+			return notify.Sample{Queued: st.Engine.Queued + st.Waiting, Lateness: st.Engine.Lateness}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{})
+	go func() { defer close(ch); m.Run(ctx) }()
+	return ch, nil
+}
+
+// startAdmin listens on the admin address (so a taken port fails at start) and serves
+// it, and returns its address; nil when the admin port is off.
+func (o *observeConfig) startAdmin(srv *tockd.Server, log *slog.Logger) (*admin.Server, net.Addr, error) {
+	if o.adminAddr == "" || o.adminAddr == "off" {
+		return nil, nil, nil
+	}
+	adm, err := admin.New(admin.Options{Addr: o.adminAddr, Snapshot: srv.Stats, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", o.adminAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin port: %w", err)
+	}
+	go func() {
+		if err := adm.Serve(ln); err != nil && err != admin.ErrServerClosed {
+			log.Error("tockd: admin port stopped", "err", err)
+		}
+	}()
+	log.Info("tockd admin port", "addr", ln.Addr().String())
+	return adm, ln.Addr(), nil
+}
