@@ -51,8 +51,10 @@
 // without an in-process handler of its own is run by FIREing the attempt at a subscribed
 // worker connection (the handler returns task.ErrDeferred); the worker's ACK or NACK ends
 // the attempt with Engine.Complete. Choices:
-//   - Picking: among the type's subscribed connections with a credit, the one with the
-//     most free credits (ties: any). The FIRE is queued on that connection's bounded
+//   - Picking: among the type's subscribed connections with a credit, Options.Dispatch
+//     decides: the most free credits (default), round robin in subscription order, or
+//     rendezvous hashing of the task key with xxhash (the same key, the same worker while
+//     it has credits). The FIRE is queued on that connection's bounded
 //     reply queue without blocking; a full queue (a worker that is not reading) or a
 //     closing connection is skipped for the next candidate.
 //   - No worker: with no candidate (no subscribed worker of the type has a credit, the

@@ -28,6 +28,44 @@ const (
 	minMaxFrame = 1024
 )
 
+// Dispatch chooses which subscribed worker (among those with a credit and room in their
+// reply queue) a due run is FIREd at.
+type Dispatch uint8
+
+const (
+	// DispatchLeastLoaded picks the worker with the most free credits (ties: the
+	// earliest subscribed). The default.
+	DispatchLeastLoaded Dispatch = iota
+	// DispatchRoundRobin takes the type's workers in turn, in subscription order.
+	DispatchRoundRobin
+	// DispatchKeyHash sends a task to the worker that wins rendezvous hashing of the
+	// task's (namespace, ID) with xxhash against each worker's HELLO name: the same task
+	// goes to the same worker while that worker has credits, and a worker joining or
+	// leaving moves only the tasks it wins or won. Workers should have distinct names;
+	// two with the same name tie, and the earlier subscribed wins. A task whose worker has
+	// no credit goes to the next in its hash order rather than wait.
+	DispatchKeyHash
+)
+
+var dispatchNames = [...]string{"least-loaded", "round-robin", "key-hash"}
+
+func (d Dispatch) String() string {
+	if int(d) < len(dispatchNames) {
+		return dispatchNames[d]
+	}
+	return fmt.Sprintf("Dispatch(%d)", uint8(d))
+}
+
+// ParseDispatch reads a Dispatch by its String name.
+func ParseDispatch(s string) (Dispatch, error) {
+	for i, n := range dispatchNames {
+		if n == s {
+			return Dispatch(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: dispatch %q: want least-loaded, round-robin or key-hash", ErrInvalidOption, s)
+}
+
 // Options configures a Server. The zero value of every field selects its default, so
 // Options{} is a working server on DefaultAddr with an engine of its own.
 type Options struct {
@@ -88,6 +126,8 @@ type Options struct {
 	// Engine, set task.Options.DefaultTimeout to match, or such runs never time out.
 	// At most task.MaxTimeout. Default 30 s.
 	DefaultTTR time.Duration
+	// Dispatch picks the worker a due run goes to. Default DispatchLeastLoaded.
+	Dispatch Dispatch
 	// MaxWaitingRuns bounds the due runs held waiting for a worker: none of their type's
 	// subscribed workers has a credit, the type is paused, or this node does not lead. A
 	// waiting run's time to run starts when it is FIREd. A run that comes due with this
@@ -169,6 +209,8 @@ func (o *Options) validate() error {
 		return bad("Token of %d bytes exceeds %d", len(o.Token), protocol.MaxTokenLen)
 	case o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil:
 		return bad("TLS has no certificate")
+	case int(o.Dispatch) >= len(dispatchNames):
+		return bad("Dispatch %d is not a known strategy", o.Dispatch)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:

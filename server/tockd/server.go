@@ -60,7 +60,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 		disp: dispatcher{byType: map[string]map[*conn]struct{}{},
-			waiting: map[string]*runQueue{}, paused: map[string]bool{}}}
+			waiting: map[string]*runQueue{}, paused: map[string]bool{}, lastRR: map[string]uint64{}}}
 	// Without a store this node is alone and always leads, at epoch 0; with one it leads
 	// once elected (leaderLoop).
 	s.disp.leading = opts.Store == nil

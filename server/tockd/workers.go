@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 )
@@ -33,6 +34,8 @@ type dispatcher struct {
 	paused   map[string]bool               // types not dispatched until RESUME
 	leading  bool                          // this node dispatches; FIREs carry epoch
 	epoch    uint64
+	nextSeq  uint64            // numbers worker connections in subscription order
+	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
 }
 
 // waitingLen is the number of due runs waiting for a worker.
@@ -46,6 +49,8 @@ func (d *dispatcher) waitingLen() int {
 type workerState struct {
 	types    []string
 	credits  uint64
+	seq      uint64              // subscription order, from 1 (round robin; tie-break)
+	weight   uint64              // xxhash of the worker's HELLO name (key hashing)
 	inflight map[uint64]struct{} // run IDs FIREd on this connection and not yet ACKed/NACKed
 }
 
@@ -96,12 +101,34 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 func (s *Server) fireLocked(f *protocol.Fire) bool {
 	d := &s.disp
 	f.Epoch = d.epoch
+	var key uint64
+	if s.opts.Dispatch == DispatchKeyHash {
+		key = xxhash.Sum64String(f.Namespace) ^ xxhash.Sum64String(f.TaskID)*0x9E3779B97F4A7C15
+	}
 	var tried map[*conn]bool
 	for {
 		var best *conn
+		var bestScore uint64
 		for c := range d.byType[f.TaskType] {
-			if c.w.credits > 0 && !tried[c] && (best == nil || c.w.credits > best.w.credits) {
-				best = c
+			if c.w.credits == 0 || tried[c] {
+				continue
+			}
+			var score uint64
+			switch s.opts.Dispatch {
+			case DispatchRoundRobin:
+				// The next worker after the last one served, in subscription order,
+				// wrapping around: seqs just after the last score highest.
+				score = ^(c.w.seq - d.lastRR[f.TaskType] - 1)
+			case DispatchKeyHash:
+				// Rendezvous hashing: the key goes to the worker with the highest
+				// hash of (key, worker); a worker joining or leaving moves only the
+				// keys it wins or won.
+				score = mix64(key ^ c.w.weight)
+			default: // DispatchLeastLoaded
+				score = c.w.credits
+			}
+			if best == nil || score > bestScore || (score == bestScore && c.w.seq < best.w.seq) {
+				best, bestScore = c, score
 			}
 		}
 		if best == nil {
@@ -116,9 +143,21 @@ func (s *Server) fireLocked(f *protocol.Fire) bool {
 		}
 		best.w.credits--
 		best.w.inflight[f.RunID] = struct{}{}
+		if s.opts.Dispatch == DispatchRoundRobin {
+			d.lastRR[f.TaskType] = best.w.seq
+		}
 		s.fired.Add(1)
 		return true
 	}
+}
+
+// mix64 is splitmix64's finalizer: it spreads a 64-bit value's bits over all 64.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // drainLocked FIREs waiting runs of typ, oldest first, while workers have credits.
@@ -244,6 +283,10 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 		delete(d.byType[typ], c)
 	}
 	c.w.types, c.w.credits = append([]string(nil), m.Types...), m.Credits
+	if c.w.seq == 0 {
+		d.nextSeq++
+		c.w.seq, c.w.weight = d.nextSeq, xxhash.Sum64String(c.name)
+	}
 	for _, typ := range c.w.types {
 		if d.byType[typ] == nil {
 			d.byType[typ] = map[*conn]struct{}{}

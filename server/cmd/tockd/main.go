@@ -82,6 +82,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		tlsCert   string
 		tlsKey    string
 		tlsCA     string
+		dispatch  string
 	)
 	c.obs.flags(fs)
 	fs.BoolVar(&c.printRules, "print-alert-rules", false, "print the Prometheus alerting rules for tockd's metrics and exit")
@@ -90,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve the client port over TLS (with -tls-key)")
 	fs.StringVar(&tlsKey, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&tlsCA, "tls-client-ca", "", "PEM CA file: require client certificates signed by it (with -tls-cert)")
+	fs.StringVar(&dispatch, "dispatch", tockd.DispatchLeastLoaded.String(), "worker choice: least-loaded, round-robin or key-hash (xxhash of the task key)")
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
@@ -156,6 +158,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.store != nil {
 		c.store.Node = c.server.NodeName
+	}
+	var err error
+	if c.server.Dispatch, err = tockd.ParseDispatch(dispatch); err != nil {
+		return config{}, fmt.Errorf("-dispatch: %w", err)
 	}
 	tlsConfig, err := loadTLS(tlsCert, tlsKey, tlsCA)
 	if err != nil {

@@ -47,6 +47,11 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-data-dir", "/tmp/x", "-etcd", "127.0.0.1:2379"}, nil, "exclusive"},
 		{[]string{"-etcd", " , "}, nil, "-etcd"},
 		{[]string{"-data-dir", "/tmp/x", "-etcd-client-port", "70000"}, nil, "etcd-client-port"},
+		{[]string{"-dispatch", "random"}, nil, "-dispatch"},
+		{[]string{"-tls-cert", "c.pem"}, nil, "-tls-key"},
+		{[]string{"-tls-cert", "missing.pem", "-tls-key", "missing.key"}, nil, "-tls-cert"},
+		{[]string{"-webhook-secret", "s"}, nil, "-webhook-format feishu"},
+		{[]string{"-alert-backlog", "-1"}, nil, "-alert-backlog"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
