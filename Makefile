@@ -28,7 +28,7 @@ lint:
 	$(GO) vet ./...
 
 ## fuzz: each fuzz target for a bounded time (FUZZTIME per target).
-FUZZTIME ?= 30s
+FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./core/quadheap -run '^$$' -fuzz FuzzOps -fuzztime $(FUZZTIME)
 	$(GO) test ./core/task -run '^$$' -fuzz FuzzCron -fuzztime $(FUZZTIME)
