@@ -18,6 +18,8 @@ var (
 	ErrCorrupt = errors.New("store: corrupt record")
 	// ErrConfig means the Options are unusable.
 	ErrConfig = errors.New("store: bad options")
+	// ErrNoLeader means no node holds leadership now.
+	ErrNoLeader = errors.New("store: no leader")
 	// ErrClosed means the Store was closed.
 	ErrClosed = errors.New("store: closed")
 )

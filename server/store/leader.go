@@ -49,14 +49,21 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	return nil
 }
 
-// Campaign blocks until this node is elected on <prefix>leader, or ctx ends.
+// Campaign blocks until this node is elected on <prefix>leader, or ctx ends; its
+// election key's value is Options.Node.
 func (s *Store) Campaign(ctx context.Context) (*Leadership, error) {
+	return s.CampaignAs(ctx, s.opts.Node)
+}
+
+// CampaignAs is Campaign with value as the election key's value: what Leader reports to
+// other nodes while this one leads (a server puts its client address there).
+func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, error) {
 	ss, err := s.liveSession()
 	if err != nil {
 		return nil, err
 	}
 	e := concurrency.NewElection(ss.sess, s.leader)
-	if err := e.Campaign(ctx, s.opts.Node); err != nil {
+	if err := e.Campaign(ctx, value); err != nil {
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
 	l := &Leadership{elec: e, epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{})}
@@ -136,4 +143,20 @@ func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, deadline ti
 			return // closed, orphaned or expired: nothing to revoke
 		}
 	}
+}
+
+// Leader returns the value the current leader campaigned with, and its epoch; ErrNoLeader
+// when no node leads. It is one read, needs no session, and may be stale by the time it
+// returns (leadership can change at any moment).
+func (s *Store) Leader(ctx context.Context) (value string, epoch int64, err error) {
+	// The election's keys are <leader>/<lease>; the leader is the oldest (as
+	// concurrency.Election.Leader reads it).
+	resp, err := s.cli.Get(ctx, s.leader+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", 0, fmt.Errorf("store: read the leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0, ErrNoLeader
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -48,6 +49,12 @@ func TestCampaignHandover(t *testing.T) {
 		t.Fatal("a's Done fired while it leads")
 	default:
 	}
+	// Either node reads who leads, with the epoch, while b waits in its campaign.
+	for _, st := range []*Store{a, b} {
+		if v, epoch, err := st.Leader(ctx); err != nil || v != a.opts.Node || epoch != la.Epoch() {
+			t.Fatalf("Leader: %q epoch %d err %v, want %q at epoch %d", v, epoch, err, a.opts.Node, la.Epoch())
+		}
+	}
 	if err := la.Resign(ctx); err != nil {
 		t.Fatalf("resign a: %v", err)
 	}
@@ -64,6 +71,15 @@ func TestCampaignHandover(t *testing.T) {
 	}
 	if lb.Epoch() <= la.Epoch() {
 		t.Fatalf("b's epoch %d, want > a's %d", lb.Epoch(), la.Epoch())
+	}
+	if v, epoch, err := a.Leader(ctx); err != nil || v != "n2" || epoch != lb.Epoch() {
+		t.Fatalf("Leader after the handover: %q epoch %d err %v", v, epoch, err)
+	}
+	if err := lb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Leader with nobody leading: %v, want ErrNoLeader", err)
 	}
 }
 

@@ -181,6 +181,45 @@ func (s *Store) Delete(ctx context.Context, ns, id string) error {
 	return nil
 }
 
+// Key names one record.
+type Key struct{ Namespace, ID string }
+
+// DeleteBatch removes records in as few transactions as Options.MaxTxnOps allows (one
+// round trip per MaxTxnOps keys); absent records are no error. On an error some
+// transactions may have committed: deleting again is harmless.
+func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
+	ops := make([]clientv3.Op, 0, min(len(keys), s.opts.MaxTxnOps))
+	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return fmt.Errorf("store: delete %d records: %w", len(ops), err)
+		}
+		ops = ops[:0]
+		clear(seen)
+		return nil
+	}
+	for _, k := range keys {
+		key, err := s.key(k.Namespace, k.ID)
+		if err != nil {
+			return err
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		ops = append(ops, clientv3.OpDelete(key))
+		if len(ops) == s.opts.MaxTxnOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
 // Load calls fn for every record, in key order, from one snapshot read in
 // pages of LoadPageSize, and returns the snapshot's revision: watch from
 // rev+1 to see every later change. An error from fn stops Load and is

@@ -92,6 +92,22 @@ func TestPutLoadRoundTrip(t *testing.T) {
 	if got, _ := loadAll(t, s); len(got) != 2 {
 		t.Fatalf("after delete: %d records, want 2", len(got))
 	}
+	// A batch of deletes: present, absent and repeated keys, over several transactions.
+	var many []Record
+	var keys []Key
+	for i := range 300 {
+		many = append(many, Record{Namespace: "m", ID: fmt.Sprint(i), Version: 1, Body: []byte("x")})
+		keys = append(keys, Key{"m", fmt.Sprint(i)}, Key{"m", fmt.Sprint(i)})
+	}
+	if errs, err := s.PutBatch(ctx, many); err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("put 300: %v %v", err, errors.Join(errs...))
+	}
+	if err := s.DeleteBatch(ctx, append(keys, Key{"m", "absent"})); err != nil {
+		t.Fatalf("DeleteBatch: %v", err)
+	}
+	if got, _ := loadAll(t, s); len(got) != 2 {
+		t.Fatalf("after DeleteBatch: %d records, want the 2 others", len(got))
+	}
 	for _, bad := range []Record{{Namespace: "", ID: "1"}, {Namespace: "a/b", ID: "1"}, {Namespace: "a", ID: ""}} {
 		if err := s.Put(ctx, bad); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("put %+v: %v, want ErrInvalid", bad, err)
