@@ -1,6 +1,6 @@
 // Command loadgen drives a workload of one-shot tasks through tock, or through a peer
 // (beanstalkd), and accounts for every one of them: fired, lost (never run by the last
-// deadline plus -grace), early (run before its due time: must be 0), duplicates, and
+// deadline plus -grace, with no run seen for -grace), early (run before its due time: must be 0), duplicates, and
 // lateness percentiles from an HDR histogram.
 //
 //	go run ./loadgen -target core -tasks 1000000
@@ -171,7 +171,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.concurrency, "concurrency", 8192, "server: concurrent runs (credits) per Worker")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7450", "server: tockd's address")
 	fs.BoolVar(&c.durable, "durable", false, "server: durable tasks (tockd needs -data-dir or -etcd); beanstalkd: started with a binlog fsynced on every write")
-	fs.DurationVar(&c.grace, "grace", 5*time.Second, "wait this long after the last deadline before counting a task lost")
+	fs.DurationVar(&c.grace, "grace", 5*time.Second, "count a task lost once this long has passed since the last deadline and since the last run seen")
 	fs.IntVar(&c.attempts, "attempts", task.MaxAttemptsLimit, "server: attempts per task (tockd fails an attempt at once when no worker has a free credit)")
 	fs.DurationVar(&c.backoff, "backoff", 50*time.Millisecond, "first retry delay (then x1.5, jittered, capped at 20x)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
@@ -212,8 +212,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("-tasks %d must be positive", c.tasks)
 	case c.rate < 0:
 		return fmt.Errorf("-rate %v must not be negative", c.rate)
-	case c.delay < 0 || c.window < 0 || c.grace < 0:
-		return errors.New("-delay, -window and -grace must not be negative")
+	case c.delay < 0 || c.window < 0:
+		return errors.New("-delay and -window must not be negative")
+	case c.grace <= 0:
+		return fmt.Errorf("-grace %v must be positive", c.grace)
 	case c.payload < minPayload || c.payload > maxPayload:
 		return fmt.Errorf("-payload %d outside [%d, %d]", c.payload, minPayload, maxPayload)
 	case c.producers < 1 || c.workers < 1 || c.concurrency < 1:
@@ -345,7 +347,7 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(w, "  first submit error: %s\n", r.SubmitErr)
 	}
 	if r.TimedOut {
-		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace)")
+		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace, and no run for a grace)")
 	}
 	if c.Failed() {
 		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs")

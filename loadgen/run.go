@@ -167,16 +167,30 @@ func run(ctx context.Context, c config) (*result, error) {
 	wg.Wait()
 	submitEnd := clk.now()
 
-	// Wait for every accepted task to run, or for the last deadline plus grace.
+	// Wait for every accepted task to run, or until the last deadline plus grace has
+	// passed and no run arrived for a grace: a target that is still working through a
+	// backlog (the runs keep coming) is late, not losing tasks.
 	deadline := max(lastDue.Load(), submitEnd) + int64(c.grace)
 	timedOut := false
 	wait := time.NewTimer(time.Duration(deadline - clk.now()))
-	select {
-	case <-rec.Done():
-	case <-wait.C:
-		timedOut = true
-	case <-ctx.Done():
-		timedOut = true
+	seen := rec.Fired()
+waiting:
+	for {
+		select {
+		case <-rec.Done():
+			break waiting
+		case <-wait.C:
+			if f := rec.Fired(); f != seen {
+				seen = f
+				wait.Reset(c.grace)
+				continue
+			}
+			timedOut = true
+			break waiting
+		case <-ctx.Done():
+			timedOut = true
+			break waiting
+		}
 	}
 	wait.Stop()
 	rec.Freeze()

@@ -50,6 +50,7 @@ func TestFlagsValidate(t *testing.T) {
 		{"-batch", "1001"},
 		{"-durable"},
 		{"-rate", "-1"},
+		{"-grace", "0s"},
 		{"-target", "server,beanstalkd,server"},
 		{"-target", "core,"},
 		{"-target", "core,server", "-durable"},
