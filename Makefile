@@ -4,13 +4,26 @@ GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 BENCH_COUNT ?= 10
 
-.PHONY: run demo test lint fuzz bench bench-tables profiles clean
+.PHONY: run loadgen loadgen-peer demo test lint fuzz bench bench-tables profiles clean
 
 ## run: tockd with an embedded etcd in a temporary directory on 127.0.0.1:17450, driven by
 ## loadgen (100,000 ephemeral tasks, then 2,000 durable ones), every task counted; tockd is
 ## stopped and the directory removed even if a run fails (loadgen/make-run.sh).
 run:
-	GO=$(GO) ./loadgen/make-run.sh
+	GO=$(GO) ./loadgen/make-run.sh run
+
+## loadgen: 1,000,000 one-shot tasks through the in-process engine (loadgen -target core),
+## then the same through a single-node tockd with an embedded etcd (ephemeral), every task
+## counted (LOADGEN_TASKS to change the count).
+loadgen:
+	GO=$(GO) ./loadgen/make-run.sh loadgen
+
+## loadgen-peer: tockd against beanstalkd, the same workloads in one loadgen invocation
+## each (-target server,beanstalkd): 200,000 immediate tasks, then 20,000 due over 1-6 s;
+## each summary and a ratio line. Needs beanstalkd on PATH (it installs nothing: on
+## Debian, apt-get install beanstalkd); loadgen starts it on a free port and kills it.
+loadgen-peer:
+	GO=$(GO) ./loadgen/make-run.sh peer
 
 ## demo: the in-process timer core demo: a million timers due within a second, every one counted.
 demo:

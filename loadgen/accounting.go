@@ -18,7 +18,10 @@ const maxLateness = int64(time.Hour)
 //
 // Tasks are numbered 0..n-1. A task is expected unless Reject was called for it (its
 // submit failed). Record may be called from any number of goroutines at once; Summary
-// may be called at any time and reflects the runs recorded so far.
+// may be called at any time and reflects the runs recorded so far. Freeze ends the
+// accounting (the last deadline plus grace has passed): a run recorded after it is
+// counted only as AfterGrace, so a task that ran too late stays lost. A Record racing
+// with Freeze may land on either side of it.
 type Recorder struct {
 	runs     []atomic.Uint32 // runs per task
 	rejected []atomic.Bool   // submits that failed: not expected to run
@@ -28,6 +31,8 @@ type Recorder struct {
 	early    atomic.Int64 // runs before their due time
 	strays   atomic.Int64 // runs of an index outside [0, n)
 	nRejects atomic.Int64
+	frozen   atomic.Bool  // set by Freeze: later runs only count as afterGrace
+	after    atomic.Int64 // runs recorded after Freeze
 
 	mu   sync.Mutex
 	hist *hdrhistogram.Histogram // lateness in ns of each task's first run; guarded by mu
@@ -68,6 +73,10 @@ func (r *Recorder) Reject(i int) {
 // clock). A run before due is early; a second run of the same task is a duplicate, and
 // only a task's first run enters the lateness histogram.
 func (r *Recorder) Record(i int, due, ran int64) {
+	if r.frozen.Load() {
+		r.after.Add(1)
+		return
+	}
 	if i < 0 || i >= len(r.runs) {
 		r.strays.Add(1)
 		return
@@ -89,6 +98,10 @@ func (r *Recorder) Record(i int, due, ran int64) {
 	}
 }
 
+// Freeze ends the accounting: runs recorded from now on are counted as AfterGrace and
+// change nothing else.
+func (r *Recorder) Freeze() { r.frozen.Store(true) }
+
 // Done is closed once every expected task has run at least once.
 func (r *Recorder) Done() <-chan struct{} { return r.done }
 
@@ -98,13 +111,14 @@ func (r *Recorder) Fired() int64 { return r.fired.Load() }
 // Counts is what Summary reports.
 type Counts struct {
 	Tasks      int   `json:"tasks"`
-	Rejected   int64 `json:"rejected"`   // submits that failed
-	Fired      int64 `json:"fired"`      // runs, duplicates included
-	Unique     int64 `json:"unique"`     // tasks run at least once
-	Lost       int64 `json:"lost"`       // expected tasks never run
-	Early      int64 `json:"early"`      // runs before their due time
-	Duplicates int64 `json:"duplicates"` // runs beyond a task's first
-	Strays     int64 `json:"strays"`     // runs of unknown tasks
+	Rejected   int64 `json:"rejected"`    // submits that failed
+	Fired      int64 `json:"fired"`       // runs, duplicates included
+	Unique     int64 `json:"unique"`      // tasks run at least once
+	Lost       int64 `json:"lost"`        // expected tasks never run
+	Early      int64 `json:"early"`       // runs before their due time
+	Duplicates int64 `json:"duplicates"`  // runs beyond a task's first
+	Strays     int64 `json:"strays"`      // runs of unknown tasks
+	AfterGrace int64 `json:"after_grace"` // runs recorded after Freeze (their tasks count as lost)
 
 	Lateness Lateness `json:"lateness_ns"`
 }
@@ -122,10 +136,11 @@ type Lateness struct {
 // Summary computes the counts from the runs recorded so far. O(n).
 func (r *Recorder) Summary() Counts {
 	c := Counts{
-		Tasks:    len(r.runs),
-		Rejected: r.nRejects.Load(),
-		Early:    r.early.Load(),
-		Strays:   r.strays.Load(),
+		Tasks:      len(r.runs),
+		Rejected:   r.nRejects.Load(),
+		Early:      r.early.Load(),
+		Strays:     r.strays.Load(),
+		AfterGrace: r.after.Load(),
 	}
 	for i := range r.runs {
 		k := int64(r.runs[i].Load())

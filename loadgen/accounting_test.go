@@ -134,3 +134,39 @@ func TestRecorderEmpty(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestRecorderAfterGrace: a run that arrives after Freeze (the last deadline plus grace
+// has passed) leaves its task lost and is counted only as after grace.
+func TestRecorderAfterGrace(t *testing.T) {
+	r := NewRecorder(3)
+	r.Record(0, 0, ms(1))
+	r.Record(1, 0, ms(2))
+	r.Freeze()
+	r.Record(2, 0, ms(9000)) // task 2, 9 s late: after the grace
+	r.Record(0, 0, ms(9000)) // a duplicate after the grace is not a duplicate either
+	c := r.Summary()
+	if c.Lost != 1 || c.Unique != 2 || c.Fired != 2 || c.Duplicates != 0 || c.AfterGrace != 2 || !c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+	if c.Lateness.Max > ms(3) {
+		t.Fatalf("a run after the grace entered the lateness histogram: %+v", c.Lateness)
+	}
+	if isDone(r) {
+		t.Fatal("Done closed by a run after the grace")
+	}
+}
+
+// TestRecorderVeryLate: a run later than the histogram's range is clamped to it, and
+// still counted.
+func TestRecorderVeryLate(t *testing.T) {
+	r := NewRecorder(2)
+	r.Record(0, 0, 2*maxLateness)
+	r.Record(1, 0, ms(1))
+	c := r.Summary()
+	if c.Unique != 2 || c.Lost != 0 || c.Failed() {
+		t.Fatalf("counts %+v", c)
+	}
+	if c.Lateness.Max < maxLateness*999/1000 || c.Lateness.Max > maxLateness*1001/1000 {
+		t.Fatalf("max %d, want about %d", c.Lateness.Max, maxLateness)
+	}
+}

@@ -1,16 +1,23 @@
-// Command loadgen drives a workload of one-shot tasks through tock and accounts for every
-// one of them: fired, lost (never run by the last deadline plus -grace), early (run before
-// its due time: must be 0), duplicates, and lateness percentiles from an HDR histogram.
+// Command loadgen drives a workload of one-shot tasks through tock, or through a peer
+// (beanstalkd), and accounts for every one of them: fired, lost (never run by the last
+// deadline plus -grace, with no run seen for -grace), early (run before its due time: must be 0), duplicates, and
+// lateness percentiles from an HDR histogram.
 //
 //	go run ./loadgen -target core -tasks 1000000
 //	go run ./loadgen -target server -addr 127.0.0.1:7450 -tasks 100000
+//	go run ./loadgen -target server,beanstalkd -tasks 200000
 //
-// Every task carries its index and due time in its payload. The core target submits to an
+// Every task carries its run tag, index and due time in its payload, whatever the
+// target, so one Recorder accounts for them all. The core target submits to an
 // in-process task.Engine with a registered handler; the server target submits through
 // client.Dial (SUBMIT_BATCH) from -producers connections and runs the tasks on -workers
-// client.Workers of -concurrency credits each. A live line goes to stderr every second;
-// the summary goes to stdout (JSON with -json). The exit status is 1 when any task was
-// lost, early or rejected.
+// client.Workers of -concurrency credits each; the beanstalkd target puts jobs from
+// -producers connections (-beanstalkd-pipeline puts in flight on each) and reserves and
+// deletes them on -beanstalkd-workers connections. Several comma-separated targets run
+// one after another with the same workload, and a ratio line compares each tock target
+// with the peer. A live line goes to stderr every second; the summary goes to stdout
+// (JSON with -json). The exit status is 1 when any task was lost, early or rejected, or
+// a requested profile could not be written.
 package main
 
 import (
@@ -21,14 +28,23 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
 )
 
+// targets are the -target values; peers are those that are not tock.
+var (
+	targets = []string{"core", "server", "beanstalkd"}
+	peers   = []string{"beanstalkd"}
+)
+
 // config is the workload the command line describes.
 type config struct {
-	target      string
+	targetList  []string // every -target, in order
+	target      string   // the one this run drives
 	tasks       int
 	rate        float64
 	delay       time.Duration
@@ -45,75 +61,163 @@ type config struct {
 	backoff     time.Duration
 	json        bool
 	progress    io.Writer // nil: no live line
+
+	bsAddr     string        // beanstalkd: a running one; "" starts one
+	bsWorkers  int           // beanstalkd: reserve/delete connections
+	bsPipeline int           // beanstalkd: puts in flight per producer connection
+	bsTTR      time.Duration // beanstalkd: time to run of each job
+
+	cpuProfile        string
+	memProfile        string
+	serverProfile     string
+	serverProfileSecs int
+	admin             string
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:])
+	os.Exit(mainErr(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainErr is main without the exit: it returns the exit status.
+func mainErr(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
+			return 0
 		}
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
 	}
-	cfg.progress = os.Stderr
-	res, err := run(context.Background(), cfg)
+	cfg.progress = stderr
+	stopCPU, err := startCPUProfile(cfg.cpuProfile)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
 	}
-	if cfg.json {
-		enc := json.NewEncoder(os.Stdout)
+	var results []*result
+	status := 0
+	for _, t := range cfg.targetList {
+		c := cfg
+		c.target = t
+		res, err := run(context.Background(), c)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen: -target %s: %v\n", t, err)
+			status = 1
+			continue
+		}
+		if res.failed() {
+			status = 1
+		}
+		results = append(results, res)
+	}
+	if err := stopCPU(); err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		status = 1
+	}
+	if err := writeMemProfile(cfg.memProfile); err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		status = 1
+	}
+	if err := report(stdout, cfg.json, results); err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		status = 1
+	}
+	return status
+}
+
+// report prints the results: one summary per target, then a ratio line per tock target
+// and peer pair. JSON is one result object for one target, else {runs, ratios}.
+func report(w io.Writer, asJSON bool, results []*result) error {
+	ratios := compare(results)
+	if asJSON {
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
-	} else {
-		res.print(os.Stdout)
+		if len(results) == 1 {
+			return enc.Encode(results[0])
+		}
+		return enc.Encode(struct {
+			Runs   []*result `json:"runs"`
+			Ratios []ratio   `json:"ratios"`
+		}{results, ratios})
 	}
-	if res.Counts.Failed() {
-		os.Exit(1)
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		r.print(w)
 	}
+	if len(ratios) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, r := range ratios {
+		r.print(w)
+	}
+	return nil
 }
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	var c config
-	fs.StringVar(&c.target, "target", "core", "core (in-process engine) or server (a tockd at -addr)")
+	var target string
+	fs.StringVar(&target, "target", "core", "comma-separated, run in order: core (in-process engine), server (a tockd at -addr), beanstalkd (the peer)")
 	fs.IntVar(&c.tasks, "tasks", 100_000, "one-shot tasks to submit")
 	fs.Float64Var(&c.rate, "rate", 0, "submits per second over all producers (0: open loop, as fast as possible)")
 	fs.DurationVar(&c.delay, "delay", 0, "the first task is due this long after the start")
 	fs.DurationVar(&c.window, "window", 0, "due times are spread uniformly over this window after -delay (0: all at once)")
-	fs.IntVar(&c.payload, "payload", minPayload, fmt.Sprintf("payload bytes per task (at least %d: index and due time)", minPayload))
-	fs.IntVar(&c.producers, "producers", 2, "concurrent producers (server: one connection each)")
-	fs.IntVar(&c.batch, "batch", 500, "server: tasks per SUBMIT_BATCH (1: plain SUBMIT)")
+	fs.IntVar(&c.payload, "payload", minPayload, fmt.Sprintf("payload bytes per task (at least %d: index and due time; at most %d)", minPayload, maxPayload))
+	fs.IntVar(&c.producers, "producers", 2, "concurrent producers (server, beanstalkd: one connection each)")
+	fs.IntVar(&c.batch, "batch", 500, "tasks per submit call (server: per SUBMIT_BATCH, 1: plain SUBMIT; beanstalkd: puts pipelined together)")
 	fs.IntVar(&c.workers, "workers", 1, "server: Worker connections")
 	fs.IntVar(&c.concurrency, "concurrency", 8192, "server: concurrent runs (credits) per Worker")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7450", "server: tockd's address")
-	fs.BoolVar(&c.durable, "durable", false, "server: submit durable tasks (tockd needs -data-dir or -etcd)")
-	fs.DurationVar(&c.grace, "grace", 5*time.Second, "wait this long after the last deadline before counting a task lost")
+	fs.BoolVar(&c.durable, "durable", false, "server: durable tasks (tockd needs -data-dir or -etcd); beanstalkd: started with a binlog fsynced on every write")
+	fs.DurationVar(&c.grace, "grace", 5*time.Second, "count a task lost once this long has passed since the last deadline and since the last run seen")
 	fs.IntVar(&c.attempts, "attempts", task.MaxAttemptsLimit, "server: attempts per task (tockd fails an attempt at once when no worker has a free credit)")
 	fs.DurationVar(&c.backoff, "backoff", 50*time.Millisecond, "first retry delay (then x1.5, jittered, capped at 20x)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
+	fs.StringVar(&c.bsAddr, "beanstalkd-addr", "", "beanstalkd: address of a running beanstalkd (empty: start the beanstalkd on PATH on 127.0.0.1, killed at the end)")
+	fs.IntVar(&c.bsWorkers, "beanstalkd-workers", 16, "beanstalkd: reserve/delete connections (one job each at a time)")
+	fs.IntVar(&c.bsPipeline, "beanstalkd-pipeline", 64, "beanstalkd: puts in flight on each producer connection")
+	fs.DurationVar(&c.bsTTR, "beanstalkd-ttr", time.Minute, "beanstalkd: time to run of each job (whole seconds, at least 1s)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile (every target) to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write loadgen's heap profile at the end to this file")
+	fs.StringVar(&c.serverProfile, "server-profile", "", "server: fetch tockd's CPU profile from -admin during the run into this file")
+	fs.IntVar(&c.serverProfileSecs, "server-profile-seconds", 10, fmt.Sprintf("server: seconds of the run the server profile covers, from its start (at most %d)", maxServerProfileSecs))
+	fs.StringVar(&c.admin, "admin", "", "server: tockd's admin HTTP address (host:port) for -server-profile")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	for t := range strings.SplitSeq(target, ",") {
+		c.targetList = append(c.targetList, strings.TrimSpace(t))
+	}
+	c.target = c.targetList[0]
 	return c, c.validate()
 }
 
 func (c *config) validate() error {
+	for i, t := range c.targetList {
+		if !slices.Contains(targets, t) {
+			return fmt.Errorf("-target %q: want a comma-separated list of %s", t, strings.Join(targets, ", "))
+		}
+		if slices.Contains(c.targetList[:i], t) {
+			return fmt.Errorf("-target %s given twice", t)
+		}
+	}
+	has := func(t string) bool { return slices.Contains(c.targetList, t) }
 	switch {
-	case c.target != "core" && c.target != "server":
-		return fmt.Errorf("-target %q: want core or server", c.target)
 	case c.tasks < 1:
 		return fmt.Errorf("-tasks %d must be positive", c.tasks)
 	case c.rate < 0:
 		return fmt.Errorf("-rate %v must not be negative", c.rate)
-	case c.delay < 0 || c.window < 0 || c.grace < 0:
-		return errors.New("-delay, -window and -grace must not be negative")
-	case c.payload < minPayload:
-		return fmt.Errorf("-payload %d is below %d", c.payload, minPayload)
+	case c.delay < 0 || c.window < 0:
+		return errors.New("-delay and -window must not be negative")
+	case c.grace <= 0:
+		return fmt.Errorf("-grace %v must be positive", c.grace)
+	case c.payload < minPayload || c.payload > maxPayload:
+		return fmt.Errorf("-payload %d outside [%d, %d]", c.payload, minPayload, maxPayload)
 	case c.producers < 1 || c.workers < 1 || c.concurrency < 1:
 		return errors.New("-producers, -workers and -concurrency must be positive")
 	case c.batch < 1 || c.batch > maxBatch:
@@ -122,8 +226,20 @@ func (c *config) validate() error {
 		return fmt.Errorf("-attempts %d outside [1, %d]", c.attempts, task.MaxAttemptsLimit)
 	case c.backoff <= 0:
 		return fmt.Errorf("-backoff %v must be positive", c.backoff)
-	case c.durable && c.target != "server":
-		return errors.New("-durable needs -target server")
+	case c.durable && has("core"):
+		return errors.New("-durable needs -target server or beanstalkd (core is in memory only)")
+	case c.bsWorkers < 1 || c.bsWorkers > maxBeanstalkdConns:
+		return fmt.Errorf("-beanstalkd-workers %d outside [1, %d]", c.bsWorkers, maxBeanstalkdConns)
+	case c.bsPipeline < 1 || c.bsPipeline > maxBatch:
+		return fmt.Errorf("-beanstalkd-pipeline %d outside [1, %d]", c.bsPipeline, maxBatch)
+	case c.bsTTR < time.Second || c.bsTTR%time.Second != 0:
+		return fmt.Errorf("-beanstalkd-ttr %v must be whole seconds, at least 1s", c.bsTTR)
+	case c.durable && c.bsAddr != "" && has("beanstalkd"):
+		return errors.New("-durable with -beanstalkd-addr: loadgen cannot make a running beanstalkd durable; leave -beanstalkd-addr empty")
+	case c.serverProfile != "" && (c.admin == "" || !has("server")):
+		return errors.New("-server-profile needs -admin and -target server")
+	case c.serverProfileSecs < 1 || c.serverProfileSecs > maxServerProfileSecs:
+		return fmt.Errorf("-server-profile-seconds %d outside [1, %d]", c.serverProfileSecs, maxServerProfileSecs)
 	}
 	return nil
 }
@@ -136,27 +252,64 @@ type result struct {
 	SubmitSecs float64 `json:"submit_seconds"`
 	SubmitRate float64 `json:"submit_per_second"`
 	// RunSecs is from the first submit to the last first run (or the end of the wait).
-	RunSecs    float64 `json:"run_seconds"`
-	EndToEnd   float64 `json:"end_to_end_per_second"`
-	TimedOut   bool    `json:"timed_out"`
-	SubmitErr  string  `json:"submit_error,omitempty"`
-	Foreign    int64   `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
-	Counts     Counts  `json:"counts"`
-	Throughput []tick  `json:"per_second"`
+	RunSecs          float64  `json:"run_seconds"`
+	EndToEnd         float64  `json:"end_to_end_per_second"`
+	TimedOut         bool     `json:"timed_out"`
+	SubmitErr        string   `json:"submit_error,omitempty"`
+	Foreign          int64    `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
+	Counts           Counts   `json:"counts"`
+	Peaks            peak     `json:"peak_per_second"` // the busiest whole second of each series
+	Throughput       []tick   `json:"per_second"`
+	Notes            []string `json:"notes,omitempty"`
+	ServerProfile    string   `json:"server_profile,omitempty"`
+	ServerProfileErr string   `json:"server_profile_error,omitempty"`
 }
 
-// tick is one second of the run: tasks submitted and runs fired in it.
+// tick is one second of the run (the last one may be shorter: Seconds says how long):
+// tasks submitted, runs fired (the handler began) and runs acked (the handler returned,
+// so the ACK went out; beanstalkd: the delete was confirmed) in it.
 type tick struct {
-	Second    int   `json:"second"`
+	Second    int     `json:"second"`
+	Seconds   float64 `json:"seconds"`
+	Submitted int64   `json:"submitted"`
+	Fired     int64   `json:"fired"`
+	Acked     int64   `json:"acked"`
+}
+
+// peak is the largest count of each series over the run's whole seconds.
+type peak struct {
 	Submitted int64 `json:"submitted"`
 	Fired     int64 `json:"fired"`
+	Acked     int64 `json:"acked"`
 }
+
+// peaks returns the peak of each series over the whole seconds; a run shorter than a
+// second has none, and its one partial second is scaled to a rate instead.
+func peaks(ticks []tick) peak {
+	var p peak
+	if len(ticks) == 1 && ticks[0].Seconds > 0 && ticks[0].Seconds < 1 {
+		t, f := ticks[0], 1/ticks[0].Seconds
+		return peak{int64(float64(t.Submitted) * f), int64(float64(t.Fired) * f), int64(float64(t.Acked) * f)}
+	}
+	for i, t := range ticks {
+		if i == len(ticks)-1 && t.Seconds < 0.999 {
+			break // the partial last second
+		}
+		p.Submitted = max(p.Submitted, t.Submitted)
+		p.Fired = max(p.Fired, t.Fired)
+		p.Acked = max(p.Acked, t.Acked)
+	}
+	return p
+}
+
+// failed reports whether the run breaks loadgen's promise or lost a requested profile.
+func (r *result) failed() bool { return r.Counts.Failed() || r.ServerProfileErr != "" }
 
 func (r *result) print(w io.Writer) {
 	c := r.Counts
 	d := func(ns int64) time.Duration { return time.Duration(ns).Round(time.Microsecond) }
 	mode := ""
-	if r.Target == "server" {
+	if r.Target != "core" {
 		mode = " (ephemeral)"
 		if r.Durable {
 			mode = " (durable)"
@@ -165,14 +318,36 @@ func (r *result) print(w io.Writer) {
 	fmt.Fprintf(w, "loadgen -target %s%s: %d tasks\n", r.Target, mode, c.Tasks)
 	fmt.Fprintf(w, "  submitted %d in %.3fs (%.0f/s), rejected %d\n", r.Submitted, r.SubmitSecs, r.SubmitRate, c.Rejected)
 	fmt.Fprintf(w, "  fired %d (unique %d) in %.3fs (%.0f/s end to end)\n", c.Fired, c.Unique, r.RunSecs, r.EndToEnd)
-	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d\n", c.Lost, c.Early, c.Duplicates, c.Strays, r.Foreign)
+	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d  after grace %d\n",
+		c.Lost, c.Early, c.Duplicates, c.Strays, r.Foreign, c.AfterGrace)
 	fmt.Fprintf(w, "  lateness p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		d(c.Lateness.P50), d(c.Lateness.P90), d(c.Lateness.P99), d(c.Lateness.P999), d(c.Lateness.Max))
+	var acked int64
+	for _, t := range r.Throughput {
+		acked += t.Acked
+	}
+	mean := func(n int64) float64 {
+		if r.RunSecs <= 0 {
+			return 0
+		}
+		return float64(n) / r.RunSecs
+	}
+	fmt.Fprintf(w, "  per second: submit peak %d mean %.0f  fire peak %d mean %.0f  ack peak %d mean %.0f\n",
+		r.Peaks.Submitted, mean(r.Submitted), r.Peaks.Fired, mean(c.Fired), r.Peaks.Acked, mean(acked))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if r.ServerProfile != "" {
+		fmt.Fprintf(w, "  server CPU profile: %s\n", r.ServerProfile)
+	}
+	if r.ServerProfileErr != "" {
+		fmt.Fprintf(w, "  server CPU profile FAILED: %s\n", r.ServerProfileErr)
+	}
 	if r.SubmitErr != "" {
 		fmt.Fprintf(w, "  first submit error: %s\n", r.SubmitErr)
 	}
 	if r.TimedOut {
-		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace)")
+		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace, and no run for a grace)")
 	}
 	if c.Failed() {
 		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs")

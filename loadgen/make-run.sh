@@ -1,12 +1,37 @@
 #!/usr/bin/env bash
-# make run: build tockd and loadgen, start tockd with an embedded etcd in a temporary data
-# directory, drive an ephemeral and a short durable load through it, print the summaries,
-# then stop tockd (SIGTERM) and remove the directory, whatever happened.
+# make run / make loadgen / make loadgen-peer: build tockd and loadgen, start tockd with an
+# embedded etcd in a temporary data directory, drive loads through it, print the
+# summaries, then stop tockd (SIGTERM) and remove the directory, whatever happened.
+#
+#   make-run.sh run       an ephemeral and a short durable load through tockd (make run)
+#   make-run.sh loadgen   the core target (in-process engine), then the same load through tockd
+#   make-run.sh peer      tockd and beanstalkd, same workloads, same invocation: immediate
+#                         tasks, then delayed ones. Needs beanstalkd on PATH; installs nothing.
 set -euo pipefail
+MODE=${1:-run}
 GO=${GO:-go}
 ADDR=${RUN_ADDR:-127.0.0.1:17450}
 TASKS=${RUN_TASKS:-100000}
 DURABLE_TASKS=${RUN_DURABLE_TASKS:-2000}
+LOADGEN_TASKS=${LOADGEN_TASKS:-1000000}
+PEER_TASKS=${PEER_TASKS:-200000}
+PEER_DELAYED_TASKS=${PEER_DELAYED_TASKS:-20000}
+PEER_DELAYED_ARGS=${PEER_DELAYED_ARGS:--delay 1s -window 5s}
+
+case $MODE in
+run | loadgen) ;;
+peer)
+	if ! command -v beanstalkd >/dev/null; then
+		echo "make loadgen-peer needs the beanstalkd binary on PATH and installs nothing itself;" >&2
+		echo "install it (Debian, Ubuntu: apt-get install beanstalkd) and run it again" >&2
+		exit 1
+	fi
+	;;
+*)
+	echo "usage: $0 [run|loadgen|peer]" >&2
+	exit 2
+	;;
+esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tock-run.XXXXXX")
 pid=""
@@ -23,6 +48,14 @@ echo "building tockd and loadgen"
 "$GO" build -o "$tmp/tockd" ./server/cmd/tockd
 "$GO" build -o "$tmp/loadgen" ./loadgen
 
+status=0
+if [[ $MODE == loadgen ]]; then
+	echo
+	echo "== loadgen -target core -tasks $LOADGEN_TASKS"
+	"$tmp/loadgen" -target core -tasks "$LOADGEN_TASKS" || status=1
+fi
+
+echo
 echo "starting tockd on $ADDR with an embedded etcd in $tmp/data (log: $tmp/tockd.log)"
 "$tmp/tockd" -addr "$ADDR" -data-dir "$tmp/data" -etcd-client-port 0 -log-level warn >"$tmp/tockd.log" 2>&1 &
 pid=$!
@@ -43,11 +76,28 @@ until (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; do
 	sleep 0.1
 done
 
-status=0
-echo
-echo "== loadgen -target server -tasks $TASKS (ephemeral)"
-"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$TASKS" || status=1
-echo
-echo "== loadgen -target server -tasks $DURABLE_TASKS -durable"
-"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$DURABLE_TASKS" -durable || status=1
+case $MODE in
+run)
+	echo
+	echo "== loadgen -target server -tasks $TASKS (ephemeral)"
+	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$TASKS" || status=1
+	echo
+	echo "== loadgen -target server -tasks $DURABLE_TASKS -durable"
+	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$DURABLE_TASKS" -durable || status=1
+	;;
+loadgen)
+	echo
+	echo "== loadgen -target server -tasks $LOADGEN_TASKS (ephemeral)"
+	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$LOADGEN_TASKS" || status=1
+	;;
+peer)
+	echo
+	echo "== loadgen -target server,beanstalkd -tasks $PEER_TASKS (immediate)"
+	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -tasks "$PEER_TASKS" || status=1
+	echo
+	echo "== loadgen -target server,beanstalkd -tasks $PEER_DELAYED_TASKS $PEER_DELAYED_ARGS (delayed)"
+	# shellcheck disable=SC2086 # PEER_DELAYED_ARGS is a list of flags
+	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -tasks "$PEER_DELAYED_TASKS" $PEER_DELAYED_ARGS || status=1
+	;;
+esac
 exit $status

@@ -59,7 +59,8 @@ func run(ctx context.Context, c config) (*result, error) {
 	clk := clock{t0: time.Now()}
 	rec := NewRecorder(c.tasks)
 	runTag := uint64(clk.t0.UnixNano()) // tells this run's tasks from another's left on a server
-	var foreign atomic.Int64
+	var foreign, acked atomic.Int64
+	ack := func() { acked.Add(1) }
 	handle := func(p []byte) {
 		ran := clk.now()
 		run, i, due, ok := decodePayload(p)
@@ -76,20 +77,25 @@ func run(ctx context.Context, c config) (*result, error) {
 	var (
 		submit  submitter
 		cleanup func()
+		err     error
+		notes   []string
 	)
 	switch c.target {
 	case "core":
-		s, stop, err := coreTarget(handle)
-		if err != nil {
-			return nil, err
-		}
-		submit, cleanup = s, stop
+		submit, cleanup, err = coreTarget(handle, ack)
 	case "server":
-		s, stop, err := serverTarget(ctx, c, handle)
-		if err != nil {
-			return nil, err
+		submit, cleanup, err = serverTarget(ctx, c, handle, ack)
+	case "beanstalkd":
+		var bt *beanstalkdTarget
+		bt, err = newBeanstalkdTarget(ctx, c, clk, strconv.FormatUint(runTag, 36), handle, ack)
+		if err == nil {
+			submit, cleanup, notes = bt.submit, bt.stop, bt.notes()
 		}
-		submit, cleanup = s, stop
+	default:
+		err = fmt.Errorf("unknown target %q", c.target)
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer cleanup()
 
@@ -105,29 +111,49 @@ func run(ctx context.Context, c config) (*result, error) {
 	base := start + int64(c.delay)
 
 	// Progress: a line a second on c.progress, and the per-second counts for the summary.
-	var ticks []tick
+	var ticks []tick // written by the progress goroutine, read after progressDone
 	stopProgress := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		var lastSub, lastFired int64
+		var last tick
+		lastAt := start
 		for sec := 1; ; sec++ {
+			stopping := false
 			select {
 			case <-stopProgress:
-				return
+				stopping = true
 			case <-t.C:
 			}
-			sub, fired := submitted.Load(), rec.Fired()
-			ticks = append(ticks, tick{Second: sec, Submitted: sub - lastSub, Fired: fired - lastFired})
-			if c.progress != nil {
-				fmt.Fprintf(c.progress, "loadgen: %3ds  submitted %d/%d  fired %d  (%d/s submit, %d/s fire)\n",
-					sec, sub, c.tasks, fired, sub-lastSub, fired-lastFired)
+			now := clk.now()
+			cur := tick{Submitted: submitted.Load(), Fired: rec.Fired(), Acked: acked.Load()}
+			d := tick{Second: sec, Seconds: time.Duration(now - lastAt).Seconds(),
+				Submitted: cur.Submitted - last.Submitted, Fired: cur.Fired - last.Fired, Acked: cur.Acked - last.Acked}
+			if stopping {
+				if d.Seconds > 0.001 { // the last, partial second
+					ticks = append(ticks, d)
+				}
+				return
 			}
-			lastSub, lastFired = sub, fired
+			ticks = append(ticks, d)
+			if c.progress != nil {
+				fmt.Fprintf(c.progress, "loadgen %s: %3ds  submitted %d/%d  fired %d  acked %d  (%d/s submit, %d/s fire, %d/s ack)\n",
+					c.target, sec, cur.Submitted, c.tasks, cur.Fired, cur.Acked, d.Submitted, d.Fired, d.Acked)
+			}
+			last, lastAt = cur, now
 		}
 	}()
+
+	// The server's CPU profile covers the first c.serverProfileSecs of the run.
+	var profileDone chan error
+	if c.serverProfile != "" && c.target == "server" {
+		profileDone = make(chan error, 1)
+		go func() {
+			profileDone <- fetchServerProfile(ctx, c.admin, c.serverProfileSecs, c.serverProfile)
+		}()
+	}
 
 	var wg sync.WaitGroup
 	for p := range c.producers {
@@ -141,18 +167,33 @@ func run(ctx context.Context, c config) (*result, error) {
 	wg.Wait()
 	submitEnd := clk.now()
 
-	// Wait for every accepted task to run, or for the last deadline plus grace.
+	// Wait for every accepted task to run, or until the last deadline plus grace has
+	// passed and no run arrived for a grace: a target that is still working through a
+	// backlog (the runs keep coming) is late, not losing tasks.
 	deadline := max(lastDue.Load(), submitEnd) + int64(c.grace)
 	timedOut := false
 	wait := time.NewTimer(time.Duration(deadline - clk.now()))
-	select {
-	case <-rec.Done():
-	case <-wait.C:
-		timedOut = true
-	case <-ctx.Done():
-		timedOut = true
+	seen := rec.Fired()
+waiting:
+	for {
+		select {
+		case <-rec.Done():
+			break waiting
+		case <-wait.C:
+			if f := rec.Fired(); f != seen {
+				seen = f
+				wait.Reset(c.grace)
+				continue
+			}
+			timedOut = true
+			break waiting
+		case <-ctx.Done():
+			timedOut = true
+			break waiting
+		}
 	}
 	wait.Stop()
+	rec.Freeze()
 	end := clk.now()
 	close(stopProgress)
 	<-progressDone
@@ -167,7 +208,9 @@ func run(ctx context.Context, c config) (*result, error) {
 		Foreign:    foreign.Load(),
 		Counts:     rec.Summary(),
 		Throughput: ticks,
+		Notes:      notes,
 	}
+	res.Peaks = peaks(ticks)
 	if res.SubmitSecs > 0 {
 		res.SubmitRate = float64(res.Submitted) / res.SubmitSecs
 	}
@@ -176,6 +219,13 @@ func run(ctx context.Context, c config) (*result, error) {
 	}
 	if firstErr != nil {
 		res.SubmitErr = firstErr.Error()
+	}
+	if profileDone != nil {
+		if err := <-profileDone; err != nil {
+			res.ServerProfileErr = err.Error()
+		} else {
+			res.ServerProfile = c.serverProfile
+		}
 	}
 	return res, nil
 }
@@ -251,13 +301,14 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 }
 
 // coreTarget starts an in-process task engine whose loadgen handler calls handle.
-func coreTarget(handle func([]byte)) (submitter, func(), error) {
+func coreTarget(handle func([]byte), ack func()) (submitter, func(), error) {
 	e, err := task.New()
 	if err != nil {
 		return nil, nil, err
 	}
 	err = e.Register(taskType, func(_ context.Context, r *task.Run) error {
 		handle(r.Task.Payload)
+		ack() // the engine records the success as this returns
 		return nil
 	})
 	if err != nil {
@@ -281,7 +332,7 @@ func coreTarget(handle func([]byte)) (submitter, func(), error) {
 
 // serverTarget starts c.workers Workers against the tockd at c.addr and dials one Client
 // per producer; submits go round-robin over the clients by producer index.
-func serverTarget(ctx context.Context, c config, handle func([]byte)) (submitter, func(), error) {
+func serverTarget(ctx context.Context, c config, handle func([]byte), ack func()) (submitter, func(), error) {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var clients []*client.Client
@@ -297,6 +348,7 @@ func serverTarget(ctx context.Context, c config, handle func([]byte)) (submitter
 		if err == nil {
 			err = w.Handle(taskType, func(_ context.Context, f *client.Fire) error {
 				handle(f.Payload)
+				ack() // the Worker sends the ACK as this returns
 				return nil
 			})
 		}
@@ -326,19 +378,8 @@ func serverTarget(ctx context.Context, c config, handle func([]byte)) (submitter
 	if c.durable {
 		d = protocol.Durable
 	}
-	// Producer p submits tasks from p*n/P on; map a batch's first index to its producer.
-	producerOf := func(lo int) int {
-		p := lo * c.producers / c.tasks
-		for p+1 < c.producers && (p+1)*c.tasks/c.producers <= lo {
-			p++
-		}
-		for p > 0 && p*c.tasks/c.producers > lo {
-			p--
-		}
-		return p
-	}
 	submit := func(ctx context.Context, lo int, ts []task.Task) ([]error, error) {
-		cl := clients[producerOf(lo)]
+		cl := clients[producerOf(c, lo)]
 		if len(ts) == 1 && c.batch == 1 {
 			_, err := cl.Submit(ctx, ts[0], d)
 			return []error{err}, nil
@@ -354,4 +395,17 @@ func serverTarget(ctx context.Context, c config, handle func([]byte)) (submitter
 		return errs, nil
 	}
 	return submit, stop, nil
+}
+
+// producerOf returns the producer that submits task lo: producer p submits tasks from
+// p*n/P on.
+func producerOf(c config, lo int) int {
+	p := lo * c.producers / c.tasks
+	for p+1 < c.producers && (p+1)*c.tasks/c.producers <= lo {
+		p++
+	}
+	for p > 0 && p*c.tasks/c.producers > lo {
+		p--
+	}
+	return p
 }

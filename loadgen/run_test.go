@@ -50,9 +50,31 @@ func TestFlagsValidate(t *testing.T) {
 		{"-batch", "1001"},
 		{"-durable"},
 		{"-rate", "-1"},
+		{"-grace", "0s"},
+		{"-target", "server,beanstalkd,server"},
+		{"-target", "core,"},
+		{"-target", "core,server", "-durable"},
+		{"-payload", "2000000"},
+		{"-beanstalkd-workers", "0"},
+		{"-beanstalkd-pipeline", "0"},
+		{"-beanstalkd-ttr", "1500ms"},
+		{"-target", "beanstalkd", "-durable", "-beanstalkd-addr", "127.0.0.1:11300"},
+		{"-target", "server", "-server-profile", "s.pprof"},
+		{"-target", "core", "-server-profile", "s.pprof", "-admin", "127.0.0.1:1"},
+		{"-target", "server", "-server-profile", "s.pprof", "-admin", "127.0.0.1:1", "-server-profile-seconds", "0"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+func TestFlagsTargets(t *testing.T) {
+	c, err := parseFlags([]string{"-target", "server, beanstalkd", "-durable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.targetList) != 2 || c.targetList[0] != "server" || c.targetList[1] != "beanstalkd" || c.target != "server" {
+		t.Fatalf("targets %q (%q)", c.targetList, c.target)
 	}
 }
