@@ -59,7 +59,7 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		w: workerState{inflight: map[uint64]struct{}{}}}
+		w: workerState{inflight: map[uint64]taskKey{}}}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:

@@ -42,17 +42,22 @@ type durability struct {
 	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
 	tasks    map[taskKey]durEntry
 	queue    []taskKey                 // records to delete, in event order
+	queued   map[taskKey]bool          // the keys in queue
 	deleting map[taskKey]chan struct{} // a Delete in flight; closed when it ends
-	stopped  bool
-	done     chan struct{} // closed when the deleter exits
+	// waiters run once the key's record is deleted (or given up on): replies to the
+	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
+	// is never undone by a failover reloading the record.
+	waiters map[taskKey][]func()
+	stopped bool
+	done    chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
 func newDurability(st *store.Store, s *Server) *durability {
-	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{},
-		deleting: map[taskKey]chan struct{}{}, done: make(chan struct{})}
+	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]bool{},
+		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	return d
@@ -84,12 +89,38 @@ func (d *durability) onEvent(ev task.Event) {
 		return // not durable, replaced by a newer version, or a recurring task going on
 	}
 	delete(d.tasks, k)
-	d.queue = append(d.queue, k)
+	if !d.queued[k] {
+		d.queued[k] = true
+		d.queue = append(d.queue, k)
+	}
 	d.cond.Broadcast()
 }
 
-// run is the deleter goroutine: it deletes queued records one at a time until stop, and
-// then the ones still queued.
+// afterDelete arranges for fn to run once ns/id's record is deleted, if its deletion is
+// queued or in flight, or if the task is a one-shot durable one still held whose end is
+// imminent (ending is true: an ACK or CANCEL of it was accepted, and the engine may apply
+// it a moment later). It reports whether fn will run; false means there is nothing to
+// wait for, and the caller goes on at once. fn runs on the deleter goroutine: it must
+// not block.
+func (d *durability) afterDelete(k taskKey, ending bool, fn func()) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, busy := d.deleting[k]
+	e, held := d.tasks[k]
+	if !d.queued[k] && !busy && !(ending && held && !e.recurring) {
+		return false
+	}
+	d.waiters[k] = append(d.waiters[k], fn)
+	return true
+}
+
+// run is the deleter goroutine: it deletes the queued records in batches (one etcd
+// transaction per store.Options.MaxTxnOps keys: a group commit, so deletes keep up with
+// acknowledgements) until stop, and then the ones still queued; after each batch it runs
+// the batch's waiters.
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -101,40 +132,64 @@ func (d *durability) run() {
 			d.mu.Unlock()
 			return
 		}
-		k := d.queue[0]
-		d.queue = d.queue[1:]
-		if _, again := d.tasks[k]; again {
-			continue // resubmitted durable since it finished: the record is the new one
-		}
+		batch := d.queue
+		d.queue = nil
+		var keys []store.Key
+		var now []func() // waiters of keys resubmitted meanwhile: nothing to delete
 		ch := make(chan struct{})
-		d.deleting[k] = ch
+		for _, k := range batch {
+			delete(d.queued, k)
+			if _, again := d.tasks[k]; again {
+				// Resubmitted durable since it finished: the record is the new one.
+				now = append(now, d.waiters[k]...)
+				delete(d.waiters, k)
+				continue
+			}
+			d.deleting[k] = ch
+			keys = append(keys, store.Key{Namespace: k.ns, ID: k.id})
+		}
 		d.mu.Unlock()
-		d.deleteRecord(k)
+		for _, fn := range now {
+			fn()
+		}
+		if len(keys) > 0 {
+			d.deleteRecords(keys)
+		}
 		d.mu.Lock()
-		delete(d.deleting, k)
+		var done []func()
+		for _, k := range keys {
+			tk := taskKey{k.Namespace, k.ID}
+			delete(d.deleting, tk)
+			done = append(done, d.waiters[tk]...)
+			delete(d.waiters, tk)
+		}
 		close(ch)
+		d.mu.Unlock()
+		for _, fn := range done {
+			fn()
+		}
+		d.mu.Lock()
 	}
 }
 
-func (d *durability) deleteRecord(k taskKey) {
+// deleteRecords deletes keys, retrying a failed batch with backoff up to deleteAttempts
+// times; a batch given up on is logged at Error (those tasks come back at the next load).
+func (d *durability) deleteRecords(keys []store.Key) {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
-		err := d.st.Delete(ctx, k.ns, k.id)
+		err := d.st.DeleteBatch(ctx, keys)
 		cancel()
 		switch {
 		case err == nil:
-			d.log.Debug("tockd: durable record deleted", "ns", k.ns, "id", k.id)
-			return
-		case errors.Is(err, store.ErrNotFound):
-			d.log.Warn("tockd: durable record already gone", "ns", k.ns, "id", k.id)
+			d.log.Debug("tockd: durable records deleted", "count", len(keys))
 			return
 		case errors.Is(err, store.ErrClosed) || i == deleteAttempts || d.ctx.Err() != nil:
-			d.log.Error("tockd: durable record of a finished task NOT deleted; it will be reloaded at the next start",
-				"ns", k.ns, "id", k.id, "attempts", i, "err", err)
+			d.log.Error("tockd: durable records of finished tasks NOT deleted; they will be reloaded at the next start",
+				"count", len(keys), "first", keys[0].Namespace+"/"+keys[0].ID, "attempts", i, "err", err)
 			return
 		}
-		d.log.Warn("tockd: durable record delete failed; retrying", "ns", k.ns, "id", k.id, "attempt", i, "err", err)
+		d.log.Warn("tockd: durable record deletes failed; retrying", "count", len(keys), "attempt", i, "err", err)
 		select {
 		case <-time.After(pause):
 		case <-d.ctx.Done():
@@ -164,6 +219,18 @@ func (d *durability) stop(ctx context.Context) {
 				"ns", k.ns, "id", k.id)
 		}
 		<-d.done // the Delete in flight ends within its timeout
+	}
+	// Waiters left (their keys never got deleted, or their task never ended) run now:
+	// their connections are closed, so they only release what they hold.
+	d.mu.Lock()
+	var left []func()
+	for k, fns := range d.waiters {
+		left = append(left, fns...)
+		delete(d.waiters, k)
+	}
+	d.mu.Unlock()
+	for _, fn := range left {
+		fn()
 	}
 }
 

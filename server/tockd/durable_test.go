@@ -195,3 +195,36 @@ func TestStoreNeedsOwnEngine(t *testing.T) {
 		t.Fatalf("New with Engine and Store: %v, want ErrInvalidOption", err)
 	}
 }
+
+// The OK to an ACK or CANCEL that ends a durable task comes only once its record is
+// gone from etcd: an acknowledged end is never undone by a reload.
+func TestDurableEndRepliesAfterTheRecordIsDeleted(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	c := connect(t, ds.addr)
+	w := connectWorker(t, ds.addr, 10, "w")
+	acked := workTask("acked", 1)
+	acked.Durability = protocol.Durable
+	submit(t, c, 2, acked)
+	cancelled := durableTask("cancelled", time.Hour)
+	submit(t, c, 3, cancelled)
+	if ids := storedIDs(t, st); !ids["default/acked"] || !ids["default/cancelled"] {
+		t.Fatalf("records before: %v", ids)
+	}
+	f := w.fire()
+	if f.Durability != protocol.Durable {
+		t.Fatalf("FIRE of a durable task says %v", f.Durability)
+	}
+	wantOK(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	if storedIDs(t, st)["default/acked"] {
+		t.Fatal("ACK answered OK while the record was still stored")
+	}
+	if r, ok := c.call(&protocol.Cancel{ID: 4, TaskRef: protocol.TaskRef{TaskID: "cancelled"}}).(*protocol.TaskStatus); !ok || r.State != task.Cancelled {
+		t.Fatalf("CANCEL answered %+v", r)
+	}
+	if storedIDs(t, st)["default/cancelled"] {
+		t.Fatal("CANCEL answered while the record was still stored")
+	}
+}

@@ -33,13 +33,18 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			}
 			return engineError(id, err, "")
 		}
-		in, err := s.engine.Get(m.Namespace, m.TaskID)
-		if err != nil { // dropped at once (Retention < 0): it was cancelled all the same
-			return &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
-				Durability: dur, State: task.Cancelled}, false
+		var st *protocol.TaskStatus
+		if in, err := s.engine.Get(m.Namespace, m.TaskID); err == nil {
+			st = s.status(id, in)
+			st.Durability = dur
+		} else { // dropped at once (Retention < 0): it was cancelled all the same
+			st = &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
+				Durability: dur, State: task.Cancelled}
 		}
-		st := s.status(id, in)
-		st.Durability = dur
+		// A durable task's cancel is answered once its record is deleted.
+		if s.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func() { c.pushReply(st) }) {
+			return nil, false
+		}
 		return st, false
 	case *protocol.Get:
 		in, err := s.engine.Get(m.Namespace, m.TaskID)

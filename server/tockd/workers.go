@@ -49,9 +49,9 @@ func (d *dispatcher) waitingLen() int {
 type workerState struct {
 	types    []string
 	credits  uint64
-	seq      uint64              // subscription order, from 1 (round robin; tie-break)
-	weight   uint64              // xxhash of the worker's HELLO name (key hashing)
-	inflight map[uint64]struct{} // run IDs FIREd on this connection and not yet ACKed/NACKed
+	seq      uint64             // subscription order, from 1 (round robin; tie-break)
+	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
+	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
 }
 
 // handler is the engine's fallback Handler (every type without an in-process handler of
@@ -142,7 +142,7 @@ func (s *Server) fireLocked(f *protocol.Fire) bool {
 			continue
 		}
 		best.w.credits--
-		best.w.inflight[f.RunID] = struct{}{}
+		best.w.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
 		if s.opts.Dispatch == DispatchRoundRobin {
 			d.lastRR[f.TaskType] = best.w.seq
 		}
@@ -327,7 +327,7 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 		}
 		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID, Message: msg}, false
 	}
-	_, fired := c.w.inflight[runID]
+	key, fired := c.w.inflight[runID]
 	delete(c.w.inflight, runID)
 	s.disp.mu.Unlock()
 	if !fired {
@@ -344,7 +344,21 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 	} else {
 		s.nacked.Add(1)
 	}
+	// A durable task this run ended: the OK waits until its record is deleted, so
+	// that an acknowledged run is never run again by a node reloading the record.
+	if s.dur.afterDelete(key, err == nil, func() { c.pushReply(&protocol.OK{ID: id}) }) {
+		return nil, false
+	}
 	return &protocol.OK{ID: id}, false
+}
+
+// pushReply queues a reply from outside c's reader (a reply that waited for etcd). A
+// connection whose queue is full is not reading its replies: it is closed, as send
+// would after WriteTimeout, rather than block the caller.
+func (c *conn) pushReply(m protocol.Message) {
+	if !c.push(m) {
+		c.nc.Close()
+	}
 }
 
 func unknownRun(id, runID uint64, format string, args ...any) *protocol.Error {
