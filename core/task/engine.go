@@ -364,6 +364,26 @@ func (e *Engine) Cancel(namespace, id string) error {
 	return nil
 }
 
+// Drop removes a task at once, as if it had never been submitted: no event is emitted
+// and no counter moves; a running attempt's context is cancelled and its result ignored.
+// It is for a server handing its tasks over to another node (whose copy carries on), not
+// for users: Cancel is the state change. ErrNotFound if the task is absent. Cost: O(1).
+func (e *Engine) Drop(namespace, id string) error {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	k := key{namespace, id}
+	sh := e.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.records[k]
+	if rec == nil {
+		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
+	}
+	e.remove(sh, rec)
+	return nil
+}
+
 // Get returns a snapshot of a task. Finished tasks stay visible for Options.Retention.
 func (e *Engine) Get(namespace, id string) (Info, error) {
 	if namespace == "" {

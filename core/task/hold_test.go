@@ -1,6 +1,7 @@
 package task
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -64,5 +65,44 @@ func TestHeldAttemptCompletesOrCancels(t *testing.T) {
 	}
 	if err := h.e.StartTimeout(b); !errors.Is(err, ErrUnknownRun) {
 		t.Fatalf("StartTimeout of a cancelled task's run: %v", err)
+	}
+}
+
+// Drop removes pending and running tasks without an event; the dropped task never runs
+// and a running attempt's late Complete is refused.
+func TestDrop(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	runs := deferring(h, "remote")
+	h.submit(Task{ID: "pending", Type: "remote", Schedule: After(time.Minute)})
+	h.submit(Task{ID: "running", Type: "remote", Schedule: After(0)})
+	h.fake.Advance(0)
+	id := recv(t, runs)
+	for _, tid := range []string{"pending", "running"} {
+		if err := h.e.Drop("", tid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.e.Get("", tid); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get after Drop: %v", err)
+		}
+	}
+	if err := h.e.Drop("", "pending"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Drop: %v", err)
+	}
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("Complete of a dropped run: %v", err)
+	}
+	h.fake.Advance(time.Hour)
+	// A marker: once it has run, a stray run of "pending" would have too.
+	h.e.Register("local", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "marker", Type: "local", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "marker")
+	select {
+	case r := <-runs:
+		t.Fatalf("a dropped task ran (run %d)", r)
+	default:
+	}
+	if st := h.e.Stats(); st.Cancelled != 0 || st.Tasks != 1 {
+		t.Fatalf("stats after Drop: cancelled %d tasks %d, want 0 and 1 (the marker)", st.Cancelled, st.Tasks)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // Client is a connection to tockd with role client. It is safe for concurrent use; its
 // calls are pipelined over one connection (see the package doc).
 type Client struct {
-	addr    string
+	eps     *endpoints
 	opts    Options
 	closing chan struct{} // closed by Close: aborts backoff waits
 	readers sync.WaitGroup
@@ -28,18 +28,31 @@ type Client struct {
 	retryAt time.Time  // no redial before this
 }
 
-// Dial connects to the tockd at addr and completes the handshake (one attempt, bounded
-// by ctx and Options.DialTimeout).
+// Dial connects to tockd and completes the handshake. addr is one address or several,
+// separated by commas (the nodes of a cluster): Dial tries each once, in order, bounded
+// by ctx and Options.DialTimeout each, and later redials go round them. A request a node
+// refuses with NOT_LEADER is sent again to the leader it names (or, while none is
+// elected, to the next address after a backoff): a node that does not lead executes
+// nothing, so resending is safe.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	cn, err := dialConn(ctx, addr, &o, protocol.RoleClient)
+	eps, err := newEndpoints(addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{addr: addr, opts: o, closing: make(chan struct{}), cur: cn}
+	var cn *conn
+	for range eps.count() {
+		if cn, err = dialConn(ctx, eps.pick(), &o, protocol.RoleClient); err == nil || permanent(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{eps: eps, opts: o, closing: make(chan struct{}), cur: cn}
 	cn.start(&c.readers)
 	return c, nil
 }
@@ -93,7 +106,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 				return nil, ErrClosed
 			}
 		}
-		cn, err := dialConn(ctx, c.addr, &c.opts, protocol.RoleClient)
+		cn, err := dialConn(ctx, c.eps.pick(), &c.opts, protocol.RoleClient)
 		if err != nil {
 			c.fails++
 			c.retryAt = time.Now().Add(c.opts.backoff(c.fails))
@@ -111,6 +124,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 			cn.close(ErrClosed, false)
 			return nil, ErrClosed
 		}
+		c.cur.retire() // a node that refused a request: closes once its calls are answered
 		c.cur = cn
 		cn.start(&c.readers) // under mu, so never after Close's Wait began
 		c.mu.Unlock()
@@ -140,17 +154,41 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
 		defer cancel()
 	}
-	for {
+	for redirects := 0; ; {
 		cn, err := c.conn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		m, err := cn.roundTrip(ctx, build)
 		if errors.Is(err, errNotSent) {
-			continue // found dead before writing: redial and send it there
+			continue // found dead (or retired) before writing: redial and send it there
+		}
+		var perr *protocol.Error
+		if errors.As(err, &perr) && perr.Code == protocol.CodeNotLeader && redirects < maxRedirects {
+			// Refused, so not executed: send it to the leader.
+			redirects++
+			c.eps.redirect(perr.Leader)
+			cn.retire()
+			if perr.Leader == "" && !c.sleep(ctx, c.opts.backoff(redirects)) {
+				return nil, err
+			}
+			continue
 		}
 		return m, err
 	}
+}
+
+// sleep waits d, or until ctx ends or the client closes (false).
+func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.closing:
+	}
+	return false
 }
 
 // expect narrows a reply to the type a request is answered with.

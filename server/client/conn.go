@@ -51,6 +51,7 @@ type conn struct {
 	pending map[uint64]chan reply // guarded by mu; nil once the connection is dead
 	nextID  uint64                // guarded by mu
 	err     error                 // guarded by mu; why the connection died
+	retired bool                  // guarded by mu; takes no new call, closes when idle
 
 	lastErr *protocol.Error // reader only: an ERROR with ID 0 (e.g. SHUTTING_DOWN)
 	done    chan struct{}   // closed when the reader has exited
@@ -203,13 +204,35 @@ func (c *conn) drain() error {
 }
 
 // complete hands r to the call waiting for id; without one (it gave up) r is dropped.
+// A retired connection closes after its last call's reply.
 func (c *conn) complete(id uint64, r reply) {
 	c.mu.Lock()
 	ch := c.pending[id]
 	delete(c.pending, id)
+	idle := c.retired && len(c.pending) == 0
 	c.mu.Unlock()
 	if ch != nil {
 		ch <- r // buffered, 1
+	}
+	if idle {
+		c.fail(errRetired)
+	}
+}
+
+// errRetired closes a connection to a node that refused a request with NOT_LEADER, once
+// the calls already sent on it are answered.
+var errRetired = errors.New("client: connection retired: the node does not lead")
+
+// retire stops new calls on c (they go to a new connection) and closes it once the calls
+// already sent are answered: they are not resent, since the node may have executed
+// them before it stopped leading.
+func (c *conn) retire() {
+	c.mu.Lock()
+	c.retired = true
+	idle := c.pending != nil && len(c.pending) == 0
+	c.mu.Unlock()
+	if idle {
+		c.fail(errRetired)
 	}
 }
 
@@ -218,7 +241,7 @@ func (c *conn) complete(id uint64, r reply) {
 func (c *conn) fail(cause error) {
 	c.mu.Lock()
 	if c.err == nil {
-		c.err = fmt.Errorf("%w: %v", ErrConnectionLost, cause)
+		c.err = fmt.Errorf("%w: %w", ErrConnectionLost, cause)
 	}
 	p, err := c.pending, c.err
 	c.pending = nil
@@ -247,15 +270,18 @@ func (c *conn) close(reason error, started bool) {
 func (c *conn) alive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pending != nil
+	return c.pending != nil && !c.retired
 }
 
 // roundTrip sends the message build makes for a fresh request ID and waits for its
 // reply, or ctx. A dead connection returns an error wrapping errNotSent and the reason.
 func (c *conn) roundTrip(ctx context.Context, build func(id uint64) protocol.Message) (protocol.Message, error) {
 	c.mu.Lock()
-	if c.pending == nil {
+	if c.pending == nil || c.retired {
 		err := c.err
+		if err == nil {
+			err = errRetired
+		}
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -39,7 +40,7 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 // return no credit). The server never has more FIREs outstanding than credits, so at
 // most Concurrency handlers run at once.
 type Worker struct {
-	addr string
+	eps  *endpoints
 	opts Options
 
 	mu       sync.Mutex
@@ -51,13 +52,18 @@ type Worker struct {
 	subscribed func()
 }
 
-// NewWorker returns a Worker for the tockd at addr; it connects in Run.
+// NewWorker returns a Worker for tockd at addr (one address, or a cluster's, separated
+// by commas: see Dial); it connects in Run, to the leader.
 func NewWorker(addr string, opts ...Option) (*Worker, error) {
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{addr: addr, opts: o, handlers: make(map[string]HandlerFunc)}, nil
+	eps, err := newEndpoints(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{eps: eps, opts: o, handlers: make(map[string]HandlerFunc)}, nil
 }
 
 // Handle registers h for taskType, replacing an earlier one. It must be called before
@@ -104,9 +110,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	slices.Sort(types)
 
-	fails := 0
+	fails, redirects := 0, 0
 	for {
-		cn, err := dialConn(ctx, w.addr, &w.opts, protocol.RoleWorker)
+		cn, err := dialConn(ctx, w.eps.pick(), &w.opts, protocol.RoleWorker)
 		if err == nil {
 			err = w.serve(ctx, cn, types, &fails)
 		}
@@ -116,6 +122,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		if permanent(err) {
 			return err
 		}
+		var perr *protocol.Error
+		if errors.As(err, &perr) && perr.Code == protocol.CodeNotLeader {
+			// Refused (or sent away) by a node that does not lead: go to the leader it
+			// names at once; with none named yet, to the next address after a backoff.
+			w.eps.redirect(perr.Leader)
+			if perr.Leader != "" && redirects < maxRedirects {
+				redirects++ // bounded: nodes with stale views could send it round
+				continue
+			}
+		}
+		redirects = 0
 		fails++
 		t := time.NewTimer(w.opts.backoff(fails))
 		select {

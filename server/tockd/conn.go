@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
@@ -47,6 +48,9 @@ type conn struct {
 	outClosed bool
 	// w is the worker dispatch state; guarded by s.disp.mu.
 	w workerState
+	// evicted is set when this node stops leading: the reader then answers ERROR
+	// NOT_LEADER and closes, so that a worker goes to the next leader.
+	evicted atomic.Bool
 	// done is closed by the writer when it exits: the socket is closed or closing, and
 	// nothing more will be written.
 	done chan struct{}
@@ -94,6 +98,10 @@ func (c *conn) readLoop() {
 			c.shuttingDown()
 			return
 		}
+		if c.evicted.Load() {
+			c.notLeading()
+			return
+		}
 		n, rerr := c.nc.Read(buf)
 		dec.Feed(buf[:n])
 		for {
@@ -109,6 +117,8 @@ func (c *conn) readLoop() {
 			switch {
 			case c.s.draining.Load():
 				c.shuttingDown()
+			case c.evicted.Load():
+				c.notLeading()
 			case errors.Is(rerr, os.ErrDeadlineExceeded) && !c.ready:
 				// No protocol code means "too slow"; the peer sees the connection close.
 				log.Info("tockd: closing connection: no HELLO within HandshakeTimeout", "timeout", c.s.opts.HandshakeTimeout)
@@ -126,6 +136,13 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// notLeading queues the ERROR that sends an evicted worker to the next leader (not known
+// yet when this node has just stepped down: the worker tries its other addresses).
+func (c *conn) notLeading() {
+	c.s.log.Info("tockd: worker sent away: this node no longer leads", "remote", c.nc.RemoteAddr(), "name", c.name)
+	c.send(&protocol.Error{Code: protocol.CodeNotLeader, Message: "this node no longer leads; reconnect to the leader"})
 }
 
 // shuttingDown queues the ERROR that tells the peer the server is draining.

@@ -4,14 +4,31 @@
 // (server/cmd/tockd) wraps it.
 //
 // Leadership (leader.go). Without a Store the node is alone and always leads, at epoch 0.
-// With one it campaigns through the store's etcd election (go.etcd.io/etcd/client/v3/
-// concurrency): once elected, every FIRE carries its epoch (the election key's create
-// revision, which only grows); the moment its session is lost, or about to be, it stops
-// dispatching (due runs wait), refuses ACK/NACK (STALE_EPOCH) and campaigns again;
-// Shutdown resigns first, so another node need not wait for the session to expire. The
-// multi-node cluster (followers, standby) is not built yet: every node campaigns and
-// schedules its own tasks.
+// With one, every node campaigns through the store's etcd election (go.etcd.io/etcd/
+// client/v3/concurrency) once it serves, announcing its client address (AdvertiseAddr):
+//   - Elected, it loads every durable record into its engine (one paged read) and only
+//     then dispatches; every FIRE carries its epoch (the election key's create revision,
+//     which only grows).
+//   - A follower holds no tasks. It answers task requests (SUBMIT, CANCEL, GET, LIST,
+//     the DLQ, PAUSE/RESUME) and SUBSCRIBE with NOT_LEADER naming the leader's address
+//     (read from etcd); the Go client and Worker follow it. PING and STATS are answered.
+//   - The moment its session is lost (or about to be), a leader stops dispatching (due
+//     runs wait), refuses ACK/NACK (STALE_EPOCH), sends its workers away (ERROR
+//     NOT_LEADER, then close), drops its durable tasks from the engine (their records
+//     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
+//     engine and run if it leads again; they are lost if it dies (their class says so).
+//   - Shutdown resigns first, so that another node need not wait for the session to
+//     expire.
+//   - A durable run in flight when its leader dies is redelivered by the next leader
+//     (the task's record is still there): at-least-once. An ACKed durable run is not: the
+//     OK to the ACK waits for the record's deletion.
 //
+// Not built yet (issue 5): a follower does not mirror the records through a watch (it
+// reads them all when elected), runs are not recorded as pending (a new leader redelivers
+// every unfinished durable task at once, not after its time to run), and recurring
+// durable tasks restart their schedule from the load instead of applying their misfire
+// policy to the occurrences missed while no node led.
+
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.
 //

@@ -44,6 +44,21 @@ func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *dura
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := serveDurable(t, srv)
+	// With a store the node serves requests once elected (a lone node: at once).
+	deadline := time.Now().Add(replyWait)
+	for !srv.Stats().IsLeader {
+		if time.Now().After(deadline) {
+			t.Fatal("the lone node was not elected")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return d
+}
+
+// serveDurable serves srv on a fresh loopback port; the caller stops it.
+func serveDurable(t *testing.T, srv *Server) *durableServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

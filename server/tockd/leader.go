@@ -3,8 +3,10 @@ package tockd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
 
@@ -16,51 +18,146 @@ const (
 	campaignRetryMax = 2 * time.Second
 )
 
-// leaderLoop campaigns for leadership through the store until ctx ends: while this node
-// leads, due runs are FIREd with its epoch; the moment its session is lost (or about to
-// be), dispatching stops (setLeading(false)) and it campaigns again. When ctx ends while
-// leading, it resigns, so another node can take over at once rather than after the TTL.
-func (s *Server) leaderLoop(ctx context.Context, st *store.Store) {
+// leaderLookupTimeout bounds the etcd read a follower makes to name the leader in a
+// NOT_LEADER reply.
+const leaderLookupTimeout = time.Second
+
+// leaderLoop campaigns for leadership through the store until ctx ends. Elected, the node
+// loads every durable record into its engine and only then dispatches, with the
+// election's epoch on every FIRE. The moment its session is lost (or about to be), it
+// stops dispatching, drops the durable tasks from its engine (the next leader loads them
+// from etcd; their records stay), sends its workers away, and campaigns again. When ctx
+// ends while leading, it resigns, so that another node takes over at once rather than
+// after the session's TTL.
+func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise string) {
 	defer close(s.leaderDone)
 	pause := campaignRetryMin
+	retry := func(what string, err error) bool {
+		s.log.Warn("tockd: "+what+"; retrying", "err", err, "pause", pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return false
+		}
+		pause = min(2*pause, campaignRetryMax)
+		return true
+	}
 	for ctx.Err() == nil {
-		l, err := st.Campaign(ctx)
+		l, err := st.CampaignAs(ctx, advertise)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) || !retry("campaign for leadership failed", err) {
 				return
 			}
-			s.log.Warn("tockd: campaign for leadership failed; retrying", "err", err, "pause", pause)
-			select {
-			case <-time.After(pause):
-			case <-ctx.Done():
+			continue
+		}
+		epoch := uint64(l.Epoch())
+		lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+		err = s.loadDurable(lctx)
+		cancel()
+		if err != nil {
+			s.resign(l, epoch)
+			s.dropDurable()
+			if !retry("elected, but loading the durable tasks failed", err) {
 				return
 			}
-			pause = min(2*pause, campaignRetryMax)
 			continue
 		}
 		pause = campaignRetryMin
-		epoch := uint64(l.Epoch())
 		s.setLeading(true, epoch)
 		s.notifyLeadership(true, epoch)
-		s.log.Info("tockd: leading", "epoch", epoch, "key", l.Key())
+		s.log.Info("tockd: leading", "epoch", epoch, "key", l.Key(), "advertise", advertise)
 		select {
 		case <-l.Done():
-			s.setLeading(false, epoch)
-			s.notifyLeadership(false, epoch)
+			s.stepDown(epoch)
 			s.log.Warn("tockd: leadership lost: dispatching stopped", "epoch", epoch)
 		case <-ctx.Done():
-			s.setLeading(false, epoch)
-			s.notifyLeadership(false, epoch)
-			rctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-			if err := l.Resign(rctx); err != nil {
-				s.log.Warn("tockd: resign failed; the next leader waits for the session to expire", "err", err)
-			} else {
-				s.log.Info("tockd: resigned leadership", "epoch", epoch)
-			}
-			cancel()
+			s.stepDown(epoch)
+			s.resign(l, epoch)
 			return
 		}
 	}
+}
+
+// stepDown ends this node's term: no more dispatching, ACKs refused, workers sent to the
+// next leader, durable tasks dropped from the engine (not from etcd).
+func (s *Server) stepDown(epoch uint64) {
+	s.setLeading(false, epoch)
+	s.notifyLeadership(false, epoch)
+	s.evictWorkers()
+	s.dropDurable()
+}
+
+func (s *Server) resign(l *store.Leadership, epoch uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	if err := l.Resign(ctx); err != nil {
+		s.log.Warn("tockd: resign failed; the next leader waits for the session to expire", "err", err)
+		return
+	}
+	s.log.Info("tockd: resigned leadership", "epoch", epoch)
+}
+
+// evictWorkers closes every subscribed worker connection with ERROR NOT_LEADER: a worker
+// of a node that does not lead would wait for FIREs that never come.
+func (s *Server) evictWorkers() {
+	d := &s.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for _, conns := range d.byType {
+		for c := range conns {
+			// As Shutdown does: the reader sees evicted before its next Read, or the
+			// deadline interrupts that Read.
+			c.evicted.Store(true)
+			_ = c.nc.SetReadDeadline(now)
+		}
+	}
+}
+
+// dropDurable removes every durable task from the engine without ending it: its record
+// stays in etcd for the next leader. No record is deleted (the tasks are no longer
+// durable entries here when the engine forgets them).
+func (s *Server) dropDurable() {
+	d := s.dur
+	d.mu.Lock()
+	keys := make([]taskKey, 0, len(d.tasks))
+	for k := range d.tasks {
+		keys = append(keys, k)
+		delete(d.tasks, k)
+	}
+	d.mu.Unlock()
+	for _, k := range keys {
+		_ = s.engine.Drop(k.ns, k.id) // absent already: nothing to drop
+	}
+	if len(keys) > 0 {
+		s.log.Info("tockd: durable tasks handed back to etcd", "count", len(keys))
+	}
+}
+
+// notLeader answers a request this node refuses because it does not lead, naming the
+// leader's client address when etcd knows one.
+func (s *Server) notLeader(id uint64) *protocol.Error {
+	e := &protocol.Error{ID: id, Code: protocol.CodeNotLeader, Message: "this node does not lead; no leader is elected yet"}
+	ctx, cancel := context.WithTimeout(context.Background(), leaderLookupTimeout)
+	defer cancel()
+	if addr, epoch, err := s.opts.Store.Leader(ctx); err == nil {
+		e.Leader = addr
+		e.Message = fmt.Sprintf("this node does not lead; the leader is %s (epoch %d)", addr, epoch)
+	}
+	return e
+}
+
+// followerRefuses reports whether m is refused (NOT_LEADER) by a node that does not lead:
+// everything that reads or changes tasks, and SUBSCRIBE. PING and STATS are answered by
+// any node; ACK and NACK get STALE_EPOCH; CREDIT is harmless.
+func followerRefuses(m protocol.Message) bool {
+	switch m.(type) {
+	case *protocol.Submit, *protocol.SubmitBatch, *protocol.Cancel, *protocol.Get, *protocol.List,
+		*protocol.DLQList, *protocol.DLQRequeue, *protocol.DLQPurge, *protocol.Pause, *protocol.Resume,
+		*protocol.Subscribe:
+		return true
+	}
+	return false
 }
 
 func (s *Server) notifyLeadership(leading bool, epoch uint64) {

@@ -15,6 +15,11 @@ import (
 // goroutine; every case is O(1) engine work except LIST and DLQ_LIST (a page).
 func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, closes bool) {
 	id := m.RequestID()
+	if s.opts.Store != nil && followerRefuses(m) {
+		if leading, _ := s.leadership(); !leading {
+			return s.notLeader(id), false
+		}
+	}
 	switch m := m.(type) {
 	case *protocol.Ping:
 		return &protocol.Pong{ID: id}, false

@@ -72,6 +72,10 @@ type Options struct {
 	// Addr is the TCP address ListenAndServe listens on. Default DefaultAddr (loopback,
 	// so that nothing is exposed unless asked).
 	Addr string
+	// AdvertiseAddr is the client address this node announces in the leader election
+	// while it leads: followers answer NOT_LEADER naming it, and clients follow. Only
+	// used with a Store. Default: the address of the first listener Serve is given.
+	AdvertiseAddr string
 	// TLS, if set, makes the client port TLS: Serve wraps its listener, and the TLS
 	// handshake must finish within HandshakeTimeout like HELLO. It needs Certificates (or
 	// GetCertificate); set ClientAuth and ClientCAs to require client certificates.

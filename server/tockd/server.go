@@ -36,8 +36,8 @@ type Server struct {
 	nacked      atomic.Uint64 // NACKs the engine accepted
 
 	leaderChanges atomic.Uint64      // times this node gained or lost leadership
-	stopLeading   context.CancelFunc // ends leaderLoop; nil without a Store
-	leaderDone    chan struct{}      // closed when leaderLoop has returned
+	stopLeading   context.CancelFunc // guarded by mu; ends leaderLoop; nil until Serve with a Store
+	leaderDone    chan struct{}      // guarded by mu; closed when leaderLoop has returned
 
 	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 
@@ -90,17 +90,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.engine.RegisterFallback(s.handler)
 	if s.dur != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		err := s.loadDurable(ctx)
-		cancel()
-		if err != nil {
-			_ = s.engine.Close(context.Background())
-			return nil, err
-		}
 		go s.dur.run()
-		lctx, stop := context.WithCancel(context.Background())
-		s.stopLeading, s.leaderDone = stop, make(chan struct{})
-		go s.leaderLoop(lctx, opts.Store)
 	}
 	return s, nil
 }
@@ -142,6 +132,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.listeners[ln] = struct{}{}
 	if s.addr == nil {
 		s.addr = ln.Addr()
+		if s.opts.Store != nil {
+			// A node campaigns once it serves: the election names the address other
+			// nodes send clients to.
+			advertise := s.opts.AdvertiseAddr
+			if advertise == "" {
+				advertise = ln.Addr().String()
+			}
+			lctx, stop := context.WithCancel(context.Background())
+			s.stopLeading, s.leaderDone = stop, make(chan struct{})
+			go s.leaderLoop(lctx, s.opts.Store, advertise)
+		}
 	}
 	s.mu.Unlock()
 	defer func() {
@@ -247,12 +248,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// Interrupts a blocked Read; the reader sees draining before its next one.
 		_ = c.nc.SetReadDeadline(now)
 	}
+	stopLeading, leaderDone := s.stopLeading, s.leaderDone
 	s.mu.Unlock()
-	if s.stopLeading != nil {
+	if stopLeading != nil {
 		// Resign first, so that another node can lead while this one drains.
-		s.stopLeading()
+		stopLeading()
 		select {
-		case <-s.leaderDone:
+		case <-leaderDone:
 		case <-ctx.Done():
 		}
 	}

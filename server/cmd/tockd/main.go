@@ -87,6 +87,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.obs.flags(fs)
 	fs.BoolVar(&c.printRules, "print-alert-rules", false, "print the Prometheus alerting rules for tockd's metrics and exit")
 	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
+	fs.StringVar(&c.server.AdvertiseAddr, "advertise-addr", "", "client address announced while leading: followers redirect clients to it (default: the -addr listener's)")
 	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
 	fs.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve the client port over TLS (with -tls-key)")
 	fs.StringVar(&tlsKey, "tls-key", "", "PEM private key file of -tls-cert")
