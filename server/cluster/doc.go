@@ -17,7 +17,11 @@
 //     process binds them; a process that then loses the race exits, and its start is
 //     retried with fresh ports up to StartAttempts times.
 //
-// Costs: StartEtcd of three members takes ~0.1-0.5 s with the default test timings;
-// a tockd start is one process start plus its etcd session (~50-200 ms here); IsLeader
-// is one STATS round trip.
+// Costs: StartEtcd of three members takes ~2.2 s here: a new member asks each remote
+// peer whether the cluster is already bootstrapped, waiting up to 1 s for each, and
+// etcd offers no flag for that; the rest (election with the test timings) is ~0.1 s.
+// BuildTockd is one `go build` per test binary (a link step when Go's build cache is
+// warm). A tockd start is one process start plus opening its etcd client (~50-200 ms);
+// IsLeader is one STATS round trip; a leader's SIGKILL is followed by a new leader
+// ~2 s later (the 2 s session TTL).
 package cluster

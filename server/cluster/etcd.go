@@ -329,3 +329,48 @@ func (e *Etcd) stopAll() {
 		p.kill()
 	}
 }
+
+// Leader returns the index of the member that is etcd's raft leader, from each running
+// member's /metrics (etcd_server_is_leader); -1 and no error when none is.
+func (e *Etcd) Leader(ctx context.Context) (int, error) {
+	for i, m := range e.members {
+		e.mu.Lock()
+		running := m.p != nil
+		e.mu.Unlock()
+		if !running {
+			continue
+		}
+		ok, err := e.isLeader(ctx, i)
+		if err != nil {
+			return -1, err
+		}
+		if ok {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+func (e *Etcd) isLeader(ctx context.Context, i int) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.members[i].clientURL+"/metrics", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := healthClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("cluster: etcd %s /metrics: %w", e.members[i].name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcd_server_is_leader "); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	return false, fmt.Errorf("cluster: etcd %s /metrics has no etcd_server_is_leader", e.members[i].name)
+}
