@@ -4,8 +4,8 @@
 # Prints the directory holding the two binaries. The first call builds them in a scratch
 # module in a temporary directory (never inside the repository) and caches them in
 # ${TOCK_CACHE:-$HOME/.cache/tock}/etcd-<version>/; later calls print that directory at once.
-# Safe to run twice at the same time: each binary is built under a temporary name in the
-# cache directory and renamed into place, and rename is atomic.
+# Safe to run twice at the same time: one caller builds while the others wait (a lock
+# directory), and each binary is built under a temporary name and renamed into place.
 # Needs only bash and Go (with the module proxy reachable for the first call).
 set -euo pipefail
 
@@ -19,12 +19,35 @@ if [[ -x "$cache/etcd" && -x "$cache/etcdctl" ]]; then
 fi
 
 mkdir -p "$cache"
+# One build at a time per cache: the first caller takes the lock (mkdir is atomic) and
+# builds; the others wait for its binaries. A lock whose holder died is taken over.
+# Without the lock two callers would both build, correctly but twice the work.
+lock="$cache/.lock"
+until mkdir "$lock" 2>/dev/null; do
+	if [[ -x "$cache/etcd" && -x "$cache/etcdctl" ]]; then
+		echo "$cache"
+		exit 0
+	fi
+	holder=$(cat "$lock/pid" 2>/dev/null || true)
+	if [[ -n $holder ]] && ! kill -0 "$holder" 2>/dev/null; then
+		rm -rf "$lock" # its builder is gone
+		continue
+	fi
+	sleep 1
+done
+echo $$ >"$lock/pid"
+if [[ -x "$cache/etcd" && -x "$cache/etcdctl" ]]; then # built while we waited
+	rm -rf "$lock"
+	echo "$cache"
+	exit 0
+fi
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/tock-etcd-build.XXXXXX")"
 cleanup() {
 	# The module cache makes files read-only; make them removable first.
 	chmod -R u+w "$scratch" 2>/dev/null || true
 	rm -rf "$scratch"
 	rm -f "$cache"/.etcd.$$ "$cache"/.etcdctl.$$
+	rm -rf "$lock"
 }
 trap cleanup EXIT
 
