@@ -58,3 +58,16 @@ profiles:
 
 clean:
 	rm -rf bench/results/tmp
+
+## cluster: 3 etcd members and 3 tockd nodes on 127.0.0.1 (tockd clients 17460-17462,
+## admin 17470-17472; etcd 23790-23792), run dir $${TMPDIR:-/tmp}/tock-cluster (logs,
+## data, pids); refuses while one runs. cluster-down stops it and removes the run dir.
+.PHONY: cluster cluster-down cluster-status
+cluster:
+	GO=$(GO) ./server/cluster/cluster.sh up
+
+cluster-down:
+	GO=$(GO) ./server/cluster/cluster.sh down
+
+cluster-status:
+	./server/cluster/cluster.sh status
