@@ -43,6 +43,11 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Concurrency is a Worker's number of concurrent runs, and so its credits. Default 4.
 	Concurrency int
+	// OnAcked, if set, is called by a Worker after each run's ACK (result nil) or NACK
+	// (result the handler's error) has been answered: ackErr nil means the server took
+	// it; otherwise it is the reason (STALE_EPOCH after a failover, UNKNOWN_RUN after the
+	// time to run, a lost connection). From the run's goroutine; keep it cheap.
+	OnAcked func(f *Fire, result, ackErr error)
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
 	TLS *tls.Config
@@ -56,6 +61,11 @@ func WithToken(token string) Option { return func(o *Options) { o.Token = token 
 
 // WithClientName sets Options.ClientName.
 func WithClientName(name string) Option { return func(o *Options) { o.ClientName = name } }
+
+// WithOnAcked sets Options.OnAcked.
+func WithOnAcked(fn func(f *Fire, result, ackErr error)) Option {
+	return func(o *Options) { o.OnAcked = fn }
+}
 
 // WithTLS sets Options.TLS.
 func WithTLS(c *tls.Config) Option { return func(o *Options) { o.TLS = c } }

@@ -219,10 +219,21 @@ func (w *Worker) run(ctx context.Context, cn *conn, pf *protocol.Fire) {
 		}
 		m = &protocol.Nack{RunID: pf.RunID, Epoch: pf.Epoch, Err: msg, Retryable: !task.IsNonRetryable(err)}
 	}
+	// The handler has returned, so its credit is granted back at once, in parallel with
+	// the ACK: the server may take a while to answer an ACK (a durable task's answer
+	// waits for etcd), and the next FIRE need not wait for it.
+	credited := make(chan struct{})
+	go func() {
+		defer close(credited)
+		_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: 1} })
+	}()
 	// UNKNOWN_RUN (the TTR passed and the run was redelivered) or STALE_EPOCH leave
 	// nothing to do; the credit was spent by the FIRE either way.
-	_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { setID(m, id); return m })
-	_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: 1} })
+	_, ackErr := cn.roundTrip(rctx, func(id uint64) protocol.Message { setID(m, id); return m })
+	if w.opts.OnAcked != nil {
+		w.opts.OnAcked(f, err, ackErr)
+	}
+	<-credited
 }
 
 func setID(m protocol.Message, id uint64) {

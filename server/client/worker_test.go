@@ -108,7 +108,10 @@ func TestWorkerRunsTasks(t *testing.T) {
 func TestWorkerRetriesThenSucceeds(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0", tockd.Options{})
 	c := dialT(t, s.addr)
-	w := newWorkerT(t, s.addr)
+	acked := make(chan string, 4) // OnAcked: the result and the server's answer per attempt
+	w := newWorkerT(t, s.addr, WithOnAcked(func(f *Fire, result, ackErr error) {
+		acked <- fmt.Sprintf("attempt %d: result %v, answer %v", f.Attempt, result, ackErr)
+	}))
 	var mu sync.Mutex
 	attempts := map[uint64]bool{}
 	if err := w.Handle("flaky", func(ctx context.Context, f *Fire) error {
@@ -134,6 +137,20 @@ func TestWorkerRetriesThenSucceeds(t *testing.T) {
 	defer mu.Unlock()
 	if !attempts[1] || !attempts[2] {
 		t.Errorf("attempts seen by the handler: %v, want 1 (failed) and 2", attempts)
+	}
+	got := map[string]bool{} // in either order: each attempt's goroutine reports its own
+	for range 2 {
+		select {
+		case a := <-acked:
+			got[a] = true
+		case <-time.After(wait):
+			t.Fatalf("OnAcked called only for %v", got)
+		}
+	}
+	for _, want := range []string{"attempt 1: result transient, answer <nil>", "attempt 2: result <nil>, answer <nil>"} {
+		if !got[want] {
+			t.Errorf("OnAcked reports %v, lacking %q", got, want)
+		}
 	}
 }
 
