@@ -71,3 +71,11 @@ cluster-down:
 
 cluster-status:
 	./server/cluster/cluster.sh status
+
+## chaos: the long failover runs against separate tockd processes and a real 3-member etcd:
+## the leader SIGKILLed under durable load CHAOS_ROUNDS times (make test runs one round),
+## every acknowledged task counted, takeover and duplicate figures logged.
+CHAOS_ROUNDS ?= 5
+.PHONY: chaos
+chaos:
+	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop' ./server/cluster

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,6 +162,12 @@ func TestLeaderCutOffFromEtcd(t *testing.T) {
 	if l, _ := waitLeader(t, nodes...); l != n1 {
 		t.Fatalf("%s leads, want n1 (it campaigned first)", l.Name())
 	}
+	// Who dispatched what, and when: one worker can reach only n1, another only n2 and
+	// n3; tasks keep coming due through the cut. Every run's epoch and arrival is kept.
+	l := newLedger()
+	stopLoad := startDispatchLoad(t, l, n1.Addr()+","+nodes[1].Addr()+","+nodes[2].Addr(),
+		n1.Addr(), nodes[1].Addr()+","+nodes[2].Addr())
+	oldEpoch := waitRunAtEpochAbove(t, l, 0) // n1 dispatches
 
 	cutAt := time.Now()
 	for _, p := range proxies {
@@ -180,6 +187,30 @@ func TestLeaderCutOffFromEtcd(t *testing.T) {
 	t.Logf("n1 cut off etcd; %s leads after %v (goal %v)", next.Name(), took.Round(time.Millisecond), failoverGoal)
 	if took > failoverGoal {
 		t.Errorf("takeover after the cut took %v, goal %v", took, failoverGoal)
+	}
+	waitRunAtEpochAbove(t, l, oldEpoch) // the new leader dispatches
+	stopLoad()
+	// n1's last run came before the new leader's first: never two dispatchers at once.
+	l.mu.Lock()
+	var lastOld, firstNew time.Time
+	for _, rs := range l.runs {
+		for _, r := range rs {
+			if r.epoch == oldEpoch && r.started.After(lastOld) {
+				lastOld = r.started
+			}
+			if r.epoch > oldEpoch && (firstNew.IsZero() || r.started.Before(firstNew)) {
+				firstNew = r.started
+			}
+		}
+	}
+	l.mu.Unlock()
+	t.Logf("n1 (epoch %d) last dispatched %v after the cut; the new leader first %v after it",
+		oldEpoch, lastOld.Sub(cutAt).Round(time.Millisecond), firstNew.Sub(cutAt).Round(time.Millisecond))
+	if !lastOld.Before(firstNew) {
+		t.Errorf("n1 dispatched at %v, after the new leader began at %v: two dispatchers at once", lastOld, firstNew)
+	}
+	if stoppedAfter := lastOld.Sub(cutAt); stoppedAfter > store.DefaultSessionTTL {
+		t.Errorf("n1 dispatched %v after the cut, beyond the session TTL %v", stoppedAfter, store.DefaultSessionTTL)
 	}
 
 	for _, p := range proxies {
@@ -207,5 +238,67 @@ func pollUntil(ctx context.Context, cond func() (bool, error)) error {
 			return ctx.Err()
 		case <-tick.C:
 		}
+	}
+}
+
+// startDispatchLoad submits an ephemeral task due at once every few milliseconds through
+// clientAddrs, and runs two workers, one per address list in workerAddrs, recording
+// every run in l. The returned func stops it all.
+func startDispatchLoad(t *testing.T, l *ledger, clientAddrs string, workerAddrs ...string) (stop func()) {
+	t.Helper()
+	fast := client.WithReconnectBackoff(20*time.Millisecond, 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, addrs := range workerAddrs {
+		w, err := client.NewWorker(addrs, client.WithConcurrency(8), fast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Handle("tick", func(ctx context.Context, f *client.Fire) error { l.ran(f); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	}
+	c, err := client.Dial(ctx, clientAddrs, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for seq := 0; ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			_, _ = c.Submit(sctx, task.Task{ID: fmt.Sprint("tick-", seq), Type: "tick", Schedule: task.After(0)}, protocol.Ephemeral)
+			scancel()
+		}
+	}()
+	return func() { cancel(); c.Close(); wg.Wait() }
+}
+
+// waitRunAtEpochAbove waits for a run at an epoch above epoch and returns that epoch.
+func waitRunAtEpochAbove(t *testing.T, l *ledger, epoch uint64) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(electBound)
+	for {
+		l.mu.Lock()
+		for e := range l.epochs {
+			if e > epoch {
+				l.mu.Unlock()
+				return e
+			}
+		}
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no run at an epoch above %d within %v", epoch, electBound)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -18,9 +18,41 @@ const (
 	campaignRetryMax = 2 * time.Second
 )
 
-// leaderLookupTimeout bounds the etcd read a follower makes to name the leader in a
-// NOT_LEADER reply.
-const leaderLookupTimeout = time.Second
+// leaderPollInterval is how often a node that does not lead reads who does, so that a
+// NOT_LEADER reply names the leader from memory: a request is never held up by etcd
+// (which may be unreachable from this node, the very reason it stopped leading).
+const leaderPollInterval = 200 * time.Millisecond
+
+// knownLeader is the last leader a follower read from etcd.
+type knownLeader struct {
+	addr  string
+	epoch int64
+}
+
+// watchLeader keeps s.leaderSeen current until ctx ends: every leaderPollInterval while
+// this node does not lead, one etcd read bounded by the interval. A failed read clears
+// it (better no name than a stale one).
+func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise string) {
+	t := time.NewTicker(leaderPollInterval)
+	defer t.Stop()
+	for {
+		if leading, _ := s.leadership(); !leading {
+			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
+			addr, epoch, err := st.Leader(rctx)
+			cancel()
+			if err != nil || addr == advertise { // unknown, or this node's own lapsed term
+				s.leaderSeen.Store(nil)
+			} else {
+				s.leaderSeen.Store(&knownLeader{addr, epoch})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // leaderLoop campaigns for leadership through the store until ctx ends. Elected, the node
 // loads every durable record into its engine and only then dispatches, with the
@@ -30,7 +62,9 @@ const leaderLookupTimeout = time.Second
 // ends while leading, it resigns, so that another node takes over at once rather than
 // after the session's TTL.
 func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise string) {
-	defer close(s.leaderDone)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchLeader(ctx, st, advertise) }()
+	defer func() { <-watched; close(s.leaderDone) }()
 	pause := campaignRetryMin
 	retry := func(what string, err error) bool {
 		s.log.Warn("tockd: "+what+"; retrying", "err", err, "pause", pause)
@@ -137,12 +171,10 @@ func (s *Server) dropDurable() {
 // notLeader answers a request this node refuses because it does not lead, naming the
 // leader's client address when etcd knows one.
 func (s *Server) notLeader(id uint64) *protocol.Error {
-	e := &protocol.Error{ID: id, Code: protocol.CodeNotLeader, Message: "this node does not lead; no leader is elected yet"}
-	ctx, cancel := context.WithTimeout(context.Background(), leaderLookupTimeout)
-	defer cancel()
-	if addr, epoch, err := s.opts.Store.Leader(ctx); err == nil {
-		e.Leader = addr
-		e.Message = fmt.Sprintf("this node does not lead; the leader is %s (epoch %d)", addr, epoch)
+	e := &protocol.Error{ID: id, Code: protocol.CodeNotLeader, Message: "this node does not lead, and knows no leader yet"}
+	if l := s.leaderSeen.Load(); l != nil {
+		e.Leader = l.addr
+		e.Message = fmt.Sprintf("this node does not lead; the leader is %s (epoch %d)", l.addr, l.epoch)
 	}
 	return e
 }

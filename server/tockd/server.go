@@ -35,9 +35,10 @@ type Server struct {
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
 
-	leaderChanges atomic.Uint64      // times this node gained or lost leadership
-	stopLeading   context.CancelFunc // guarded by mu; ends leaderLoop; nil until Serve with a Store
-	leaderDone    chan struct{}      // guarded by mu; closed when leaderLoop has returned
+	leaderChanges atomic.Uint64               // times this node gained or lost leadership
+	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
+	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
+	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 
 	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 
