@@ -46,6 +46,11 @@ type conn struct {
 	// outMu orders push against the reader's close of out; outClosed is set under it.
 	outMu     sync.Mutex
 	outClosed bool
+	// late holds replies sent from outside the reader (pushReply: an ACK's OK that
+	// waited for etcd) that found out full; the writer takes them when lateReady
+	// signals. Guarded by outMu; at most maxLateReplies.
+	late      []protocol.Message
+	lateReady chan struct{}
 	// w is the worker dispatch state; guarded by s.disp.mu.
 	w workerState
 	// evicted is set when this node stops leading: the reader then answers ERROR
@@ -63,7 +68,8 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		w: workerState{inflight: map[uint64]taskKey{}}}
+		lateReady: make(chan struct{}, 1),
+		w:         workerState{inflight: map[uint64]taskKey{}}}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -238,12 +244,25 @@ func (c *conn) writeLoop() {
 	defer close(c.done)
 	buf := make([]byte, 0, 4096)
 	for {
-		m, ok := <-c.out
+		var m protocol.Message
+		ok := true
+		select {
+		case m, ok = <-c.out:
+		case <-c.lateReady:
+		}
+		buf = c.appendLate(buf[:0])
 		if !ok {
+			// The reader is done; replies that waited for etcd still go out.
+			if len(buf) > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+				_, _ = c.nc.Write(buf)
+			}
 			c.closeGracefully()
 			return
 		}
-		buf = c.appendReply(buf[:0], m)
+		if m != nil {
+			buf = c.appendReply(buf, m)
+		}
 		closing := false
 	coalesce:
 		for len(buf) < flushSize {
@@ -272,6 +291,18 @@ func (c *conn) writeLoop() {
 			buf = make([]byte, 0, 4096)
 		}
 	}
+}
+
+// appendLate appends the late replies queued by pushReply.
+func (c *conn) appendLate(buf []byte) []byte {
+	c.outMu.Lock()
+	late := c.late
+	c.late = nil
+	c.outMu.Unlock()
+	for _, m := range late {
+		buf = c.appendReply(buf, m)
+	}
+	return buf
 }
 
 // appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame: a

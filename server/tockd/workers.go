@@ -352,12 +352,34 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 	return &protocol.OK{ID: id}, false
 }
 
-// pushReply queues a reply from outside c's reader (a reply that waited for etcd). A
-// connection whose queue is full is not reading its replies: it is closed, as send
-// would after WriteTimeout, rather than block the caller.
+// maxLateReplies bounds the replies a connection holds beyond its reply queue (ACK
+// answers that waited for etcd, each a few bytes): more means the peer stopped reading
+// while acknowledging this much, and it is closed.
+const maxLateReplies = 1 << 16
+
+// pushReply queues a reply from outside c's reader (an answer that waited for etcd)
+// without blocking: on the reply queue if it has room, else on c.late for the writer.
 func (c *conn) pushReply(m protocol.Message) {
-	if !c.push(m) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.outClosed {
+		return
+	}
+	select {
+	case c.out <- m:
+		return
+	default:
+	}
+	if len(c.late) >= maxLateReplies {
+		c.s.log.Warn("tockd: closing connection: it does not read the answers to its ACKs",
+			"remote", c.nc.RemoteAddr(), "name", c.name, "late", len(c.late))
 		c.nc.Close()
+		return
+	}
+	c.late = append(c.late, m)
+	select {
+	case c.lateReady <- struct{}{}:
+	default: // the writer is already signalled
 	}
 }
 
