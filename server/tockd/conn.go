@@ -51,6 +51,9 @@ type conn struct {
 	// signals. Guarded by outMu; at most maxLateReplies.
 	late      []protocol.Message
 	lateReady chan struct{}
+	// backedUp is set when a FIRE found the reply queue full; the writer, having made
+	// room, clears it and offers the waiting runs again (Server.offerWaiting).
+	backedUp atomic.Bool
 	// w is the worker dispatch state; guarded by s.disp.mu.
 	w workerState
 	// evicted is set when this node stops leading: the reader then answers ERROR
@@ -286,6 +289,10 @@ func (c *conn) writeLoop() {
 		if closing {
 			c.closeGracefully()
 			return
+		}
+		if c.backedUp.Load() && len(c.out) < cap(c.out) {
+			c.backedUp.Store(false)
+			c.s.offerWaiting(c)
 		}
 		if cap(buf) > keepBufSize {
 			buf = make([]byte, 0, 4096)

@@ -3,6 +3,7 @@ package tockd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -241,5 +242,57 @@ func TestDurableEndRepliesAfterTheRecordIsDeleted(t *testing.T) {
 	}
 	if storedIDs(t, st)["default/cancelled"] {
 		t.Fatal("CANCEL answered while the record was still stored")
+	}
+}
+
+// A worker that pipelines many ACKs of durable tasks gets every answer, even with a tiny
+// reply queue: answers that waited for etcd queue beside it, never close the connection.
+func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	srv, err := New(Options{Store: st, MaxPendingPerConn: 2, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := serveDurable(t, srv)
+	defer ds.stop(t)
+	deadline := time.Now().Add(replyWait)
+	for !srv.Stats().IsLeader {
+		if time.Now().After(deadline) {
+			t.Fatal("not elected")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const n = 200
+	c := connect(t, ds.addr)
+	batch := make([]protocol.Task, n)
+	for i := range batch {
+		batch[i] = workTask(fmt.Sprint("d", i), 1)
+		batch[i].Durability = protocol.Durable
+	}
+	if r, ok := c.call(&protocol.SubmitBatch{ID: 2, Tasks: batch}).(*protocol.BatchResult); !ok || len(r.Results) != n {
+		t.Fatalf("SUBMIT_BATCH answered %+v", r)
+	}
+	w := connectWorker(t, ds.addr, n, "w")
+	oks := 0
+	for fired := 0; fired < n || oks < n; {
+		var m protocol.Message
+		if len(w.fires) > 0 { // read while SUBSCRIBE's answer was awaited
+			m, w.fires = w.fires[0], w.fires[1:]
+		} else if m, err = w.next(); err != nil {
+			t.Fatalf("after %d FIREs and %d OKs: %v (waiting runs %d)", fired, oks, err, srv.Stats().Waiting)
+		}
+		switch m := m.(type) {
+		case *protocol.Fire:
+			fired++
+			w.send(&protocol.Ack{ID: 1000 + m.RunID, RunID: m.RunID, Epoch: m.Epoch}) // replies not awaited
+		case *protocol.OK:
+			oks++
+		default:
+			t.Fatalf("got %v %+v", m.Type(), m)
+		}
+	}
+	if left := storedIDs(t, st); len(left) != 0 {
+		t.Fatalf("%d records left after every ACK was answered", len(left))
 	}
 }

@@ -139,6 +139,8 @@ func (s *Server) fireLocked(f *protocol.Fire) bool {
 				tried = map[*conn]bool{}
 			}
 			tried[best] = true
+			// Its writer offers the waiting runs again once it has made room.
+			best.backedUp.Store(true)
 			continue
 		}
 		best.w.credits--
@@ -183,6 +185,20 @@ func (s *Server) drainLocked(typ string) {
 	}
 	if q != nil && q.len() == 0 {
 		delete(d.waiting, typ)
+	}
+}
+
+// offerWaiting fires waiting runs of c's types: c's writer calls it when it has made
+// room in a reply queue that was full when a FIRE was due (so runs may wait for want of
+// room, not of credit).
+func (s *Server) offerWaiting(c *conn) {
+	s.disp.mu.Lock()
+	defer s.disp.mu.Unlock()
+	for _, typ := range c.w.types {
+		if c.w.credits == 0 {
+			return
+		}
+		s.drainLocked(typ)
 	}
 }
 
