@@ -47,6 +47,9 @@ func TestDeferredAttemptCompletesLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := h.wait(EventSucceeded, "r")
+	if ev.RunID != id {
+		t.Fatalf("succeeded event names run %d, want %d", ev.RunID, id)
+	}
 	if ev.Duration != 3*time.Second {
 		t.Fatalf("duration %v, want the 3 s between start and Complete", ev.Duration)
 	}

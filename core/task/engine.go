@@ -354,11 +354,13 @@ func (e *Engine) Cancel(namespace, id string) error {
 		sh.mu.Unlock()
 		return err
 	}
+	runID := rec.runID // the attempt running or due, if any
 	e.retire(sh, rec)
 	sh.cancelled++
 	_, wall := e.now()
 	e.finished(sh, rec, wall)
-	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts}
+	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
+		RunID: runID}
 	sh.mu.Unlock()
 	e.emit(ev)
 	return nil

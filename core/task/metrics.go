@@ -40,6 +40,9 @@ type Event struct {
 	Lateness  time.Duration // Started: start time minus due time
 	Duration  time.Duration // Succeeded, Retrying, Dead: the attempt's run time
 	Missed    int           // Misfired: occurrences skipped or merged
+	// RunID names the attempt: Started, Succeeded, Retrying, Dead and TimedOut after an
+	// attempt; Cancelled, the attempt it stopped (0 when none was running or due).
+	RunID uint64
 }
 
 // latencyBounds are the histogram buckets' upper bounds, 50 µs to 1 min: the range in

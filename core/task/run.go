@@ -183,7 +183,8 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	w.stats.lateness.observe(max(lateness, 0))
 	if e.opts.OnEvent != nil {
 		t := a.run.Task // immutable: readable without the lock
-		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness})
+		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness,
+			RunID: item.runID})
 	}
 	w.stats.running.Store(1)
 	err := e.call(w, a)
@@ -263,7 +264,8 @@ func (e *Engine) emitAll(es *events) {
 // Requires sh.mu; the events are emitted by the caller once the lock is released.
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
 	t := &rec.task
-	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
+	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start),
+		RunID: rec.runID}
 	rec.filed, rec.early, rec.earlyErr = false, false, nil
 	rec.runID = 0
 	if err == nil {
@@ -347,7 +349,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 	var es events
 	err := fmt.Errorf("%w after %v", ErrTimeout, rec.task.Timeout)
 	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type,
-		Attempt: rec.attempts, Err: err}
+		Attempt: rec.attempts, Err: err, RunID: rec.runID}
 	e.finishAttempt(sh, rec, err, rec.started, now, &es)
 	sh.mu.Unlock()
 	if replace {

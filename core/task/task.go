@@ -31,6 +31,10 @@ type Task struct {
 	// Version implements optimistic replacement: submitting an existing ID succeeds only
 	// with a higher Version, and replaces the task.
 	Version uint64
+	// Exclusive asks that no two runs of the task ever overlap, even across a failover of
+	// the server that dispatches it. The engine alone needs nothing more (a task never has
+	// two attempts at once); a server carries it out (see server/tockd).
+	Exclusive bool
 }
 
 // DefaultNamespace is the namespace of a task submitted without one.

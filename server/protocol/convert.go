@@ -68,6 +68,7 @@ func ToTask(w *Task) (task.Task, error) {
 		Schedule:  s,
 		Retry:     r,
 		Timeout:   time.Duration(w.Timeout),
+		Exclusive: w.Exclusive,
 		Misfire:   w.Misfire,
 		Version:   w.Version,
 	}, nil
@@ -220,6 +221,7 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 		Misfire:    t.Misfire,
 		Version:    t.Version,
 		Durability: d,
+		Exclusive:  t.Exclusive,
 		Retry: Retry{
 			MaxAttempts:    uint64(max(t.Retry.MaxAttempts, 0)),
 			InitialBackoff: int64(t.Retry.InitialBackoff),

@@ -14,6 +14,7 @@ func TestToTaskFromTask(t *testing.T) {
 	for _, w := range []Task{sampleTask(),
 		{ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindAt, At: 1_700_000_000_123_456_789}, Durability: Ephemeral},
 		{Namespace: "n", ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Second), Anchor: task.FixedDelay}, Durability: Durable},
+		{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: true},
 	} {
 		ct, err := ToTask(&w)
 		if err != nil {
@@ -105,5 +106,23 @@ func TestFromInfo(t *testing.T) {
 	dl, err := FromDeadLetter(task.DeadLetter{Task: in.Task, DiedAt: now, Reason: "r"}, Durable)
 	if err != nil || dl.DiedAt != now.UnixNano() || dl.Task.Durability != Durable {
 		t.Fatalf("%+v %v", dl, err)
+	}
+}
+
+// The exclusive flag crosses the wire (and is absent when false).
+func TestExclusiveOnTheWire(t *testing.T) {
+	for _, excl := range []bool{true, false} {
+		w := Task{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: excl}
+		frame, err := AppendFrame(nil, &Submit{ID: 1, Task: w}, DefaultMaxFrame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Decode(frame[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.(*Submit).Task; !reflect.DeepEqual(got, w) {
+			t.Fatalf("decoded %+v, want %+v", got, w)
+		}
 	}
 }

@@ -79,6 +79,7 @@ type Task struct {
 	Version    uint64
 	Durability Durability
 	Partition  uint64 // reserved for the cluster; must be 0 for now
+	Exclusive  bool   // "exclusive": no two runs overlap, even across a failover
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -218,7 +219,7 @@ func putState(c *enc, key string, s task.State) {
 // ---- Task ----
 
 var taskFields = fieldTable{
-	keys:     []string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition"},
+	keys:     []string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive"},
 	required: 1<<1 | 1<<2 | 1<<4 | 1<<9,
 }
 
@@ -248,13 +249,15 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.Durability, err = enum[Durability](d, durNames[:])
 	case 10:
 		t.Partition, err = d.uint()
+	case 11:
+		t.Exclusive, err = d.bool()
 	}
 	return err
 }
 
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
-		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0))
+		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -282,6 +285,10 @@ func (t *Task) encode(c *enc) {
 	putEnum(c, "durability", durNames[:], t.Durability)
 	if t.Partition != 0 {
 		c.kUint("partition", t.Partition)
+	}
+	if t.Exclusive {
+		c.str("exclusive")
+		c.bool(true)
 	}
 }
 

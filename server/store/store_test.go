@@ -253,3 +253,33 @@ func TestBatchSplitsByBytes(t *testing.T) {
 		t.Fatalf("loaded %d, want 20", len(got))
 	}
 }
+
+// Run locks: put, replaced by a later run, deleted only by the run they name, listed.
+func TestRunLocks(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	if err := s.PutLock(ctx, "a", "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLock(ctx, "a", "y", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLock(ctx, "a", "x", 3); err != nil { // a later run of x
+		t.Fatal(err)
+	}
+	if err := s.DeleteLock(ctx, "a", "x", 1); err != nil { // the earlier run's unlock: no effect
+		t.Fatal(err)
+	}
+	if got, err := s.Locks(ctx); err != nil || !got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 2 {
+		t.Fatalf("locks %v, %v; want a/x and a/y", got, err)
+	}
+	if err := s.DeleteLock(ctx, "a", "x", 3); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || len(got) != 1 {
+		t.Fatalf("locks after x's unlock: %v", got)
+	}
+	if err := s.PutLock(ctx, "a/b", "x", 1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad namespace: %v", err)
+	}
+}

@@ -79,3 +79,78 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 		t.Fatal("the record outlived the ACK at the new leader")
 	}
 }
+
+// An exclusive durable task whose run was in flight when its leader went away is run by
+// the next leader only one time to run after the takeover (the old run may still execute
+// somewhere); a plain durable task in the same position runs at once.
+func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	defer st1.Close()
+	st2 := openPeerStore(t, st1, "n2")
+	defer st2.Close()
+	leader := startDurable(t, st1, nil)
+	stopped := false
+	defer func() {
+		if !stopped {
+			leader.stop(t)
+		}
+	}()
+	follower, err := New(Options{Store: st2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := serveDurable(t, follower)
+	defer fd.stop(t)
+
+	const ttr = time.Second
+	c := connect(t, leader.addr)
+	excl := durableTask("excl", 0)
+	excl.Type, excl.Exclusive, excl.Timeout = "w", true, int64(ttr)
+	plain := durableTask("plain", 0)
+	plain.Type, plain.Timeout = "w", int64(ttr)
+	submit(t, c, 2, excl)
+	submit(t, c, 3, plain)
+	w := connectWorker(t, leader.addr, 2, "w")
+	for range 2 { // both FIREd, neither ACKed: in flight when the leader goes
+		if f := w.fire(); f.TaskID == "excl" && f.Durability != protocol.Durable {
+			t.Fatalf("FIRE %+v", f)
+		}
+	}
+	if locks, err := st1.Locks(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "excl"}] || len(locks) != 1 {
+		t.Fatalf("run locks while in flight: %v, %v; want only excl's", locks, err)
+	}
+
+	// The old run's time to run ends before this instant plus ttr: its FIRE came earlier.
+	stopping := time.Now()
+	leader.stop(t)
+	stopped = true
+	deadline := time.Now().Add(replyWait)
+	for !follower.Stats().IsLeader {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never took over")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w2 := connectWorker(t, fd.addr, 2, "w")
+	first := w2.fire()
+	if first.TaskID != "plain" {
+		t.Fatalf("first FIRE after the takeover is %s, want the plain task (excl waits)", first.TaskID)
+	}
+	second := w2.fire()
+	if after := time.Since(stopping); second.TaskID != "excl" || after < ttr {
+		t.Fatalf("FIRE of %s %v after the old leader began to stop; want excl, no sooner than its time to run %v (the old run's may not have ended)",
+			second.TaskID, after, ttr)
+	}
+	wantOK(t, w2.req(&protocol.Ack{RunID: second.RunID, Epoch: second.Epoch}))
+	deadline = time.Now().Add(replyWait)
+	for {
+		locks, err := st2.Locks(context.Background())
+		if err == nil && len(locks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run locks after the ACK: %v, %v; want none", locks, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

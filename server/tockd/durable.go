@@ -26,6 +26,7 @@ type taskKey struct{ ns, id string }
 type durEntry struct {
 	version   uint64
 	recurring bool // Every or Cron: only CANCELLED ends it
+	exclusive bool // its runs hold a run lock in etcd (exclusive.go)
 }
 
 // durability tracks which engine tasks are durable and deletes the store records of
@@ -39,7 +40,8 @@ type durability struct {
 	}
 
 	mu       sync.Mutex
-	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
+	cond     *sync.Cond       // signals queue growth, deletes finishing, and stop
+	unlock   func(task.Event) // deletes an exclusive task's run lock (Server.unlockRun)
 	tasks    map[taskKey]durEntry
 	queue    []taskKey                 // records to delete, in event order
 	queued   map[taskKey]bool          // the keys in queue
@@ -60,6 +62,7 @@ func newDurability(st *store.Store, s *Server) *durability {
 		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
+	d.unlock = s.unlockRun
 	return d
 }
 
@@ -74,10 +77,11 @@ func (d *durability) isDurable(ns, id string, v uint64) bool {
 	return ok && e.version == v
 }
 
-// onEvent is the engine's OnEvent hook: it runs on engine goroutines, so it only queues.
+// onEvent is the engine's OnEvent hook: it runs on engine goroutines, so it only queues
+// (and has an exclusive task's run lock deleted in the background).
 func (d *durability) onEvent(ev task.Event) {
 	switch ev.Kind {
-	case task.EventSucceeded, task.EventDead, task.EventCancelled:
+	case task.EventSucceeded, task.EventDead, task.EventCancelled, task.EventRetrying:
 	default:
 		return
 	}
@@ -85,8 +89,14 @@ func (d *durability) onEvent(ev task.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.tasks[k]
-	if !ok || e.version != ev.Version || (e.recurring && ev.Kind != task.EventCancelled) {
-		return // not durable, replaced by a newer version, or a recurring task going on
+	if !ok || e.version != ev.Version {
+		return // not durable, or replaced by a newer version
+	}
+	if e.exclusive {
+		d.unlock(ev)
+	}
+	if ev.Kind == task.EventRetrying || (e.recurring && ev.Kind != task.EventCancelled) {
+		return // a retry or a recurring task's next occurrence: it goes on
 	}
 	delete(d.tasks, k)
 	if !d.queued[k] {
@@ -328,19 +338,27 @@ func storeError(err error) *protocol.Error {
 	return e
 }
 
-// loadDurable submits every stored record to the engine. A record that cannot be decoded
-// or that the engine refuses is logged and left in the store.
-func (s *Server) loadDurable(ctx context.Context) error {
+// loadDurable submits every stored record to the engine, as the leader of epoch. A record
+// that cannot be decoded or that the engine refuses is logged and left in the store. An
+// exclusive task with a run lock (its last run may still execute) is submitted one time
+// to run later (exclusive.go).
+func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
+	locked, err := s.runLocks(ctx)
+	if err != nil {
+		return err
+	}
 	n := 0
-	_, err := s.opts.Store.Load(ctx, func(r store.Record) error {
+	_, err = s.opts.Store.Load(ctx, func(r store.Record) error {
 		w, err := decodeTask(r.Body)
 		if err == nil {
 			var t task.Task
 			if t, err = protocol.ToTask(&w); err == nil {
 				k := taskKey{t.Namespace, t.ID}
-				e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind)}
+				e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
 				if err = s.dur.claim(k, e); err == nil {
-					if _, err = s.engine.Submit(t); err != nil {
+					if t.Exclusive && locked[store.Key{Namespace: t.Namespace, ID: t.ID}] {
+						s.submitAfterLockedRun(t, k, e, epoch)
+					} else if _, err = s.engine.Submit(t); err != nil {
 						s.dur.release(k, e)
 					}
 				}
@@ -400,7 +418,7 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
 		return p
 	}
-	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind)}
+	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive}
 	if err := s.dur.claim(p.key, p.entry); err != nil {
 		p.err = err
 	}

@@ -86,7 +86,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		}
 		epoch := uint64(l.Epoch())
 		lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-		err = s.loadDurable(lctx)
+		err = s.loadDurable(lctx, epoch)
 		cancel()
 		if err != nil {
 			s.resign(l, epoch)
@@ -117,8 +117,10 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 func (s *Server) stepDown(epoch uint64) {
 	s.setLeading(false, epoch)
 	s.notifyLeadership(false, epoch)
-	s.evictWorkers()
+	// Durable tasks first: a worker sent away fails its runs in flight ("worker
+	// disconnected"), which must not end a durable task (and delete its record) here.
 	s.dropDurable()
+	s.evictWorkers()
 }
 
 func (s *Server) resign(l *store.Leadership, epoch uint64) {

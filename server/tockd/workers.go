@@ -70,6 +70,13 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 		Durability: protocol.Ephemeral}
 	if s.dur.isDurable(t.Namespace, t.ID, t.Version) {
 		fire.Durability = protocol.Durable
+		if t.Exclusive {
+			// Recorded before the run can start anywhere, so that a leader taking
+			// over after this one's death waits the run out (exclusive.go).
+			if err := s.lockRun(t.Namespace, t.ID, run.RunID); err != nil {
+				return err
+			}
+		}
 	}
 
 	d := &s.disp
@@ -421,7 +428,14 @@ func (s *Server) workerClosed(c *conn) {
 	c.w.types, c.w.credits = nil, 0
 	inflight := c.w.inflight
 	c.w.inflight = nil
+	leading := d.leading
 	d.mu.Unlock()
+	if s.draining.Load() || !leading {
+		// Draining or deposed: the runs are handed back, not failed. A durable task
+		// keeps its record, and the next leader redelivers it; failing it here could
+		// end it (DEAD) and delete the record.
+		return
+	}
 	for runID := range inflight {
 		if s.complete(runID, errWorkerGone) == nil {
 			s.redelivered.Add(1)
