@@ -78,4 +78,4 @@ cluster-status:
 CHAOS_ROUNDS ?= 5
 .PHONY: chaos
 chaos:
-	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop' ./server/cluster
+	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps' ./server/cluster
