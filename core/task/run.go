@@ -138,6 +138,13 @@ func (e *Engine) onDue(ev timer.Event) {
 	if misfire != nil {
 		e.emit(*misfire)
 	}
+	// A non-blocking send first: with room in the queue (the usual case) it costs one
+	// channel lock, where the select below locks both channels and reads the context.
+	select {
+	case e.runq <- item:
+		return
+	default:
+	}
 	select {
 	case e.runq <- item:
 	case <-e.base.Done():
