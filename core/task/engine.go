@@ -47,6 +47,11 @@ type record struct {
 	deadline     timer.Timer     // the running attempt's timeout timer
 	runID        uint64          // the attempt now due or running; 0 when none
 	attempt      *attempt        // the running attempt
+	// first is the record's first attempt, allocated with it: a one-shot task that
+	// succeeds at once (the common case) costs one allocation, not two. Later attempts are
+	// allocated on their own, so a handler that outlives its attempt (timed out, then
+	// retried) keeps a context and Run that no later attempt reuses.
+	first attempt
 }
 
 type shard struct {

@@ -172,7 +172,12 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 	rec.started = start
 	rec.filed, rec.early, rec.earlyErr = false, false, nil
-	a := &attempt{}
+	var a *attempt
+	if rec.runs == 1 {
+		a = &rec.first
+	} else {
+		a = &attempt{}
+	}
 	a.ctx.parent = e.base
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
 	if t := rec.task.Timeout; t > 0 {
