@@ -28,30 +28,48 @@ type key struct{ ns, id string }
 // record is a task and everything the engine knows about it. All fields are guarded by
 // the owning shard's mutex, except task, which is never written after Submit (a
 // replacing Submit makes a new record), so running handlers read it without the lock.
+//
+// Every task allocates one, so its layout is deliberate (TestRecordSize): the small fields
+// sit together, with no padding between them, and what only failed or deferred attempts
+// need is in rare, so that the record fits the 480 B size class.
 type record struct {
-	task       Task
-	slot       uint32 // index in shard.slots: the timer argument names the record by it
-	state      State
-	due        time.Time // the current occurrence's (or retry's) due time
-	firstStart time.Time // start of the current occurrence's first attempt
-	started    time.Time // start of the running attempt
-	// filed: the running attempt's handler returned ErrDeferred. early, earlyErr: Complete
-	// came before that return (the outcome then applies when it does).
+	task  Task
+	slot  uint32 // index in shard.slots: the timer argument names the record by it
+	state State
+	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
+	// before that return (the outcome, rare.earlyErr, then applies when it does).
 	filed, early bool
-	earlyErr     error
-	attempts     int // attempts of the current occurrence
+	due          time.Time // the current occurrence's (or retry's) due time
+	started      time.Time // start of the running attempt
+	attempts     int       // attempts of the current occurrence
 	runs         uint64
-	lastErr      string
-	history      []AttemptRecord // failed attempts of the current occurrence
-	timer        timer.Timer     // due, retry or retention-expiry timer; zero when none
-	deadline     timer.Timer     // the running attempt's timeout timer
-	runID        uint64          // the attempt now due or running; 0 when none
-	attempt      *attempt        // the running attempt
+	rare         *rareState  // nil until an attempt of the occurrence fails or completes early
+	timer        timer.Timer // due, retry or retention-expiry timer; zero when none
+	deadline     timer.Timer // the running attempt's timeout timer
+	runID        uint64      // the attempt now due or running; 0 when none
+	attempt      *attempt    // the running attempt
 	// first is the record's first attempt, allocated with it: a one-shot task that
 	// succeeds at once (the common case) costs one allocation, not two. Later attempts are
 	// allocated on their own, so a handler that outlives its attempt (timed out, then
 	// retried) keeps a context and Run that no later attempt reuses.
 	first attempt
+}
+
+// rareState is what a record keeps only once an attempt of its current occurrence has
+// failed or been completed early: a task that succeeds at once never allocates it.
+type rareState struct {
+	firstStart time.Time       // start of the occurrence's first attempt (set at its first failure)
+	lastErr    string          // of the latest failed attempt
+	history    []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
+	earlyErr   error           // Complete's outcome, when it came before the handler returned
+}
+
+// rareState returns rec.rare, allocating it on first use. Requires sh.mu.
+func (rec *record) rareState() *rareState {
+	if rec.rare == nil {
+		rec.rare = &rareState{}
+	}
+	return rec.rare
 }
 
 type shard struct {
@@ -374,8 +392,10 @@ func (e *Engine) Get(namespace, id string) (Info, error) {
 }
 
 func (rec *record) info() Info {
-	in := Info{Task: rec.task, State: rec.state, Attempts: rec.attempts, LastError: rec.lastErr,
-		History: slices.Clone(rec.history), Runs: rec.runs}
+	in := Info{Task: rec.task, State: rec.state, Attempts: rec.attempts, Runs: rec.runs}
+	if r := rec.rare; r != nil {
+		in.LastError, in.History = r.lastErr, slices.Clone(r.history)
+	}
 	if rec.state == Pending || rec.state == Failed {
 		in.NextRun = rec.due
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -525,5 +526,14 @@ func TestMisbehavingHandlersNeverStallOthers(t *testing.T) {
 	h.wait(EventDead, "fail")
 	if st := h.e.Stats(); st.DeadLetters != 4 || st.Succeeded != 100 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRecordSize pins the record's size: every task allocates one, so a field that pushes
+// it past the 480 B size class costs every task 32 B or more (past 512 B, objects also
+// carry an 8 B allocation header) and the collector as much more work.
+func TestRecordSize(t *testing.T) {
+	if size := unsafe.Sizeof(record{}); size > 480 {
+		t.Fatalf("record is %d B: past the 480 B size class", size)
 	}
 }

@@ -167,11 +167,8 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	startNs, start := e.now()
 	rec.attempts++
 	rec.runs++
-	if rec.attempts == 1 {
-		rec.firstStart = start
-	}
 	rec.started = start
-	rec.filed, rec.early, rec.earlyErr = false, false, nil
+	rec.filed, rec.early = false, false
 	var a *attempt
 	if rec.runs == 1 {
 		a = &rec.first
@@ -224,7 +221,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 			sh.mu.Unlock()
 			return false
 		}
-		err = rec.earlyErr // Complete came first
+		err = rec.rare.earlyErr // Complete came first
 	}
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
@@ -271,7 +268,10 @@ func (e *Engine) emitAll(es *events) {
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start)}
-	rec.filed, rec.early, rec.earlyErr = false, false, nil
+	rec.filed, rec.early = false, false
+	if rec.rare != nil {
+		rec.rare.earlyErr = nil
+	}
 	rec.runID = 0
 	if err == nil {
 		sh.succeeded++
@@ -285,12 +285,16 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		return
 	}
 	sh.failed++
-	rec.lastErr = err.Error()
-	if len(rec.history) == maxHistory {
-		rec.history = append(rec.history[:1], rec.history[2:]...) // keep the first and the latest
+	r := rec.rareState()
+	if len(r.history) == 0 { // the occurrence's first failure: its first attempt (retries follow failures)
+		r.firstStart = start
 	}
-	rec.history = append(rec.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: rec.lastErr})
-	retry, delay, reason := t.Retry.Decide(rec.attempts, err, rec.firstStart, end, jitter())
+	r.lastErr = err.Error()
+	if len(r.history) == maxHistory {
+		r.history = append(r.history[:1], r.history[2:]...) // keep the first and the latest
+	}
+	r.history = append(r.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: r.lastErr})
+	retry, delay, reason := t.Retry.Decide(rec.attempts, err, r.firstStart, end, jitter())
 	if retry {
 		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
 			reason = "the retry could not be scheduled: " + armErr.Error()
@@ -304,7 +308,7 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		}
 	}
 	sh.dead++
-	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(rec.history), DiedAt: end, Reason: reason})
+	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(r.history), DiedAt: end, Reason: reason})
 	ev.Kind, ev.Err = EventDead, fmt.Errorf("%s: %w", reason, err)
 	es.add(ev)
 	if t.Schedule.Recurring() {
@@ -323,7 +327,7 @@ func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *event
 	if !ok || setState(rec, Pending) != nil {
 		return
 	}
-	rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+	rec.attempts, rec.rare = 0, nil
 	if err := e.arm(sh, rec, next, e.hDue); err != nil {
 		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Err: err})
 	}
@@ -404,7 +408,7 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 			sh.mu.Unlock()
 			return Info{}, err
 		}
-		rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+		rec.attempts, rec.rare = 0, nil
 		if err := e.arm(sh, rec, now, e.hDue); err != nil {
 			sh.mu.Unlock()
 			return Info{}, err
@@ -457,7 +461,7 @@ func (e *Engine) Complete(runID uint64, err error) error {
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
 	}
 	if !rec.filed {
-		rec.early, rec.earlyErr = true, err
+		rec.early, rec.rareState().earlyErr = true, err
 		sh.mu.Unlock()
 		return nil
 	}
