@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/tock-sched/tock/core/clock"
 	"github.com/tock-sched/tock/core/timer"
 )
@@ -18,6 +16,9 @@ import (
 // numShards splits the task table so that submits, fires and completions of different
 // tasks rarely share a lock. A power of two.
 const numShards = 64
+
+// shardBits is log2(numShards): a key hash's low shardBits bits pick its shard.
+const shardBits = 6
 
 // maxHistory bounds the attempt records kept per occurrence (the first and the latest
 // ones are what a user looks at; an endless retry loop must not grow without bound).
@@ -39,6 +40,7 @@ type record struct {
 	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
 	// before that return (the outcome, rare.earlyErr, then applies when it does).
 	filed, early bool
+	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
 	due          time.Time // the current occurrence's (or retry's) due time
 	started      time.Time // start of the running attempt
 	attempts     int       // attempts of the current occurrence
@@ -73,13 +75,13 @@ func (rec *record) rareState() *rareState {
 }
 
 type shard struct {
-	mu      sync.Mutex
-	idx     uint64 // position in Engine.shards
-	records map[key]*record
-	slots   []*record
-	free    []uint32
-	runs    uint64 // attempts issued: with idx, makes run IDs unique per engine
-	tasks   int    // records held (MaxTasks is enforced per shard)
+	mu    sync.Mutex
+	idx   uint64 // position in Engine.shards
+	index index  // (namespace, ID) -> slot (index.go)
+	slots []*record
+	free  []uint32
+	runs  uint64 // attempts issued: with idx, makes run IDs unique per engine
+	tasks int    // records held (MaxTasks is enforced per shard)
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -164,7 +166,6 @@ func New(opts ...Option) (*Engine, error) {
 	e.handlers.Store(&handlers)
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
-		e.shards[i].records = make(map[key]*record)
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -193,11 +194,6 @@ func (e *Engine) Register(taskType string, h Handler) error {
 	next[taskType] = h
 	e.handlers.Store(&next)
 	return nil
-}
-
-func (e *Engine) shardFor(k key) *shard {
-	h := xxhash.Sum64String(k.id) ^ xxhash.Sum64String(k.ns)*0x9E3779B97F4A7C15
-	return &e.shards[h&(numShards-1)]
 }
 
 // timerArg names a record to the timer core: shard index and slot.
@@ -242,10 +238,10 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
 	}
-	k := key{t.Namespace, t.ID}
-	sh := e.shardFor(k)
+	h := keyHash(t.Namespace, t.ID)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
-	if old := sh.records[k]; old != nil {
+	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
 		if t.Version <= old.task.Version {
 			sh.mu.Unlock()
 			return Info{}, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
@@ -257,7 +253,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
 	}
-	rec := &record{task: t, state: Pending}
+	rec := &record{task: t, state: Pending, hash: h}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
@@ -266,7 +262,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 		rec.slot = uint32(len(sh.slots))
 		sh.slots = append(sh.slots, rec)
 	}
-	sh.records[k] = rec
+	sh.index.insert(h, rec.slot)
 	sh.tasks++
 	if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
 		e.remove(sh, rec)
@@ -319,7 +315,7 @@ func (e *Engine) retire(sh *shard, rec *record) {
 // remove drops a record. Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
 	e.retire(sh, rec)
-	delete(sh.records, key{rec.task.Namespace, rec.task.ID})
+	sh.index.remove(rec.hash, rec.slot)
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
@@ -353,10 +349,10 @@ func (e *Engine) Cancel(namespace, id string) error {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
-	rec := sh.records[k]
+	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
@@ -380,11 +376,11 @@ func (e *Engine) Get(namespace, id string) (Info, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rec := sh.records[k]
+	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
 		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
 	}
@@ -418,8 +414,11 @@ func (e *Engine) List(s State, cursor string, limit int) (page []Info, next stri
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
-		for k, rec := range sh.records {
-			if (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {
+		for _, rec := range sh.slots {
+			if rec == nil {
+				continue
+			}
+			if k := (key{rec.task.Namespace, rec.task.ID}); (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {
 				keys = append(keys, k)
 			}
 		}
@@ -513,8 +512,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
-		for _, rec := range sh.records {
-			if rec.attempt != nil {
+		for _, rec := range sh.slots {
+			if rec != nil && rec.attempt != nil {
 				rec.attempt.ctx.cancel(context.Canceled)
 			}
 		}

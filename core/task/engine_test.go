@@ -44,6 +44,9 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	}
 	h.e = e
 	t.Cleanup(func() {
+		if err := e.verify(); err != nil {
+			t.Error(err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 		defer cancel()
 		e.Close(ctx)

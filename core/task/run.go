@@ -394,11 +394,11 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 	if !ok {
 		return Info{}, fmt.Errorf("%w: %s/%s in the dead-letter queue", ErrNotFound, namespace, id)
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
 	_, now := e.now()
-	if rec := sh.records[k]; rec != nil {
+	if rec := sh.index.find(sh.slots, h, namespace, id); rec != nil {
 		if rec.state != Dead {
 			sh.mu.Unlock()
 			return Info{}, fmt.Errorf("%w: %s/%s is %s", ErrExists, namespace, id, rec.state)
