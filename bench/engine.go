@@ -16,15 +16,17 @@ import (
 // GOMAXPROCS goroutines, the timer fires, a worker runs a handler that returns nil, the
 // task is SUCCEEDED and (Retention < 0) dropped. tasks/s is n over the time from the first
 // Submit to the last handler's return; allocs/task counts every allocation in the process
-// over that time. One unmeasured pass runs first. There is no in-process peer: the goal is
-// a rate (DESIGN.md).
+// over that time, and cpu-ns/task the process's CPU time over it (user + system, every
+// goroutine, the collector's included): on a shared machine the rate moves with whatever
+// else runs, the CPU spent per task much less. One unmeasured pass runs first. There is no
+// in-process peer: the goal is a rate (DESIGN.md).
 func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("task-%d", i)
 	}
 	procs := runtime.GOMAXPROCS(0)
-	var rates, allocs []float64
+	var rates, allocs, cpus []float64
 	// run is one measured pass; the first call is a warm-up whose figures are dropped: in
 	// a fresh process it spends much of its time growing the heap and faulting in the
 	// ~500 MB the pass allocates, which a service running at this rate has long since done.
@@ -46,6 +48,7 @@ func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
+		cpu0, _ := cpuTime()
 		start := time.Now()
 		var wg sync.WaitGroup
 		for p := 0; p < procs; p++ {
@@ -67,21 +70,26 @@ func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
 			b.Fatalf("only %d of %d tasks handled after a minute", handled.Load(), n)
 		}
 		elapsed := time.Since(start)
+		cpu1, _ := cpuTime()
 		b.StopTimer()
 		runtime.ReadMemStats(&after)
 		rates = append(rates, float64(n)/elapsed.Seconds())
 		allocs = append(allocs, float64(after.Mallocs-before.Mallocs)/float64(n))
+		cpus = append(cpus, float64(cpu1-cpu0)/float64(n))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		e.Close(ctx)
 		cancel()
 		b.StartTimer()
 	}
 	run()
-	rates, allocs = rates[:0], allocs[:0]
+	rates, allocs, cpus = rates[:0], allocs[:0], cpus[:0]
 	b.ReportAllocs()
 	for b.Loop() {
 		run()
 	}
 	b.ReportMetric(median(rates), "tasks/s")
 	b.ReportMetric(median(allocs), "allocs/task")
+	if _, ok := cpuTime(); ok {
+		b.ReportMetric(median(cpus), "cpu-ns/task")
+	}
 }

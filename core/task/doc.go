@@ -16,8 +16,9 @@
 //
 // # Invariants
 //
-//   - A record is in exactly one shard's map, under (namespace, ID), and in that shard's
-//     slot table under the slot its timers carry as their argument.
+//   - A record is in exactly one shard's slot table, under the slot its timers carry as
+//     their argument, and in that shard's index under the 64-bit hash of (namespace, ID)
+//     (index.go: an open-addressing table of slots, checked by verify).
 //   - A record arms at most one due/retry/expiry timer (record.timer) and one timeout
 //     timer (record.deadline); a timer that fires without being the one its record holds
 //     is stale and does nothing.

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/tock-sched/tock/core/clock"
 	"github.com/tock-sched/tock/core/timer"
 )
@@ -18,6 +16,9 @@ import (
 // numShards splits the task table so that submits, fires and completions of different
 // tasks rarely share a lock. A power of two.
 const numShards = 64
+
+// shardBits is log2(numShards): a key hash's low shardBits bits pick its shard.
+const shardBits = 6
 
 // maxHistory bounds the attempt records kept per occurrence (the first and the latest
 // ones are what a user looks at; an endless retry loop must not grow without bound).
@@ -28,35 +29,59 @@ type key struct{ ns, id string }
 // record is a task and everything the engine knows about it. All fields are guarded by
 // the owning shard's mutex, except task, which is never written after Submit (a
 // replacing Submit makes a new record), so running handlers read it without the lock.
+//
+// Every task allocates one, so its layout is deliberate (TestRecordSize): the small fields
+// sit together, with no padding between them, and what only failed or deferred attempts
+// need is in rare, so that the record fits the 480 B size class.
 type record struct {
-	task       Task
-	slot       uint32 // index in shard.slots: the timer argument names the record by it
-	state      State
-	due        time.Time // the current occurrence's (or retry's) due time
-	firstStart time.Time // start of the current occurrence's first attempt
-	started    time.Time // start of the running attempt
-	// filed: the running attempt's handler returned ErrDeferred. early, earlyErr: Complete
-	// came before that return (the outcome then applies when it does).
+	task  Task
+	slot  uint32 // index in shard.slots: the timer argument names the record by it
+	state State
+	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
+	// before that return (the outcome, rare.earlyErr, then applies when it does).
 	filed, early bool
-	earlyErr     error
-	attempts     int // attempts of the current occurrence
+	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
+	due          time.Time // the current occurrence's (or retry's) due time
+	started      time.Time // start of the running attempt
+	attempts     int       // attempts of the current occurrence
 	runs         uint64
-	lastErr      string
-	history      []AttemptRecord // failed attempts of the current occurrence
-	timer        timer.Timer     // due, retry or retention-expiry timer; zero when none
-	deadline     timer.Timer     // the running attempt's timeout timer
-	runID        uint64          // the attempt now due or running; 0 when none
-	attempt      *attempt        // the running attempt
+	rare         *rareState  // nil until an attempt of the occurrence fails or completes early
+	timer        timer.Timer // due, retry or retention-expiry timer; zero when none
+	deadline     timer.Timer // the running attempt's timeout timer
+	runID        uint64      // the attempt now due or running; 0 when none
+	attempt      *attempt    // the running attempt
+	// first is the record's first attempt, allocated with it: a one-shot task that
+	// succeeds at once (the common case) costs one allocation, not two. Later attempts are
+	// allocated on their own, so a handler that outlives its attempt (timed out, then
+	// retried) keeps a context and Run that no later attempt reuses.
+	first attempt
+}
+
+// rareState is what a record keeps only once an attempt of its current occurrence has
+// failed or been completed early: a task that succeeds at once never allocates it.
+type rareState struct {
+	firstStart time.Time       // start of the occurrence's first attempt (set at its first failure)
+	lastErr    string          // of the latest failed attempt
+	history    []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
+	earlyErr   error           // Complete's outcome, when it came before the handler returned
+}
+
+// rareState returns rec.rare, allocating it on first use. Requires sh.mu.
+func (rec *record) rareState() *rareState {
+	if rec.rare == nil {
+		rec.rare = &rareState{}
+	}
+	return rec.rare
 }
 
 type shard struct {
-	mu      sync.Mutex
-	idx     uint64 // position in Engine.shards
-	records map[key]*record
-	slots   []*record
-	free    []uint32
-	runs    uint64 // attempts issued: with idx, makes run IDs unique per engine
-	tasks   int    // records held (MaxTasks is enforced per shard)
+	mu    sync.Mutex
+	idx   uint64 // position in Engine.shards
+	index index  // (namespace, ID) -> slot (index.go)
+	slots []*record
+	free  []uint32
+	runs  uint64 // attempts issued: with idx, makes run IDs unique per engine
+	tasks int    // records held (MaxTasks is enforced per shard)
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -142,7 +167,6 @@ func New(opts ...Option) (*Engine, error) {
 	e.handlers.Store(&handlers)
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
-		e.shards[i].records = make(map[key]*record)
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -182,11 +206,6 @@ func (e *Engine) RegisterFallback(h Handler) {
 		return
 	}
 	e.fallback.Store(&h)
-}
-
-func (e *Engine) shardFor(k key) *shard {
-	h := xxhash.Sum64String(k.id) ^ xxhash.Sum64String(k.ns)*0x9E3779B97F4A7C15
-	return &e.shards[h&(numShards-1)]
 }
 
 // timerArg names a record to the timer core: shard index and slot.
@@ -231,10 +250,10 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
 	}
-	k := key{t.Namespace, t.ID}
-	sh := e.shardFor(k)
+	h := keyHash(t.Namespace, t.ID)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
-	if old := sh.records[k]; old != nil {
+	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
 		if t.Version <= old.task.Version {
 			sh.mu.Unlock()
 			return Info{}, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
@@ -246,7 +265,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
 	}
-	rec := &record{task: t, state: Pending}
+	rec := &record{task: t, state: Pending, hash: h}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
@@ -255,7 +274,7 @@ func (e *Engine) Submit(t Task) (Info, error) {
 		rec.slot = uint32(len(sh.slots))
 		sh.slots = append(sh.slots, rec)
 	}
-	sh.records[k] = rec
+	sh.index.insert(h, rec.slot)
 	sh.tasks++
 	if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
 		e.remove(sh, rec)
@@ -308,7 +327,7 @@ func (e *Engine) retire(sh *shard, rec *record) {
 // remove drops a record. Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
 	e.retire(sh, rec)
-	delete(sh.records, key{rec.task.Namespace, rec.task.ID})
+	sh.index.remove(rec.hash, rec.slot)
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
@@ -342,10 +361,10 @@ func (e *Engine) Cancel(namespace, id string) error {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
-	rec := sh.records[k]
+	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
@@ -374,11 +393,11 @@ func (e *Engine) Drop(namespace, id string) error {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rec := sh.records[k]
+	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
 		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
 	}
@@ -391,11 +410,11 @@ func (e *Engine) Get(namespace, id string) (Info, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rec := sh.records[k]
+	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
 		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
 	}
@@ -403,8 +422,10 @@ func (e *Engine) Get(namespace, id string) (Info, error) {
 }
 
 func (rec *record) info() Info {
-	in := Info{Task: rec.task, State: rec.state, Attempts: rec.attempts, LastError: rec.lastErr,
-		History: slices.Clone(rec.history), Runs: rec.runs}
+	in := Info{Task: rec.task, State: rec.state, Attempts: rec.attempts, Runs: rec.runs}
+	if r := rec.rare; r != nil {
+		in.LastError, in.History = r.lastErr, slices.Clone(r.history)
+	}
 	if rec.state == Pending || rec.state == Failed {
 		in.NextRun = rec.due
 	}
@@ -427,8 +448,11 @@ func (e *Engine) List(s State, cursor string, limit int) (page []Info, next stri
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
-		for k, rec := range sh.records {
-			if (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {
+		for _, rec := range sh.slots {
+			if rec == nil {
+				continue
+			}
+			if k := (key{rec.task.Namespace, rec.task.ID}); (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {
 				keys = append(keys, k)
 			}
 		}
@@ -522,8 +546,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
-		for _, rec := range sh.records {
-			if rec.attempt != nil {
+		for _, rec := range sh.slots {
+			if rec != nil && rec.attempt != nil {
 				rec.attempt.ctx.cancel(context.Canceled)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -43,6 +44,9 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	}
 	h.e = e
 	t.Cleanup(func() {
+		if err := e.verify(); err != nil {
+			t.Error(err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 		defer cancel()
 		e.Close(ctx)
@@ -546,5 +550,14 @@ func TestMisbehavingHandlersNeverStallOthers(t *testing.T) {
 	h.wait(EventDead, "fail")
 	if st := h.e.Stats(); st.DeadLetters != 4 || st.Succeeded != 100 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRecordSize pins the record's size: every task allocates one, so a field that pushes
+// it past the 480 B size class costs every task 32 B or more (past 512 B, objects also
+// carry an 8 B allocation header) and the collector as much more work.
+func TestRecordSize(t *testing.T) {
+	if size := unsafe.Sizeof(record{}); size > 480 {
+		t.Fatalf("record is %d B: past the 480 B size class", size)
 	}
 }

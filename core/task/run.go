@@ -138,6 +138,13 @@ func (e *Engine) onDue(ev timer.Event) {
 	if misfire != nil {
 		e.emit(*misfire)
 	}
+	// A non-blocking send first: with room in the queue (the usual case) it costs one
+	// channel lock, where the select below locks both channels and reads the context.
+	select {
+	case e.runq <- item:
+		return
+	default:
+	}
 	select {
 	case e.runq <- item:
 	case <-e.base.Done():
@@ -160,12 +167,14 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	startNs, start := e.now()
 	rec.attempts++
 	rec.runs++
-	if rec.attempts == 1 {
-		rec.firstStart = start
-	}
 	rec.started = start
-	rec.filed, rec.early, rec.earlyErr = false, false, nil
-	a := &attempt{}
+	rec.filed, rec.early = false, false
+	var a *attempt
+	if rec.runs == 1 {
+		a = &rec.first
+	} else {
+		a = &attempt{}
+	}
 	a.ctx.parent = e.base
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
 	if t := rec.task.Timeout; t > 0 {
@@ -213,7 +222,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 			sh.mu.Unlock()
 			return false
 		}
-		err = rec.earlyErr // Complete came first
+		err = rec.rare.earlyErr // Complete came first
 	}
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
@@ -266,7 +275,10 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start),
 		RunID: rec.runID}
-	rec.filed, rec.early, rec.earlyErr = false, false, nil
+	rec.filed, rec.early = false, false
+	if rec.rare != nil {
+		rec.rare.earlyErr = nil
+	}
 	rec.runID = 0
 	if err == nil {
 		sh.succeeded++
@@ -280,12 +292,16 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		return
 	}
 	sh.failed++
-	rec.lastErr = err.Error()
-	if len(rec.history) == maxHistory {
-		rec.history = append(rec.history[:1], rec.history[2:]...) // keep the first and the latest
+	r := rec.rareState()
+	if len(r.history) == 0 { // the occurrence's first failure: its first attempt (retries follow failures)
+		r.firstStart = start
 	}
-	rec.history = append(rec.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: rec.lastErr})
-	retry, delay, reason := t.Retry.Decide(rec.attempts, err, rec.firstStart, end, jitter())
+	r.lastErr = err.Error()
+	if len(r.history) == maxHistory {
+		r.history = append(r.history[:1], r.history[2:]...) // keep the first and the latest
+	}
+	r.history = append(r.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: r.lastErr})
+	retry, delay, reason := t.Retry.Decide(rec.attempts, err, r.firstStart, end, jitter())
 	if retry {
 		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
 			reason = "the retry could not be scheduled: " + armErr.Error()
@@ -299,7 +315,7 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		}
 	}
 	sh.dead++
-	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(rec.history), DiedAt: end, Reason: reason})
+	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(r.history), DiedAt: end, Reason: reason})
 	ev.Kind, ev.Err = EventDead, fmt.Errorf("%s: %w", reason, err)
 	es.add(ev)
 	if t.Schedule.Recurring() {
@@ -318,7 +334,7 @@ func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *event
 	if !ok || setState(rec, Pending) != nil {
 		return
 	}
-	rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+	rec.attempts, rec.rare = 0, nil
 	if err := e.arm(sh, rec, next, e.hDue); err != nil {
 		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Err: err})
 	}
@@ -385,11 +401,11 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 	if !ok {
 		return Info{}, fmt.Errorf("%w: %s/%s in the dead-letter queue", ErrNotFound, namespace, id)
 	}
-	k := key{namespace, id}
-	sh := e.shardFor(k)
+	h := keyHash(namespace, id)
+	sh := e.shardOf(h)
 	sh.mu.Lock()
 	_, now := e.now()
-	if rec := sh.records[k]; rec != nil {
+	if rec := sh.index.find(sh.slots, h, namespace, id); rec != nil {
 		if rec.state != Dead {
 			sh.mu.Unlock()
 			return Info{}, fmt.Errorf("%w: %s/%s is %s", ErrExists, namespace, id, rec.state)
@@ -399,7 +415,7 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 			sh.mu.Unlock()
 			return Info{}, err
 		}
-		rec.attempts, rec.history, rec.lastErr = 0, nil, ""
+		rec.attempts, rec.rare = 0, nil
 		if err := e.arm(sh, rec, now, e.hDue); err != nil {
 			sh.mu.Unlock()
 			return Info{}, err
@@ -452,7 +468,7 @@ func (e *Engine) Complete(runID uint64, err error) error {
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
 	}
 	if !rec.filed {
-		rec.early, rec.earlyErr = true, err
+		rec.early, rec.rareState().earlyErr = true, err
 		sh.mu.Unlock()
 		return nil
 	}

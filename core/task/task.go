@@ -28,13 +28,13 @@ type Task struct {
 	// Misfire says what happens to occurrences of a recurring task that came due while
 	// the engine was behind by more than Options.MisfireThreshold.
 	Misfire MisfirePolicy
-	// Version implements optimistic replacement: submitting an existing ID succeeds only
-	// with a higher Version, and replaces the task.
-	Version uint64
 	// Exclusive asks that no two runs of the task ever overlap, even across a failover of
 	// the server that dispatches it. The engine alone needs nothing more (a task never has
 	// two attempts at once); a server carries it out (see server/tockd).
-	Exclusive bool
+	Exclusive bool // beside Misfire: one byte, in what was padding
+	// Version implements optimistic replacement: submitting an existing ID succeeds only
+	// with a higher Version, and replaces the task.
+	Version uint64
 }
 
 // DefaultNamespace is the namespace of a task submitted without one.
