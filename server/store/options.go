@@ -18,6 +18,7 @@ const (
 	DefaultMaxTxnOps        = 128 // etcd's default --max-txn-ops
 	DefaultMaxTxnBytes      = 1 << 20
 	DefaultLoadPageSize     = 1000
+	DefaultTxnConcurrency   = 4
 	DefaultLeaseGuardDivide = 4 // LeaseGuard defaults to SessionTTL/4
 )
 
@@ -61,6 +62,11 @@ type Options struct {
 	MaxTxnBytes int
 	// LoadPageSize is the number of records per Get in Load (default 1000).
 	LoadPageSize int
+	// TxnConcurrency bounds the transactions one PutBatch or DeleteBatch has in flight
+	// at once (a batch larger than one transaction is split): etcd's throughput grows
+	// with concurrent requests, while one caller's latency stays about one round trip.
+	// Default 4.
+	TxnConcurrency int
 }
 
 // txnDepth is how many ops one record costs against MaxTxnOps beyond its
@@ -109,6 +115,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LoadPageSize <= 0 {
 		o.LoadPageSize = DefaultLoadPageSize
+	}
+	if o.TxnConcurrency <= 0 {
+		o.TxnConcurrency = DefaultTxnConcurrency
 	}
 	if strings.ContainsRune(o.Node, 0) {
 		return o, fmt.Errorf("%w: Node has a NUL byte", ErrConfig)

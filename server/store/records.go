@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -116,17 +117,40 @@ func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
 	if len(group) > 0 {
 		groups = append(groups, group)
 	}
-	for gi, g := range groups {
-		if err := s.putGroup(ctx, g, errs); err != nil {
-			for _, rest := range groups[gi:] {
-				for _, p := range rest {
-					errs[p.idx] = err
-				}
+	err := s.concurrently(len(groups), func(gi int) error {
+		err := s.putGroup(ctx, groups[gi], errs)
+		if err != nil {
+			for _, p := range groups[gi] {
+				errs[p.idx] = err
 			}
-			return errs, err
 		}
+		return err
+	})
+	return errs, err
+}
+
+// concurrently runs fn(0..n-1), at most Options.TxnConcurrency at once, and returns
+// the first error (every call runs regardless).
+func (s *Store) concurrently(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
 	}
-	return errs, nil
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	sem := make(chan struct{}, s.opts.TxnConcurrency)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				once.Do(func() { first = err })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 func (s *Store) putGroup(ctx context.Context, g []pending, errs []error) error {
@@ -184,23 +208,13 @@ func (s *Store) Delete(ctx context.Context, ns, id string) error {
 // Key names one record.
 type Key struct{ Namespace, ID string }
 
-// DeleteBatch removes records in as few transactions as Options.MaxTxnOps allows (one
-// round trip per MaxTxnOps keys); absent records are no error. On an error some
+// DeleteBatch removes records in as few transactions as Options.MaxTxnOps allows, up to
+// Options.TxnConcurrency of them in flight at once; absent records are no error. On an error some
 // transactions may have committed: deleting again is harmless.
 func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
-	ops := make([]clientv3.Op, 0, min(len(keys), s.opts.MaxTxnOps))
+	var txns [][]clientv3.Op
+	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return fmt.Errorf("store: delete %d records: %w", len(ops), err)
-		}
-		ops = ops[:0]
-		clear(seen)
-		return nil
-	}
 	for _, k := range keys {
 		key, err := s.key(k.Namespace, k.ID)
 		if err != nil {
@@ -212,12 +226,18 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
 		seen[key] = true
 		ops = append(ops, clientv3.OpDelete(key))
 		if len(ops) == s.opts.MaxTxnOps {
-			if err := flush(); err != nil {
-				return err
-			}
+			txns, ops = append(txns, ops), nil
 		}
 	}
-	return flush()
+	if len(ops) > 0 {
+		txns = append(txns, ops)
+	}
+	return s.concurrently(len(txns), func(i int) error {
+		if _, err := s.cli.Txn(ctx).Then(txns[i]...).Commit(); err != nil {
+			return fmt.Errorf("store: delete %d records: %w", len(txns[i]), err)
+		}
+		return nil
+	})
 }
 
 // Load calls fn for every record, in key order, from one snapshot read in
