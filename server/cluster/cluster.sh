@@ -135,8 +135,9 @@ up() {
 		sleep 0.2
 	done
 
-	local advertise=0
-	if "$RUN_DIR/bin/tockd" -h 2>&1 | grep -q -- '-advertise-addr'; then advertise=1; fi
+	local advertise=0 help
+	help=$("$RUN_DIR/bin/tockd" -h 2>&1 || true) # -h exits 2; not a pipe into grep -q (pipefail)
+	if [[ $help == *-advertise-addr* ]]; then advertise=1; fi
 	for ((i = 0; i < N; i++)); do
 		local addr="127.0.0.1:$((TOCK_CLIENT_BASE + i))" extra=()
 		if ((advertise)); then extra=(-advertise-addr "$addr"); fi
