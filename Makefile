@@ -79,3 +79,11 @@ CHAOS_ROUNDS ?= 5
 .PHONY: chaos
 chaos:
 	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps' ./server/cluster
+
+## loadgen-cluster: against a running `make cluster` (fails if none): CLUSTER_TASKS
+## (200,000) durable tasks through the 3 tockd nodes, the leader SIGKILLed every
+## CLUSTER_CHAOS_EVERY (10s; off for none) and revived (cluster.sh restart); prints the
+## summary with the durable submits/s, each failover time, lost and duplicates.
+.PHONY: loadgen-cluster
+loadgen-cluster:
+	GO=$(GO) ./loadgen/cluster-run.sh

@@ -22,9 +22,17 @@ const maxLateness = int64(time.Hour)
 // accounting (the last deadline plus grace has passed): a run recorded after it is
 // counted only as AfterGrace, so a task that ran too late stays lost. A Record racing
 // with Freeze may land on either side of it.
+//
+// Acked tells it how the target answered each run's ACK (server target). A duplicate run
+// is classed when it is recorded: after a confirmed ACK when the task already had one
+// (at-least-once never allows that: a failure), otherwise after an unconfirmed ACK (an
+// earlier run whose ACK the server never confirmed, or not yet: a run in flight at a
+// leader's death). A confirmation racing with the duplicate's Record may land on either
+// side, so the count of duplicates after a confirmed ACK can only be low, never high.
 type Recorder struct {
-	runs     []atomic.Uint32 // runs per task
-	rejected []atomic.Bool   // submits that failed: not expected to run
+	runs      []atomic.Uint32 // runs per task
+	rejected  []atomic.Bool   // submits that failed: not expected to run
+	confirmed []atomic.Bool   // a run's ACK was confirmed by the target
 
 	fired    atomic.Int64 // runs recorded, duplicates included
 	unique   atomic.Int64 // tasks with at least one run
@@ -33,6 +41,9 @@ type Recorder struct {
 	nRejects atomic.Int64
 	frozen   atomic.Bool  // set by Freeze: later runs only count as afterGrace
 	after    atomic.Int64 // runs recorded after Freeze
+
+	dupAfterConfirmed atomic.Int64 // duplicate runs of a task whose ACK was confirmed
+	unconfirmed       atomic.Int64 // ACKs answered with an error (or never)
 
 	mu   sync.Mutex
 	hist *hdrhistogram.Histogram // lateness in ns of each task's first run; guarded by mu
@@ -45,10 +56,11 @@ type Recorder struct {
 // NewRecorder returns a Recorder for n tasks.
 func NewRecorder(n int) *Recorder {
 	r := &Recorder{
-		runs:     make([]atomic.Uint32, n),
-		rejected: make([]atomic.Bool, n),
-		hist:     hdrhistogram.New(1, maxLateness, 3),
-		done:     make(chan struct{}),
+		runs:      make([]atomic.Uint32, n),
+		rejected:  make([]atomic.Bool, n),
+		confirmed: make([]atomic.Bool, n),
+		hist:      hdrhistogram.New(1, maxLateness, 3),
+		done:      make(chan struct{}),
 	}
 	r.expected.Store(int64(n))
 	if n == 0 {
@@ -87,6 +99,9 @@ func (r *Recorder) Record(i int, due, ran int64) {
 		r.early.Add(1)
 	}
 	if r.runs[i].Add(1) != 1 {
+		if r.confirmed[i].Load() {
+			r.dupAfterConfirmed.Add(1)
+		}
 		return
 	}
 	v := min(max(late, 0), maxLateness)
@@ -97,6 +112,26 @@ func (r *Recorder) Record(i int, due, ran int64) {
 		r.doneOnce.Do(func() { close(r.done) })
 	}
 }
+
+// Acked records the answer to the ACK of one run of task i: confirmed (the target took
+// it: the task must never run again) or not (an error, a lost connection). An index
+// outside [0, n) is ignored (Record counts it as a stray).
+func (r *Recorder) Acked(i int, confirmed bool) {
+	if i < 0 || i >= len(r.confirmed) {
+		return
+	}
+	if confirmed {
+		r.confirmed[i].Store(true)
+	} else {
+		r.unconfirmed.Add(1)
+	}
+}
+
+// Ran reports whether task i has run at least once (false outside [0, n)).
+func (r *Recorder) Ran(i int) bool { return i >= 0 && i < len(r.runs) && r.runs[i].Load() > 0 }
+
+// Unconfirmed returns the ACKs answered with an error so far.
+func (r *Recorder) Unconfirmed() int64 { return r.unconfirmed.Load() }
 
 // Freeze ends the accounting: runs recorded from now on are counted as AfterGrace and
 // change nothing else.
@@ -119,6 +154,11 @@ type Counts struct {
 	Duplicates int64 `json:"duplicates"`  // runs beyond a task's first
 	Strays     int64 `json:"strays"`      // runs of unknown tasks
 	AfterGrace int64 `json:"after_grace"` // runs recorded after Freeze (their tasks count as lost)
+	// DupAfterConfirmed is the duplicates of a task whose ACK had been confirmed (must be
+	// 0); the rest of Duplicates came after an unconfirmed ACK. UnconfirmedAcks is the
+	// ACKs the target answered with an error (only the server target reports ACKs).
+	DupAfterConfirmed int64 `json:"duplicates_after_confirmed_ack"`
+	UnconfirmedAcks   int64 `json:"unconfirmed_acks"`
 
 	Lateness Lateness `json:"lateness_ns"`
 }
@@ -141,6 +181,9 @@ func (r *Recorder) Summary() Counts {
 		Early:      r.early.Load(),
 		Strays:     r.strays.Load(),
 		AfterGrace: r.after.Load(),
+
+		DupAfterConfirmed: r.dupAfterConfirmed.Load(),
+		UnconfirmedAcks:   r.unconfirmed.Load(),
 	}
 	for i := range r.runs {
 		k := int64(r.runs[i].Load())
@@ -168,7 +211,7 @@ func (r *Recorder) Summary() Counts {
 }
 
 // Failed reports whether the counts break loadgen's promise: a lost, early, rejected or
-// unknown run.
+// unknown run, or a run again after a confirmed ACK.
 func (c Counts) Failed() bool {
-	return c.Lost > 0 || c.Early > 0 || c.Rejected > 0 || c.Strays > 0
+	return c.Lost > 0 || c.Early > 0 || c.Rejected > 0 || c.Strays > 0 || c.DupAfterConfirmed > 0
 }

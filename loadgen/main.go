@@ -72,6 +72,14 @@ type config struct {
 	serverProfile     string
 	serverProfileSecs int
 	admin             string
+
+	chaos       string        // -chaos as given ("" off)
+	chaosSpec   chaosSpec     // parsed from chaos
+	clusterDir  string        // cluster.sh's run dir
+	chaosRevive string        // revive command template ("" cluster.sh restart)
+	chaosKills  int           // kills at most (0: no limit)
+	submitRetry time.Duration // server: resubmit window of a failed submit (0: none)
+	cluster     chaosCluster  // tests: the cluster chaos acts on (nil: the local cluster in clusterDir)
 }
 
 func main() {
@@ -184,8 +192,18 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.serverProfile, "server-profile", "", "server: fetch tockd's CPU profile from -admin during the run into this file")
 	fs.IntVar(&c.serverProfileSecs, "server-profile-seconds", 10, fmt.Sprintf("server: seconds of the run the server profile covers, from its start (at most %d)", maxServerProfileSecs))
 	fs.StringVar(&c.admin, "admin", "", "server: tockd's admin HTTP address (host:port) for -server-profile")
+	fs.StringVar(&c.chaos, "chaos", "", "server: "+chaosKillLeader+":EVERY SIGKILLs the leading node of the cluster at -addr every EVERY (at least 1s), measures the failover and revives it; needs several -addr and -durable")
+	fs.StringVar(&c.clusterDir, "cluster-dir", defaultClusterDir(), "chaos: run dir of the cluster (make cluster): its pids and cmd/ name the nodes' processes")
+	fs.StringVar(&c.chaosRevive, "chaos-revive", "", "chaos: sh command that revives a killed node, {name} its name (n1); empty: server/cluster/cluster.sh restart {name}, found above the working directory")
+	fs.IntVar(&c.chaosKills, "chaos-kills", 0, "chaos: kills at most (0: every EVERY until the load ends)")
+	fs.DurationVar(&c.submitRetry, "submit-retry", 0, fmt.Sprintf("server: resubmit, for up to this long, tasks whose submit got no definite answer (a lost connection, no leader; with -chaos default %v; 0: count them rejected)", defaultChaosSubmitRetry))
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	retrySet := false
+	fs.Visit(func(f *flag.Flag) { retrySet = retrySet || f.Name == "submit-retry" })
+	if c.chaos != "" && !retrySet {
+		c.submitRetry = defaultChaosSubmitRetry
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -240,6 +258,28 @@ func (c *config) validate() error {
 		return errors.New("-server-profile needs -admin and -target server")
 	case c.serverProfileSecs < 1 || c.serverProfileSecs > maxServerProfileSecs:
 		return fmt.Errorf("-server-profile-seconds %d outside [1, %d]", c.serverProfileSecs, maxServerProfileSecs)
+	case c.submitRetry < 0:
+		return fmt.Errorf("-submit-retry %v must not be negative", c.submitRetry)
+	case c.chaosKills < 0:
+		return fmt.Errorf("-chaos-kills %d must not be negative", c.chaosKills)
+	}
+	if c.chaos == "" {
+		return nil
+	}
+	spec, err := parseChaos(c.chaos)
+	if err != nil {
+		return err
+	}
+	c.chaosSpec = spec
+	switch {
+	case len(c.targetList) != 1 || c.targetList[0] != "server":
+		return fmt.Errorf("-chaos needs -target server alone (got %q)", strings.Join(c.targetList, ","))
+	case !c.durable:
+		return errors.New("-chaos needs -durable: ephemeral tasks live in their leader's memory only and die with it by design, so every kill would lose them")
+	case len(splitAddrs(c.addr)) < 2:
+		return fmt.Errorf("-chaos needs the cluster's nodes in -addr, comma-separated (got %q): with one node, no other can take over", c.addr)
+	case c.clusterDir == "" && c.cluster == nil:
+		return errors.New("-chaos needs -cluster-dir")
 	}
 	return nil
 }
@@ -252,17 +292,18 @@ type result struct {
 	SubmitSecs float64 `json:"submit_seconds"`
 	SubmitRate float64 `json:"submit_per_second"`
 	// RunSecs is from the first submit to the last first run (or the end of the wait).
-	RunSecs          float64  `json:"run_seconds"`
-	EndToEnd         float64  `json:"end_to_end_per_second"`
-	TimedOut         bool     `json:"timed_out"`
-	SubmitErr        string   `json:"submit_error,omitempty"`
-	Foreign          int64    `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
-	Counts           Counts   `json:"counts"`
-	Peaks            peak     `json:"peak_per_second"` // the busiest whole second of each series
-	Throughput       []tick   `json:"per_second"`
-	Notes            []string `json:"notes,omitempty"`
-	ServerProfile    string   `json:"server_profile,omitempty"`
-	ServerProfileErr string   `json:"server_profile_error,omitempty"`
+	RunSecs          float64      `json:"run_seconds"`
+	EndToEnd         float64      `json:"end_to_end_per_second"`
+	TimedOut         bool         `json:"timed_out"`
+	SubmitErr        string       `json:"submit_error,omitempty"`
+	Foreign          int64        `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
+	Counts           Counts       `json:"counts"`
+	Peaks            peak         `json:"peak_per_second"` // the busiest whole second of each series
+	Throughput       []tick       `json:"per_second"`
+	Notes            []string     `json:"notes,omitempty"`
+	ServerProfile    string       `json:"server_profile,omitempty"`
+	ServerProfileErr string       `json:"server_profile_error,omitempty"`
+	Chaos            *chaosReport `json:"chaos,omitempty"`
 }
 
 // tick is one second of the run (the last one may be shorter: Seconds says how long):
@@ -303,7 +344,10 @@ func peaks(ticks []tick) peak {
 }
 
 // failed reports whether the run breaks loadgen's promise or lost a requested profile.
-func (r *result) failed() bool { return r.Counts.Failed() || r.ServerProfileErr != "" }
+// A chaos run also fails when its chaos did (no leader, a failed kill or revive).
+func (r *result) failed() bool {
+	return r.Counts.Failed() || r.ServerProfileErr != "" || (r.Chaos != nil && r.Chaos.Err != "")
+}
 
 func (r *result) print(w io.Writer) {
 	c := r.Counts
@@ -317,6 +361,9 @@ func (r *result) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "loadgen -target %s%s: %d tasks\n", r.Target, mode, c.Tasks)
 	fmt.Fprintf(w, "  submitted %d in %.3fs (%.0f/s), rejected %d\n", r.Submitted, r.SubmitSecs, r.SubmitRate, c.Rejected)
+	if r.Durable && r.Target == "server" {
+		fmt.Fprintf(w, "  durable submits/s: %.0f\n", r.SubmitRate)
+	}
 	fmt.Fprintf(w, "  fired %d (unique %d) in %.3fs (%.0f/s end to end)\n", c.Fired, c.Unique, r.RunSecs, r.EndToEnd)
 	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d  after grace %d\n",
 		c.Lost, c.Early, c.Duplicates, c.Strays, r.Foreign, c.AfterGrace)
@@ -334,6 +381,9 @@ func (r *result) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  per second: submit peak %d mean %.0f  fire peak %d mean %.0f  ack peak %d mean %.0f\n",
 		r.Peaks.Submitted, mean(r.Submitted), r.Peaks.Fired, mean(c.Fired), r.Peaks.Acked, mean(acked))
+	if r.Chaos != nil {
+		r.Chaos.print(w)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -349,8 +399,8 @@ func (r *result) print(w io.Writer) {
 	if r.TimedOut {
 		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace, and no run for a grace)")
 	}
-	if c.Failed() {
-		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs")
+	if r.failed() {
+		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs, or a run after a confirmed ACK")
 	} else {
 		fmt.Fprintln(w, "  OK")
 	}

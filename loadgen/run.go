@@ -84,7 +84,17 @@ func run(ctx context.Context, c config) (*result, error) {
 	case "core":
 		submit, cleanup, err = coreTarget(handle, ack)
 	case "server":
-		submit, cleanup, err = serverTarget(ctx, c, handle, ack)
+		// The Worker reports each ACK's answer: a confirmed one means the task must
+		// never run again.
+		acked := func(p []byte, confirmed bool) {
+			if run, i, _, ok := decodePayload(p); ok && run == runTag {
+				rec.Acked(i, confirmed)
+			}
+		}
+		submit, cleanup, err = serverTarget(ctx, c, handle, ack, acked)
+		if err == nil && c.submitRetry > 0 {
+			submit = retrying(submit, rec, c.submitRetry)
+		}
 	case "beanstalkd":
 		var bt *beanstalkdTarget
 		bt, err = newBeanstalkdTarget(ctx, c, clk, strconv.FormatUint(runTag, 36), handle, ack)
@@ -146,6 +156,24 @@ func run(ctx context.Context, c config) (*result, error) {
 		}
 	}()
 
+	// Chaos: kills from c.chaosSpec.Every after the start until the wait below ends.
+	var chaos *chaosRun
+	if c.chaos != "" {
+		cl := c.cluster
+		if cl == nil {
+			lc, err := newLocalCluster(c.clusterDir, splitAddrs(c.addr), c.chaosRevive)
+			if err != nil {
+				close(stopProgress)
+				<-progressDone
+				return nil, err
+			}
+			defer lc.Close()
+			cl = lc
+		}
+		chaos = &chaosRun{spec: c.chaosSpec, cl: cl, rec: rec, clk: clk, start: start, maxKills: c.chaosKills, log: c.progress}
+		chaos.begin(ctx)
+	}
+
 	// The server's CPU profile covers the first c.serverProfileSecs of the run.
 	var profileDone chan error
 	if c.serverProfile != "" && c.target == "server" {
@@ -180,7 +208,9 @@ waiting:
 		case <-rec.Done():
 			break waiting
 		case <-wait.C:
-			if f := rec.Fired(); f != seen {
+			if f := rec.Fired(); f != seen || (chaos != nil && chaos.busy.Load()) {
+				// Runs still arrive, or a failover is under way (its leader's runs
+				// come again once another node leads): wait another grace.
 				seen = f
 				wait.Reset(c.grace)
 				continue
@@ -193,6 +223,9 @@ waiting:
 		}
 	}
 	wait.Stop()
+	if chaos != nil {
+		chaos.end()
+	}
 	rec.Freeze()
 	end := clk.now()
 	close(stopProgress)
@@ -209,6 +242,9 @@ waiting:
 		Counts:     rec.Summary(),
 		Throughput: ticks,
 		Notes:      notes,
+	}
+	if chaos != nil {
+		res.Chaos = chaos.report(res.Counts)
 	}
 	res.Peaks = peaks(ticks)
 	if res.SubmitSecs > 0 {
@@ -331,8 +367,9 @@ func coreTarget(handle func([]byte), ack func()) (submitter, func(), error) {
 }
 
 // serverTarget starts c.workers Workers against the tockd at c.addr and dials one Client
-// per producer; submits go round-robin over the clients by producer index.
-func serverTarget(ctx context.Context, c config, handle func([]byte), ack func()) (submitter, func(), error) {
+// per producer; submits go round-robin over the clients by producer index. acked is
+// told each ACK's answer (confirmed or not) with the run's payload.
+func serverTarget(ctx context.Context, c config, handle func([]byte), ack func(), acked func(p []byte, confirmed bool)) (submitter, func(), error) {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var clients []*client.Client
@@ -343,8 +380,17 @@ func serverTarget(ctx context.Context, c config, handle func([]byte), ack func()
 			_ = cl.Close()
 		}
 	}
+	var backoff client.Option // client defaults
+	if c.chaos != "" {
+		backoff = client.WithReconnectBackoff(chaosReconnectInitial, chaosReconnectMax)
+	}
+	onAcked := client.WithOnAcked(func(f *client.Fire, result, ackErr error) {
+		if result == nil {
+			acked(f.Payload, ackErr == nil)
+		}
+	})
 	for range c.workers {
-		w, err := client.NewWorker(c.addr, client.WithConcurrency(c.concurrency), client.WithClientName("loadgen-worker"))
+		w, err := client.NewWorker(c.addr, client.WithConcurrency(c.concurrency), client.WithClientName("loadgen-worker"), onAcked, backoff)
 		if err == nil {
 			err = w.Handle(taskType, func(_ context.Context, f *client.Fire) error {
 				handle(f.Payload)
@@ -366,7 +412,7 @@ func serverTarget(ctx context.Context, c config, handle func([]byte), ack func()
 	}
 	for range c.producers {
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		cl, err := client.Dial(dctx, c.addr, client.WithClientName("loadgen"))
+		cl, err := client.Dial(dctx, c.addr, client.WithClientName("loadgen"), backoff)
 		dcancel()
 		if err != nil {
 			stop()

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|status: a local tock cluster on 127.0.0.1 for people (make cluster,
-# make cluster-down): 3 etcd members (etcd.sh's version) and 3 tockd nodes using them.
+# cluster.sh up|down|status|restart NAME: a local tock cluster on 127.0.0.1 for people
+# (make cluster, make cluster-down): 3 etcd members (etcd.sh's version) and 3 tockd nodes
+# using them.
 #
 # Everything lives in the run dir, ${TOCK_CLUSTER_DIR:-${TMPDIR:-/tmp}/tock-cluster}:
-# bin/tockd, data/<member>/ (etcd data), logs/<name>.log, and pids (one "name pid" a
-# line). Ports: etcd clients 23790-23792 and peers 23800-23802; tockd clients
+# bin/tockd, data/<member>/ (etcd data), logs/<name>.log, pids (one "name pid" a line),
+# and cmd/<name> (the command line each process was started with, its arguments
+# NUL-separated, so that restart can start it again exactly so). Ports: etcd clients 23790-23792 and peers 23800-23802; tockd clients
 # 17460-17462 and admin HTTP 17470-17472 (the bases are settable, see below).
 #
 # up: refuses (exit 1) while a cluster recorded in the run dir still runs; waits until
@@ -13,6 +15,11 @@
 # down: SIGTERM to the tockd nodes, then to etcd, SIGKILL to whatever is still running
 # CLUSTER_STOP_TIMEOUT seconds later, then removes the run dir. Only processes whose
 # command line names the run dir are signalled (a recycled pid is left alone).
+# restart NAME (n1, or tockd-n1): starts again a tockd node of the running cluster that
+# is no longer running (killed, crashed), with the command line recorded at up, its
+# output appended to its log, and its new pid recorded; waits until it accepts
+# connections on its client port (CLUSTER_START_TIMEOUT). Exit 1, saying why, when NAME
+# is unknown, still runs, or does not come up.
 set -Eeuo pipefail
 
 GO=${GO:-go}
@@ -47,11 +54,14 @@ running() {
 }
 
 # launch NAME CMD...: start CMD in the background, detached from this shell's session
-# when setsid exists, its output in logs/NAME.log, its pid recorded.
+# when setsid exists, its output in logs/NAME.log, its pid recorded, and CMD recorded in
+# cmd/NAME (NUL-separated) for restart.
 launch() {
 	local name=$1; shift
 	local detach=()
 	if command -v setsid >/dev/null; then detach=(setsid); fi
+	mkdir -p "$RUN_DIR/cmd"
+	printf '%s\0' "$@" >"$RUN_DIR/cmd/$name"
 	"${detach[@]}" "$@" </dev/null >"$RUN_DIR/logs/$name.log" 2>&1 &
 	echo "$name $!" >>"$RUN_DIR/pids"
 }
@@ -125,8 +135,9 @@ up() {
 		sleep 0.2
 	done
 
-	local advertise=0
-	if "$RUN_DIR/bin/tockd" -h 2>&1 | grep -q -- '-advertise-addr'; then advertise=1; fi
+	local advertise=0 help
+	help=$("$RUN_DIR/bin/tockd" -h 2>&1 || true) # -h exits 2; not a pipe into grep -q (pipefail)
+	if [[ $help == *-advertise-addr* ]]; then advertise=1; fi
 	for ((i = 0; i < N; i++)); do
 		local addr="127.0.0.1:$((TOCK_CLIENT_BASE + i))" extra=()
 		if ((advertise)); then extra=(-advertise-addr "$addr"); fi
@@ -206,9 +217,53 @@ down() {
 	echo "cluster: stopped; removed $RUN_DIR"
 }
 
+# restart NAME: see the header.
+restart() {
+	local name=${1:-}
+	[[ -n $name ]] || die "usage: $0 restart NAME (a tockd node: n1, or tockd-n1)"
+	[[ -f $RUN_DIR/pids ]] || die "no cluster in $RUN_DIR (make cluster starts one)"
+	[[ $name == tockd-* ]] || name=tockd-$name
+	local pid
+	pid=$(awk -v n="$name" '$1 == n {p = $2} END {print p}' "$RUN_DIR/pids")
+	[[ -n $pid ]] || die "restart: no tockd node ${1} in $RUN_DIR (nodes: $(awk '$1 ~ /^tockd-/ {printf "%s ", substr($1, 7)}' "$RUN_DIR/pids"))"
+	[[ -f $RUN_DIR/cmd/$name ]] || die "restart: no recorded command line for $name ($RUN_DIR/cmd/$name): the cluster was started by an older cluster.sh; make cluster-down, then make cluster"
+	if ours "$pid"; then die "restart: $name is running (pid $pid); only a node that is not running can be restarted"; fi
+
+	local args=()
+	mapfile -d '' args <"$RUN_DIR/cmd/$name"
+	local addr="" i
+	for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+		if [[ ${args[i]} == -addr ]]; then addr=${args[i + 1]}; fi
+	done
+	[[ -n $addr ]] || die "restart: $RUN_DIR/cmd/$name names no -addr"
+
+	local detach=()
+	if command -v setsid >/dev/null; then detach=(setsid); fi
+	echo "=== cluster.sh restart $name at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$RUN_DIR/logs/$name.log"
+	"${detach[@]}" "${args[@]}" </dev/null >>"$RUN_DIR/logs/$name.log" 2>&1 &
+	local new=$!
+	# Replace NAME's line in pids (a rename in the same directory, so status and down
+	# never read a half-written file).
+	awk -v n="$name" -v p="$new" '$1 == n {print n, p; next} {print}' "$RUN_DIR/pids" >"$RUN_DIR/pids.tmp"
+	mv "$RUN_DIR/pids.tmp" "$RUN_DIR/pids"
+
+	local deadline=$((SECONDS + START_TIMEOUT))
+	until (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; do
+		if ! kill -0 "$new" 2>/dev/null; then
+			echo "cluster: restart: $name (pid $new) exited; $RUN_DIR/logs/$name.log ends:" >&2
+			tail -n 20 "$RUN_DIR/logs/$name.log" >&2
+			exit 1
+		fi
+		((SECONDS < deadline)) || die "restart: $name (pid $new) not accepting connections on $addr after ${START_TIMEOUT}s"
+		sleep 0.05
+	done
+	echo "cluster: restarted $name (pid $new) on $addr"
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
-*) die "usage: $0 up|down|status" ;;
+restart) restart "${2:-}" ;;
+*) die "usage: $0 up|down|status|restart NAME" ;;
 esac

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make loadgen-cluster: a durable load through the cluster `make cluster` runs, with the
+# leader SIGKILLed every CLUSTER_CHAOS_EVERY (loadgen -chaos kill-leader:EVERY; each
+# killed node revived with cluster.sh restart). Needs that cluster running (it starts
+# nothing: make cluster first); builds loadgen into a temporary directory and removes it.
+#
+#   CLUSTER_TASKS        durable tasks (default 200000)
+#   CLUSTER_CHAOS_EVERY  time between kills (default 10s; "off": no chaos)
+#   CLUSTER_ARGS         more loadgen flags (e.g. "-producers 8 -batch 100")
+# The port base and the run dir are cluster.sh's: TOCK_CLIENT_BASE, TOCK_CLUSTER_DIR.
+set -euo pipefail
+GO=${GO:-go}
+TASKS=${CLUSTER_TASKS:-200000}
+EVERY=${CLUSTER_CHAOS_EVERY:-10s}
+ARGS=${CLUSTER_ARGS:-}
+TOCK_CLIENT_BASE=${TOCK_CLIENT_BASE:-17460}
+RUN_DIR=${TOCK_CLUSTER_DIR:-${TMPDIR:-/tmp}/tock-cluster}
+N=3
+
+status=$(./server/cluster/cluster.sh status 2>&1) || {
+	echo "make loadgen-cluster needs a running cluster (make cluster): $status" >&2
+	exit 1
+}
+if [[ $status == *"(not running)"* ]]; then
+	echo "make loadgen-cluster: part of the cluster in $RUN_DIR is not running:" >&2
+	echo "$status" >&2
+	echo "restart a node with ./server/cluster/cluster.sh restart NAME, or make cluster-down && make cluster" >&2
+	exit 1
+fi
+
+addrs=""
+for ((i = 0; i < N; i++)); do addrs+="${addrs:+,}127.0.0.1:$((TOCK_CLIENT_BASE + i))"; done
+chaos=()
+if [[ $EVERY != off ]]; then chaos=(-chaos "kill-leader:$EVERY" -cluster-dir "$RUN_DIR"); fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tock-loadgen.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$GO" build -o "$tmp/loadgen" ./loadgen
+
+echo "== loadgen -target server -addr $addrs -durable -tasks $TASKS ${chaos[*]} $ARGS"
+# shellcheck disable=SC2086 # ARGS is a list of flags
+"$tmp/loadgen" -target server -addr "$addrs" -durable -tasks "$TASKS" "${chaos[@]}" $ARGS
