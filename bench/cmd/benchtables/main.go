@@ -103,6 +103,38 @@ func write(w *bytes.Buffer, dir string) error {
 			fmt.Fprintf(w, "\n%s\n", wl.notes)
 		}
 	}
+	return writeSystem(w, filepath.Join(dir, "system"))
+}
+
+// writeSystem renders the system-level runs (loadgen against the engine, tockd, a
+// cluster and the peer) recorded by record-system.sh in dir: for each, its title, the
+// command, and its output (date, machine, summary with the peer's figure and the ratio).
+func writeSystem(w *bytes.Buffer, dir string) error {
+	cmds, err := filepath.Glob(filepath.Join(dir, "*.cmd"))
+	if err != nil || len(cmds) == 0 {
+		return err
+	}
+	slices.Sort(cmds)
+	fmt.Fprintf(w, "\n## System runs (loadgen)\n\n")
+	fmt.Fprintf(w, "End-to-end runs through `loadgen` (loadgen/README.md), recorded by `bench/record-system.sh`;\n")
+	fmt.Fprintf(w, "each shows its command (from the repository root), the date, the machine and the whole\n")
+	fmt.Fprintf(w, "summary: rates, lost / early / duplicates, lateness, and against a peer the ratio from the same run.\n")
+	for _, c := range cmds {
+		base := strings.TrimSuffix(c, ".cmd")
+		cmd, err := os.ReadFile(c)
+		if err != nil {
+			return err
+		}
+		out, err := os.ReadFile(base + ".txt")
+		if err != nil {
+			return fmt.Errorf("%s: %w", base, err)
+		}
+		title, err := os.ReadFile(base + ".title")
+		if err != nil {
+			title = []byte(filepath.Base(base))
+		}
+		fmt.Fprintf(w, "\n### %s\n\n`%s`\n\n```text\n%s```\n", strings.TrimSpace(string(title)), strings.TrimSpace(string(cmd)), out)
+	}
 	return nil
 }
 

@@ -68,3 +68,30 @@ func TestWriteSkipsMissingResults(t *testing.T) {
 		t.Error("an empty results directory must say the benchmarks have not run")
 	}
 }
+
+// A recorded system run is rendered with its title, command and whole output.
+func TestWriteSystem(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"peer.cmd":   "go run ./loadgen -target server,beanstalkd\n",
+		"peer.title": "tockd vs beanstalkd\n",
+		"peer.txt":   "date: 2026-11-30 05:00 UTC\nratio server/beanstalkd: 3.2x\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if err := writeSystem(&b, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## System runs", "### tockd vs beanstalkd", "`go run ./loadgen -target server,beanstalkd`", "ratio server/beanstalkd: 3.2x"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := writeSystem(&b, filepath.Join(dir, "none")); err != nil || b.Len() != 0 {
+		t.Fatalf("no runs: %q, %v", b.String(), err)
+	}
+}
