@@ -1,0 +1,1 @@
+go run ./loadgen -target core -tasks 1000000
