@@ -1,0 +1,1 @@
+env CLUSTER_ARGS=-producers 8 -batch 500 make loadgen-cluster
