@@ -304,6 +304,54 @@ func (c *conn) roundTrip(ctx context.Context, build func(id uint64) protocol.Mes
 	}
 }
 
+// roundTripWithin is roundTrip bounded by d instead of a context (a connection's loss
+// ends the wait too: fail answers every pending call). For a Worker's ACKs, many per
+// second: a context per call would cost more than the call.
+func (c *conn) roundTripWithin(d time.Duration, build func(id uint64) protocol.Message) (protocol.Message, error) {
+	c.mu.Lock()
+	if c.pending == nil || c.retired {
+		err := c.err
+		if err == nil {
+			err = errRetired
+		}
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan reply, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if err := c.write(build(id)); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.msg, r.err
+	case <-t.C:
+		c.forget(id)
+		return nil, context.DeadlineExceeded
+	}
+}
+
+// post sends the message build makes for a fresh request ID without waiting for its
+// reply (which complete drops: no call waits for it). For messages whose answer carries
+// nothing the caller needs (CREDIT). A dead connection returns errNotSent.
+func (c *conn) post(build func(id uint64) protocol.Message) error {
+	c.mu.Lock()
+	if c.pending == nil {
+		c.mu.Unlock()
+		return errNotSent
+	}
+	c.nextID++
+	id := c.nextID
+	c.mu.Unlock()
+	return c.write(build(id))
+}
+
 func (c *conn) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.pending, id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -36,9 +37,10 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 //
 // Flow: Run dials, SUBSCRIBEs to every handled type with Options.Concurrency credits,
 // and runs each FIRE in a goroutine of its own with a deadline of the FIRE's TTR; when
-// the handler returns it sends ACK or NACK, then CREDIT 1 (PROTOCOL.md: ACK and NACK
-// return no credit). The server never has more FIREs outstanding than credits, so at
-// most Concurrency handlers run at once.
+// the handler returns it grants the credit back (PROTOCOL.md: ACK and NACK return none;
+// one CREDIT frame carries every credit returned since the last) and sends ACK or NACK.
+// The server never has more FIREs outstanding than credits, so at most Concurrency
+// handlers run at once.
 type Worker struct {
 	eps  *endpoints
 	opts Options
@@ -150,14 +152,17 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var runs, readers sync.WaitGroup
+	cr := &creditor{kick: make(chan struct{}, 1)}
 	cn.onFire = func(f *protocol.Fire) { // reader goroutine; it alone calls runs.Add
 		runs.Add(1)
 		go func() {
 			defer runs.Done()
-			w.run(connCtx, cn, f)
+			w.run(connCtx, cn, cr, f)
 		}()
 	}
 	cn.start(&readers)
+	readers.Add(1)
+	go func() { defer readers.Done(); cr.loop(connCtx, cn) }()
 	defer func() {
 		cancel()
 		cn.close(ErrClosed, true) // no-op reason if already lost
@@ -190,8 +195,39 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 // maxNackErr keeps a NACK's error within the protocol's limit.
 const maxNackErr = protocol.MaxTextLen
 
+// creditor grants credits back in bulk: finished runs add to pending, and one goroutine
+// per connection sends a CREDIT for all of them whenever it gets to it (one frame for
+// many runs under load, none waited for: its OK is dropped).
+type creditor struct {
+	pending atomic.Uint64
+	kick    chan struct{} // capacity 1: a send is pending
+}
+
+// add returns one credit, to be sent by loop.
+func (cr *creditor) add() {
+	cr.pending.Add(1)
+	select {
+	case cr.kick <- struct{}{}:
+	default: // loop is already due to send
+	}
+}
+
+// loop sends the accumulated credits until ctx ends.
+func (cr *creditor) loop(ctx context.Context, cn *conn) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cr.kick:
+		}
+		if n := cr.pending.Swap(0); n > 0 {
+			_ = cn.post(func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: n} })
+		}
+	}
+}
+
 // run executes one FIRE and reports it.
-func (w *Worker) run(ctx context.Context, cn *conn, pf *protocol.Fire) {
+func (w *Worker) run(ctx context.Context, cn *conn, cr *creditor, pf *protocol.Fire) {
 	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability}
@@ -207,8 +243,6 @@ func (w *Worker) run(ctx context.Context, cn *conn, pf *protocol.Fire) {
 	if ctx.Err() != nil {
 		return // abandoned: the connection is gone or Run is stopping
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
-	defer cancel()
 	var m protocol.Message
 	if err == nil {
 		m = &protocol.Ack{RunID: pf.RunID, Epoch: pf.Epoch}
@@ -219,21 +253,16 @@ func (w *Worker) run(ctx context.Context, cn *conn, pf *protocol.Fire) {
 		}
 		m = &protocol.Nack{RunID: pf.RunID, Epoch: pf.Epoch, Err: msg, Retryable: !task.IsNonRetryable(err)}
 	}
-	// The handler has returned, so its credit is granted back at once, in parallel with
-	// the ACK: the server may take a while to answer an ACK (a durable task's answer
+	// The handler has returned, so its credit is granted back at once, not after the
+	// ACK's answer: the server may take a while to answer an ACK (a durable task's answer
 	// waits for etcd), and the next FIRE need not wait for it.
-	credited := make(chan struct{})
-	go func() {
-		defer close(credited)
-		_, _ = cn.roundTrip(rctx, func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: 1} })
-	}()
+	cr.add()
 	// UNKNOWN_RUN (the TTR passed and the run was redelivered) or STALE_EPOCH leave
 	// nothing to do; the credit was spent by the FIRE either way.
-	_, ackErr := cn.roundTrip(rctx, func(id uint64) protocol.Message { setID(m, id); return m })
+	_, ackErr := cn.roundTripWithin(w.opts.RequestTimeout, func(id uint64) protocol.Message { setID(m, id); return m })
 	if w.opts.OnAcked != nil {
 		w.opts.OnAcked(f, err, ackErr)
 	}
-	<-credited
 }
 
 func setID(m protocol.Message, id uint64) {
@@ -247,8 +276,8 @@ func setID(m protocol.Message, id uint64) {
 
 // call runs h with a deadline of f.TTR, turning a panic into an error.
 func call(ctx context.Context, h HandlerFunc, f *Fire) (err error) {
-	hctx, cancel := context.WithTimeout(ctx, f.TTR)
-	defer cancel()
+	hctx := newFireCtx(ctx, time.Now().Add(f.TTR))
+	defer hctx.release()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("client: handler for %q panicked: %v", f.Type, p)
