@@ -55,18 +55,5 @@ func (s *Store) DeleteLock(ctx context.Context, ns, id string, runID uint64) err
 	return nil
 }
 
-// Locks returns the tasks with a run lock, in one read.
-func (s *Store) Locks(ctx context.Context) (map[Key]bool, error) {
-	resp, err := s.cli.Get(ctx, s.locks, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, fmt.Errorf("store: read run locks: %w", err)
-	}
-	locked := make(map[Key]bool, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		ns, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), s.locks), "/")
-		if ok {
-			locked[Key{ns, id}] = true
-		}
-	}
-	return locked, nil
-}
+// Locks returns the tasks with a run lock now, in one read.
+func (s *Store) Locks(ctx context.Context) (map[Key]bool, error) { return s.LocksAt(ctx, 0) }

@@ -283,3 +283,63 @@ func TestRunLocks(t *testing.T) {
 		t.Fatalf("bad namespace: %v", err)
 	}
 }
+
+// Follow sees every write after a Load's revision, in order: records put and deleted,
+// run locks, and the election's keys, so a follower can mirror the task set.
+func TestFollow(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "before", Version: 1, Body: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Load(ctx, func(Record) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := make(chan Change, 16)
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Follow(fctx, rev+1, func(c Change) { changes <- c }) }()
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLock(ctx, "a", "x", 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "a", "before"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		kind ChangeKind
+		key  Key
+	}{{RecordPut, Key{"a", "x"}}, {LockPut, Key{"a", "x"}}, {RecordDelete, Key{"a", "before"}}, {OtherChange, Key{}}}
+	var last int64
+	for i, w := range want {
+		select {
+		case c := <-changes:
+			if c.Kind != w.kind || c.Key != w.key || c.Rev <= last {
+				t.Fatalf("change %d: %+v, want kind %d key %v after revision %d", i, c, w.kind, w.key, last)
+			}
+			if c.Kind == RecordPut && (c.Record.Version != 2 || string(c.Record.Body) != "x2") {
+				t.Fatalf("record %+v", c.Record)
+			}
+			if c.Kind == OtherChange && c.Rev != l.Epoch() {
+				t.Fatalf("election change at %d, want the election key's revision %d", c.Rev, l.Epoch())
+			}
+			last = c.Rev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("change %d (%v) not seen", i, w)
+		}
+	}
+	if locks, err := s.LocksAt(ctx, last); err != nil || !locks[Key{"a", "x"}] {
+		t.Fatalf("LocksAt: %v, %v", locks, err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Follow after its context ended: %v", err)
+	}
+}

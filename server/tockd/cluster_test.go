@@ -49,9 +49,17 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 	firstEpoch := leader.srv.Stats().Epoch
 
 	fc := connect(t, fd.addr)
-	e := wantError(t, fc.call(&protocol.Submit{ID: 3, Task: durableTask("refused", 0)}), protocol.CodeNotLeader, "")
-	if e.Leader != leader.addr {
-		t.Fatalf("NOT_LEADER names %q, want the leader's address %q", e.Leader, leader.addr)
+	// A follower names the leader once it has read who leads (it polls etcd every
+	// leaderPollInterval, never in a request); until then NOT_LEADER names nobody.
+	for deadline := time.Now().Add(replyWait); ; {
+		e := wantError(t, fc.call(&protocol.Submit{ID: 3, Task: durableTask("refused", 0)}), protocol.CodeNotLeader, "")
+		if e.Leader == leader.addr {
+			break
+		}
+		if e.Leader != "" || time.Now().After(deadline) {
+			t.Fatalf("NOT_LEADER names %q, want the leader's address %q", e.Leader, leader.addr)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	w := dial(t, fd.addr)
 	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "w", Role: protocol.RoleWorker})

@@ -338,10 +338,10 @@ func storeError(err error) *protocol.Error {
 	return e
 }
 
-// loadDurable submits every stored record to the engine, as the leader of epoch. A record
-// that cannot be decoded or that the engine refuses is logged and left in the store. An
-// exclusive task with a run lock (its last run may still execute) is submitted one time
-// to run later (exclusive.go).
+// loadDurable submits every stored record to the engine, as the leader of epoch, reading
+// them (and the run locks) from etcd. A record that cannot be decoded or that the engine
+// refuses is logged and left in the store. An exclusive task with a run lock (its last
+// run may still execute) is submitted one time to run later (exclusive.go).
 func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	locked, err := s.runLocks(ctx)
 	if err != nil {
@@ -349,33 +349,51 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	}
 	n := 0
 	_, err = s.opts.Store.Load(ctx, func(r store.Record) error {
-		w, err := decodeTask(r.Body)
-		if err == nil {
-			var t task.Task
-			if t, err = protocol.ToTask(&w); err == nil {
-				k := taskKey{t.Namespace, t.ID}
-				e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
-				if err = s.dur.claim(k, e); err == nil {
-					if t.Exclusive && locked[store.Key{Namespace: t.Namespace, ID: t.ID}] {
-						s.submitAfterLockedRun(t, k, e, epoch)
-					} else if _, err = s.engine.Submit(t); err != nil {
-						s.dur.release(k, e)
-					}
-				}
-			}
+		if s.loadRecord(r, locked, epoch) {
+			n++
 		}
-		if err != nil {
-			s.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
-			return nil
-		}
-		n++
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("tockd: load durable tasks: %w", err)
 	}
-	s.log.Info("tockd: durable tasks loaded", "count", n)
+	s.log.Info("tockd: durable tasks loaded from etcd", "count", n)
 	return nil
+}
+
+// loadMirrored is loadDurable from a standby's mirror: no read of etcd.
+func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, epoch uint64) {
+	n := 0
+	for _, r := range records {
+		if s.loadRecord(r, locked, epoch) {
+			n++
+		}
+	}
+	s.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
+}
+
+// loadRecord submits one record to the engine (see loadDurable); false if it was not.
+func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, epoch uint64) bool {
+	w, err := decodeTask(r.Body)
+	if err == nil {
+		var t task.Task
+		if t, err = protocol.ToTask(&w); err == nil {
+			k := taskKey{t.Namespace, t.ID}
+			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
+			if err = s.dur.claim(k, e); err == nil {
+				if t.Exclusive && locked[store.Key{Namespace: t.Namespace, ID: t.ID}] {
+					s.submitAfterLockedRun(t, k, e, epoch)
+				} else if _, err = s.engine.Submit(t); err != nil {
+					s.dur.release(k, e)
+				}
+			}
+		}
+	}
+	if err != nil {
+		s.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }

@@ -54,8 +54,10 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 	}
 }
 
-// leaderLoop campaigns for leadership through the store until ctx ends. Elected, the node
-// loads every durable record into its engine and only then dispatches, with the
+// leaderLoop campaigns for leadership through the store until ctx ends, mirroring the
+// durable tasks meanwhile (standby.go). Elected, the node loads every durable record
+// into its engine (from the mirror, or from etcd if the mirror lags) and only then
+// dispatches, with the
 // election's epoch on every FIRE. The moment its session is lost (or about to be), it
 // stops dispatching, drops the durable tasks from its engine (the next leader loads them
 // from etcd; their records stay), sends its workers away, and campaigns again. When ctx
@@ -77,17 +79,31 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		return true
 	}
 	for ctx.Err() == nil {
+		// While campaigning, mirror the durable tasks (standby.go).
+		sb := newStandby()
+		sctx, stopStandby := context.WithCancel(ctx)
+		mirrored := make(chan struct{})
+		go func() { defer close(mirrored); sb.run(sctx, st, s.log) }()
 		l, err := st.CampaignAs(ctx, advertise)
 		if err != nil {
+			stopStandby()
+			<-mirrored
 			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) || !retry("campaign for leadership failed", err) {
 				return
 			}
 			continue
 		}
 		epoch := uint64(l.Epoch())
-		lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-		err = s.loadDurable(lctx, epoch)
-		cancel()
+		records, locked, caughtUp := sb.snapshotAt(l.Epoch(), standbyCatchUp)
+		stopStandby()
+		<-mirrored
+		if caughtUp {
+			s.loadMirrored(records, locked, epoch)
+		} else {
+			lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+			err = s.loadDurable(lctx, epoch)
+			cancel()
+		}
 		if err != nil {
 			s.resign(l, epoch)
 			s.dropDurable()

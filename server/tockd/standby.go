@@ -1,0 +1,131 @@
+package tockd
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/server/store"
+)
+
+// Hot standby: while a node does not lead, it mirrors the durable task set: one paged
+// read of the records (and, at the same revision, the run locks), then a watch from the
+// next revision that applies every write under the store's prefix. Elected, the node
+// waits until the mirror has seen its own election key's write (so every write before
+// its election) and loads the tasks from memory, with no read of its own; if the mirror
+// lags (or was lost), it reads etcd as before.
+
+// standbyCatchUp bounds how long a new leader waits for its mirror to reach its
+// election's revision before it reads etcd instead.
+const standbyCatchUp = time.Second
+
+// standbyRetry is the pause before a lost mirror is read again.
+const standbyRetry = 500 * time.Millisecond
+
+// standby is a follower's mirror of the durable records and run locks.
+type standby struct {
+	mu      sync.Mutex
+	changed *sync.Cond // rev advanced or the mirror stopped
+	records map[taskKey]store.Record
+	locks   map[store.Key]bool
+	rev     int64 // every write up to rev is applied; 0 while (re)reading
+	stopped bool
+}
+
+func newStandby() *standby {
+	sb := &standby{}
+	sb.changed = sync.NewCond(&sb.mu)
+	return sb
+}
+
+// run mirrors st until ctx ends; a lost watch is read again after standbyRetry.
+func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn(string, ...any) }) {
+	defer func() {
+		sb.mu.Lock()
+		sb.stopped = true
+		sb.changed.Broadcast()
+		sb.mu.Unlock()
+	}()
+	for ctx.Err() == nil {
+		records := map[taskKey]store.Record{}
+		rev, err := st.Load(ctx, func(r store.Record) error {
+			records[taskKey{r.Namespace, r.ID}] = r
+			return nil
+		})
+		var locks map[store.Key]bool
+		if err == nil {
+			locks, err = st.LocksAt(ctx, rev)
+		}
+		if err == nil {
+			sb.mu.Lock()
+			sb.records, sb.locks, sb.rev = records, locks, rev
+			sb.changed.Broadcast()
+			sb.mu.Unlock()
+			err = st.Follow(ctx, rev+1, sb.apply)
+		}
+		sb.mu.Lock()
+		sb.rev = 0
+		sb.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("watch ended")
+		}
+		log.Warn("tockd: standby mirror lost; reading the durable tasks again", "err", err, "pause", standbyRetry)
+		select {
+		case <-time.After(standbyRetry):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// apply is Follow's callback.
+func (sb *standby) apply(c store.Change) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	k := taskKey{c.Key.Namespace, c.Key.ID}
+	switch c.Kind {
+	case store.RecordPut:
+		sb.records[k] = c.Record
+	case store.RecordDelete:
+		delete(sb.records, k)
+	case store.LockPut:
+		sb.locks[c.Key] = true
+	case store.LockDelete:
+		delete(sb.locks, c.Key)
+	}
+	sb.rev = c.Rev
+	sb.changed.Broadcast()
+}
+
+// snapshotAt waits (up to wait) until the mirror has applied every write up to rev and
+// returns its records and locks; false if it did not get there.
+func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, bool) {
+	deadline := time.Now().Add(wait)
+	timer := time.AfterFunc(wait, func() {
+		sb.mu.Lock()
+		sb.changed.Broadcast()
+		sb.mu.Unlock()
+	})
+	defer timer.Stop()
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	for sb.rev < rev && !sb.stopped && time.Now().Before(deadline) {
+		sb.changed.Wait()
+	}
+	if sb.rev < rev {
+		return nil, nil, false
+	}
+	records := make([]store.Record, 0, len(sb.records))
+	for _, r := range sb.records {
+		records = append(records, r)
+	}
+	locks := make(map[store.Key]bool, len(sb.locks))
+	for k := range sb.locks {
+		locks[k] = true
+	}
+	return records, locks, true
+}
