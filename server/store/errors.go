@@ -18,6 +18,8 @@ var (
 	ErrCorrupt = errors.New("store: corrupt record")
 	// ErrConfig means the Options are unusable.
 	ErrConfig = errors.New("store: bad options")
+	// ErrFenced means a fenced write was refused: the writer's leadership term is over.
+	ErrFenced = errors.New("store: fenced: this node's leadership has ended")
 	// ErrNoLeader means no node holds leadership now.
 	ErrNoLeader = errors.New("store: no leader")
 	// ErrClosed means the Store was closed.

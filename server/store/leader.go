@@ -32,6 +32,9 @@ type Leadership struct {
 // A later leader always has a higher epoch.
 func (l *Leadership) Epoch() int64 { return l.epoch }
 
+// Fence is the condition that makes a write apply only during this term.
+func (l *Leadership) Fence() Fence { return Fence{Key: l.elec.Key(), Rev: l.epoch} }
+
 // Key is this node's election key.
 func (l *Leadership) Key() string { return l.elec.Key() }
 

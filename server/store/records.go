@@ -84,6 +84,12 @@ type pending struct {
 // transactions gets err in errs too (the failed one may or may not have
 // committed; retrying is safe, since rewriting an identical value succeeds).
 func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
+	return s.PutBatchFenced(ctx, Fence{}, recs)
+}
+
+// PutBatchFenced is PutBatch that writes only while f holds (see Fence): otherwise every
+// record gets ErrFenced and nothing is written.
+func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]error, error) {
 	errs := make([]error, len(recs))
 	seen := make(map[string]struct{}, len(recs))
 	var group []pending
@@ -118,7 +124,7 @@ func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
 		groups = append(groups, group)
 	}
 	err := s.concurrently(len(groups), func(gi int) error {
-		err := s.putGroup(ctx, groups[gi], errs)
+		err := s.putGroup(ctx, f, groups[gi], errs)
 		if err != nil {
 			for _, p := range groups[gi] {
 				errs[p.idx] = err
@@ -153,14 +159,17 @@ func (s *Store) concurrently(n int, fn func(i int) error) error {
 	return first
 }
 
-func (s *Store) putGroup(ctx context.Context, g []pending, errs []error) error {
+func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error) error {
 	ops := make([]clientv3.Op, len(g))
 	for i, p := range g {
 		ops[i] = recordOp(p.key, p.val, binary.BigEndian.Uint64([]byte(p.val)))
 	}
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("store: put txn of %d records: %w", len(g), err)
+	}
+	if !f.held(resp) {
+		return ErrFenced
 	}
 	if len(resp.Responses) != len(g) {
 		return fmt.Errorf("store: put txn: %d responses for %d records", len(resp.Responses), len(g))
@@ -205,6 +214,24 @@ func (s *Store) Delete(ctx context.Context, ns, id string) error {
 	return nil
 }
 
+// Fence makes a write conditional on leadership: it applies only while the election key
+// Key still exists with create revision Rev (the writer's term, Leadership.Fence). A
+// deposed leader's late write is refused (ErrFenced) instead of landing after the next
+// leader has loaded the task set. The zero Fence writes unconditionally.
+type Fence struct {
+	Key string
+	Rev int64
+}
+
+func (f Fence) txn(t clientv3.Txn) clientv3.Txn {
+	if f.Key == "" {
+		return t
+	}
+	return t.If(clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Rev))
+}
+
+func (f Fence) held(resp *clientv3.TxnResponse) bool { return f.Key == "" || resp.Succeeded }
+
 // Key names one record.
 type Key struct{ Namespace, ID string }
 
@@ -212,6 +239,12 @@ type Key struct{ Namespace, ID string }
 // Options.TxnConcurrency of them in flight at once; absent records are no error. On an error some
 // transactions may have committed: deleting again is harmless.
 func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
+	return s.DeleteBatchFenced(ctx, Fence{}, keys)
+}
+
+// DeleteBatchFenced is DeleteBatch that deletes only while f holds: otherwise it
+// returns ErrFenced (some transactions may have run before f stopped holding).
+func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
@@ -233,8 +266,12 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
 		txns = append(txns, ops)
 	}
 	return s.concurrently(len(txns), func(i int) error {
-		if _, err := s.cli.Txn(ctx).Then(txns[i]...).Commit(); err != nil {
+		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
+		if err != nil {
 			return fmt.Errorf("store: delete %d records: %w", len(txns[i]), err)
+		}
+		if !f.held(resp) {
+			return ErrFenced
 		}
 		return nil
 	})

@@ -343,3 +343,29 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("Follow after its context ended: %v", err)
 	}
 }
+
+// Fenced writes apply during the writer's term only.
+func TestFencedWrites(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.Fence()
+	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "x", Version: 1}}); err != nil || errs[0] != nil {
+		t.Fatalf("fenced put while leading: %v %v", err, errs)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "y", Version: 1}}); !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("fenced put after the term: %v %v, want ErrFenced", err, errs)
+	}
+	if err := s.DeleteBatchFenced(ctx, f, []Key{{"a", "x"}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced delete after the term: %v, want ErrFenced", err)
+	}
+	if got, _ := loadAll(t, s); len(got) != 1 {
+		t.Fatalf("records %v: want only a/x, still there", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -40,8 +41,9 @@ type durability struct {
 	}
 
 	mu       sync.Mutex
-	cond     *sync.Cond       // signals queue growth, deletes finishing, and stop
-	unlock   func(task.Event) // deletes an exclusive task's run lock (Server.unlockRun)
+	cond     *sync.Cond                   // signals queue growth, deletes finishing, and stop
+	unlock   func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
+	fence    *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
 	tasks    map[taskKey]durEntry
 	queue    []taskKey                 // records to delete, in event order
 	queued   map[taskKey]bool          // the keys in queue
@@ -49,7 +51,7 @@ type durability struct {
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
-	waiters map[taskKey][]func()
+	waiters map[taskKey][]func(error)
 	stopped bool
 	done    chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
@@ -59,10 +61,11 @@ type durability struct {
 
 func newDurability(st *store.Store, s *Server) *durability {
 	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]bool{},
-		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(){}, done: make(chan struct{})}
+		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
+	d.fence = &s.fence
 	return d
 }
 
@@ -112,7 +115,7 @@ func (d *durability) onEvent(ev task.Event) {
 // it a moment later). It reports whether fn will run; false means there is nothing to
 // wait for, and the caller goes on at once. fn runs on the deleter goroutine: it must
 // not block.
-func (d *durability) afterDelete(k taskKey, ending bool, fn func()) bool {
+func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
 	if d == nil {
 		return false
 	}
@@ -145,7 +148,7 @@ func (d *durability) run() {
 		batch := d.queue
 		d.queue = nil
 		var keys []store.Key
-		var now []func() // waiters of keys resubmitted meanwhile: nothing to delete
+		var now []func(error) // waiters of keys resubmitted meanwhile: nothing to delete
 		ch := make(chan struct{})
 		for _, k := range batch {
 			delete(d.queued, k)
@@ -160,13 +163,14 @@ func (d *durability) run() {
 		}
 		d.mu.Unlock()
 		for _, fn := range now {
-			fn()
+			fn(nil)
 		}
+		var err error
 		if len(keys) > 0 {
-			d.deleteRecords(keys)
+			err = d.deleteRecords(keys)
 		}
 		d.mu.Lock()
-		var done []func()
+		var done []func(error)
 		for _, k := range keys {
 			tk := taskKey{k.Namespace, k.ID}
 			delete(d.deleting, tk)
@@ -174,30 +178,37 @@ func (d *durability) run() {
 			delete(d.waiters, tk)
 		}
 		close(ch)
+		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
 		for _, fn := range done {
-			fn()
+			fn(err)
 		}
 		d.mu.Lock()
 	}
 }
 
-// deleteRecords deletes keys, retrying a failed batch with backoff up to deleteAttempts
-// times; a batch given up on is logged at Error (those tasks come back at the next load).
-func (d *durability) deleteRecords(keys []store.Key) {
+// deleteRecords deletes keys while this node leads (the write is fenced by its term),
+// retrying a failed batch with backoff up to deleteAttempts times. It returns the
+// failure it gave up on (logged at Error: those tasks come back at the next load), at
+// once for store.ErrFenced: a node that no longer leads must not delete records the next
+// leader may already have loaded.
+func (d *durability) deleteRecords(keys []store.Key) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
-		ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
-		err := d.st.DeleteBatch(ctx, keys)
-		cancel()
+		err := store.ErrFenced
+		if f := d.fence.Load(); f != nil {
+			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
+			err = d.st.DeleteBatchFenced(ctx, *f, keys)
+			cancel()
+		}
 		switch {
 		case err == nil:
 			d.log.Debug("tockd: durable records deleted", "count", len(keys))
-			return
-		case errors.Is(err, store.ErrClosed) || i == deleteAttempts || d.ctx.Err() != nil:
-			d.log.Error("tockd: durable records of finished tasks NOT deleted; they will be reloaded at the next start",
+			return nil
+		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrClosed) || i == deleteAttempts || d.ctx.Err() != nil:
+			d.log.Error("tockd: durable records of finished tasks NOT deleted; they will be loaded again by the next leader",
 				"count", len(keys), "first", keys[0].Namespace+"/"+keys[0].ID, "attempts", i, "err", err)
-			return
+			return err
 		}
 		d.log.Warn("tockd: durable record deletes failed; retrying", "count", len(keys), "attempt", i, "err", err)
 		select {
@@ -205,6 +216,25 @@ func (d *durability) deleteRecords(keys []store.Key) {
 		case <-d.ctx.Done():
 		}
 		pause *= 2
+	}
+}
+
+// flush waits until every queued delete has been tried (or ctx ends): Shutdown calls it
+// before resigning, while its deletes are still within its term.
+func (d *durability) flush(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		d.cond.Broadcast()
+		d.mu.Unlock()
+	})
+	defer stop()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for (len(d.queue) > 0 || len(d.deleting) > 0) && ctx.Err() == nil {
+		d.cond.Wait()
 	}
 }
 
@@ -233,16 +263,19 @@ func (d *durability) stop(ctx context.Context) {
 	// Waiters left (their keys never got deleted, or their task never ended) run now:
 	// their connections are closed, so they only release what they hold.
 	d.mu.Lock()
-	var left []func()
+	var left []func(error)
 	for k, fns := range d.waiters {
 		left = append(left, fns...)
 		delete(d.waiters, k)
 	}
 	d.mu.Unlock()
 	for _, fn := range left {
-		fn()
+		fn(errShutdownPending)
 	}
 }
+
+// errShutdownPending answers waiters whose record was not deleted before shutdown.
+var errShutdownPending = errors.New("tockd: shutting down before the record was deleted")
 
 // claim registers ns/id at version v as a durable submit in progress. It refuses
 // (EXISTS) a version at or below a durable task already held, and waits for a Delete of
@@ -332,6 +365,8 @@ func storeError(err error) *protocol.Error {
 		e.Code, e.Field = protocol.CodeInvalidTask, "ns"
 	case errors.Is(err, store.ErrTooLarge):
 		e.Code, e.Field = protocol.CodeInvalidTask, "payload"
+	case errors.Is(err, store.ErrFenced):
+		e.Code, e.Message = protocol.CodeNotLeader, "this node stopped leading during the write; nothing was recorded: retry at the leader"
 	default:
 		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
 	}
@@ -479,11 +514,16 @@ func (s *Server) writeRecords(ps []prepared) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
+	// Fenced by this node's term: a node deposed meanwhile writes nothing the next
+	// leader would not see (it stopped mirroring when elected).
 	var errs []error
-	if len(recs) == 1 {
-		errs = []error{s.opts.Store.Put(ctx, recs[0])}
+	if f := s.fence.Load(); f != nil {
+		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, recs) // a failed transaction is in errs too
 	} else {
-		errs, _ = s.opts.Store.PutBatch(ctx, recs) // a failed transaction is in errs too
+		errs = make([]error, len(recs))
+		for i := range errs {
+			errs[i] = store.ErrFenced
+		}
 	}
 	for j, i := range idx {
 		if errs[j] != nil {

@@ -296,3 +296,31 @@ func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
 		t.Fatalf("%d records left after every ACK was answered", len(left))
 	}
 }
+
+// Durable writes are fenced by the leadership term: once it is over (here the fence is
+// dropped by hand, as stepping down does), an ACK that ends a durable task is answered
+// STALE_EPOCH, not OK, and the record stays for the next leader.
+func TestDeleteAfterTheTermIsFenced(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	c := connect(t, ds.addr)
+	w := connectWorker(t, ds.addr, 1, "w")
+	tk := workTask("fenced", 1)
+	tk.Durability = protocol.Durable
+	submit(t, c, 2, tk)
+	f := w.fire()
+	ds.srv.fence.Store(nil)
+	e := wantError(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}), protocol.CodeStaleEpoch, "")
+	if e.RunID != f.RunID {
+		t.Fatalf("STALE_EPOCH names run %d, want %d", e.RunID, f.RunID)
+	}
+	if !storedIDs(t, st)["default/fenced"] {
+		t.Fatal("the record was deleted after the term ended")
+	}
+	wantError(t, c.call(&protocol.Submit{ID: 3, Task: durableTask("late", time.Hour)}), protocol.CodeNotLeader, "")
+	if storedIDs(t, st)["default/late"] {
+		t.Fatal("a durable submit was written after the term ended")
+	}
+}

@@ -94,6 +94,8 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			continue
 		}
 		epoch := uint64(l.Epoch())
+		fence := l.Fence()
+		s.fence.Store(&fence)
 		records, locked, caughtUp := sb.snapshotAt(l.Epoch(), standbyCatchUp)
 		stopStandby()
 		<-mirrored
@@ -105,6 +107,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			cancel()
 		}
 		if err != nil {
+			s.fence.Store(nil)
 			s.resign(l, epoch)
 			s.dropDurable()
 			if !retry("elected, but loading the durable tasks failed", err) {
@@ -131,6 +134,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 // stepDown ends this node's term: no more dispatching, ACKs refused, workers sent to the
 // next leader, durable tasks dropped from the engine (not from etcd).
 func (s *Server) stepDown(epoch uint64) {
+	s.fence.Store(nil) // no durable write of this term from now on
 	s.setLeading(false, epoch)
 	s.notifyLeadership(false, epoch)
 	// Durable tasks first: a worker sent away fails its runs in flight ("worker

@@ -47,7 +47,17 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 				Durability: dur, State: task.Cancelled}
 		}
 		// A durable task's cancel is answered once its record is deleted.
-		if s.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func() { c.pushReply(st) }) {
+		if s.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func(deleteErr error) {
+			if deleteErr == nil {
+				c.pushReply(st)
+				return
+			}
+			// Cancelled here, not in etcd: the next leader would run it again.
+			e := storeError(deleteErr)
+			e.ID = id
+			e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
+			c.pushReply(e)
+		}) {
 			return nil, false
 		}
 		return st, false
@@ -146,7 +156,11 @@ func (s *Server) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
 	if err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) { // from ToTask, or durable refused
-			return &protocol.Error{ID: id, Code: perr.Code, Message: perr.Message, Field: prefix("task", perr.Field)}, false
+			field := perr.Field
+			if field != "" || perr.Code == protocol.CodeBadField || perr.Code == protocol.CodeInvalidTask {
+				field = prefix("task", field) // a field error names its path in the message
+			}
+			return &protocol.Error{ID: id, Code: perr.Code, Message: perr.Message, Field: field}, false
 		}
 		return engineError(id, err, "task")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // ServerName is the software name sent in WELCOME.
@@ -37,6 +38,7 @@ type Server struct {
 
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
+	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 
@@ -252,7 +254,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	stopLeading, leaderDone := s.stopLeading, s.leaderDone
 	s.mu.Unlock()
 	if stopLeading != nil {
-		// Resign first, so that another node can lead while this one drains.
+		// The deletes of tasks that finished here go first, while this node's term (their
+		// fence) lasts; then resign, so that another node can lead while this one drains.
+		s.dur.flush(ctx)
 		stopLeading()
 		select {
 		case <-leaderDone:

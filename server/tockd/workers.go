@@ -9,6 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // errNoWorker fails an attempt (retryably) when it cannot wait for a worker: the
@@ -369,10 +370,26 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 	}
 	// A durable task this run ended: the OK waits until its record is deleted, so
 	// that an acknowledged run is never run again by a node reloading the record.
-	if s.dur.afterDelete(key, err == nil, func() { c.pushReply(&protocol.OK{ID: id}) }) {
+	if s.dur.afterDelete(key, err == nil, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) }) {
 		return nil, false
 	}
 	return &protocol.OK{ID: id}, false
+}
+
+// ackAnswer answers an ACK or NACK that ended a durable task, once its record's deletion
+// is decided: OK, or, if the record could not be deleted (this node stopped leading, or
+// etcd failed), the error that tells the worker the run may be delivered again.
+func ackAnswer(id, runID uint64, deleteErr error) protocol.Message {
+	switch {
+	case deleteErr == nil:
+		return &protocol.OK{ID: id}
+	case errors.Is(deleteErr, store.ErrFenced):
+		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID,
+			Message: "this node stopped leading before the run's end was recorded: the task may run again"}
+	default:
+		return &protocol.Error{ID: id, Code: protocol.CodeInternal, RunID: runID,
+			Message: "the run's end was not recorded (" + deleteErr.Error() + "): the task may run again"}
+	}
 }
 
 // maxLateReplies bounds the replies a connection holds beyond its reply queue (ACK
