@@ -18,7 +18,7 @@ const (
 	DefaultMaxTxnOps        = 128 // etcd's default --max-txn-ops
 	DefaultMaxTxnBytes      = 1 << 20
 	DefaultLoadPageSize     = 1000
-	DefaultTxnConcurrency   = 4
+	DefaultTxnConcurrency   = 16
 	DefaultLeaseGuardDivide = 4 // LeaseGuard defaults to SessionTTL/4
 )
 
@@ -65,7 +65,7 @@ type Options struct {
 	// TxnConcurrency bounds the transactions one PutBatch or DeleteBatch has in flight
 	// at once (a batch larger than one transaction is split): etcd's throughput grows
 	// with concurrent requests, while one caller's latency stays about one round trip.
-	// Default 4.
+	// Default 16.
 	TxnConcurrency int
 }
 
