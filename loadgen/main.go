@@ -180,7 +180,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7450", "server: tockd's address")
 	fs.BoolVar(&c.durable, "durable", false, "server: durable tasks (tockd needs -data-dir or -etcd); beanstalkd: started with a binlog fsynced on every write")
 	fs.DurationVar(&c.grace, "grace", 5*time.Second, "count a task lost once this long has passed since the last deadline and since the last run seen")
-	fs.IntVar(&c.attempts, "attempts", task.MaxAttemptsLimit, "server: attempts per task (tockd fails an attempt at once when no worker has a free credit)")
+	fs.IntVar(&c.attempts, "attempts", task.MaxAttemptsLimit, "server: attempts per task (a run whose worker disconnects or outlives its time to run is retried)")
 	fs.DurationVar(&c.backoff, "backoff", 50*time.Millisecond, "first retry delay (then x1.5, jittered, capped at 20x)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&c.bsAddr, "beanstalkd-addr", "", "beanstalkd: address of a running beanstalkd (empty: start the beanstalkd on PATH on 127.0.0.1, killed at the end)")

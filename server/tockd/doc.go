@@ -23,11 +23,25 @@
 //     (the task's record is still there): at-least-once. An ACKed durable run is not: the
 //     OK to the ACK waits for the record's deletion.
 //
-// Not built yet (issue 5): a follower does not mirror the records through a watch (it
-// reads them all when elected), runs are not recorded as pending (a new leader redelivers
-// every unfinished durable task at once, not after its time to run), and recurring
-// durable tasks restart their schedule from the load instead of applying their misfire
-// policy to the occurrences missed while no node led.
+//   - Hot standby (standby.go): a node that does not lead mirrors the durable records
+//     and run locks (one paged read, then a watch of the store's prefix); elected, it
+//     loads from the mirror once the mirror has seen its own election key's write, and
+//     reads etcd only if the mirror lags.
+//   - Fencing: every durable write (a submit's record, a finished task's delete) is an
+//     etcd transaction conditional on this node's election key (store.Fence), so a
+//     deposed leader's late write is refused rather than landing after the next leader
+//     loaded the task set. An ACK whose delete was refused or failed is answered
+//     STALE_EPOCH or INTERNAL, never OK: only runs whose ACK was answered OK are never
+//     run again.
+//   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
+//     leader waits one time to run before running a task whose lock it finds.
+//
+// Not built yet (issue 5): runs are not recorded as pending (a new leader redelivers
+// every unfinished durable task at once, not after its time to run); recurring durable
+// tasks restart their schedule from the load instead of applying their misfire policy to
+// the occurrences missed while no node led; single SUBMITs are not group-committed
+// across connections (SUBMIT_BATCH is the durable throughput path); workers do not
+// register in etcd with a lease.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.
