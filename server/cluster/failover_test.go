@@ -204,8 +204,8 @@ func TestDurableFailover(t *testing.T) {
 		submitted += <-done
 		t.Logf("round %d: killed %s (epoch %d); %s leads at epoch %d after %v, first dispatch at the new epoch %v after the kill",
 			round, leader.Name(), epoch, next.Name(), nextEpoch, takeover.Round(time.Millisecond), dispatch.Round(time.Millisecond))
-		if dispatch > failoverGoal {
-			t.Errorf("round %d: first dispatch %v after the kill, goal %v (session TTL + 1 s)", round, dispatch, failoverGoal)
+		if dispatch > timingBound(failoverGoal) {
+			t.Errorf("round %d: first dispatch %v after the kill, goal %v (session TTL + 1 s; bound here %v)", round, dispatch, failoverGoal, timingBound(failoverGoal))
 		}
 		takeovers, dispatches = append(takeovers, takeover), append(dispatches, dispatch)
 		// The killed node comes back as a follower, so every round has three nodes.
