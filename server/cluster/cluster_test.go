@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
-	"os"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
