@@ -236,11 +236,10 @@ func TestHungHandlerIsTimedOutAndDoesNotStall(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	release := make(chan struct{})
 	defer close(release)
-	var sawDeadline atomic.Bool
+	sawDeadline := make(chan bool, 1) // the handler may start after the test moved on
 	h.e.Register("hang", func(ctx context.Context, r *Run) error {
-		if d, ok := ctx.Deadline(); ok && d.Equal(epoch.Add(5*time.Second)) {
-			sawDeadline.Store(true)
-		}
+		d, ok := ctx.Deadline()
+		sawDeadline <- ok && d.Equal(epoch.Add(5*time.Second))
 		<-release // ignores ctx
 		return nil
 	})
@@ -256,8 +255,13 @@ func TestHungHandlerIsTimedOutAndDoesNotStall(t *testing.T) {
 	}
 	h.wait(EventDead, "hang")
 	h.wait(EventSucceeded, "next") // ran although the only original worker is stuck
-	if !sawDeadline.Load() {
-		t.Fatal("the handler's context did not carry the attempt's deadline")
+	select {
+	case ok := <-sawDeadline:
+		if !ok {
+			t.Fatal("the handler's context did not carry the attempt's deadline")
+		}
+	case <-time.After(eventWait):
+		t.Fatal("the hung handler never started")
 	}
 	st := h.e.Stats()
 	if st.TimedOut != 1 || st.HungWorkers != 1 {
