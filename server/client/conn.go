@@ -276,23 +276,8 @@ func (c *conn) alive() bool {
 // roundTrip sends the message build makes for a fresh request ID and waits for its
 // reply, or ctx. A dead connection returns an error wrapping errNotSent and the reason.
 func (c *conn) roundTrip(ctx context.Context, build func(id uint64) protocol.Message) (protocol.Message, error) {
-	c.mu.Lock()
-	if c.pending == nil || c.retired {
-		err := c.err
-		if err == nil {
-			err = errRetired
-		}
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	c.nextID++
-	id := c.nextID
-	ch := make(chan reply, 1)
-	c.pending[id] = ch
-	c.mu.Unlock()
-
-	if err := c.write(build(id)); err != nil {
-		c.forget(id)
+	id, ch, err := c.call(build)
+	if err != nil {
 		return nil, err
 	}
 	select {
@@ -308,22 +293,8 @@ func (c *conn) roundTrip(ctx context.Context, build func(id uint64) protocol.Mes
 // ends the wait too: fail answers every pending call). For a Worker's ACKs, many per
 // second: a context per call would cost more than the call.
 func (c *conn) roundTripWithin(d time.Duration, build func(id uint64) protocol.Message) (protocol.Message, error) {
-	c.mu.Lock()
-	if c.pending == nil || c.retired {
-		err := c.err
-		if err == nil {
-			err = errRetired
-		}
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	c.nextID++
-	id := c.nextID
-	ch := make(chan reply, 1)
-	c.pending[id] = ch
-	c.mu.Unlock()
-	if err := c.write(build(id)); err != nil {
-		c.forget(id)
+	id, ch, err := c.call(build)
+	if err != nil {
 		return nil, err
 	}
 	t := time.NewTimer(d)
@@ -335,6 +306,31 @@ func (c *conn) roundTripWithin(d time.Duration, build func(id uint64) protocol.M
 		c.forget(id)
 		return nil, context.DeadlineExceeded
 	}
+}
+
+// call registers a call under a fresh request ID and writes the message build makes;
+// the reply comes on the returned channel. A dead or retired connection returns an
+// error wrapping errNotSent and the reason.
+func (c *conn) call(build func(id uint64) protocol.Message) (uint64, chan reply, error) {
+	c.mu.Lock()
+	if c.pending == nil || c.retired {
+		err := c.err
+		if err == nil {
+			err = errRetired
+		}
+		c.mu.Unlock()
+		return 0, nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan reply, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if err := c.write(build(id)); err != nil {
+		c.forget(id)
+		return 0, nil, err
+	}
+	return id, ch, nil
 }
 
 // post sends the message build makes for a fresh request ID without waiting for its

@@ -21,28 +21,50 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 	return peer
 }
 
+// twoNodes is a leader and a follower on one embedded etcd; cleanup stops what is left.
+type twoNodes struct {
+	st1, st2     *store.Store
+	leader, fd   *durableServer
+	follower     *Server
+	leaderActive bool
+}
+
+// startTwoNodes starts the leader (elected first: the only candidate yet), then the
+// follower.
+func startTwoNodes(t *testing.T) *twoNodes {
+	t.Helper()
+	n := &twoNodes{st1: openStore(t, t.TempDir())}
+	t.Cleanup(func() { n.st1.Close() })
+	n.st2 = openPeerStore(t, n.st1, "n2")
+	t.Cleanup(func() { n.st2.Close() })
+	n.leader, n.leaderActive = startDurable(t, n.st1, nil), true
+	t.Cleanup(func() {
+		if n.leaderActive {
+			n.leader.stop(t)
+		}
+	})
+	var err error
+	if n.follower, err = New(Options{Store: n.st2}); err != nil {
+		t.Fatal(err)
+	}
+	n.fd = serveDurable(t, n.follower)
+	t.Cleanup(func() { n.fd.stop(t) })
+	return n
+}
+
+// stopLeader stops the leader (it resigns on the way).
+func (n *twoNodes) stopLeader(t *testing.T) {
+	n.leader.stop(t)
+	n.leaderActive = false
+}
+
 // Two nodes on one etcd: the follower refuses task requests and SUBSCRIBE with
 // NOT_LEADER naming the leader's address; when the leader resigns (Shutdown), the
 // follower is elected, loads the durable tasks from etcd and dispatches them at its own,
 // higher epoch.
 func TestFollowerRedirectsThenTakesOver(t *testing.T) {
-	st1 := openStore(t, t.TempDir())
-	defer st1.Close()
-	st2 := openPeerStore(t, st1, "n2")
-	defer st2.Close()
-	leader := startDurable(t, st1, nil) // elected first: the only candidate yet
-	stopped := false
-	defer func() {
-		if !stopped {
-			leader.stop(t)
-		}
-	}()
-	follower, err := New(Options{Store: st2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := serveDurable(t, follower)
-	defer fd.stop(t)
+	n := startTwoNodes(t)
+	st2, leader, follower, fd := n.st2, n.leader, n.follower, n.fd
 
 	c := connect(t, leader.addr)
 	submit(t, c, 2, durableTask("kept", 0))
@@ -68,15 +90,8 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 		t.Fatalf("follower stats: leader %v, %d tasks; want false and none (it holds no tasks)", st.IsLeader, st.Engine.Tasks)
 	}
 
-	leader.stop(t) // resigns: the follower takes over without waiting for a TTL
-	stopped = true
-	deadline := time.Now().Add(replyWait)
-	for !follower.Stats().IsLeader {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never took over")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	n.stopLeader(t) // resigns: the follower takes over without waiting for a TTL
+	waitLeading(t, follower, "the follower never took over")
 	wk := connectWorker(t, fd.addr, 1, "t")
 	f := wk.fire()
 	if f.TaskID != "kept" || f.Durability != protocol.Durable || f.Epoch <= firstEpoch {
@@ -92,23 +107,8 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 // the next leader only one time to run after the takeover (the old run may still execute
 // somewhere); a plain durable task in the same position runs at once.
 func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
-	st1 := openStore(t, t.TempDir())
-	defer st1.Close()
-	st2 := openPeerStore(t, st1, "n2")
-	defer st2.Close()
-	leader := startDurable(t, st1, nil)
-	stopped := false
-	defer func() {
-		if !stopped {
-			leader.stop(t)
-		}
-	}()
-	follower, err := New(Options{Store: st2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := serveDurable(t, follower)
-	defer fd.stop(t)
+	n := startTwoNodes(t)
+	st1, st2, leader, follower, fd := n.st1, n.st2, n.leader, n.follower, n.fd
 
 	const ttr = time.Second
 	c := connect(t, leader.addr)
@@ -130,15 +130,8 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 
 	// The old run's time to run ends before this instant plus ttr: its FIRE came earlier.
 	stopping := time.Now()
-	leader.stop(t)
-	stopped = true
-	deadline := time.Now().Add(replyWait)
-	for !follower.Stats().IsLeader {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never took over")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	n.stopLeader(t)
+	waitLeading(t, follower, "the follower never took over")
 	w2 := connectWorker(t, fd.addr, 2, "w")
 	first := w2.fire()
 	if first.TaskID != "plain" {
@@ -150,7 +143,7 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 			second.TaskID, after, ttr)
 	}
 	wantOK(t, w2.req(&protocol.Ack{RunID: second.RunID, Epoch: second.Epoch}))
-	deadline = time.Now().Add(replyWait)
+	deadline := time.Now().Add(replyWait)
 	for {
 		locks, err := st2.Locks(context.Background())
 		if err == nil && len(locks) == 0 {

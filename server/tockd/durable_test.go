@@ -47,14 +47,20 @@ func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *dura
 	}
 	d := serveDurable(t, srv)
 	// With a store the node serves requests once elected (a lone node: at once).
+	waitLeading(t, srv, "the lone node was not elected")
+	return d
+}
+
+// waitLeading waits (bounded by replyWait) until srv leads; why says what failed.
+func waitLeading(t *testing.T, srv *Server, why string) {
+	t.Helper()
 	deadline := time.Now().Add(replyWait)
 	for !srv.Stats().IsLeader {
 		if time.Now().After(deadline) {
-			t.Fatal("the lone node was not elected")
+			t.Fatal(why)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return d
 }
 
 // serveDurable serves srv on a fresh loopback port; the caller stops it.
@@ -256,13 +262,7 @@ func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
 	}
 	ds := serveDurable(t, srv)
 	defer ds.stop(t)
-	deadline := time.Now().Add(replyWait)
-	for !srv.Stats().IsLeader {
-		if time.Now().After(deadline) {
-			t.Fatal("not elected")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitLeading(t, srv, "not elected")
 	const n = 200
 	c := connect(t, ds.addr)
 	batch := make([]protocol.Task, n)

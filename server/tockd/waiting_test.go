@@ -139,13 +139,7 @@ func TestElectedEpochOnFires(t *testing.T) {
 	defer st.Close()
 	d := startDurable(t, st, nil)
 	defer d.stop(t)
-	deadline := time.Now().Add(replyWait)
-	for !d.srv.Stats().IsLeader {
-		if time.Now().After(deadline) {
-			t.Fatal("the lone node never led")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitLeading(t, d.srv, "the lone node never led")
 	epoch := d.srv.Stats().Epoch
 	if epoch == 0 {
 		t.Fatal("elected with epoch 0: want the election key's revision")
