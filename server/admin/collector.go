@@ -89,6 +89,8 @@ var metrics = []metric{
 		func(s *tockd.Stats) float64 { return float64(s.Connections) }),
 	gauge("workers_connected", "Connections whose HELLO said role worker.",
 		func(s *tockd.Stats) float64 { return float64(s.Workers) }),
+	gauge("durable_pending_deletes", "Records of finished durable tasks not yet deleted from etcd (ACKs awaiting their answer); each would run again if this node died now.",
+		func(s *tockd.Stats) float64 { return float64(s.PendingDeletes) }),
 	counter("runs_fired_total", "FIREs queued to workers.",
 		func(s *tockd.Stats) float64 { return float64(s.Fired) }),
 	counter("runs_acked_total", "ACKs accepted from workers.",

@@ -39,6 +39,7 @@ var wantScalars = map[string]struct {
 	"tock_dead_letters":               {dto.MetricType_GAUGE, 2005},
 	"tock_connections":                {dto.MetricType_GAUGE, 3001},
 	"tock_workers_connected":          {dto.MetricType_GAUGE, 3002},
+	"tock_durable_pending_deletes":    {dto.MetricType_GAUGE, 3010},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
 	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
 	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},

@@ -219,6 +219,16 @@ func (d *durability) deleteRecords(keys []store.Key) error {
 	}
 }
 
+// pending is the number of records queued or being deleted.
+func (d *durability) pending() int {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queue) + len(d.deleting)
+}
+
 // flush waits until every queued delete has been tried (or ctx ends): Shutdown calls it
 // before resigning, while its deletes are still within its term.
 func (d *durability) flush(ctx context.Context) {

@@ -338,6 +338,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"is_leader": leader,
 			// Beyond the documented names:
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
+			"pending_deletes": int64(ss.PendingDeletes),
 		},
 	}
 }

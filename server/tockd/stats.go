@@ -11,6 +11,10 @@ type Stats struct {
 	Connections int   // connections served now (clients and workers)
 	Workers     int64 // connections whose HELLO said role "worker"
 	Waiting     int   // due runs waiting for a worker with a credit (or a paused type)
+	// PendingDeletes is the records of finished durable tasks not yet deleted from etcd:
+	// the ACKs waiting for their answer. It grows when etcd cannot keep up, and each of
+	// them runs again if this node dies now.
+	PendingDeletes int
 
 	Fired       uint64 // FIREs queued to workers
 	Acked       uint64 // ACKs accepted
@@ -26,16 +30,17 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	leading, epoch := s.leadership()
 	return Stats{
-		Engine:        s.engine.Stats(),
-		Connections:   s.numConns(),
-		Workers:       s.workers.Load(),
-		Waiting:       s.disp.waitingLen(),
-		Fired:         s.fired.Load(),
-		Acked:         s.acked.Load(),
-		Nacked:        s.nacked.Load(),
-		Redelivered:   s.redelivered.Load(),
-		IsLeader:      leading,
-		Epoch:         epoch,
-		LeaderChanges: s.leaderChanges.Load(),
+		Engine:         s.engine.Stats(),
+		Connections:    s.numConns(),
+		Workers:        s.workers.Load(),
+		Waiting:        s.disp.waitingLen(),
+		PendingDeletes: s.dur.pending(),
+		Fired:          s.fired.Load(),
+		Acked:          s.acked.Load(),
+		Nacked:         s.nacked.Load(),
+		Redelivered:    s.redelivered.Load(),
+		IsLeader:       leading,
+		Epoch:          epoch,
+		LeaderChanges:  s.leaderChanges.Load(),
 	}
 }

@@ -83,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		tlsKey    string
 		tlsCA     string
 		dispatch  string
+		ttl       time.Duration
 	)
 	c.obs.flags(fs)
 	fs.BoolVar(&c.printRules, "print-alert-rules", false, "print the Prometheus alerting rules for tockd's metrics and exit")
@@ -108,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&dataDir, "data-dir", "", "start an embedded etcd in this directory and keep durable tasks in it")
 	fs.IntVar(&etcdPort, "etcd-client-port", 2379, "client port of the embedded etcd on 127.0.0.1 (0: a free one)")
+	fs.DurationVar(&ttl, "session-ttl", store.DefaultSessionTTL, "etcd session TTL of leadership (whole seconds): a dead leader is replaced about this long after; raise it on a machine that can stall for that long")
 	fs.StringVar(&etcd, "etcd", "", "comma-separated endpoints of an external etcd for durable tasks")
 
 	var envErr error
@@ -159,6 +161,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.store != nil {
 		c.store.Node = c.server.NodeName
+		if ttl < time.Second {
+			return config{}, fmt.Errorf("-session-ttl %v: at least 1s (etcd counts whole seconds)", ttl)
+		}
+		c.store.SessionTTL = ttl
 	}
 	var err error
 	if c.server.Dispatch, err = tockd.ParseDispatch(dispatch); err != nil {

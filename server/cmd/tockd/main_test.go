@@ -52,6 +52,7 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-tls-cert", "missing.pem", "-tls-key", "missing.key"}, nil, "-tls-cert"},
 		{[]string{"-webhook-secret", "s"}, nil, "-webhook-format feishu"},
 		{[]string{"-alert-backlog", "-1"}, nil, "-alert-backlog"},
+		{[]string{"-data-dir", "d", "-session-ttl", "500ms"}, nil, "-session-ttl"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
