@@ -39,9 +39,8 @@
 // Not built yet (issue 5): runs are not recorded as pending (a new leader redelivers
 // every unfinished durable task at once, not after its time to run); recurring durable
 // tasks restart their schedule from the load instead of applying their misfire policy to
-// the occurrences missed while no node led; single SUBMITs are not group-committed
-// across connections (SUBMIT_BATCH is the durable throughput path); workers do not
-// register in etcd with a lease.
+// the occurrences missed while no node led; workers do not register in etcd with a
+// lease. (Durable submits are group-committed: commit.go.)
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.

@@ -499,8 +499,9 @@ func (p *prepared) record(now time.Time) (store.Record, error) {
 	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, nil
 }
 
-// writeRecords writes the records of the durable, claimed tasks of ps (one Put, or one
-// PutBatch for several); a task whose write failed gets its error and its claim released.
+// writeRecords writes the records of the durable, claimed tasks of ps, in a transaction
+// shared with concurrent requests (commit.go); a task whose write failed gets its error
+// and its claim released.
 func (s *Server) writeRecords(ps []prepared) {
 	var idx []int
 	var recs []store.Record
@@ -522,19 +523,9 @@ func (s *Server) writeRecords(ps []prepared) {
 	if len(recs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-	defer cancel()
-	// Fenced by this node's term: a node deposed meanwhile writes nothing the next
-	// leader would not see (it stopped mirroring when elected).
-	var errs []error
-	if f := s.fence.Load(); f != nil {
-		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, recs) // a failed transaction is in errs too
-	} else {
-		errs = make([]error, len(recs))
-		for i := range errs {
-			errs[i] = store.ErrFenced
-		}
-	}
+	// Grouped with other requests' records (commit.go) and fenced by this node's term:
+	// a node deposed meanwhile writes nothing the next leader would not see.
+	errs := s.committer.put(s, recs)
 	for j, i := range idx {
 		if errs[j] != nil {
 			ps[i].err = storeError(errs[j])

@@ -330,6 +330,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			// Beyond the documented names:
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
+			"durable_commits": s.committer.commits.Load(),
 		},
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),

@@ -42,7 +42,8 @@ type Server struct {
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 
-	dur *durability // durable task bookkeeping; nil without Options.Store (durable.go)
+	dur       *durability // durable task bookkeeping; nil without Options.Store (durable.go)
+	committer committer   // groups durable record writes of concurrent requests (commit.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu

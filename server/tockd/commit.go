@@ -1,0 +1,103 @@
+package tockd
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tock-sched/tock/server/store"
+)
+
+// committer groups the durable record writes of concurrent requests (SUBMITs from many
+// connections) into shared etcd transactions, so that durable throughput is bounded by
+// etcd rather than by one round trip per request: while one write is in flight, the
+// requests that arrive queue, and the next write carries all of them (store.PutBatch
+// splits it by MaxTxnOps and runs the parts concurrently). The first request to find no
+// write in flight commits for everyone queued, then returns its own result; the others
+// wait for theirs. A request that names a key already in the batch being formed waits for
+// the next one, so that each key's write keeps its own version check.
+type committer struct {
+	mu      sync.Mutex
+	queue   []*commitReq
+	busy    bool          // a request's goroutine is committing
+	commits atomic.Uint64 // shared writes made (STATS durable_commits)
+}
+
+type commitReq struct {
+	recs []store.Record
+	errs []error
+	done chan struct{}
+}
+
+// put writes recs, fenced by the server's term, and returns one error per record.
+func (c *committer) put(s *Server, recs []store.Record) []error {
+	req := &commitReq{recs: recs, done: make(chan struct{})}
+	c.mu.Lock()
+	c.queue = append(c.queue, req)
+	if c.busy {
+		c.mu.Unlock()
+		<-req.done
+		return req.errs
+	}
+	c.busy = true
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		batch := c.take()
+		if len(batch) == 0 {
+			c.busy = false
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		s.commit(batch)
+	}
+	<-req.done
+	return req.errs
+}
+
+// take removes from the queue the requests of the next batch: every one whose keys are
+// not already in it. Requires c.mu.
+func (c *committer) take() []*commitReq {
+	var batch, later []*commitReq
+	keys := map[store.Key]bool{}
+next:
+	for _, r := range c.queue {
+		for _, rec := range r.recs {
+			if keys[store.Key{Namespace: rec.Namespace, ID: rec.ID}] {
+				later = append(later, r)
+				continue next
+			}
+		}
+		for _, rec := range r.recs {
+			keys[store.Key{Namespace: rec.Namespace, ID: rec.ID}] = true
+		}
+		batch = append(batch, r)
+	}
+	c.queue = later
+	return batch
+}
+
+// commit writes a batch's records in one fenced PutBatch and hands each request its errors.
+func (s *Server) commit(batch []*commitReq) {
+	s.committer.commits.Add(1)
+	var all []store.Record
+	for _, r := range batch {
+		all = append(all, r.recs...)
+	}
+	var errs []error
+	if f := s.fence.Load(); f != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		cancel()
+	} else {
+		errs = make([]error, len(all))
+		for i := range errs {
+			errs[i] = store.ErrFenced
+		}
+	}
+	for _, r := range batch {
+		r.errs, errs = errs[:len(r.recs):len(r.recs)], errs[len(r.recs):]
+		close(r.done)
+	}
+}
