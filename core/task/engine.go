@@ -233,7 +233,22 @@ func (e *Engine) now() (int64, time.Time) {
 // in the namespace returns ErrExists, unless t.Version is higher than the existing task's:
 // then t replaces it (a run in progress finishes, but its result is ignored). The payload
 // is copied. Cost: one map insert and one timer, O(1).
-func (e *Engine) Submit(t Task) (Info, error) {
+func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
+
+// Resume is Submit for a recurring task handed over from another engine (a server that
+// took over from a node that died): its schedule continues from nextDue, the due time of
+// the occurrence its previous holder had armed, instead of starting over from now. If
+// nextDue has passed, the occurrences missed meanwhile are a misfire, handled by the
+// task's Misfire policy (one run now, or none) as for an engine that fell behind. A zero
+// nextDue, or a one-shot task, is plain Submit.
+func (e *Engine) Resume(t Task, nextDue time.Time) (Info, error) {
+	if !t.Schedule.Recurring() {
+		nextDue = time.Time{}
+	}
+	return e.submit(t, nextDue)
+}
+
+func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
@@ -249,6 +264,9 @@ func (e *Engine) Submit(t Task) (Info, error) {
 	first, err := t.Schedule.First(wall)
 	if err != nil {
 		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	if !nextDue.IsZero() {
+		first = nextDue
 	}
 	h := keyHash(t.Namespace, t.ID)
 	sh := e.shardOf(h)

@@ -414,6 +414,42 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
+// Resume continues a recurring task's schedule from the occurrence its previous holder
+// had armed: one already past is a misfire, handled by the task's policy.
+func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy   MisfirePolicy
+		wantRuns int
+	}{{MisfireFireOnce, 1}, {MisfireSkip, 0}} {
+		t.Run(fmt.Sprint(tc.policy), func(t *testing.T) {
+			h := newHarness(t)
+			var runs atomic.Int32
+			h.e.Register("r", func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
+			// Handed over 10.5 s after the occurrence due at epoch-10s: 11 of them passed.
+			past := epoch.Add(-10*time.Second - 500*time.Millisecond)
+			if _, err := h.e.Resume(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
+				t.Fatal(err)
+			}
+			h.fake.Advance(0)
+			ev := h.wait(EventMisfired, "r")
+			if tc.wantRuns == 1 {
+				h.wait(EventSucceeded, "r")
+			}
+			in, _ := h.e.Get("", "r")
+			// The schedule keeps its phase: occurrences at past + k s, the next after now.
+			if int(runs.Load()) != tc.wantRuns || ev.Missed == 0 || !in.NextRun.Equal(past.Add(11*time.Second)) {
+				t.Fatalf("runs %d, missed %d, next %v (want %v)", runs.Load(), ev.Missed, in.NextRun, past.Add(11*time.Second))
+			}
+		})
+	}
+	// One-shot tasks ignore nextDue.
+	h := newHarness(t)
+	in, err := h.e.Resume(Task{ID: "o", Type: "r", Schedule: After(time.Minute)}, epoch.Add(-time.Hour))
+	if err != nil || !in.NextRun.Equal(epoch.Add(time.Minute)) {
+		t.Fatalf("one-shot resume: %+v, %v", in, err)
+	}
+}
+
 func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
 	h := newHarness(t)
 	for _, c := range []struct {
