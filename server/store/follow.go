@@ -17,6 +17,8 @@ const (
 	RecordDelete                       // the record of Key was deleted
 	LockPut                            // Key's run lock was written
 	LockDelete                         // Key's run lock was deleted
+	NextPut                            // Key's progress was written: Due
+	NextDelete                         // Key's progress was deleted
 	OtherChange                        // anything else under the prefix (the election's keys)
 )
 
@@ -25,6 +27,7 @@ type Change struct {
 	Kind   ChangeKind
 	Key    Key
 	Record Record // RecordPut only
+	Due    int64  // NextPut only: Unix ns
 	Rev    int64  // the write's revision
 }
 
@@ -73,6 +76,17 @@ func (s *Store) change(ev *clientv3.Event) Change {
 			return c // not a record this store wrote: ignored, as Load would refuse it
 		}
 		c.Kind, c.Record = RecordPut, r
+	case strings.HasPrefix(key, s.next):
+		if !put {
+			ns, id, ok := strings.Cut(key[len(s.next):], "/")
+			if ok {
+				c.Kind, c.Key = NextDelete, Key{ns, id}
+			}
+			return c
+		}
+		if k, due, ok := s.decodeNext(ev.Kv.Key, ev.Kv.Value); ok {
+			c.Kind, c.Key, c.Due = NextPut, k, due
+		}
 	case strings.HasPrefix(key, s.locks):
 		ns, id, ok := strings.Cut(key[len(s.locks):], "/")
 		if !ok {

@@ -22,6 +22,7 @@ type session struct {
 // Leadership is this node's term as leader.
 type Leadership struct {
 	elec      *concurrency.Election
+	key       string // the election key, kept: the Election forgets it on Resign
 	epoch     int64
 	done      chan struct{}
 	resigned  chan struct{}
@@ -33,10 +34,10 @@ type Leadership struct {
 func (l *Leadership) Epoch() int64 { return l.epoch }
 
 // Fence is the condition that makes a write apply only during this term.
-func (l *Leadership) Fence() Fence { return Fence{Key: l.elec.Key(), Rev: l.epoch} }
+func (l *Leadership) Fence() Fence { return Fence{Key: l.key, Rev: l.epoch} }
 
 // Key is this node's election key.
-func (l *Leadership) Key() string { return l.elec.Key() }
+func (l *Leadership) Key() string { return l.key }
 
 // Done is closed when this node must stop acting as leader: its session is
 // lost (or about to be; see the package doc) or Resign was called.
@@ -69,7 +70,7 @@ func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, erro
 	if err := e.Campaign(ctx, value); err != nil {
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
-	l := &Leadership{elec: e, epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{})}
+	l := &Leadership{elec: e, key: e.Key(), epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{})}
 	go func() {
 		select {
 		case <-ss.lost:

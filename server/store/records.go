@@ -235,7 +235,8 @@ func (f Fence) held(resp *clientv3.TxnResponse) bool { return f.Key == "" || res
 // Key names one record.
 type Key struct{ Namespace, ID string }
 
-// DeleteBatch removes records in as few transactions as Options.MaxTxnOps allows, up to
+// DeleteBatch removes records (each with its progress, next.go) in as few transactions
+// as Options.MaxTxnOps allows, up to
 // Options.TxnConcurrency of them in flight at once; absent records are no error. On an error some
 // transactions may have committed: deleting again is harmless.
 func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
@@ -257,8 +258,9 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 			continue
 		}
 		seen[key] = true
-		ops = append(ops, clientv3.OpDelete(key))
-		if len(ops) == s.opts.MaxTxnOps {
+		nk, _ := s.nextKey(k.Namespace, k.ID) // valid when key is
+		ops = append(ops, clientv3.OpDelete(key), clientv3.OpDelete(nk))
+		if len(ops) >= s.opts.MaxTxnOps-1 {
 			txns, ops = append(txns, ops), nil
 		}
 	}

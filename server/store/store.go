@@ -23,6 +23,7 @@ type Store struct {
 	etcd   *embed.Etcd // nil with external Endpoints
 	tasks  string      // Prefix + "tasks/"
 	locks  string      // Prefix + "locks/": run locks of exclusive tasks
+	next   string      // Prefix + "next/": recurring tasks' progress (next.go)
 	leader string      // Prefix + "leader"
 
 	mu      sync.Mutex
@@ -37,7 +38,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", leader: o.Prefix + "leader"}
+	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", next: o.Prefix + "next/", leader: o.Prefix + "leader"}
 	endpoints := o.Endpoints
 	if o.Embedded != "" {
 		s.etcd, err = startEmbedded(ctx, o)

@@ -369,3 +369,35 @@ func TestFencedWrites(t *testing.T) {
 		t.Fatalf("records %v: want only a/x, still there", got)
 	}
 }
+
+// Progress of recurring tasks: written fenced, read at a revision, deleted with the record.
+func TestNextDue(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "r", Version: 1, Body: []byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 42}, {Key{"a", "s"}, 7}}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.NextAt(ctx, 0)
+	if err != nil || next[Key{"a", "r"}] != 42 || next[Key{"a", "s"}] != 7 {
+		t.Fatalf("NextAt: %v, %v", next, err)
+	}
+	if err := s.DeleteBatch(ctx, []Key{{"a", "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}] != 7 {
+		t.Fatalf("after deleting a/r: %v", next)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 8}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("after the term: %v, want ErrFenced", err)
+	}
+}

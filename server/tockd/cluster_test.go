@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"context"
+	"github.com/tock-sched/tock/core/task"
 	"testing"
 	"time"
 
@@ -153,5 +154,52 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 			t.Fatalf("run locks after the ACK: %v, %v; want none", locks, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A recurring durable task resumes, after a time with no leader, where its last leader
+// left it: the occurrences that fell due meanwhile get its misfire policy (fire once:
+// one run at once, due at the latest missed occurrence; skip: the next occurrence on the
+// same phase) instead of the schedule starting over.
+func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
+	for _, policy := range []task.MisfirePolicy{task.MisfireFireOnce, task.MisfireSkip} {
+		t.Run(policy.String(), func(t *testing.T) {
+			st := openStore(t, t.TempDir())
+			defer st.Close()
+			const every = 500 * time.Millisecond
+			a := startDurable(t, st, nil)
+			c := connect(t, a.addr)
+			tk := workTask("tick", 1)
+			tk.Durability, tk.Misfire = protocol.Durable, policy
+			tk.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(every)}
+			submit(t, c, 2, tk)
+			w := connectWorker(t, a.addr, 10, "w")
+			var last *protocol.Fire
+			for range 2 {
+				last = w.fire()
+				wantOK(t, w.req(&protocol.Ack{RunID: last.RunID, Epoch: last.Epoch}))
+			}
+			a.stop(t)             // records the progress, resigns
+			time.Sleep(3 * every) // the outage: no node leads (time must pass; nothing to await)
+
+			b, err := New(Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bd := serveDurable(t, b)
+			defer bd.stop(t)
+			waitLeading(t, b, "the second node was not elected")
+			tookOver := time.Now().UnixNano()
+			f := connectWorker(t, bd.addr, 10, "w").fire()
+			phase := (f.Due - last.Due) % int64(every)
+			switch {
+			case policy == task.MisfireFireOnce && !(f.Due < tookOver && f.Due > last.Due && phase == 0):
+				t.Fatalf("first run after the outage is due at %v, want a missed occurrence (after %v, before the takeover %v, on the schedule's phase)",
+					time.Unix(0, f.Due), time.Unix(0, last.Due), time.Unix(0, tookOver))
+			case policy == task.MisfireSkip && !(f.Due >= tookOver-int64(every) && phase == 0):
+				t.Fatalf("first run after the outage is due at %v, want the next occurrence on the schedule's phase (takeover %v)",
+					time.Unix(0, f.Due), time.Unix(0, tookOver))
+			}
+		})
 	}
 }

@@ -36,11 +36,15 @@
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
 //     leader waits one time to run before running a task whose lock it finds.
 //
+//   - Recurring durable tasks' progress (progress.go): when an occurrence ends, the
+//     leader records the next due time (<prefix>next/, at most every 100 ms, fenced);
+//     the next leader resumes the schedule from it (Engine.Resume), so occurrences that
+//     fell due while no node led get the task's misfire policy.
+//   - Durable submits of concurrent requests share etcd transactions (commit.go).
+//
 // Not built yet (issue 5): runs are not recorded as pending (a new leader redelivers
-// every unfinished durable task at once, not after its time to run); recurring durable
-// tasks restart their schedule from the load instead of applying their misfire policy to
-// the occurrences missed while no node led; workers do not register in etcd with a
-// lease. (Durable submits are group-committed: commit.go.)
+// every unfinished durable task at once, not after its time to run); workers do not
+// register in etcd with a lease.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.

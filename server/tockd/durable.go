@@ -40,14 +40,17 @@ type durability struct {
 		Debug(string, ...any)
 	}
 
-	mu       sync.Mutex
-	cond     *sync.Cond                   // signals queue growth, deletes finishing, and stop
-	unlock   func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
-	fence    *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	tasks    map[taskKey]durEntry
-	queue    []taskKey                 // records to delete, in event order
-	queued   map[taskKey]bool          // the keys in queue
-	deleting map[taskKey]chan struct{} // a Delete in flight; closed when it ends
+	mu     sync.Mutex
+	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
+	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
+	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
+	// occurrence and forgetProgress keep a recurring task's progress (progress.go).
+	occurrence     func(task.Event)
+	forgetProgress func(ns, id string)
+	tasks          map[taskKey]durEntry
+	queue          []taskKey                 // records to delete, in event order
+	queued         map[taskKey]bool          // the keys in queue
+	deleting       map[taskKey]chan struct{} // a Delete in flight; closed when it ends
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
@@ -66,6 +69,8 @@ func newDurability(st *store.Store, s *Server) *durability {
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
 	d.fence = &s.fence
+	d.occurrence = s.onOccurrence
+	d.forgetProgress = s.progress.forget
 	return d
 }
 
@@ -81,25 +86,34 @@ func (d *durability) isDurable(ns, id string, v uint64) bool {
 }
 
 // onEvent is the engine's OnEvent hook: it runs on engine goroutines, so it only queues
-// (and has an exclusive task's run lock deleted in the background).
+// (and has an exclusive task's run lock deleted, and a recurring task's progress noted,
+// in the background).
 func (d *durability) onEvent(ev task.Event) {
 	switch ev.Kind {
-	case task.EventSucceeded, task.EventDead, task.EventCancelled, task.EventRetrying:
+	case task.EventSucceeded, task.EventDead, task.EventCancelled, task.EventRetrying, task.EventMisfired:
 	default:
 		return
 	}
 	k := taskKey{ev.Namespace, ev.ID}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	e, ok := d.tasks[k]
 	if !ok || e.version != ev.Version {
+		d.mu.Unlock()
 		return // not durable, or replaced by a newer version
 	}
-	if e.exclusive {
+	if e.exclusive && ev.Kind != task.EventMisfired {
 		d.unlock(ev)
 	}
-	if ev.Kind == task.EventRetrying || (e.recurring && ev.Kind != task.EventCancelled) {
-		return // a retry or a recurring task's next occurrence: it goes on
+	if e.recurring && ev.Kind != task.EventCancelled {
+		d.mu.Unlock()
+		if ev.Kind != task.EventRetrying {
+			d.occurrence(ev) // an occurrence ended: its successor is armed
+		}
+		return
+	}
+	if ev.Kind == task.EventRetrying || ev.Kind == task.EventMisfired {
+		d.mu.Unlock()
+		return // a one-shot task's retry: it goes on
 	}
 	delete(d.tasks, k)
 	if !d.queued[k] {
@@ -107,6 +121,10 @@ func (d *durability) onEvent(ev task.Event) {
 		d.queue = append(d.queue, k)
 	}
 	d.cond.Broadcast()
+	d.mu.Unlock()
+	if e.recurring { // cancelled: its progress goes with its record
+		d.forgetProgress(ev.Namespace, ev.ID)
+	}
 }
 
 // afterDelete arranges for fn to run once ns/id's record is deleted, if its deletion is
@@ -392,9 +410,13 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	next, err := s.opts.Store.NextAt(ctx, 0)
+	if err != nil {
+		return err
+	}
 	n := 0
 	_, err = s.opts.Store.Load(ctx, func(r store.Record) error {
-		if s.loadRecord(r, locked, epoch) {
+		if s.loadRecord(r, locked, next, epoch) {
 			n++
 		}
 		return nil
@@ -407,10 +429,10 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 }
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, epoch uint64) {
+func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) {
 	n := 0
 	for _, r := range records {
-		if s.loadRecord(r, locked, epoch) {
+		if s.loadRecord(r, locked, next, epoch) {
 			n++
 		}
 	}
@@ -418,17 +440,22 @@ func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool,
 }
 
 // loadRecord submits one record to the engine (see loadDurable); false if it was not.
-func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, epoch uint64) bool {
+func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
 		if t, err = protocol.ToTask(&w); err == nil {
 			k := taskKey{t.Namespace, t.ID}
 			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
+			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
+			var nextDue time.Time // a recurring task continues where its last leader was
+			if due, ok := next[sk]; ok {
+				nextDue = time.Unix(0, due)
+			}
 			if err = s.dur.claim(k, e); err == nil {
-				if t.Exclusive && locked[store.Key{Namespace: t.Namespace, ID: t.ID}] {
-					s.submitAfterLockedRun(t, k, e, epoch)
-				} else if _, err = s.engine.Submit(t); err != nil {
+				if t.Exclusive && locked[sk] {
+					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
+				} else if _, err = s.engine.Resume(t, nextDue); err != nil {
 					s.dur.release(k, e)
 				}
 			}

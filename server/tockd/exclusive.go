@@ -62,9 +62,10 @@ func (s *Server) ttrOf(t task.Task) time.Duration {
 	return s.opts.DefaultTTR
 }
 
-// submitAfterLockedRun submits t, an exclusive task whose last run may still execute
-// somewhere, one time to run from now, if this node still leads at epoch then.
-func (s *Server) submitAfterLockedRun(t task.Task, k taskKey, e durEntry, epoch uint64) {
+// submitAfterLockedRun submits t (resumed at nextDue, if set), an exclusive task whose
+// last run may still execute somewhere, one time to run from now, if this node still
+// leads at epoch then.
+func (s *Server) submitAfterLockedRun(t task.Task, nextDue time.Time, k taskKey, e durEntry, epoch uint64) {
 	wait := s.ttrOf(t)
 	s.log.Info("tockd: exclusive task with a run in flight at the takeover: waiting one time to run",
 		"ns", t.Namespace, "id", t.ID, "wait", wait)
@@ -72,7 +73,7 @@ func (s *Server) submitAfterLockedRun(t task.Task, k taskKey, e durEntry, epoch 
 		if leading, now := s.leadership(); !leading || now != epoch {
 			return // stepped down meanwhile: the next leader loads it
 		}
-		if _, err := s.engine.Submit(t); err != nil {
+		if _, err := s.engine.Resume(t, nextDue); err != nil {
 			s.dur.release(k, e)
 			s.log.Error("tockd: exclusive task not submitted after waiting out its last run", "ns", t.Namespace, "id", t.ID, "err", err)
 		}

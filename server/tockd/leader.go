@@ -96,11 +96,11 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		epoch := uint64(l.Epoch())
 		fence := l.Fence()
 		s.fence.Store(&fence)
-		records, locked, caughtUp := sb.snapshotAt(l.Epoch(), standbyCatchUp)
+		records, locked, next, caughtUp := sb.snapshotAt(l.Epoch(), standbyCatchUp)
 		stopStandby()
 		<-mirrored
 		if caughtUp {
-			s.loadMirrored(records, locked, epoch)
+			s.loadMirrored(records, locked, next, epoch)
 		} else {
 			lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 			err = s.loadDurable(lctx, epoch)

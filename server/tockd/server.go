@@ -42,8 +42,11 @@ type Server struct {
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 
-	dur       *durability // durable task bookkeeping; nil without Options.Store (durable.go)
-	committer committer   // groups durable record writes of concurrent requests (commit.go)
+	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
+	committer    committer   // groups durable record writes of concurrent requests (commit.go)
+	progress     *progress   // recurring durable tasks' next due times (progress.go); nil without a Store
+	stopProgress context.CancelFunc
+	progressDone chan struct{}
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -73,6 +76,7 @@ func New(opts Options) (*Server, error) {
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
 		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
 		if opts.Store != nil {
+			s.progress = newProgress()
 			s.dur = newDurability(opts.Store, s)
 			var eo task.Options
 			for _, o := range eopts {
@@ -95,6 +99,9 @@ func New(opts Options) (*Server, error) {
 	s.engine.RegisterFallback(s.handler)
 	if s.dur != nil {
 		go s.dur.run()
+		pctx, stop := context.WithCancel(context.Background())
+		s.stopProgress, s.progressDone = stop, make(chan struct{})
+		go func() { defer close(s.progressDone); s.progress.run(pctx, s) }()
 	}
 	return s, nil
 }
@@ -258,6 +265,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// The deletes of tasks that finished here go first, while this node's term (their
 		// fence) lasts; then resign, so that another node can lead while this one drains.
 		s.dur.flush(ctx)
+		s.progress.flush(ctx, s)
 		stopLeading()
 		select {
 		case <-leaderDone:
@@ -288,6 +296,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// After the engine: no event comes later. Queued deletes are finished, or logged
 		// when ctx ends first.
 		s.dur.stop(ctx)
+		s.stopProgress()
+		<-s.progressDone
 	}
 	return err
 }

@@ -29,7 +29,8 @@ type standby struct {
 	changed *sync.Cond // rev advanced or the mirror stopped
 	records map[taskKey]store.Record
 	locks   map[store.Key]bool
-	rev     int64 // every write up to rev is applied; 0 while (re)reading
+	next    map[store.Key]int64 // recurring tasks' progress (progress.go)
+	rev     int64               // every write up to rev is applied; 0 while (re)reading
 	stopped bool
 }
 
@@ -54,12 +55,16 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 			return nil
 		})
 		var locks map[store.Key]bool
+		var next map[store.Key]int64
 		if err == nil {
 			locks, err = st.LocksAt(ctx, rev)
 		}
 		if err == nil {
+			next, err = st.NextAt(ctx, rev)
+		}
+		if err == nil {
 			sb.mu.Lock()
-			sb.records, sb.locks, sb.rev = records, locks, rev
+			sb.records, sb.locks, sb.next, sb.rev = records, locks, next, rev
 			sb.changed.Broadcast()
 			sb.mu.Unlock()
 			err = st.Follow(ctx, rev+1, sb.apply)
@@ -96,14 +101,18 @@ func (sb *standby) apply(c store.Change) {
 		sb.locks[c.Key] = true
 	case store.LockDelete:
 		delete(sb.locks, c.Key)
+	case store.NextPut:
+		sb.next[c.Key] = c.Due
+	case store.NextDelete:
+		delete(sb.next, c.Key)
 	}
 	sb.rev = c.Rev
 	sb.changed.Broadcast()
 }
 
 // snapshotAt waits (up to wait) until the mirror has applied every write up to rev and
-// returns its records and locks; false if it did not get there.
-func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, bool) {
+// returns its records, locks and progress; false if it did not get there.
+func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]int64, bool) {
 	deadline := time.Now().Add(wait)
 	timer := time.AfterFunc(wait, func() {
 		sb.mu.Lock()
@@ -117,7 +126,7 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 		sb.changed.Wait()
 	}
 	if sb.rev < rev {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	records := make([]store.Record, 0, len(sb.records))
 	for _, r := range sb.records {
@@ -127,5 +136,9 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 	for k := range sb.locks {
 		locks[k] = true
 	}
-	return records, locks, true
+	next := make(map[store.Key]int64, len(sb.next))
+	for k, due := range sb.next {
+		next[k] = due
+	}
+	return records, locks, next, true
 }

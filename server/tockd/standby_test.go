@@ -41,7 +41,7 @@ func TestStandbyMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records, locks, ok := sb.snapshotAt(l.Epoch(), replyWait)
+	records, locks, _, ok := sb.snapshotAt(l.Epoch(), replyWait)
 	if !ok {
 		t.Fatal("the mirror never reached the election's revision")
 	}
@@ -56,7 +56,7 @@ func TestStandbyMirrors(t *testing.T) {
 		t.Fatalf("mirrored locks %v", locks)
 	}
 	// A revision it cannot reach in time: false, so the leader reads etcd instead.
-	if _, _, ok := sb.snapshotAt(l.Epoch()+1000, 50*time.Millisecond); ok {
+	if _, _, _, ok := sb.snapshotAt(l.Epoch()+1000, 50*time.Millisecond); ok {
 		t.Fatal("snapshot claimed a revision the mirror has not seen")
 	}
 }
