@@ -48,16 +48,7 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 	if len(ops) > 0 {
 		txns = append(txns, ops)
 	}
-	return s.concurrently(len(txns), func(i int) error {
-		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
-		if err != nil {
-			return fmt.Errorf("store: record the progress of %d tasks: %w", len(txns[i]), err)
-		}
-		if !f.held(resp) {
-			return ErrFenced
-		}
-		return nil
-	})
+	return s.commitFenced(ctx, f, txns, "record the progress of tasks")
 }
 
 // NextAt returns the progress of every recurring task at revision rev (Load's; 0: now).

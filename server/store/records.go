@@ -267,10 +267,16 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 	if len(ops) > 0 {
 		txns = append(txns, ops)
 	}
+	return s.commitFenced(ctx, f, txns, "delete records")
+}
+
+// commitFenced commits txns, each one transaction conditional on f, TxnConcurrency at
+// once; what names them in an error.
+func (s *Store) commitFenced(ctx context.Context, f Fence, txns [][]clientv3.Op, what string) error {
 	return s.concurrently(len(txns), func(i int) error {
 		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
 		if err != nil {
-			return fmt.Errorf("store: delete %d records: %w", len(txns[i]), err)
+			return fmt.Errorf("store: %s (%d ops): %w", what, len(txns[i]), err)
 		}
 		if !f.held(resp) {
 			return ErrFenced
