@@ -29,8 +29,18 @@ type commitReq struct {
 	done chan struct{}
 }
 
+// groupBelow is the size under which a request's records are grouped with others': a
+// larger one (a SUBMIT_BATCH) fills transactions by itself, and writing it at once keeps
+// concurrent large requests in flight together rather than one after another.
+const groupBelow = 64
+
 // put writes recs, fenced by the server's term, and returns one error per record.
 func (c *committer) put(s *Server, recs []store.Record) []error {
+	if len(recs) >= groupBelow {
+		r := &commitReq{recs: recs, done: make(chan struct{})}
+		s.commit([]*commitReq{r})
+		return r.errs
+	}
 	req := &commitReq{recs: recs, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, req)
