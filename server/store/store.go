@@ -18,13 +18,14 @@ import (
 
 // Store is a handle on tock's keys in etcd. It is safe for concurrent use.
 type Store struct {
-	opts   Options
-	cli    *clientv3.Client
-	etcd   *embed.Etcd // nil with external Endpoints
-	tasks  string      // Prefix + "tasks/"
-	locks  string      // Prefix + "locks/": run locks of exclusive tasks
-	next   string      // Prefix + "next/": recurring tasks' progress (next.go)
-	leader string      // Prefix + "leader"
+	opts    Options
+	cli     *clientv3.Client
+	etcd    *embed.Etcd // nil with external Endpoints
+	tasks   string      // Prefix + "tasks/"
+	locks   string      // Prefix + "locks/": run locks of exclusive tasks
+	next    string      // Prefix + "next/": recurring tasks' progress (next.go)
+	workers string      // Prefix + "workers/": the worker registry (workers.go)
+	leader  string      // Prefix + "leader"
 
 	mu      sync.Mutex
 	session *session // nil until the first Campaign
@@ -38,7 +39,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", next: o.Prefix + "next/", leader: o.Prefix + "leader"}
+	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", next: o.Prefix + "next/",
+		workers: o.Prefix + "workers/", leader: o.Prefix + "leader"}
 	endpoints := o.Endpoints
 	if o.Embedded != "" {
 		s.etcd, err = startEmbedded(ctx, o)

@@ -401,3 +401,34 @@ func TestNextDue(t *testing.T) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
 	}
 }
+
+// Registry entries live under the session lease: they go when the session does.
+func TestWorkerRegistry(t *testing.T) {
+	s := openEmbedded(t, Options{SessionTTL: time.Second})
+	ctx := ctxT(t)
+	if err := s.PutWorker(ctx, "n1", "3", []byte(`{"credits":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutWorker(ctx, "n1", "4", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteWorker(ctx, "n1", "4"); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := s.Workers(ctx)
+	if err != nil || len(ws) != 1 || ws[0].Node != "n1" || ws[0].Name != "3" || string(ws[0].Value) != `{"credits":4}` {
+		t.Fatalf("workers %+v, %v", ws, err)
+	}
+	s.mu.Lock()
+	lease := s.session.sess.Lease()
+	s.mu.Unlock()
+	if _, err := s.Client().Revoke(ctx, lease); err != nil { // the node dies: its lease goes
+		t.Fatal(err)
+	}
+	if ws, err := s.Workers(ctx); err != nil || len(ws) != 0 {
+		t.Fatalf("workers after the lease went: %+v, %v", ws, err)
+	}
+	if err := s.PutWorker(ctx, "n/1", "3", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad node: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"context"
+	"encoding/json"
 	"github.com/tock-sched/tock/core/task"
 	"testing"
 	"time"
@@ -202,4 +203,36 @@ func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The leader keeps a registry of its workers in etcd: an entry appears when a worker
+// subscribes, follows its load, and goes when it disconnects.
+func TestWorkerRegistry(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	entries := func(want int) []store.Worker {
+		t.Helper()
+		deadline := time.Now().Add(replyWait)
+		for {
+			ws, err := st.Workers(context.Background())
+			if err == nil && len(ws) == want {
+				return ws
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("registry %+v (%v), want %d entries", ws, err, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	w := connectNamedWorker(t, ds.addr, "reporter", 7, "w", "v")
+	ws := entries(1)
+	var e workerEntry
+	if err := json.Unmarshal(ws[0].Value, &e); err != nil || ws[0].Node != ds.srv.opts.NodeName || e.Name != "reporter" ||
+		e.Credits != 7 || len(e.Types) != 2 {
+		t.Fatalf("entry %+v %+v (%v)", ws[0], e, err)
+	}
+	w.nc.Close()
+	entries(0)
 }

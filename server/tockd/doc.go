@@ -42,9 +42,13 @@
 //     fell due while no node led get the task's misfire policy.
 //   - Durable submits of concurrent requests share etcd transactions (commit.go).
 //
+//   - Worker registry (registry.go): the leader keeps an entry per worker connection in
+//     etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
+//     credits, runs in flight), brought up to date every second; entries go when the
+//     worker does, and with the lease if the leader dies.
+//
 // Not built yet (issue 5): runs are not recorded as pending (a new leader redelivers
-// every unfinished durable task at once, not after its time to run); workers do not
-// register in etcd with a lease.
+// every unfinished durable task at once, not after its time to run).
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.

@@ -101,7 +101,13 @@ func New(opts Options) (*Server, error) {
 		go s.dur.run()
 		pctx, stop := context.WithCancel(context.Background())
 		s.stopProgress, s.progressDone = stop, make(chan struct{})
-		go func() { defer close(s.progressDone); s.progress.run(pctx, s) }()
+		go func() {
+			defer close(s.progressDone)
+			done := make(chan struct{})
+			go func() { defer close(done); s.reportWorkers(pctx) }() // registry.go
+			s.progress.run(pctx, s)
+			<-done
+		}()
 	}
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tock-sched/tock/core/task"
@@ -50,8 +51,9 @@ func (d *dispatcher) waitingLen() int {
 type workerState struct {
 	types    []string
 	credits  uint64
-	seq      uint64             // subscription order, from 1 (round robin; tie-break)
+	seq      uint64             // subscription order, from 1 (round robin; tie-break; registry entry)
 	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
+	since    time.Time          // first SUBSCRIBE (the registry)
 	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
 }
 
@@ -309,7 +311,7 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 	c.w.types, c.w.credits = append([]string(nil), m.Types...), m.Credits
 	if c.w.seq == 0 {
 		d.nextSeq++
-		c.w.seq, c.w.weight = d.nextSeq, xxhash.Sum64String(c.name)
+		c.w.seq, c.w.weight, c.w.since = d.nextSeq, xxhash.Sum64String(c.name), time.Now()
 	}
 	for _, typ := range c.w.types {
 		if d.byType[typ] == nil {
