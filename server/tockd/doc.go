@@ -47,8 +47,13 @@
 //     credits, runs in flight), brought up to date every second; entries go when the
 //     worker does, and with the lease if the leader dies.
 //
-// Not built yet (issue 5): runs are not recorded as pending (a new leader redelivers
-// every unfinished durable task at once, not after its time to run).
+// Runs in flight at a failover: a durable task's record is its pending marker (it goes
+// only when an ACK ends the task, and the ACK is answered once it has), so the next
+// leader redelivers every unfinished durable task. It does so at once, not after the old
+// run's time to run: that run's ACK cannot reach the new leader anyway (its worker's
+// connection died with the old leader, and a stale epoch is refused), so waiting would
+// only delay recovery. Where two runs of a task must never overlap, the task is
+// exclusive: its runs are recorded (run locks) and the new leader does wait them out.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
 // RESUME. Pausing is this node's memory only, not recorded in etcd.
