@@ -71,6 +71,7 @@ func write(w *bytes.Buffer, dir string) error {
 			fmt.Fprintf(w, "| [%s](#%s) `%s` | %s | %s |\n", wl.bench, strings.ToLower(wl.bench), g.row, g.text, v)
 		}
 	}
+	writeSystemGoals(w, filepath.Join(dir, "system"))
 	for _, wl := range workloads {
 		fmt.Fprintf(w, "\n## %s\n\n%s %s\n\n", wl.bench, wl.title+".", wl.about)
 		d := loaded[wl.bench]

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// systemGoal is a DESIGN.md goal decided from a recorded loadgen run (record-system.sh):
+// the run's file, and how to read its verdict from the output.
+type systemGoal struct {
+	run   string // results/system/<run>.txt
+	what  string
+	goal  string
+	check func(out string) (met bool, evidence string, ok bool)
+}
+
+var (
+	endToEnd  = regexp.MustCompile(`\((\d+)/s end to end\)`)
+	ratioLine = regexp.MustCompile(`ratio server/beanstalkd: end to end (\d+)/s / (\d+)/s = ([\d.]+)x.*p99 lateness (\S+) \(server\) vs (\S+) \(beanstalkd\)`)
+	durable   = regexp.MustCompile(`durable submits/s: (\d+)`)
+	lostZero  = regexp.MustCompile(`\b0 lost\b|lost 0\b`)
+	dispatch  = regexp.MustCompile(`first dispatches \[([^\]]*)\]`)
+)
+
+var systemGoals = []systemGoal{
+	{"core-1e6", "loadgen core target, 1e6 tasks", "1,000,000 tasks/s end to end, 0 lost, 0 early",
+		func(out string) (bool, string, bool) {
+			m := endToEnd.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", false
+			}
+			r, _ := strconv.Atoi(m[1])
+			return r >= 1e6 && strings.Contains(out, "lost 0  early 0"), fmt.Sprintf("%d tasks/s", r), true
+		}},
+	{"make-loadgen", "one tockd over loopback, 1e6 ephemeral tasks", "1,000,000 tasks/s end to end",
+		func(out string) (bool, string, bool) {
+			ms := endToEnd.FindAllStringSubmatch(out, -1)
+			if len(ms) < 2 { // the core run, then the server run
+				return false, "", false
+			}
+			r, _ := strconv.Atoi(ms[len(ms)-1][1])
+			return r >= 1e6, fmt.Sprintf("%d tasks/s", r), true
+		}},
+	{"make-loadgen-peer", "tockd vs beanstalkd, immediate tasks", "20x beanstalkd's end-to-end rate",
+		func(out string) (bool, string, bool) {
+			m := ratioLine.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", false
+			}
+			x, _ := strconv.ParseFloat(m[3], 64)
+			return x >= 20, fmt.Sprintf("%sx: %s/s vs %s/s", m[3], m[1], m[2]), true
+		}},
+	{"make-loadgen-peer", "tockd vs beanstalkd, delayed tasks", "lower p99 lateness than beanstalkd",
+		func(out string) (bool, string, bool) {
+			ms := ratioLine.FindAllStringSubmatch(out, -1)
+			if len(ms) < 2 {
+				return false, "", false
+			}
+			m := ms[1]
+			a, errA := time.ParseDuration(m[4])
+			b, errB := time.ParseDuration(m[5])
+			if errA != nil || errB != nil {
+				return false, "", false
+			}
+			return a < b, fmt.Sprintf("p99 %s vs %s", m[4], m[5]), true
+		}},
+	{"cluster-durable", "durable submits through make cluster", "30,000 durable submits/s",
+		func(out string) (bool, string, bool) {
+			m := durable.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", false
+			}
+			r, _ := strconv.Atoi(m[1])
+			return r >= 30000, fmt.Sprintf("%d/s", r), true
+		}},
+	{"make-chaos", "leader SIGKILLed under durable load (make chaos)", "dispatching again within the session TTL + 1 s (3 s), no durable task lost",
+		func(out string) (bool, string, bool) {
+			m := dispatch.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", false
+			}
+			var worst time.Duration
+			for _, f := range strings.Fields(m[1]) {
+				d, err := time.ParseDuration(f)
+				if err != nil {
+					return false, "", false
+				}
+				worst = max(worst, d)
+			}
+			lost := lostZero.MatchString(out)
+			return worst <= 3*time.Second && lost, fmt.Sprintf("slowest first dispatch %v; lost 0: %v", worst.Round(time.Millisecond), lost), true
+		}},
+}
+
+// writeSystemGoals appends the system goals' rows to the verdict table.
+func writeSystemGoals(w interface{ Write([]byte) (int, error) }, dir string) {
+	for _, g := range systemGoals {
+		out, err := os.ReadFile(filepath.Join(dir, g.run+".txt"))
+		verdict := "not run (no recorded run)"
+		if err == nil {
+			if met, ev, ok := g.check(string(out)); !ok {
+				verdict = "not decided: the recorded output has no figure for it"
+			} else if met {
+				verdict = "**met** (" + ev + ")"
+			} else {
+				verdict = "**not met** (" + ev + ")"
+			}
+		}
+		fmt.Fprintf(w, "| [%s](#system-runs-loadgen) | %s | %s |\n", g.what, g.goal, verdict)
+	}
+}
