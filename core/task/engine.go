@@ -376,16 +376,10 @@ func setState(rec *record, to State) error {
 // context is cancelled and its result ignored. A task that has finished cannot be
 // cancelled (ErrIllegalTransition); an unknown one is ErrNotFound.
 func (e *Engine) Cancel(namespace, id string) error {
-	if namespace == "" {
-		namespace = DefaultNamespace
-	}
-	h := keyHash(namespace, id)
-	sh := e.shardOf(h)
-	sh.mu.Lock()
-	rec := sh.index.find(sh.slots, h, namespace, id)
-	if rec == nil {
-		sh.mu.Unlock()
-		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
+	namespace = nsOrDefault(namespace)
+	sh, rec, err := e.locked(namespace, id)
+	if err != nil {
+		return err
 	}
 	if err := setState(rec, Cancelled); err != nil {
 		sh.mu.Unlock()
@@ -408,35 +402,45 @@ func (e *Engine) Cancel(namespace, id string) error {
 // It is for a server handing its tasks over to another node (whose copy carries on), not
 // for users: Cancel is the state change. ErrNotFound if the task is absent. Cost: O(1).
 func (e *Engine) Drop(namespace, id string) error {
-	if namespace == "" {
-		namespace = DefaultNamespace
+	sh, rec, err := e.locked(nsOrDefault(namespace), id)
+	if err != nil {
+		return err
 	}
-	h := keyHash(namespace, id)
-	sh := e.shardOf(h)
-	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rec := sh.index.find(sh.slots, h, namespace, id)
-	if rec == nil {
-		return fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
-	}
 	e.remove(sh, rec)
 	return nil
 }
 
 // Get returns a snapshot of a task. Finished tasks stay visible for Options.Retention.
 func (e *Engine) Get(namespace, id string) (Info, error) {
-	if namespace == "" {
-		namespace = DefaultNamespace
+	sh, rec, err := e.locked(nsOrDefault(namespace), id)
+	if err != nil {
+		return Info{}, err
 	}
+	defer sh.mu.Unlock()
+	return rec.info(), nil
+}
+
+// locked finds the record of namespace/id and returns it with its shard's lock held;
+// ErrNotFound (and no lock held) when there is none.
+func (e *Engine) locked(namespace, id string) (*shard, *record, error) {
 	h := keyHash(namespace, id)
 	sh := e.shardOf(h)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	rec := sh.index.find(sh.slots, h, namespace, id)
 	if rec == nil {
-		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
+		sh.mu.Unlock()
+		return nil, nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
 	}
-	return rec.info(), nil
+	return sh, rec, nil
+}
+
+// nsOrDefault is namespace, or DefaultNamespace for "".
+func nsOrDefault(namespace string) string {
+	if namespace == "" {
+		return DefaultNamespace
+	}
+	return namespace
 }
 
 func (rec *record) info() Info {

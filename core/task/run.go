@@ -457,13 +457,11 @@ func (e *Engine) PurgeDeadLetters() int { return e.dlq.PurgeAll() }
 // running attempt: it completed, timed out, was cancelled or replaced, or never existed.
 // Cost: O(1).
 func (e *Engine) Complete(runID uint64, err error) error {
-	sh, slot := e.runRecord(runID)
-	sh.mu.Lock()
-	var rec *record
-	if int(slot) < len(sh.slots) {
-		rec = sh.slots[slot]
+	sh, rec, uerr := e.runningAttempt(runID)
+	if uerr != nil {
+		return uerr
 	}
-	if rec == nil || rec.runID != runID || rec.state != Running || rec.early {
+	if rec.early { // a second Complete before the handler returned
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
 	}
