@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -36,11 +35,13 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 // role worker.
 //
 // Flow: Run dials, SUBSCRIBEs to every handled type with Options.Concurrency credits,
-// and runs each FIRE in a goroutine of its own with a deadline of the FIRE's TTR; when
-// the handler returns it grants the credit back (PROTOCOL.md: ACK and NACK return none;
-// one CREDIT frame carries every credit returned since the last) and sends ACK or NACK.
-// The server never has more FIREs outstanding than credits, so at most Concurrency
-// handlers run at once.
+// and runs each FIRE on one of at most Concurrency runner goroutines (started as FIREs
+// find none idle, kept for the connection's life, so their stacks are grown once), with a
+// deadline of the FIRE's TTR. When the handler returns, the runner hands the outcome to
+// the connection's acker, which sends the successes accumulated meanwhile as one ACKS
+// frame, carrying the credits of every run finished since the last (PROTOCOL.md: an ACK
+// returns none), and each failure as a NACK. The server never has more FIREs
+// outstanding than credits, so at most Concurrency handlers run at once.
 type Worker struct {
 	eps  *endpoints
 	opts Options
@@ -151,18 +152,33 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int) error {
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// runs counts runners and the acker's answer waiters; readers the reader and the
+	// acker's loop, which alone call runs.Add.
 	var runs, readers sync.WaitGroup
-	cr := &creditor{kick: make(chan struct{}, 1)}
-	cn.onFire = func(f *protocol.Fire) { // reader goroutine; it alone calls runs.Add
-		runs.Add(1)
-		go func() {
-			defer runs.Done()
-			w.run(connCtx, cn, cr, f)
-		}()
+	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
+	idle := make(chan *protocol.Fire) // unbuffered: a send succeeds only to an idle runner
+	runners := 0                      // reader goroutine only
+	cn.onFire = func(f *protocol.Fire) {
+		select {
+		case idle <- f:
+			return
+		default:
+		}
+		if runners < w.opts.Concurrency {
+			runners++
+			runs.Add(1)
+			go func() { defer runs.Done(); w.runner(connCtx, f, idle, ak) }()
+			return
+		}
+		// More FIREs than credits (a server breaking the protocol): wait for a runner.
+		select {
+		case idle <- f:
+		case <-connCtx.Done():
+		}
 	}
 	cn.start(&readers)
 	readers.Add(1)
-	go func() { defer readers.Done(); cr.loop(connCtx, cn) }()
+	go func() { defer readers.Done(); ak.loop(connCtx, &runs) }()
 	defer func() {
 		cancel()
 		cn.close(ErrClosed, true) // no-op reason if already lost
@@ -195,39 +211,20 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 // maxNackErr keeps a NACK's error within the protocol's limit.
 const maxNackErr = protocol.MaxTextLen
 
-// creditor grants credits back in bulk: finished runs add to pending, and one goroutine
-// per connection sends a CREDIT for all of them whenever it gets to it (one frame for
-// many runs under load, none waited for: its OK is dropped).
-type creditor struct {
-	pending atomic.Uint64
-	kick    chan struct{} // capacity 1: a send is pending
-}
-
-// add returns one credit, to be sent by loop.
-func (cr *creditor) add() {
-	cr.pending.Add(1)
-	select {
-	case cr.kick <- struct{}{}:
-	default: // loop is already due to send
-	}
-}
-
-// loop sends the accumulated credits until ctx ends.
-func (cr *creditor) loop(ctx context.Context, cn *conn) {
+// runner runs f, then every FIRE handed to it through idle, until ctx ends.
+func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *protocol.Fire, ak *acker) {
 	for {
+		w.run(ctx, ak, f)
 		select {
+		case f = <-idle:
 		case <-ctx.Done():
 			return
-		case <-cr.kick:
-		}
-		if n := cr.pending.Swap(0); n > 0 {
-			_ = cn.post(func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: n} })
 		}
 	}
 }
 
-// run executes one FIRE and reports it.
-func (w *Worker) run(ctx context.Context, cn *conn, cr *creditor, pf *protocol.Fire) {
+// run executes one FIRE and hands its outcome to the acker.
+func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
 	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability}
@@ -243,35 +240,11 @@ func (w *Worker) run(ctx context.Context, cn *conn, cr *creditor, pf *protocol.F
 	if ctx.Err() != nil {
 		return // abandoned: the connection is gone or Run is stopping
 	}
-	var m protocol.Message
-	if err == nil {
-		m = &protocol.Ack{RunID: pf.RunID, Epoch: pf.Epoch}
-	} else {
-		msg := err.Error()
-		if len(msg) > maxNackErr {
-			msg = msg[:maxNackErr]
-		}
-		m = &protocol.Nack{RunID: pf.RunID, Epoch: pf.Epoch, Err: msg, Retryable: !task.IsNonRetryable(err)}
-	}
-	// The handler has returned, so its credit is granted back at once, not after the
-	// ACK's answer: the server may take a while to answer an ACK (a durable task's answer
-	// waits for etcd), and the next FIRE need not wait for it.
-	cr.add()
-	// UNKNOWN_RUN (the TTR passed and the run was redelivered) or STALE_EPOCH leave
-	// nothing to do; the credit was spent by the FIRE either way.
-	_, ackErr := cn.roundTripWithin(w.opts.RequestTimeout, func(id uint64) protocol.Message { setID(m, id); return m })
-	if w.opts.OnAcked != nil {
-		w.opts.OnAcked(f, err, ackErr)
-	}
-}
-
-func setID(m protocol.Message, id uint64) {
-	switch m := m.(type) {
-	case *protocol.Ack:
-		m.ID = id
-	case *protocol.Nack:
-		m.ID = id
-	}
+	// The handler has returned, so its credit is granted back with the next report
+	// frame, or alone while reports wait for answers (acker), never after the ACK's
+	// answer: the server may take a while to answer an ACK (a durable task's answer waits
+	// for etcd), and the next FIRE need not wait for it.
+	ak.add(outcome{fire: f, result: err})
 }
 
 // call runs h with a deadline of f.TTR, turning a panic into an error.

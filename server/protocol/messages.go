@@ -44,8 +44,10 @@ const (
 	TypeFire        Type = 50 // <- push (id 0): run this task now
 	TypeAck         Type = 51 // -> worker: the run succeeded; reply OK
 	TypeNack        Type = 52 // -> worker: the run failed; reply OK
+	TypeAcks        Type = 53 // -> worker: up to MaxBatch runs succeeded; reply ACKED
+	TypeAcked       Type = 54 // <- reply to ACKS: the runs that could not be acknowledged
 
-	numTypes = TypeNack + 1
+	numTypes = TypeAcked + 1
 )
 
 var typeNames = [numTypes]string{
@@ -55,6 +57,7 @@ var typeNames = [numTypes]string{
 	TypeDLQList: "DLQ_LIST", TypeDLQPage: "DLQ_PAGE", TypeDLQRequeue: "DLQ_REQUEUE", TypeDLQPurge: "DLQ_PURGE",
 	TypePurged: "PURGED", TypePause: "PAUSE", TypeResume: "RESUME", TypeStats: "STATS", TypeStatsReply: "STATS_REPLY",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
+	TypeAcks: "ACKS", TypeAcked: "ACKED",
 }
 
 // String returns the type's protocol name, or "Type(n)".
@@ -138,6 +141,10 @@ func newMessage(t uint64) Message {
 		return new(Ack)
 	case TypeNack:
 		return new(Nack)
+	case TypeAcks:
+		return new(Acks)
+	case TypeAcked:
+		return new(Acked)
 	}
 	return nil
 }
@@ -1005,4 +1012,120 @@ func (m *Nack) encode(c *enc) {
 	}
 	c.str("retryable")
 	c.bool(m.Retryable)
+}
+
+// Acks reports the success of many runs in one frame, all fired at one epoch: ACK for
+// each, with one frame and one reply for all of them. It may grant credits too, as a
+// CREDIT would (a worker returns one per finished run: sending them here saves a frame).
+type Acks struct {
+	ID      uint64
+	RunIDs  []uint64 // "runs": at most MaxBatch
+	Epoch   uint64   // "epoch": the FIREs'
+	Credits uint64   // "credits": optional, < 2^32
+}
+
+var acksFields = fieldTable{keys: []string{"runs", "epoch", "credits"}, required: 3}
+
+func (m *Acks) Type() Type          { return TypeAcks }
+func (m *Acks) RequestID() uint64   { return m.ID }
+func (m *Acks) setID(id uint64)     { m.ID = id }
+func (m *Acks) fields() *fieldTable { return &acksFields }
+func (m *Acks) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 1:
+		m.Epoch, err = d.uint()
+		return err
+	case 2:
+		m.Credits, err = d.uintMax(1<<32 - 1)
+		return err
+	}
+	n, err := d.arrayLen(MaxBatch)
+	if err != nil {
+		return err
+	}
+	m.RunIDs = make([]uint64, n)
+	for j := range m.RunIDs {
+		d.enterIdx(j)
+		if m.RunIDs[j], err = d.uint(); err != nil {
+			return err
+		}
+		d.leave()
+	}
+	return nil
+}
+func (m *Acks) encode(c *enc) {
+	c.envelope(TypeAcks, m.ID, 2+count(m.Credits != 0))
+	if len(m.RunIDs) > MaxBatch {
+		c.fail("runs", "more than MaxBatch runs")
+	}
+	c.str("runs")
+	c.arrayLen(len(m.RunIDs))
+	for _, r := range m.RunIDs {
+		c.uint(r)
+	}
+	c.kUint("epoch", m.Epoch)
+	if m.Credits != 0 {
+		c.kUint("credits", m.Credits)
+	}
+}
+
+// Acked answers ACKS: every run it does not list was acknowledged, as an ACK answered
+// OK would have been; each one it lists was refused, with the code and message an ACK
+// of that run alone would have got (STALE_EPOCH, UNKNOWN_RUN, INTERNAL).
+type Acked struct {
+	ID     uint64
+	Failed []AckFailure // "failed": absent when every run was acknowledged
+}
+
+// AckFailure is one run an ACKS could not acknowledge.
+type AckFailure struct {
+	RunID   uint64 // "run"
+	Code    Code   // "code"
+	Message string // "msg"
+}
+
+var (
+	ackedFields      = fieldTable{keys: []string{"failed"}}
+	ackFailureFields = fieldTable{keys: []string{"run", "code", "msg"}, required: 1 | 2}
+)
+
+func (m *Acked) Type() Type          { return TypeAcked }
+func (m *Acked) RequestID() uint64   { return m.ID }
+func (m *Acked) setID(id uint64)     { m.ID = id }
+func (m *Acked) fields() *fieldTable { return &ackedFields }
+func (m *Acked) set(d *dec, i int) (err *Error) {
+	m.Failed, err = readArray[AckFailure](d, MaxBatch)
+	return err
+}
+func (m *Acked) encode(c *enc) {
+	c.envelope(TypeAcked, m.ID, count(len(m.Failed) > 0))
+	if len(m.Failed) > MaxBatch {
+		c.fail("failed", "more than MaxBatch runs")
+	}
+	if len(m.Failed) > 0 {
+		writeArray(c, "failed", m.Failed)
+	}
+}
+
+func (f *AckFailure) fields() *fieldTable { return &ackFailureFields }
+func (f *AckFailure) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		f.RunID, err = d.uint()
+	case 1:
+		var v uint64
+		v, err = d.uintMax(math16)
+		f.Code = Code(v)
+	case 2:
+		f.Message, err = d.str(MaxTextLen)
+	}
+	return err
+}
+func (f *AckFailure) encode(c *enc) {
+	c.mapLen(2 + count(f.Message != ""))
+	c.kUint("run", f.RunID)
+	c.kUint("code", uint64(f.Code))
+	if f.Message != "" {
+		c.kStr("msg", f.Message)
+	}
 }

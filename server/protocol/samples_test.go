@@ -60,5 +60,7 @@ func samples() []Message {
 			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable},
 		&Ack{ID: 18, RunID: 77, Epoch: 7},
 		&Nack{ID: 19, RunID: 78, Epoch: 7, Err: "smtp down", Retryable: true},
+		&Acks{ID: 20, RunIDs: []uint64{79, 80, 1 << 40}, Epoch: 7, Credits: 3},
+		&Acked{ID: 20, Failed: []AckFailure{{RunID: 80, Code: CodeUnknownRun, Message: "run 80 is not outstanding"}, {RunID: 1 << 40, Code: CodeStaleEpoch}}},
 	}
 }

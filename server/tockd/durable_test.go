@@ -324,3 +324,42 @@ func TestDeleteAfterTheTermIsFenced(t *testing.T) {
 		t.Fatal("a durable submit was written after the term ended")
 	}
 }
+
+// ACKS of durable tasks is answered once their records are deleted; a run whose record
+// could not be deleted (the term ended: fenced) is listed as STALE_EPOCH, and its record
+// stays for the next leader.
+func TestDurableAcksBatch(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	c := connect(t, ds.addr)
+	w := connectWorker(t, ds.addr, 10, "w")
+	for i, tid := range []string{"d1", "d2"} {
+		tk := workTask(tid, 1)
+		tk.Durability = protocol.Durable
+		submit(t, c, uint64(2+i), tk)
+	}
+	submit(t, c, 4, workTask("e1", 1))
+	fires := map[string]*protocol.Fire{}
+	for range 3 {
+		f := w.fire()
+		fires[f.TaskID] = f
+	}
+	r := w.req(&protocol.Acks{RunIDs: []uint64{fires["d1"].RunID, fires["e1"].RunID}, Epoch: fires["d1"].Epoch})
+	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("ACKS answered %v %+v, want ACKED with no failures", r.Type(), r)
+	}
+	if storedIDs(t, st)["default/d1"] {
+		t.Fatal("ACKS answered while d1's record was still stored")
+	}
+	ds.srv.fence.Store(nil)
+	r = w.req(&protocol.Acks{RunIDs: []uint64{fires["d2"].RunID}, Epoch: fires["d2"].Epoch})
+	acked, ok := r.(*protocol.Acked)
+	if !ok || len(acked.Failed) != 1 || acked.Failed[0].RunID != fires["d2"].RunID || acked.Failed[0].Code != protocol.CodeStaleEpoch {
+		t.Fatalf("ACKS after the term ended answered %v %+v, want d2's run refused as STALE_EPOCH", r.Type(), r)
+	}
+	if !storedIDs(t, st)["default/d2"] {
+		t.Fatal("d2's record was deleted after the term ended")
+	}
+}

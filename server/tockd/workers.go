@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -344,14 +345,10 @@ func (s *Server) credit(c *conn, m *protocol.Credit) protocol.Message {
 // once, and gone). Credits are not returned: the worker grants them (PROTOCOL.md).
 func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.Message, bool) {
 	s.disp.mu.Lock()
-	if !s.disp.leading || epoch != s.disp.epoch {
-		leading, current := s.disp.leading, s.disp.epoch
+	if stale := s.staleEpochLocked(id, epoch); stale != nil {
 		s.disp.mu.Unlock()
-		msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, current)
-		if !leading {
-			msg = fmt.Sprintf("epoch %d: this node no longer leads", epoch)
-		}
-		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID, Message: msg}, false
+		stale.RunID = runID
+		return stale, false
 	}
 	key, fired := c.w.inflight[runID]
 	delete(c.w.inflight, runID)
@@ -382,16 +379,120 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 // is decided: OK, or, if the record could not be deleted (this node stopped leading, or
 // etcd failed), the error that tells the worker the run may be delivered again.
 func ackAnswer(id, runID uint64, deleteErr error) protocol.Message {
-	switch {
-	case deleteErr == nil:
+	if deleteErr == nil {
 		return &protocol.OK{ID: id}
-	case errors.Is(deleteErr, store.ErrFenced):
-		return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, RunID: runID,
-			Message: "this node stopped leading before the run's end was recorded: the task may run again"}
-	default:
-		return &protocol.Error{ID: id, Code: protocol.CodeInternal, RunID: runID,
-			Message: "the run's end was not recorded (" + deleteErr.Error() + "): the task may run again"}
 	}
+	code, msg := unrecordedEnd(deleteErr)
+	return &protocol.Error{ID: id, Code: code, RunID: runID, Message: msg}
+}
+
+// unrecordedEnd is the error code and message for a run whose end could not be recorded
+// in etcd (deleteErr is not nil): STALE_EPOCH if this node stopped leading first,
+// INTERNAL otherwise. Either way the run may be delivered again.
+func unrecordedEnd(deleteErr error) (protocol.Code, string) {
+	if errors.Is(deleteErr, store.ErrFenced) {
+		return protocol.CodeStaleEpoch, "this node stopped leading before the run's end was recorded: the task may run again"
+	}
+	return protocol.CodeInternal, "the run's end was not recorded (" + deleteErr.Error() + "): the task may run again"
+}
+
+// staleEpochLocked returns the STALE_EPOCH error for an ACK, NACK or ACKS (request id)
+// naming epoch, or nil when epoch is this leader's. Requires s.disp.mu.
+func (s *Server) staleEpochLocked(id, epoch uint64) *protocol.Error {
+	if s.disp.leading && epoch == s.disp.epoch {
+		return nil
+	}
+	msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, s.disp.epoch)
+	if !s.disp.leading {
+		msg = fmt.Sprintf("epoch %d: this node no longer leads", epoch)
+	}
+	return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, Message: msg}
+}
+
+// finishAcks answers ACKS: each run is acknowledged as an ACK of it alone would be (the
+// same checks, the same engine call, the same wait for a durable task's record to go),
+// and one ACKED lists the runs that were refused. A stale epoch refuses the whole frame
+// with one STALE_EPOCH. The credits it carries are granted either way, after the runs. The reply waits for the slowest durable run; it is pushed from
+// the deleter goroutine when that one's deletion is decided.
+func (s *Server) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, bool) {
+	keys := make([]taskKey, len(m.RunIDs))
+	fired := make([]bool, len(m.RunIDs))
+	if m.Credits > 0 {
+		// Granted after the runs are dealt with, whatever their outcome.
+		defer s.credit(c, &protocol.Credit{Credits: m.Credits})
+	}
+	s.disp.mu.Lock()
+	if stale := s.staleEpochLocked(m.ID, m.Epoch); stale != nil {
+		s.disp.mu.Unlock()
+		return stale, false
+	}
+	for i, runID := range m.RunIDs {
+		keys[i], fired[i] = c.w.inflight[runID]
+		delete(c.w.inflight, runID)
+	}
+	s.disp.mu.Unlock()
+
+	b := &ackBatch{c: c, id: m.ID}
+	b.outstanding.Store(1) // this goroutine's own share, dropped below
+	for i, runID := range m.RunIDs {
+		if !fired[i] {
+			b.refuse(runID, protocol.CodeUnknownRun, fmt.Sprintf("run %d is not outstanding on this connection", runID))
+			continue
+		}
+		if cerr := s.complete(runID, nil); cerr != nil {
+			if errors.Is(cerr, task.ErrUnknownRun) {
+				b.refuse(runID, protocol.CodeUnknownRun, fmt.Sprintf("run %d is no longer running (timed out or cancelled)", runID))
+			} else {
+				perr := mapEngineError(cerr, "")
+				b.refuse(runID, perr.Code, perr.Message)
+			}
+			continue
+		}
+		s.acked.Add(1)
+		b.outstanding.Add(1)
+		if !s.dur.afterDelete(keys[i], true, func(deleteErr error) { b.recorded(runID, deleteErr) }) {
+			b.outstanding.Add(-1)
+		}
+	}
+	if b.outstanding.Add(-1) > 0 {
+		return nil, false // the last durable run's deletion sends the reply
+	}
+	return b.reply(), false
+}
+
+// ackBatch gathers the outcome of one ACKS whose runs may end asynchronously (durable
+// tasks wait for their records' deletion).
+type ackBatch struct {
+	c           *conn
+	id          uint64
+	outstanding atomic.Int64 // runs whose outcome is not yet known, plus one while finishAcks runs
+
+	mu     sync.Mutex
+	failed []protocol.AckFailure // guarded by mu
+}
+
+func (b *ackBatch) refuse(runID uint64, code protocol.Code, msg string) {
+	b.mu.Lock()
+	b.failed = append(b.failed, protocol.AckFailure{RunID: runID, Code: code, Message: msg})
+	b.mu.Unlock()
+}
+
+// recorded is a durable run's deletion outcome, on the deleter goroutine; the last one
+// pushes the reply.
+func (b *ackBatch) recorded(runID uint64, deleteErr error) {
+	if deleteErr != nil {
+		code, msg := unrecordedEnd(deleteErr)
+		b.refuse(runID, code, msg)
+	}
+	if b.outstanding.Add(-1) == 0 {
+		b.c.pushReply(b.reply())
+	}
+}
+
+func (b *ackBatch) reply() *protocol.Acked {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return &protocol.Acked{ID: b.id, Failed: b.failed}
 }
 
 // maxLateReplies bounds the replies a connection holds beyond its reply queue (ACK

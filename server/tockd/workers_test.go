@@ -39,6 +39,8 @@ func (w *wkr) req(m protocol.Message) protocol.Message {
 		m.ID = w.id
 	case *protocol.Ack:
 		m.ID = w.id
+	case *protocol.Acks:
+		m.ID = w.id
 	case *protocol.Nack:
 		m.ID = w.id
 	case *protocol.Ping:
@@ -132,6 +134,49 @@ func TestWorkerAckSucceeds(t *testing.T) {
 	e := wantError(t, w.ack(seen["a"].RunID), protocol.CodeUnknownRun, "")
 	if e.RunID != seen["a"].RunID {
 		t.Fatalf("UNKNOWN_RUN names run %d, want %d", e.RunID, seen["a"].RunID)
+	}
+}
+
+// ACKS acknowledges many runs in one frame, and its ACKED lists exactly the runs an ACK
+// of each alone would have refused; a stale epoch refuses the whole frame.
+func TestWorkerAcksBatch(t *testing.T) {
+	ts := startServer(t, Options{})
+	w := connectWorker(t, ts.addr, 3, "w")
+	c := connect(t, ts.addr)
+	for i, tid := range []string{"a", "b", "c"} {
+		submit(t, c, uint64(2+i), workTask(tid, 1))
+	}
+	runs := map[string]uint64{}
+	for range 3 {
+		f := w.fire()
+		runs[f.TaskID] = f.RunID
+	}
+	wantError(t, w.req(&protocol.Acks{RunIDs: []uint64{runs["a"]}, Epoch: 7}), protocol.CodeStaleEpoch, "")
+
+	r := w.req(&protocol.Acks{RunIDs: []uint64{runs["a"], 424242, runs["b"], runs["a"]}})
+	acked, ok := r.(*protocol.Acked)
+	if !ok {
+		t.Fatalf("ACKS answered %v %+v", r.Type(), r)
+	}
+	// 424242 was never fired; the second runs["a"] was acknowledged by the first.
+	if len(acked.Failed) != 2 || acked.Failed[0].RunID != 424242 || acked.Failed[1].RunID != runs["a"] ||
+		acked.Failed[0].Code != protocol.CodeUnknownRun || acked.Failed[1].Code != protocol.CodeUnknownRun {
+		t.Fatalf("ACKED %+v, want runs 424242 and %d refused as UNKNOWN_RUN", acked, runs["a"])
+	}
+	c.waitState(10, "a", task.Succeeded)
+	c.waitState(11, "b", task.Succeeded)
+	if in := c.waitState(12, "c", task.Running); in.Attempts != 1 {
+		t.Fatalf("c: %+v", in)
+	}
+	// Every credit is spent, so "d" waits, until an ACKS grants one back.
+	submit(t, c, 13, workTask("d", 1))
+	r = w.req(&protocol.Acks{RunIDs: []uint64{runs["c"]}, Credits: 1})
+	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("ACKS answered %v %+v, want ACKED with no failures", r.Type(), r)
+	}
+	c.waitState(14, "c", task.Succeeded)
+	if f := w.fire(); f.TaskID != "d" {
+		t.Fatalf("FIRE of %q after the credit, want d", f.TaskID)
 	}
 }
 

@@ -1,0 +1,219 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// maxAckFramesInFlight bounds the ACKS and NACK frames a Worker connection has sent and
+// not yet had answered. While the bound is reached, finished runs accumulate, and the
+// next ACKS carries all of them: under load the batches grow instead of the frames
+// multiplying; with few runs each goes out at once.
+const maxAckFramesInFlight = 4
+
+// outcome is a finished run: result is the handler's (nil is ACKed).
+type outcome struct {
+	fire   *Fire
+	result error
+}
+
+// acker reports a Worker connection's finished runs and grants their credits back: one
+// goroutine (loop) sends the successes queued since it last looked as ACKS frames of up
+// to protocol.MaxBatch runs, with the credits of every run finished meanwhile in the
+// first, and each failure as a NACK; it waits for their answers on goroutines of its
+// own, which call Options.OnAcked. While maxAckFramesInFlight frames await answers, it
+// grants the credits that accumulate in CREDIT frames, so that the server's FIREs never
+// wait for an ACKS's turn. A server that does not know ACKS (UNKNOWN_TYPE) gets one ACK
+// per run and a CREDIT per round from then on.
+type acker struct {
+	w        *Worker
+	cn       *conn
+	kick     chan struct{} // capacity 1: outcomes are queued
+	inflight chan struct{} // semaphore of maxAckFramesInFlight frames awaiting answers
+	single   atomic.Bool   // the server answered ACKS with UNKNOWN_TYPE
+
+	mu      sync.Mutex
+	queue   []outcome // guarded by mu
+	credits uint64    // guarded by mu: finished runs whose credit is not yet granted
+}
+
+// add queues o, and its run's credit, for loop; it never blocks.
+func (a *acker) add(o outcome) {
+	a.mu.Lock()
+	a.queue = append(a.queue, o)
+	a.credits++
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default: // loop is already due to look
+	}
+}
+
+// take returns the queued outcomes (all of them if outcomes is set) and the credits to
+// grant, and clears them.
+func (a *acker) take(outcomes bool) (batch []outcome, credits uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if outcomes {
+		batch, a.queue = a.queue, nil
+	}
+	credits, a.credits = a.credits, 0
+	return batch, credits
+}
+
+// grant sends credits in a CREDIT frame, not waiting for its answer.
+func (a *acker) grant(credits uint64) {
+	if credits > 0 {
+		_ = a.cn.post(func(id uint64) protocol.Message { return &protocol.Credit{ID: id, Credits: credits} })
+	}
+}
+
+// loop sends the queued outcomes until ctx ends; outcomes still queued then are dropped
+// (the connection is gone, and the server redelivers their runs). Each answer waiter is
+// counted in waiters, with an Add made on this goroutine.
+func (a *acker) loop(ctx context.Context, waiters *sync.WaitGroup) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+		}
+		batch, credits := a.take(true)
+		for len(batch) > 0 {
+			var frame []outcome
+			frame, batch = nextFrame(batch, a.single.Load())
+			if !a.acquire(ctx, &credits) {
+				return
+			}
+			var grant uint64
+			if frame[0].result == nil && !a.single.Load() {
+				grant, credits = credits, 0 // they ride on this ACKS
+			}
+			waiters.Add(1)
+			go func() {
+				defer waiters.Done()
+				defer func() { <-a.inflight }()
+				a.send(frame, grant)
+			}()
+		}
+		a.grant(credits)
+	}
+}
+
+// acquire takes a slot for one more frame awaiting its answer, granting the credits
+// that accumulate while it waits (those in *credits first). It returns false when ctx
+// ends first.
+func (a *acker) acquire(ctx context.Context, credits *uint64) bool {
+	select {
+	case a.inflight <- struct{}{}:
+		return true
+	default:
+	}
+	a.grant(*credits)
+	*credits = 0
+	kicked := false
+	for {
+		select {
+		case a.inflight <- struct{}{}:
+			if kicked { // loop comes back for the outcomes queued meanwhile
+				select {
+				case a.kick <- struct{}{}:
+				default:
+				}
+			}
+			return true
+		case <-ctx.Done():
+			return false
+		case <-a.kick:
+			// More runs finished: grant their credits now; their outcomes wait.
+			kicked = true
+			_, c := a.take(false)
+			a.grant(c)
+		}
+	}
+}
+
+// nextFrame splits off the outcomes the next frame carries: a NACK's one, or the
+// leading run of successes of one epoch (at most protocol.MaxBatch; one with single).
+// Order among frames does not matter: each run is answered on its own.
+func nextFrame(batch []outcome, single bool) (frame, rest []outcome) {
+	if batch[0].result != nil || single {
+		return batch[:1], batch[1:]
+	}
+	n := 1
+	for n < len(batch) && n < protocol.MaxBatch && batch[n].result == nil && batch[n].fire.Epoch == batch[0].fire.Epoch {
+		n++
+	}
+	return batch[:n], batch[n:]
+}
+
+// send sends one frame's outcomes (an ACKS with credits, or a NACK or ACK) and reports
+// each one's answer to OnAcked.
+func (a *acker) send(frame []outcome, credits uint64) {
+	if frame[0].result != nil || len(frame) == 1 && a.single.Load() {
+		o := frame[0]
+		_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return report(id, o) })
+		a.acked(o, err)
+		return
+	}
+	runs := make([]uint64, len(frame))
+	for i, o := range frame {
+		runs[i] = o.fire.RunID
+	}
+	reply, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message {
+		return &protocol.Acks{ID: id, RunIDs: runs, Epoch: frame[0].fire.Epoch, Credits: credits}
+	})
+	var perr *protocol.Error
+	if errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType {
+		// An older server: ACK each run alone, now and from now on; the credits the
+		// ACKS carried were not granted.
+		a.single.Store(true)
+		a.grant(credits)
+		for _, o := range frame {
+			_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return report(id, o) })
+			a.acked(o, err)
+		}
+		return
+	}
+	acked, err := expect[*protocol.Acked](reply, err)
+	var failed map[uint64]error
+	if err == nil && len(acked.Failed) > 0 {
+		failed = make(map[uint64]error, len(acked.Failed))
+		for _, f := range acked.Failed {
+			failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
+		}
+	}
+	for _, o := range frame {
+		ackErr := err
+		if ackErr == nil {
+			ackErr = failed[o.fire.RunID]
+		}
+		a.acked(o, ackErr)
+	}
+}
+
+// report is the ACK or NACK of one outcome, with request ID id.
+func report(id uint64, o outcome) protocol.Message {
+	if o.result == nil {
+		return &protocol.Ack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch}
+	}
+	msg := o.result.Error()
+	if len(msg) > maxNackErr {
+		msg = msg[:maxNackErr]
+	}
+	return &protocol.Nack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch, Err: msg, Retryable: !task.IsNonRetryable(o.result)}
+}
+
+// acked tells OnAcked, if set, how o's report was answered. UNKNOWN_RUN (the TTR passed
+// and the run was redelivered) or STALE_EPOCH leave nothing else to do: the credit was
+// spent by the FIRE either way.
+func (a *acker) acked(o outcome, ackErr error) {
+	if a.w.opts.OnAcked != nil {
+		a.w.opts.OnAcked(o.fire, o.result, ackErr)
+	}
+}
