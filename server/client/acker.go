@@ -130,13 +130,27 @@ func (a *acker) acquire(ctx context.Context, credits *uint64) bool {
 		case <-ctx.Done():
 			return false
 		case <-a.kick:
-			// More runs finished: grant their credits now; their outcomes wait.
+			// More runs finished: grant their credits now, once there are enough of
+			// them to be worth a frame (the rest ride on the next ACKS); their
+			// outcomes wait.
 			kicked = true
-			_, c := a.take(false)
+			a.mu.Lock()
+			c := a.credits
+			if c >= a.creditBatch() {
+				a.credits = 0
+			} else {
+				c = 0
+			}
+			a.mu.Unlock()
 			a.grant(c)
 		}
 	}
 }
+
+// creditBatch is the fewest credits acquire grants in a CREDIT frame of their own while
+// the reports wait: a sixteenth of the Worker's credits, so that the server never runs
+// short by more than that, and a CREDIT is not a frame per finished run.
+func (a *acker) creditBatch() uint64 { return uint64(max(1, a.w.opts.Concurrency/16)) }
 
 // nextFrame splits off the outcomes the next frame carries: a NACK's one, or the
 // leading run of successes of one epoch (at most protocol.MaxBatch; one with single).

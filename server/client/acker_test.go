@@ -88,7 +88,7 @@ func (fw *fakeWorkerConn) fire(run uint64) {
 // one the acker holds while it waits, and one with everything queued meanwhile.
 func TestWorkerBatchesAcks(t *testing.T) {
 	f := startFake(t, "127.0.0.1:0")
-	const n = 40
+	const n = 20 // below 32, so that acker.creditBatch is 1: every credit is granted while the fake waits
 	release := make(chan struct{})
 	var mu sync.Mutex
 	reported := map[uint64]error{}

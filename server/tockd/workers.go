@@ -146,13 +146,18 @@ func (s *Server) fireLocked(f *protocol.Fire) bool {
 			return false
 		}
 		if !best.push(f) {
-			if tried == nil {
-				tried = map[*conn]bool{}
-			}
-			tried[best] = true
-			// Its writer offers the waiting runs again once it has made room.
+			// Its writer offers the waiting runs again once it has made room. The flag
+			// is set before a second try: a writer that made room before seeing it
+			// leaves room for that try, so that a run never waits with no one due to
+			// offer it again.
 			best.backedUp.Store(true)
-			continue
+			if !best.push(f) {
+				if tried == nil {
+					tried = map[*conn]bool{}
+				}
+				tried[best] = true
+				continue
+			}
 		}
 		best.w.credits--
 		best.w.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
