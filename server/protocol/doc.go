@@ -4,8 +4,10 @@
 // The protocol itself is specified in server/PROTOCOL.md, which a test keeps in step
 // with this code.
 //
-// A frame is a 4-byte big-endian body length, then one msgpack map (encoded and decoded
-// with github.com/vmihailenco/msgpack/v5's Encoder and Decoder primitives, keys by hand).
+// A frame is a 4-byte big-endian body length, then one msgpack map. The encoder appends
+// msgpack to the frame's byte slice by hand, in exactly the encodings the
+// github.com/vmihailenco/msgpack/v5 library picks (a test compares the two); the decoder
+// reads with that library's Decoder primitives, keys by hand.
 //
 // Invariants:
 //   - Decoding never panics and never allocates in proportion to a length the peer
