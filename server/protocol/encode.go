@@ -47,31 +47,6 @@ func (c *enc) fail(field, msg string) {
 // interface call, so one made per frame would escape to the heap.
 var encPool = sync.Pool{New: func() any { return new(enc) }}
 
-// msgpack type codes the encoder writes. The 32-bit form of every 16-bit length code is
-// the next code: str16+1 is str32, and so on for bin, array and map.
-const (
-	codeFixMap   = 0x80
-	codeFixArray = 0x90
-	codeFixStr   = 0xa0
-	codeFalse    = 0xc2
-	codeTrue     = 0xc3
-	codeBin8     = 0xc4
-	codeBin16    = 0xc5
-	codeDouble   = 0xcb
-	codeUint8    = 0xcc
-	codeUint16   = 0xcd
-	codeUint32   = 0xce
-	codeUint64   = 0xcf
-	codeInt8     = 0xd0
-	codeInt16    = 0xd1
-	codeInt32    = 0xd2
-	codeInt64    = 0xd3
-	codeStr8     = 0xd9
-	codeStr16    = 0xda
-	codeArray16  = 0xdc
-	codeMap16    = 0xde
-)
-
 // appendLen appends the header of a value of n bytes or entries in its 16-bit form
 // (code16 and 2 bytes) or, above 65535, its 32-bit form (code16+1 and 4 bytes).
 func appendLen(b []byte, code16 byte, n int) []byte {
