@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/task"
 )
 
 var benchFire = &Fire{Namespace: "default", TaskID: "order-123456", TaskType: "email", Payload: make([]byte, 64),
@@ -10,18 +13,58 @@ var benchFire = &Fire{Namespace: "default", TaskID: "order-123456", TaskType: "e
 
 var benchAck = &Ack{ID: 1 << 20, RunID: 1 << 40, Epoch: 7}
 
-// BenchmarkEncodeFire: the server's hot path out, a FIRE into a reused buffer.
-func BenchmarkEncodeFire(b *testing.B) {
-	buf := make([]byte, 0, 512)
+// benchBatch is what a load generator submits: 100 one-shot tasks with a 64-byte payload,
+// a due time and a retry policy.
+var benchBatch = func() *SubmitBatch {
+	m := &SubmitBatch{ID: 1 << 20, Tasks: make([]Task, 100)}
+	for i := range m.Tasks {
+		m.Tasks[i] = Task{ID: "run-1a2b-" + strconv.Itoa(100_000+i), Type: "load", Payload: make([]byte, 64),
+			Schedule: Schedule{Kind: task.KindAt, At: 1_767_225_600_000_000_000 + int64(i)},
+			Retry:    Retry{MaxAttempts: 3, InitialBackoff: int64(time.Second)}, Durability: Ephemeral}
+	}
+	return m
+}()
+
+// benchEncode appends m as a frame into a reused buffer, b.N times.
+func benchEncode(b *testing.B, m Message) {
+	buf := make([]byte, 0, 16<<10)
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		if buf, err = AppendFrame(buf[:0], benchFire, 0); err != nil {
+		if buf, err = AppendFrame(buf[:0], m, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// benchDecode decodes m's frame body, b.N times.
+func benchDecode(b *testing.B, m Message) {
+	frame, err := AppendFrame(nil, m, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		if _, err := Decode(frame[headerLen:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeFire: the server's hot path out, a FIRE into a reused buffer.
+func BenchmarkEncodeFire(b *testing.B) { benchEncode(b, benchFire) }
+
+// BenchmarkEncodeAck: the worker's hot path out.
+func BenchmarkEncodeAck(b *testing.B) { benchEncode(b, benchAck) }
+
+// BenchmarkEncodeSubmitBatch: a producer's hot path out, 100 tasks in one frame.
+func BenchmarkEncodeSubmitBatch(b *testing.B) { benchEncode(b, benchBatch) }
+
+// BenchmarkDecodeSubmitBatch: the server's hot path in from producers (100 tasks: their
+// strings, payloads and the slice allocated).
+func BenchmarkDecodeSubmitBatch(b *testing.B) { benchDecode(b, benchBatch) }
 
 // BenchmarkDecodeAck: the server's hot path in, an ACK frame through a Decoder.
 func BenchmarkDecodeAck(b *testing.B) {
@@ -38,16 +81,7 @@ func BenchmarkDecodeAck(b *testing.B) {
 }
 
 // BenchmarkDecodeFire: the worker's hot path in (payload copied, strings allocated).
-func BenchmarkDecodeFire(b *testing.B) {
-	frame, _ := AppendFrame(nil, benchFire, 0)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(frame)))
-	for b.Loop() {
-		if _, err := Decode(frame[headerLen:]); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkDecodeFire(b *testing.B) { benchDecode(b, benchFire) }
 
 // TestHotPathAllocs pins the allocation counts the benchmarks report.
 func TestHotPathAllocs(t *testing.T) {

@@ -1,18 +1,13 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // maxDepth bounds the nesting of maps and arrays in a body, skipped values included, so
@@ -116,14 +111,12 @@ func Decode(body []byte) (Message, error) {
 	return m, nil
 }
 
-// dec reads one body. It uses a msgpack.Decoder over a bytes.Reader for numbers and
-// lengths (the reader is an io.ByteScanner, so the Decoder reads from it directly and
-// the two never disagree on the position), and slices strings and binaries straight out
-// of the body.
+// dec reads one body: off indexes the next unread byte. Every read checks the bytes
+// left before it indexes, so a truncated or lying body is an error, never a panic.
+// Strings and binaries are sliced out of body, and copied before a message keeps them.
 type dec struct {
 	body   []byte
-	r      bytes.Reader
-	md     *msgpack.Decoder
+	off    int
 	path   []pathElem // where in the message the value being read sits, for errors
 	id     uint64     // the envelope's "id", once read
 	haveID bool
@@ -134,21 +127,17 @@ type pathElem struct {
 	idx int    // an array index, or -1
 }
 
-var decPool = sync.Pool{New: func() any {
-	d := &dec{}
-	d.md = msgpack.NewDecoder(&d.r)
-	return d
-}}
+// decPool recycles decoders (and their path slices): the message types' set methods take
+// the *dec through an interface call, so one made per body would escape to the heap.
+var decPool = sync.Pool{New: func() any { return new(dec) }}
 
 func (d *dec) reset(body []byte) {
-	d.body = body
-	d.r.Reset(body)
+	d.body, d.off = body, 0
 	d.path = d.path[:0]
 	d.id, d.haveID = 0, false
 }
 
-func (d *dec) pos() int  { return len(d.body) - d.r.Len() }
-func (d *dec) left() int { return d.r.Len() }
+func (d *dec) left() int { return len(d.body) - d.off }
 
 // fieldPath renders the current path: task.schedule.cron, tasks[2].tid.
 func (d *dec) fieldPath() string {
@@ -175,7 +164,7 @@ func (d *dec) badFrame(format string, args ...any) *Error {
 	if p := d.fieldPath(); p != "" {
 		msg += " (in " + p + ")"
 	}
-	return newError(CodeBadFrame, "", msg+" at byte "+strconv.Itoa(d.pos()))
+	return newError(CodeBadFrame, "", msg+" at byte "+strconv.Itoa(d.off))
 }
 
 // truncated is the error for a value that runs past the end of the body.
@@ -183,10 +172,19 @@ func (d *dec) truncated() *Error { return d.badFrame("truncated msgpack value") 
 
 // code returns the next value's first byte without consuming it.
 func (d *dec) code() (byte, *Error) {
-	if d.left() == 0 {
-		return 0, d.truncated()
+	if d.off < len(d.body) {
+		return d.body[d.off], nil
 	}
-	return d.body[d.pos()], nil
+	return 0, d.truncated()
+}
+
+// peek returns the next value's first byte without consuming it, or 0xc1 (never a valid
+// first byte, so of no type) at the end of the body.
+func (d *dec) peek() byte {
+	if d.off < len(d.body) {
+		return d.body[d.off]
+	}
+	return 0xc1
 }
 
 // typeName names the msgpack type of a value by its first byte, for errors.
@@ -214,54 +212,86 @@ func typeName(c byte) string {
 	return "extension"
 }
 
-func isInt(c byte) bool    { return c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3 }
-func isSigned(c byte) bool { return c >= 0xe0 || c >= 0xd0 && c <= 0xd3 }
-func isStr(c byte) bool    { return c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb }
-func isBin(c byte) bool    { return c >= 0xc4 && c <= 0xc6 }
-func isMap(c byte) bool    { return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf }
-func isArray(c byte) bool  { return c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd }
+func isBool(c byte) bool  { return c == codeFalse || c == codeTrue }
+func isInt(c byte) bool   { return c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3 }
+func isStr(c byte) bool   { return c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb }
+func isBin(c byte) bool   { return c >= 0xc4 && c <= 0xc6 }
+func isMap(c byte) bool   { return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf }
+func isArray(c byte) bool { return c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd }
 
 // want checks the next value's type; nil is reported as nil, so callers that allow it
-// (optional fields) test for it first.
+// (optional fields) test for it first. The hot readers spell it out as
+// `if !isX(d.peek()) { return d.wrongType(what) }`, which inlines where the indirect call
+// to ok does not.
 func (d *dec) want(ok func(byte) bool, what string) *Error {
+	if ok(d.peek()) {
+		return nil
+	}
+	return d.wrongType(what)
+}
+
+// wrongType is want's error: the next value is missing or not of the type what names.
+func (d *dec) wrongType(what string) *Error {
 	c, err := d.code()
 	if err != nil {
 		return err
 	}
-	if !ok(c) {
-		return d.badField("want %s, got %s", what, typeName(c))
-	}
-	return nil
+	return d.badField("want %s, got %s", what, typeName(c))
 }
 
-// lib converts an error of the msgpack library (always a short read here: the types
-// were checked first) into BAD_FRAME.
-func (d *dec) lib(err error) *Error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return d.truncated()
+// follow consumes a value's first byte and the n-byte big-endian number after it (n is
+// 0, 1, 2, 4 or 8), and returns the number.
+func (d *dec) follow(n int) (uint64, *Error) {
+	p := d.off + 1
+	if n > len(d.body)-p {
+		return 0, d.truncated()
 	}
-	return d.badFrame("%v", err)
+	var v uint64
+	switch b := d.body[p : p+n]; n {
+	case 1:
+		v = uint64(b[0])
+	case 2:
+		v = uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		v = uint64(binary.BigEndian.Uint32(b))
+	case 8:
+		v = binary.BigEndian.Uint64(b)
+	}
+	d.off = p + n
+	return v, nil
+}
+
+// integer consumes the integer whose first byte is c (isInt(c) holds) and returns its
+// bits and whether its encoding is a signed one; if it is, v is the value as an int64.
+func (d *dec) integer(c byte) (v uint64, signed bool, err *Error) {
+	switch {
+	case c <= 0x7f: // positive fixint
+		d.off++
+		return uint64(c), false, nil
+	case c >= 0xe0: // negative fixint
+		d.off++
+		return uint64(int8(c)), true, nil
+	case c <= codeUint64: // uint 8, 16, 32, 64
+		v, err = d.follow(1 << (c - codeUint8))
+		return v, false, err
+	}
+	w := 1 << (c - codeInt8) // int 8, 16, 32, 64 bits: sign-extend from w bytes
+	v, err = d.follow(w)
+	shift := 64 - 8*w
+	return uint64(int64(v<<shift) >> shift), true, err
 }
 
 // uint reads an integer of any msgpack integer encoding whose value is >= 0.
 func (d *dec) uint() (uint64, *Error) {
-	if err := d.want(isInt, "unsigned integer"); err != nil {
+	if !isInt(d.peek()) {
+		return 0, d.wrongType("unsigned integer")
+	}
+	v, signed, err := d.integer(d.body[d.off])
+	if err != nil {
 		return 0, err
 	}
-	c, _ := d.code()
-	if isSigned(c) {
-		v, err := d.md.DecodeInt64()
-		if err != nil {
-			return 0, d.lib(err)
-		}
-		if v < 0 {
-			return 0, d.badField("want unsigned integer, got %d", v)
-		}
-		return uint64(v), nil
-	}
-	v, err := d.md.DecodeUint64()
-	if err != nil {
-		return 0, d.lib(err)
+	if signed && int64(v) < 0 {
+		return 0, d.badField("want unsigned integer, got %d", int64(v))
 	}
 	return v, nil
 }
@@ -277,25 +307,17 @@ func (d *dec) uintMax(limit uint64) (uint64, *Error) {
 
 // int reads an integer of any msgpack integer encoding that fits an int64.
 func (d *dec) int() (int64, *Error) {
-	if err := d.want(isInt, "integer"); err != nil {
+	if !isInt(d.peek()) {
+		return 0, d.wrongType("integer")
+	}
+	v, signed, err := d.integer(d.body[d.off])
+	if err != nil {
 		return 0, err
 	}
-	c, _ := d.code()
-	if c == msgpcode.Uint64 {
-		v, err := d.md.DecodeUint64()
-		if err != nil {
-			return 0, d.lib(err)
-		}
-		if v > math.MaxInt64 {
-			return 0, d.badField("%d overflows a signed 64-bit integer", v)
-		}
-		return int64(v), nil
+	if !signed && v > math.MaxInt64 {
+		return 0, d.badField("%d overflows a signed 64-bit integer", v)
 	}
-	v, err := d.md.DecodeInt64()
-	if err != nil {
-		return 0, d.lib(err)
-	}
-	return v, nil
+	return int64(v), nil
 }
 
 // float reads a float32, float64 or integer (some encoders write whole floats as integers).
@@ -304,61 +326,78 @@ func (d *dec) float() (float64, *Error) {
 	if err != nil {
 		return 0, err
 	}
-	if isInt(c) {
+	switch {
+	case isInt(c):
 		v, err := d.int()
 		return float64(v), err
+	case c == codeFloat:
+		v, err := d.follow(4)
+		return float64(math.Float32frombits(uint32(v))), err
+	case c == codeDouble:
+		v, err := d.follow(8)
+		return math.Float64frombits(v), err
 	}
-	if c != msgpcode.Float && c != msgpcode.Double {
-		return 0, d.badField("want float, got %s", typeName(c))
-	}
-	v, lerr := d.md.DecodeFloat64()
-	if lerr != nil {
-		return 0, d.lib(lerr)
-	}
-	return v, nil
+	return 0, d.badField("want float, got %s", typeName(c))
 }
 
 func (d *dec) bool() (bool, *Error) {
-	if err := d.want(func(c byte) bool { return c == msgpcode.True || c == msgpcode.False }, "boolean"); err != nil {
+	if err := d.want(isBool, "boolean"); err != nil {
 		return false, err
 	}
-	v, err := d.md.DecodeBool()
-	if err != nil {
-		return false, d.lib(err)
-	}
-	return v, nil
+	d.off++
+	return d.body[d.off-1] == codeTrue, nil
 }
 
-// raw reads the length of a str or bin value and returns its bytes, aliased into body.
+// raw reads a str or bin value (the caller has checked that one is next) of at most
+// limit bytes and returns its bytes, aliased into body.
 func (d *dec) raw(limit int) ([]byte, *Error) {
-	n, err := d.md.DecodeBytesLen()
-	if err != nil {
-		return nil, d.lib(err)
+	c := d.peek()
+	var n uint64
+	var err *Error
+	switch {
+	case c <= 0xbf: // fixstr
+		n = uint64(c & 0x1f)
+		d.off++
+	case c >= codeStr8: // str 8, 16, 32
+		n, err = d.follow(1 << (c - codeStr8))
+	default: // bin 8, 16, 32
+		n, err = d.follow(1 << (c - codeBin8))
 	}
-	if n > d.left() {
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(d.left()) {
 		return nil, d.truncated()
 	}
-	if n > limit {
+	if n > uint64(limit) {
 		return nil, d.badField("%d bytes exceed the limit of %d", n, limit)
 	}
-	p := d.pos()
-	_, _ = d.r.Seek(int64(n), io.SeekCurrent)
-	return d.body[p : p+n : p+n], nil
+	p, end := d.off, d.off+int(n)
+	d.off = end
+	return d.body[p:end:end], nil
 }
 
-// str reads a UTF-8 string of at most limit bytes.
-func (d *dec) str(limit int) (string, *Error) {
-	if err := d.want(isStr, "string"); err != nil {
-		return "", err
+// strBytes reads a UTF-8 string of at most limit bytes and returns its bytes aliased
+// into the body: for comparing at once (string(b) == name does not allocate), never for
+// keeping, since the body's buffer is reused.
+func (d *dec) strBytes(limit int) ([]byte, *Error) {
+	if !isStr(d.peek()) {
+		return nil, d.wrongType("string")
 	}
 	b, err := d.raw(limit)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !utf8.Valid(b) {
-		return "", d.badField("string is not valid UTF-8")
+		return nil, d.badField("string is not valid UTF-8")
 	}
-	return string(b), nil
+	return b, nil
+}
+
+// str reads a UTF-8 string of at most limit bytes, copied.
+func (d *dec) str(limit int) (string, *Error) {
+	b, err := d.strBytes(limit)
+	return string(b), err
 }
 
 // bin reads a binary value of at most limit bytes, copied; empty is nil.
@@ -373,43 +412,54 @@ func (d *dec) bin(limit int) ([]byte, *Error) {
 	return append([]byte(nil), b...), nil
 }
 
+// entries consumes the header of a map or array whose first byte is c: the fix form
+// below code16 holds the count in its low 4 bits, code16 is followed by a 16-bit count,
+// code16+1 by a 32-bit one.
+func (d *dec) entries(c, code16 byte) (uint64, *Error) {
+	if c < code16 {
+		d.off++
+		return uint64(c & 0x0f), nil
+	}
+	return d.follow(2 << (c - code16))
+}
+
 // arrayLen reads an array header of at most limit elements.
 func (d *dec) arrayLen(limit int) (int, *Error) {
 	if err := d.want(isArray, "array"); err != nil {
 		return 0, err
 	}
-	n, err := d.md.DecodeArrayLen()
+	n, err := d.entries(d.body[d.off], codeArray16)
 	if err != nil {
-		return 0, d.lib(err)
+		return 0, err
 	}
-	if n > d.left() { // every element takes at least one byte
+	if n > uint64(d.left()) { // every element takes at least one byte
 		return 0, d.truncated()
 	}
-	if n > limit {
+	if n > uint64(limit) {
 		return 0, d.badField("%d elements exceed the limit of %d", n, limit)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // mapLen reads a map header; every entry takes at least two bytes.
 func (d *dec) mapLen() (int, *Error) {
-	if err := d.want(isMap, "map"); err != nil {
+	if !isMap(d.peek()) {
+		return 0, d.wrongType("map")
+	}
+	n, err := d.entries(d.body[d.off], codeMap16)
+	if err != nil {
 		return 0, err
 	}
-	n, err := d.md.DecodeMapLen()
-	if err != nil {
-		return 0, d.lib(err)
-	}
-	if n > d.left()/2 {
+	if n > uint64(d.left()/2) {
 		return 0, d.truncated()
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // isNil consumes a nil if one is next.
 func (d *dec) isNil() bool {
-	if c, err := d.code(); err == nil && c == msgpcode.Nil {
-		_, _ = d.r.ReadByte()
+	if d.peek() == codeNil {
+		d.off++
 		return true
 	}
 	return false
@@ -455,41 +505,34 @@ func (d *dec) skip(depth int) *Error {
 	}
 	// Scalars and extensions: their length follows from the first byte (and for ext8/16/32
 	// the length field).
-	var n int
-	hdr := 1
+	var n uint64 // bytes after the first
 	switch {
-	case c <= 0x7f || c >= 0xe0 || c == msgpcode.Nil || c == msgpcode.True || c == msgpcode.False:
-		n = 0
-	case c == msgpcode.Uint8 || c == msgpcode.Int8:
+	case c <= 0x7f || c >= 0xe0 || c == codeNil || isBool(c):
+	case c == codeUint8 || c == codeInt8:
 		n = 1
-	case c == msgpcode.Uint16 || c == msgpcode.Int16:
+	case c == codeUint16 || c == codeInt16:
 		n = 2
-	case c == msgpcode.Uint32 || c == msgpcode.Int32 || c == msgpcode.Float:
+	case c == codeUint32 || c == codeInt32 || c == codeFloat:
 		n = 4
-	case c == msgpcode.Uint64 || c == msgpcode.Int64 || c == msgpcode.Double:
+	case c == codeUint64 || c == codeInt64 || c == codeDouble:
 		n = 8
-	case c >= msgpcode.FixExt1 && c <= msgpcode.FixExt16: // type byte + 1, 2, 4, 8, 16
-		n = 1 + 1<<(c-msgpcode.FixExt1)
-	case c >= msgpcode.Ext8 && c <= msgpcode.Ext32: // length of 1, 2 or 4 bytes, type byte, data
-		lb := 1 << (c - msgpcode.Ext8)
-		if d.left() < 1+lb {
+	case c >= codeFixExt1 && c <= codeFixExt16: // type byte + 1, 2, 4, 8, 16
+		n = 1 + 1<<(c-codeFixExt1)
+	case c >= codeExt8 && c <= codeExt32: // length of 1, 2 or 4 bytes, then type byte and data
+		l, err := d.follow(1 << (c - codeExt8))
+		if err != nil {
+			return err
+		}
+		if l >= uint64(d.left()) {
 			return d.truncated()
 		}
-		p := d.pos() + 1
-		var l uint64
-		for i := range lb {
-			l = l<<8 | uint64(d.body[p+i])
-		}
-		hdr, n = 1+lb, 1
-		if l > uint64(d.left()) {
-			return d.truncated()
-		}
-		n += int(l)
+		d.off += 1 + int(l)
+		return nil
 	}
-	if d.left() < hdr+n {
+	if n >= uint64(d.left()) {
 		return d.truncated()
 	}
-	_, _ = d.r.Seek(int64(hdr+n), io.SeekCurrent)
+	d.off += 1 + int(n)
 	return nil
 }
 
@@ -531,8 +574,8 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 	}
 	var present uint64
 	for range n {
-		if err := d.want(isStr, "string key"); err != nil {
-			return err
+		if !isStr(d.peek()) {
+			return d.wrongType("string key")
 		}
 		k, err := d.raw(math.MaxInt)
 		if err != nil {
@@ -625,8 +668,8 @@ func (d *dec) message() (Message, *Error) {
 // findType returns the value of the top-level "t" without consuming anything: from the
 // first key when "t" is first (as this package writes it), else by a scan of the map.
 func (d *dec) findType() (uint64, *Error) {
-	save := d.pos()
-	defer func() { _, _ = d.r.Seek(int64(save), io.SeekStart) }()
+	save := d.off
+	defer func() { d.off = save }()
 	n, err := d.mapLen()
 	if err != nil {
 		return 0, err

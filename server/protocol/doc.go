@@ -4,8 +4,11 @@
 // The protocol itself is specified in server/PROTOCOL.md, which a test keeps in step
 // with this code.
 //
-// A frame is a 4-byte big-endian body length, then one msgpack map (encoded and decoded
-// with github.com/vmihailenco/msgpack/v5's Encoder and Decoder primitives, keys by hand).
+// A frame is a 4-byte big-endian body length, then one msgpack map. The codec is written
+// by hand over byte slices: the encoder appends to the frame's slice, in exactly the
+// encodings the github.com/vmihailenco/msgpack/v5 library picks with its default options
+// (a test compares the two, and that library is used by tests only); the decoder indexes
+// the body with an offset and accepts every msgpack form of a value.
 //
 // Invariants:
 //   - Decoding never panics and never allocates in proportion to a length the peer

@@ -3,11 +3,10 @@ package protocol
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Frame size limits.
@@ -25,18 +24,15 @@ const (
 	headerLen = 4
 )
 
-// frameWriter appends to buf; it is the msgpack.Encoder's writer, and it cannot fail.
-type frameWriter struct{ buf []byte }
-
-func (w *frameWriter) Write(p []byte) (int, error) { w.buf = append(w.buf, p...); return len(p), nil }
-func (w *frameWriter) WriteByte(c byte) error      { w.buf = append(w.buf, c); return nil }
-
-// enc is a pooled msgpack encoder writing into a frameWriter. The encoder's methods
-// return errors only when the writer fails, and frameWriter never does, so enc drops
-// them.
+// enc appends msgpack values to buf. It writes the encodings the msgpack library
+// (github.com/vmihailenco/msgpack/v5) picks with its default options, byte for byte, so
+// the wire did not change when this replaced it (TestEncMatchesLibrary compares the two
+// at every width boundary): integers in the shortest form, a non-negative one always in
+// the unsigned family; strings as fixstr, then str8, str16, str32; binaries as bin8, bin16,
+// bin32 (bin8 even when empty); floats always as float64; map and array headers in the
+// fix form below 16 entries, then the 16-bit, then the 32-bit form. Appending cannot fail.
 type enc struct {
-	w   frameWriter
-	e   *msgpack.Encoder
+	buf []byte
 	err *Error // the first field that could not be encoded
 }
 
@@ -47,23 +43,100 @@ func (c *enc) fail(field, msg string) {
 	}
 }
 
-var encPool = sync.Pool{New: func() any {
-	c := &enc{}
-	c.e = msgpack.NewEncoder(&c.w)
-	return c
-}}
+// encPool recycles encoders: every message's encode method takes the *enc through an
+// interface call, so one made per frame would escape to the heap.
+var encPool = sync.Pool{New: func() any { return new(enc) }}
 
-func (c *enc) mapLen(n int)        { _ = c.e.EncodeMapLen(n) }
-func (c *enc) arrayLen(n int)      { _ = c.e.EncodeArrayLen(n) }
-func (c *enc) str(s string)        { _ = c.e.EncodeString(s) }
-func (c *enc) uint(v uint64)       { _ = c.e.EncodeUint(v) }
-func (c *enc) int(v int64)         { _ = c.e.EncodeInt(v) }
-func (c *enc) float(v float64)     { _ = c.e.EncodeFloat64(v) }
-func (c *enc) bool(v bool)         { _ = c.e.EncodeBool(v) }
-func (c *enc) dur(v time.Duration) { _ = c.e.EncodeInt(int64(v)) }
+// appendLen appends the header of a value of n bytes or entries in its 16-bit form
+// (code16 and 2 bytes) or, above 65535, its 32-bit form (code16+1 and 4 bytes).
+func appendLen(b []byte, code16 byte, n int) []byte {
+	if n <= math.MaxUint16 {
+		return append(b, code16, byte(n>>8), byte(n))
+	}
+	return append(b, code16+1, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func (c *enc) mapLen(n int) {
+	if n < 16 {
+		c.buf = append(c.buf, codeFixMap|byte(n))
+		return
+	}
+	c.buf = appendLen(c.buf, codeMap16, n)
+}
+
+func (c *enc) arrayLen(n int) {
+	if n < 16 {
+		c.buf = append(c.buf, codeFixArray|byte(n))
+		return
+	}
+	c.buf = appendLen(c.buf, codeArray16, n)
+}
+
+func (c *enc) str(s string) {
+	switch n := len(s); {
+	case n < 32:
+		c.buf = append(c.buf, codeFixStr|byte(n))
+	case n <= math.MaxUint8:
+		c.buf = append(c.buf, codeStr8, byte(n))
+	default:
+		c.buf = appendLen(c.buf, codeStr16, n)
+	}
+	c.buf = append(c.buf, s...)
+}
+
+func (c *enc) uint(v uint64) {
+	switch {
+	case v <= math.MaxInt8: // positive fixint
+		c.buf = append(c.buf, byte(v))
+	case v <= math.MaxUint8:
+		c.buf = append(c.buf, codeUint8, byte(v))
+	case v <= math.MaxUint16:
+		c.buf = append(c.buf, codeUint16, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		c.buf = append(c.buf, codeUint32, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		c.buf = binary.BigEndian.AppendUint64(append(c.buf, codeUint64), v)
+	}
+}
+
+func (c *enc) int(v int64) {
+	switch {
+	case v >= 0:
+		c.uint(uint64(v))
+	case v >= -32: // negative fixint
+		c.buf = append(c.buf, byte(v))
+	case v >= math.MinInt8:
+		c.buf = append(c.buf, codeInt8, byte(v))
+	case v >= math.MinInt16:
+		c.buf = append(c.buf, codeInt16, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		c.buf = append(c.buf, codeInt32, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		c.buf = binary.BigEndian.AppendUint64(append(c.buf, codeInt64), uint64(v))
+	}
+}
+
+func (c *enc) float(v float64) {
+	c.buf = binary.BigEndian.AppendUint64(append(c.buf, codeDouble), math.Float64bits(v))
+}
+
+func (c *enc) bool(v bool) {
+	if v {
+		c.buf = append(c.buf, codeTrue)
+	} else {
+		c.buf = append(c.buf, codeFalse)
+	}
+}
+
+func (c *enc) dur(v time.Duration) { c.int(int64(v)) }
+
 func (c *enc) bin(v []byte) {
-	_ = c.e.EncodeBytesLen(len(v))
-	c.w.buf = append(c.w.buf, v...)
+	if n := len(v); n <= math.MaxUint8 {
+		c.buf = append(c.buf, codeBin8, byte(n))
+	} else {
+		c.buf = appendLen(c.buf, codeBin16, n)
+	}
+	c.buf = append(c.buf, v...)
 }
 
 // Key-value helpers: the key, then the value.
@@ -105,10 +178,10 @@ func AppendFrame(dst []byte, msg Message, maxFrame int) ([]byte, error) {
 	}
 	c := encPool.Get().(*enc)
 	start := len(dst)
-	c.w.buf = append(dst, 0, 0, 0, 0)
+	c.buf = append(dst, 0, 0, 0, 0)
 	msg.encode(c)
-	out, err := c.w.buf, c.err
-	c.w.buf, c.err = nil, nil
+	out, err := c.buf, c.err
+	c.buf, c.err = nil, nil
 	encPool.Put(c)
 	if err != nil {
 		err.ID = msg.RequestID()

@@ -161,14 +161,15 @@ func enumName[T ~uint8](names []string, v T) string {
 	return ""
 }
 
-// enum reads a string that must be one of names (names[0] may be "" for "no value").
+// enum reads a string that must be one of names (names[0] may be "" for "no value"),
+// comparing it in place: a valid name costs no allocation.
 func enum[T ~uint8](d *dec, names []string) (T, *Error) {
-	s, err := d.str(maxEnumLen)
+	s, err := d.strBytes(maxEnumLen)
 	if err != nil {
 		return 0, err
 	}
 	for i, n := range names {
-		if n != "" && n == s {
+		if n != "" && n == string(s) {
 			return T(i), nil
 		}
 	}
