@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/tockd"
 )
 
@@ -53,6 +56,7 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-webhook-secret", "s"}, nil, "-webhook-format feishu"},
 		{[]string{"-alert-backlog", "-1"}, nil, "-alert-backlog"},
 		{[]string{"-data-dir", "d", "-session-ttl", "500ms"}, nil, "-session-ttl"},
+		{[]string{"-retention", "-1s"}, nil, "-retention"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -77,5 +81,41 @@ func TestStoreFlags(t *testing.T) {
 	c, err = parseConfig([]string{"-data-dir", "d"}, env(nil))
 	if err != nil || c.store.EmbeddedClientPort != 2379 {
 		t.Fatalf("default client port: store %+v, err %v", c.store, err)
+	}
+}
+
+// -retention reaches the engine: the default keeps a finished task queryable; 0 drops
+// it as it finishes.
+func TestRetentionFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		kept bool
+	}{{nil, true}, {[]string{"-retention", "0"}, false}} {
+		cfg, err := parseConfig(c.args, env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := task.New(cfg.server.EngineOptions...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan struct{})
+		e.Register("t", func(context.Context, *task.Run) error { close(ran); return nil })
+		if _, err := e.Submit(task.Task{ID: "x", Type: "t", Schedule: task.After(0)}); err != nil {
+			t.Fatal(err)
+		}
+		<-ran
+		deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine
+		for {
+			in, err := e.Get(task.DefaultNamespace, "x")
+			if c.kept && err == nil && in.State == task.Succeeded || !c.kept && errors.Is(err, task.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: Get after the run: %+v, %v; want kept %v", c.args, in, err, c.kept)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_ = e.Close(context.Background())
 	}
 }
