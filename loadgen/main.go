@@ -184,7 +184,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.backoff, "backoff", 50*time.Millisecond, "first retry delay (then x1.5, jittered, capped at 20x)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&c.bsAddr, "beanstalkd-addr", "", "beanstalkd: address of a running beanstalkd (empty: start the beanstalkd on PATH on 127.0.0.1, killed at the end)")
-	fs.IntVar(&c.bsWorkers, "beanstalkd-workers", 16, "beanstalkd: reserve/delete connections (one job each at a time)")
+	fs.IntVar(&c.bsWorkers, "beanstalkd-workers", defaultBeanstalkdWorkers, "beanstalkd: reserve/delete connections (one job each at a time)")
 	fs.IntVar(&c.bsPipeline, "beanstalkd-pipeline", 64, "beanstalkd: puts in flight on each producer connection")
 	fs.DurationVar(&c.bsTTR, "beanstalkd-ttr", time.Minute, "beanstalkd: time to run of each job (whole seconds, at least 1s)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile (every target) to this file")
