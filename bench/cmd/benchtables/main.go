@@ -109,7 +109,8 @@ func write(w *bytes.Buffer, dir string) error {
 
 // writeSystem renders the system-level runs (loadgen against the engine, tockd, a
 // cluster and the peer) recorded by record-system.sh in dir: for each, its title, the
-// command, and its output (date, machine, summary with the peer's figure and the ratio).
+// command, its output (date, machine, summary with the peer's figure and the ratio) and
+// its notes (<run>.notes.md), if any.
 func writeSystem(w *bytes.Buffer, dir string) error {
 	cmds, err := filepath.Glob(filepath.Join(dir, "*.cmd"))
 	if err != nil || len(cmds) == 0 {
@@ -135,6 +136,11 @@ func writeSystem(w *bytes.Buffer, dir string) error {
 			title = []byte(filepath.Base(base))
 		}
 		fmt.Fprintf(w, "\n### %s\n\n`%s`\n\n```text\n%s```\n", strings.TrimSpace(string(title)), strings.TrimSpace(string(cmd)), out)
+		// The analysis of the run, kept beside it by hand (where the time goes, why a
+		// goal is or is not met), follows it as written.
+		if notes, err := os.ReadFile(base + ".notes.md"); err == nil {
+			fmt.Fprintf(w, "\n%s", notes)
+		}
 	}
 	return nil
 }

@@ -73,9 +73,10 @@ func TestWriteSkipsMissingResults(t *testing.T) {
 func TestWriteSystem(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
-		"peer.cmd":   "go run ./loadgen -target server,beanstalkd\n",
-		"peer.title": "tockd vs beanstalkd\n",
-		"peer.txt":   "date: 2026-11-30 05:00 UTC\nratio server/beanstalkd: 3.2x\n",
+		"peer.cmd":      "go run ./loadgen -target server,beanstalkd\n",
+		"peer.title":    "tockd vs beanstalkd\n",
+		"peer.txt":      "date: 2026-11-30 05:00 UTC\nratio server/beanstalkd: 3.2x\n",
+		"peer.notes.md": "Why the ratio falls short: the CPU per task.\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func TestWriteSystem(t *testing.T) {
 	if err := writeSystem(&b, dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## System runs", "### tockd vs beanstalkd", "`go run ./loadgen -target server,beanstalkd`", "ratio server/beanstalkd: 3.2x"} {
+	for _, want := range []string{"## System runs", "### tockd vs beanstalkd", "`go run ./loadgen -target server,beanstalkd`", "ratio server/beanstalkd: 3.2x", "```\n\nWhy the ratio falls short"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
