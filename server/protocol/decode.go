@@ -98,6 +98,7 @@ func Decode(body []byte) (Message, error) {
 	d.reset(body)
 	m, err := d.message()
 	if err != nil {
+		d.finish(err)
 		err.ID = d.id
 		if !d.haveID {
 			err.ID = peekID(body)
@@ -114,12 +115,20 @@ func Decode(body []byte) (Message, error) {
 // dec reads one body: off indexes the next unread byte. Every read checks the bytes
 // left before it indexes, so a truncated or lying body is an error, never a panic.
 // Strings and binaries are sliced out of body, and copied before a message keeps them.
+//
+// Where in the message an error lies (task.schedule.cron, tasks[2].tid) costs nothing
+// while decoding succeeds: badField and badFrame make the error without its path, each
+// map and array level the error is returned through adds its key or index (at, atIdx),
+// innermost first, and finish writes the path into the error once it reaches the top.
 type dec struct {
-	body   []byte
-	off    int
-	path   []pathElem // where in the message the value being read sits, for errors
-	id     uint64     // the envelope's "id", once read
-	haveID bool
+	body    []byte
+	off     int
+	depth   int    // the number of keys and indices above the value being read
+	id      uint64 // the envelope's "id", once read
+	haveID  bool
+	err     *Error     // the last error badField or badFrame made: finish completes it
+	errAt   int        // for a BAD_FRAME err: the byte it was found at
+	errPath []pathElem // the keys and indices err has been returned through, innermost first
 }
 
 type pathElem struct {
@@ -132,17 +141,31 @@ type pathElem struct {
 var decPool = sync.Pool{New: func() any { return new(dec) }}
 
 func (d *dec) reset(body []byte) {
-	d.body, d.off = body, 0
-	d.path = d.path[:0]
+	d.body, d.off, d.depth = body, 0, 0
 	d.id, d.haveID = 0, false
+	d.err, d.errPath = nil, d.errPath[:0]
 }
 
 func (d *dec) left() int { return len(d.body) - d.off }
 
-// fieldPath renders the current path: task.schedule.cron, tasks[2].tid.
+// at adds key to the path of err, which a value under key returned; at returns err.
+func (d *dec) at(err *Error, key string) *Error {
+	d.errPath = append(d.errPath, pathElem{key: key, idx: -1})
+	return err
+}
+
+// atIdx adds array index i to the path of err, which element i returned; it returns err.
+func (d *dec) atIdx(err *Error, i int) *Error {
+	d.errPath = append(d.errPath, pathElem{idx: i})
+	return err
+}
+
+// fieldPath renders the path errors have been returned through: task.schedule.cron,
+// tasks[2].tid.
 func (d *dec) fieldPath() string {
 	var b strings.Builder
-	for _, p := range d.path {
+	for i := len(d.errPath) - 1; i >= 0; i-- {
+		p := d.errPath[i]
 		if p.idx >= 0 {
 			b.WriteString("[" + strconv.Itoa(p.idx) + "]")
 			continue
@@ -155,16 +178,34 @@ func (d *dec) fieldPath() string {
 	return b.String()
 }
 
+// badField makes a BAD_FIELD error; finish names its field.
 func (d *dec) badField(format string, args ...any) *Error {
-	return newError(CodeBadField, d.fieldPath(), fmt.Sprintf(format, args...))
+	d.err = newError(CodeBadField, "", fmt.Sprintf(format, args...))
+	return d.err
 }
 
+// badFrame makes a BAD_FRAME error at the current byte; finish ends its message with
+// where it lies: "... (in task.payload) at byte 17".
 func (d *dec) badFrame(format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	if p := d.fieldPath(); p != "" {
-		msg += " (in " + p + ")"
+	d.err, d.errAt = newError(CodeBadFrame, "", fmt.Sprintf(format, args...)), d.off
+	return d.err
+}
+
+// finish completes err, which decoding returned at the top: an error of badField gets
+// its field, one of badFrame its place; other errors were made complete.
+func (d *dec) finish(err *Error) {
+	if err != d.err {
+		return
 	}
-	return newError(CodeBadFrame, "", msg+" at byte "+strconv.Itoa(d.off))
+	switch err.Code {
+	case CodeBadField:
+		err.Field = d.fieldPath()
+	case CodeBadFrame:
+		if p := d.fieldPath(); p != "" {
+			err.Message += " (in " + p + ")"
+		}
+		err.Message += " at byte " + strconv.Itoa(d.errAt)
+	}
 }
 
 // truncated is the error for a value that runs past the end of the body.
@@ -594,15 +635,15 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 			}
 			continue
 		}
-		d.enter(t.keys[i])
 		if present&(1<<i) != 0 {
-			return d.badField("key appears twice")
+			return d.at(d.badField("key appears twice"), t.keys[i])
 		}
 		if !d.isNil() {
 			present |= 1 << i
 			var err *Error
 			switch {
 			case i >= off:
+				d.depth = depth + 1
 				err = x.set(d, i-off)
 			case i == 0: // "t": its value was read by findType
 				_, err = d.uint()
@@ -612,16 +653,14 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 				x.(Message).setID(d.id)
 			}
 			if err != nil {
-				return err
+				return d.at(err, t.keys[i])
 			}
 		}
-		d.leave()
 	}
 	if missing := t.required &^ present; missing != 0 {
 		for i, key := range t.keys {
 			if missing&(1<<i) != 0 {
-				d.enter(key)
-				return d.badField("required field is missing")
+				return d.at(d.badField("required field is missing"), key)
 			}
 		}
 	}
@@ -631,13 +670,8 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 	return nil
 }
 
-// enter and leave move the error path into a key or an array index and back out.
-func (d *dec) enter(key string) { d.path = append(d.path, pathElem{key: key, idx: -1}) }
-func (d *dec) enterIdx(i int)   { d.path = append(d.path, pathElem{idx: i}) }
-func (d *dec) leave()           { d.path = d.path[:len(d.path)-1] }
-
 // sub reads a nested map value.
-func (d *dec) sub(x decodable) *Error { return d.readMap(x, len(d.path)) }
+func (d *dec) sub(x decodable) *Error { return d.readMap(x, d.depth) }
 
 // message reads a whole body: a map whose "t" selects the message type.
 func (d *dec) message() (Message, *Error) {
@@ -683,9 +717,7 @@ func (d *dec) findType() (uint64, *Error) {
 			return 0, err
 		}
 		if string(k) == "t" {
-			d.path = append(d.path, pathElem{key: "t", idx: -1})
 			v, err := d.uint()
-			d.path = d.path[:0]
 			if err != nil {
 				return 0, newError(CodeBadFrame, "t", "\"t\" is not an unsigned integer")
 			}

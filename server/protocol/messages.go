@@ -664,8 +664,7 @@ func (m *DLQPurge) set(d *dec, i int) (err *Error) {
 // checkFields: exactly one of "tid" and "all": true.
 func (m *DLQPurge) checkFields(d *dec, present uint64) *Error {
 	if (present&2 != 0) == m.All {
-		d.enter("tid")
-		return d.badField(`give exactly one of "tid" and "all": true`)
+		return d.at(d.badField(`give exactly one of "tid" and "all": true`), "tid")
 	}
 	return nil
 }
@@ -843,11 +842,9 @@ func (m *Subscribe) set(d *dec, i int) (err *Error) {
 	}
 	m.Types = make([]string, n)
 	for j := range m.Types {
-		d.enterIdx(j)
 		if m.Types[j], err = d.str(task.MaxTypeLen); err != nil {
-			return err
+			return d.atIdx(err, j)
 		}
-		d.leave()
 	}
 	return nil
 }
@@ -1045,11 +1042,9 @@ func (m *Acks) set(d *dec, i int) (err *Error) {
 	}
 	m.RunIDs = make([]uint64, n)
 	for j := range m.RunIDs {
-		d.enterIdx(j)
 		if m.RunIDs[j], err = d.uint(); err != nil {
-			return err
+			return d.atIdx(err, j)
 		}
-		d.leave()
 	}
 	return nil
 }

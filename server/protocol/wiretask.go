@@ -330,12 +330,10 @@ var kindKey = [...]int{task.KindAt: 1, task.KindAfter: 2, task.KindEvery: 3, tas
 func (s *Schedule) checkFields(d *dec, present uint64) *Error {
 	k := kindKey[s.Kind]
 	if present&(1<<k) == 0 {
-		d.enter(scheduleFields.keys[k])
-		return d.badField("required for kind %q", kindNames[s.Kind])
+		return d.at(d.badField("required for kind %q", kindNames[s.Kind]), scheduleFields.keys[k])
 	}
 	if f := s.strayField(); f != "" {
-		d.enter(f)
-		return d.badField("not used by kind %q", kindNames[s.Kind])
+		return d.at(d.badField("not used by kind %q", kindNames[s.Kind]), f)
 	}
 	return nil
 }
@@ -480,12 +478,12 @@ func readArray[T any, P interface {
 		return nil, err
 	}
 	out := make([]T, n)
+	depth := d.depth + 1
 	for i := range out {
-		d.enterIdx(i)
+		d.depth = depth
 		if err := d.sub(P(&out[i])); err != nil {
-			return nil, err
+			return nil, d.atIdx(err, i)
 		}
-		d.leave()
 	}
 	return out, nil
 }
@@ -624,8 +622,7 @@ func (r *ItemResult) set(d *dec, i int) (err *Error) {
 // checkFields: a success names the state it left the task in.
 func (r *ItemResult) checkFields(d *dec, present uint64) *Error {
 	if r.Code == 0 && present&(1<<3) == 0 {
-		d.enter("state")
-		return d.badField("required when code is absent (success)")
+		return d.at(d.badField("required when code is absent (success)"), "state")
 	}
 	return nil
 }
