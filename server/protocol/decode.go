@@ -422,17 +422,28 @@ func (d *dec) raw(limit int) ([]byte, *Error) {
 // into the body: for comparing at once (string(b) == name does not allocate), never for
 // keeping, since the body's buffer is reused.
 func (d *dec) strBytes(limit int) ([]byte, *Error) {
+	b, err := d.strRaw(limit)
+	if err == nil {
+		err = d.utf8(b)
+	}
+	return b, err
+}
+
+// strRaw is strBytes without the check that the string is UTF-8, for callers that can
+// tell by comparison that it is (a known name), and check it only when that fails.
+func (d *dec) strRaw(limit int) ([]byte, *Error) {
 	if !isStr(d.peek()) {
 		return nil, d.wrongType("string")
 	}
-	b, err := d.raw(limit)
-	if err != nil {
-		return nil, err
-	}
+	return d.raw(limit)
+}
+
+// utf8 checks that the string b, just read, is valid UTF-8.
+func (d *dec) utf8(b []byte) *Error {
 	if !utf8.Valid(b) {
-		return nil, d.badField("string is not valid UTF-8")
+		return d.badField("string is not valid UTF-8")
 	}
-	return b, nil
+	return nil
 }
 
 // str reads a UTF-8 string of at most limit bytes, copied.

@@ -162,9 +162,10 @@ func enumName[T ~uint8](names []string, v T) string {
 }
 
 // enum reads a string that must be one of names (names[0] may be "" for "no value"),
-// comparing it in place: a valid name costs no allocation.
+// comparing it in place: a valid name costs no allocation, and no UTF-8 check (the
+// names are).
 func enum[T ~uint8](d *dec, names []string) (T, *Error) {
-	s, err := d.strBytes(maxEnumLen)
+	s, err := d.strRaw(maxEnumLen)
 	if err != nil {
 		return 0, err
 	}
@@ -172,6 +173,9 @@ func enum[T ~uint8](d *dec, names []string) (T, *Error) {
 		if n != "" && n == string(s) {
 			return T(i), nil
 		}
+	}
+	if err := d.utf8(s); err != nil {
+		return 0, err
 	}
 	return 0, d.badField("%q is not one of %v", s, nonEmpty(names))
 }
@@ -186,14 +190,15 @@ func nonEmpty(names []string) []string {
 	return out
 }
 
-// state reads a state name (as task.State.String writes it).
+// state reads a state name (as task.State.String writes it, in any case), without
+// allocating.
 func (d *dec) state() (task.State, *Error) {
-	s, err := d.str(maxStateLen)
+	s, err := d.strBytes(maxStateLen)
 	if err != nil {
 		return 0, err
 	}
-	st, perr := task.ParseState(s)
-	if perr != nil {
+	st, ok := task.ParseStateBytes(s)
+	if !ok {
 		return 0, d.badField("%q is not a task state", s)
 	}
 	return st, nil
