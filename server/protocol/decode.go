@@ -25,11 +25,16 @@ const maxDepth = 16
 // the Decoder at the start of the next. A length prefix above the maximum is the one
 // error the stream cannot recover from: the Decoder stops there, and every later Next
 // returns the same error.
+//
+// A Decoder interns the namespaces and task types of the messages it decodes (see
+// nameCache): equal names in its messages may share one string.
 type Decoder struct {
-	max int
-	buf []byte
-	off int
-	err *Error // sticky: FRAME_TOO_LARGE
+	max   int
+	buf   []byte
+	off   int
+	err   *Error // sticky: FRAME_TOO_LARGE
+	dec   dec    // reads each frame's body
+	names nameCache
 }
 
 // NewDecoder returns a Decoder that accepts frame bodies of up to maxFrame bytes;
@@ -38,7 +43,9 @@ func NewDecoder(maxFrame int) *Decoder {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Decoder{max: min(maxFrame, MaxFrameLimit)}
+	d := &Decoder{max: min(maxFrame, MaxFrameLimit)}
+	d.dec.names = &d.names
+	return d
 }
 
 // Feed appends p to the bytes waiting to be decoded; p is copied, and may be reused as
@@ -65,7 +72,8 @@ func (d *Decoder) Buffered() int { return len(d.buf) - d.off }
 // no complete frame: feed more and call again. Otherwise it consumes one frame and
 // returns its message, or an *Error: FRAME_TOO_LARGE (sticky; detected from the length
 // prefix alone, before any body byte is awaited or buffered for it), or the error of
-// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's.
+// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's, less
+// the copies of names the Decoder has interned before.
 func (d *Decoder) Next() (Message, error) {
 	if d.err != nil {
 		return nil, d.err
@@ -83,7 +91,7 @@ func (d *Decoder) Next() (Message, error) {
 		return nil, nil
 	}
 	d.off += headerLen + int(n)
-	return Decode(avail[headerLen : headerLen+int(n)])
+	return d.dec.decode(avail[headerLen : headerLen+int(n)])
 }
 
 // Decode decodes one frame body (without its length prefix). The message it returns
@@ -92,9 +100,16 @@ func (d *Decoder) Next() (Message, error) {
 // BAD_FIELD naming the field (wrong msgpack type, out of range, missing, duplicated).
 // Their ID is the request ID when the body holds a readable one. Keys a message does not
 // define are skipped. O(len(body)); allocates the message, and its strings, slices and
-// maps (an ACK: 1 allocation, BenchmarkDecodeAck).
+// maps (an ACK: 1 allocation), less the names a Decoder interns (see Decoder.Next).
 func Decode(body []byte) (Message, error) {
 	d := decPool.Get().(*dec)
+	m, err := d.decode(body)
+	decPool.Put(d)
+	return m, err
+}
+
+// decode is Decode with d.
+func (d *dec) decode(body []byte) (Message, error) {
 	d.reset(body)
 	m, err := d.message()
 	if err != nil {
@@ -105,7 +120,6 @@ func Decode(body []byte) (Message, error) {
 		}
 	}
 	d.reset(nil)
-	decPool.Put(d)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +143,7 @@ type dec struct {
 	err     *Error     // the last error badField or badFrame made: finish completes it
 	errAt   int        // for a BAD_FRAME err: the byte it was found at
 	errPath []pathElem // the keys and indices err has been returned through, innermost first
+	names   *nameCache // the Decoder's, which name interns through; nil: no interning
 }
 
 type pathElem struct {

@@ -234,11 +234,11 @@ func (t *Task) fields() *fieldTable { return &taskFields }
 func (t *Task) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		t.Namespace, err = d.str(task.MaxNamespaceLen)
+		t.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		t.ID, err = d.str(task.MaxIDLen)
 	case 2:
-		t.Type, err = d.str(task.MaxTypeLen)
+		t.Type, err = d.name(task.MaxTypeLen)
 	case 3:
 		t.Payload, err = d.bin(maxPayload)
 	case 4:
@@ -601,7 +601,7 @@ func (r *ItemResult) fields() *fieldTable { return &itemResultFields }
 func (r *ItemResult) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		r.Namespace, err = d.str(task.MaxNamespaceLen)
+		r.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		r.ID, err = d.str(task.MaxIDLen)
 	case 2:
