@@ -643,23 +643,9 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 	var present uint64
 	next := 0 // the key expected next: encoders that write keys in table order hit it
 	for range n {
-		if !isStr(d.peek()) {
-			return d.wrongType("string key")
-		}
-		k, err := d.raw(math.MaxInt)
+		i, err := d.key(t, next)
 		if err != nil {
 			return err
-		}
-		i := -1
-		if next < len(t.keys) && string(k) == t.keys[next] {
-			i = next
-		} else {
-			for j, key := range t.keys {
-				if string(k) == key {
-					i = j
-					break
-				}
-			}
 		}
 		next = i + 1
 		if i < 0 {
@@ -701,6 +687,34 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 		return c.checkFields(d, present>>off)
 	}
 	return nil
+}
+
+// key reads a map key and returns its index in t, or -1 for a key t does not list. It
+// first tries t.keys[next] in the form this package writes it, a fixstr, with one
+// comparison of the bytes (no UTF-8 check: keys are only compared); any other key or
+// form is read as a string and looked up in the whole table.
+func (d *dec) key(t *fieldTable, next int) (int, *Error) {
+	if next < len(t.keys) {
+		k := t.keys[next]
+		end := d.off + 1 + len(k)
+		if len(k) <= 31 && end <= len(d.body) && d.body[d.off] == codeFixStr|byte(len(k)) && string(d.body[d.off+1:end]) == k {
+			d.off = end
+			return next, nil
+		}
+	}
+	if !isStr(d.peek()) {
+		return -1, d.wrongType("string key")
+	}
+	k, err := d.raw(math.MaxInt)
+	if err != nil {
+		return -1, err
+	}
+	for j, key := range t.keys {
+		if string(k) == key {
+			return j, nil
+		}
+	}
+	return -1, nil
 }
 
 // sub reads a nested map value.
