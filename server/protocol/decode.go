@@ -749,6 +749,11 @@ func (d *dec) message() (Message, *Error) {
 // findType returns the value of the top-level "t" without consuming anything: from the
 // first key when "t" is first (as this package writes it), else by a scan of the map.
 func (d *dec) findType() (uint64, *Error) {
+	// As this package writes it: a fixmap whose first key is "t", a positive fixint.
+	if b := d.body[d.off:]; len(b) >= 4 && b[0] > codeFixMap && b[0] < codeFixArray &&
+		int(b[0]&0x0f) <= (len(b)-1)/2 && b[1] == codeFixStr|1 && b[2] == 't' && b[3] <= 0x7f {
+		return uint64(b[3]), nil
+	}
 	save := d.off
 	defer func() { d.off = save }()
 	n, err := d.mapLen()
