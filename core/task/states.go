@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -53,6 +54,17 @@ func ParseState(name string) (State, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: %q", ErrUnknownState, name)
+}
+
+// ParseStateBytes is ParseState for a name held in bytes (a decoder's view of a frame),
+// without allocating: ok is false where ParseState returns ErrUnknownState.
+func ParseStateBytes(name []byte) (s State, ok bool) {
+	for s := Pending; s < numStates; s++ {
+		if bytes.EqualFold(name, []byte(stateNames[s])) {
+			return s, true
+		}
+	}
+	return 0, false
 }
 
 // Terminal reports whether a task in state s makes no further progress by itself:

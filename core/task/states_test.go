@@ -129,6 +129,26 @@ func TestStateStrings(t *testing.T) {
 	}
 }
 
+// TestParseStateBytes: ParseStateBytes agrees with ParseState on names in any case
+// (Unicode folding included: U+017F folds to s), on what is not a name, and allocates
+// nothing.
+func TestParseStateBytes(t *testing.T) {
+	ins := []string{"", "State(1)", "pend", " PENDING", "PENDING ", "DONE", "\u017fucceeded", "\xff", "DEAD\x00"}
+	for _, s := range allStates {
+		ins = append(ins, s.String(), strings.ToLower(s.String()), strings.ToLower(s.String()[:1])+s.String()[1:])
+	}
+	for _, in := range ins {
+		want, err := ParseState(in)
+		if got, ok := ParseStateBytes([]byte(in)); got != want || ok != (err == nil) {
+			t.Errorf("ParseStateBytes(%q) = %v, %v; ParseState gives %v, %v", in, got, ok, want, err)
+		}
+	}
+	name := []byte("cancelled")
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseStateBytes(name) }); n != 0 {
+		t.Errorf("ParseStateBytes: %v allocations", n)
+	}
+}
+
 func TestTransitionNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		_ = Transition(Pending, Due)

@@ -25,11 +25,16 @@ const maxDepth = 16
 // the Decoder at the start of the next. A length prefix above the maximum is the one
 // error the stream cannot recover from: the Decoder stops there, and every later Next
 // returns the same error.
+//
+// A Decoder interns the namespaces and task types of the messages it decodes (see
+// nameCache): equal names in its messages may share one string.
 type Decoder struct {
-	max int
-	buf []byte
-	off int
-	err *Error // sticky: FRAME_TOO_LARGE
+	max   int
+	buf   []byte
+	off   int
+	err   *Error // sticky: FRAME_TOO_LARGE
+	dec   dec    // reads each frame's body
+	names nameCache
 }
 
 // NewDecoder returns a Decoder that accepts frame bodies of up to maxFrame bytes;
@@ -38,7 +43,9 @@ func NewDecoder(maxFrame int) *Decoder {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Decoder{max: min(maxFrame, MaxFrameLimit)}
+	d := &Decoder{max: min(maxFrame, MaxFrameLimit)}
+	d.dec.names = &d.names
+	return d
 }
 
 // Feed appends p to the bytes waiting to be decoded; p is copied, and may be reused as
@@ -65,7 +72,8 @@ func (d *Decoder) Buffered() int { return len(d.buf) - d.off }
 // no complete frame: feed more and call again. Otherwise it consumes one frame and
 // returns its message, or an *Error: FRAME_TOO_LARGE (sticky; detected from the length
 // prefix alone, before any body byte is awaited or buffered for it), or the error of
-// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's.
+// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's, less
+// the copies of names the Decoder has interned before.
 func (d *Decoder) Next() (Message, error) {
 	if d.err != nil {
 		return nil, d.err
@@ -83,7 +91,7 @@ func (d *Decoder) Next() (Message, error) {
 		return nil, nil
 	}
 	d.off += headerLen + int(n)
-	return Decode(avail[headerLen : headerLen+int(n)])
+	return d.dec.decode(avail[headerLen : headerLen+int(n)])
 }
 
 // Decode decodes one frame body (without its length prefix). The message it returns
@@ -92,19 +100,26 @@ func (d *Decoder) Next() (Message, error) {
 // BAD_FIELD naming the field (wrong msgpack type, out of range, missing, duplicated).
 // Their ID is the request ID when the body holds a readable one. Keys a message does not
 // define are skipped. O(len(body)); allocates the message, and its strings, slices and
-// maps (an ACK: 1 allocation, BenchmarkDecodeAck).
+// maps (an ACK: 1 allocation), less the names a Decoder interns (see Decoder.Next).
 func Decode(body []byte) (Message, error) {
 	d := decPool.Get().(*dec)
+	m, err := d.decode(body)
+	decPool.Put(d)
+	return m, err
+}
+
+// decode is Decode with d.
+func (d *dec) decode(body []byte) (Message, error) {
 	d.reset(body)
 	m, err := d.message()
 	if err != nil {
+		d.finish(err)
 		err.ID = d.id
 		if !d.haveID {
 			err.ID = peekID(body)
 		}
 	}
 	d.reset(nil)
-	decPool.Put(d)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +129,21 @@ func Decode(body []byte) (Message, error) {
 // dec reads one body: off indexes the next unread byte. Every read checks the bytes
 // left before it indexes, so a truncated or lying body is an error, never a panic.
 // Strings and binaries are sliced out of body, and copied before a message keeps them.
+//
+// Where in the message an error lies (task.schedule.cron, tasks[2].tid) costs nothing
+// while decoding succeeds: badField and badFrame make the error without its path, each
+// map and array level the error is returned through adds its key or index (at, atIdx),
+// innermost first, and finish writes the path into the error once it reaches the top.
 type dec struct {
-	body   []byte
-	off    int
-	path   []pathElem // where in the message the value being read sits, for errors
-	id     uint64     // the envelope's "id", once read
-	haveID bool
+	body    []byte
+	off     int
+	depth   int    // the number of keys and indices above the value being read
+	id      uint64 // the envelope's "id", once read
+	haveID  bool
+	err     *Error     // the last error badField or badFrame made: finish completes it
+	errAt   int        // for a BAD_FRAME err: the byte it was found at
+	errPath []pathElem // the keys and indices err has been returned through, innermost first
+	names   *nameCache // the Decoder's, which name interns through; nil: no interning
 }
 
 type pathElem struct {
@@ -132,17 +156,31 @@ type pathElem struct {
 var decPool = sync.Pool{New: func() any { return new(dec) }}
 
 func (d *dec) reset(body []byte) {
-	d.body, d.off = body, 0
-	d.path = d.path[:0]
+	d.body, d.off, d.depth = body, 0, 0
 	d.id, d.haveID = 0, false
+	d.err, d.errPath = nil, d.errPath[:0]
 }
 
 func (d *dec) left() int { return len(d.body) - d.off }
 
-// fieldPath renders the current path: task.schedule.cron, tasks[2].tid.
+// at adds key to the path of err, which a value under key returned; at returns err.
+func (d *dec) at(err *Error, key string) *Error {
+	d.errPath = append(d.errPath, pathElem{key: key, idx: -1})
+	return err
+}
+
+// atIdx adds array index i to the path of err, which element i returned; it returns err.
+func (d *dec) atIdx(err *Error, i int) *Error {
+	d.errPath = append(d.errPath, pathElem{idx: i})
+	return err
+}
+
+// fieldPath renders the path errors have been returned through: task.schedule.cron,
+// tasks[2].tid.
 func (d *dec) fieldPath() string {
 	var b strings.Builder
-	for _, p := range d.path {
+	for i := len(d.errPath) - 1; i >= 0; i-- {
+		p := d.errPath[i]
 		if p.idx >= 0 {
 			b.WriteString("[" + strconv.Itoa(p.idx) + "]")
 			continue
@@ -155,16 +193,34 @@ func (d *dec) fieldPath() string {
 	return b.String()
 }
 
+// badField makes a BAD_FIELD error; finish names its field.
 func (d *dec) badField(format string, args ...any) *Error {
-	return newError(CodeBadField, d.fieldPath(), fmt.Sprintf(format, args...))
+	d.err = newError(CodeBadField, "", fmt.Sprintf(format, args...))
+	return d.err
 }
 
+// badFrame makes a BAD_FRAME error at the current byte; finish ends its message with
+// where it lies: "... (in task.payload) at byte 17".
 func (d *dec) badFrame(format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	if p := d.fieldPath(); p != "" {
-		msg += " (in " + p + ")"
+	d.err, d.errAt = newError(CodeBadFrame, "", fmt.Sprintf(format, args...)), d.off
+	return d.err
+}
+
+// finish completes err, which decoding returned at the top: an error of badField gets
+// its field, one of badFrame its place; other errors were made complete.
+func (d *dec) finish(err *Error) {
+	if err != d.err {
+		return
 	}
-	return newError(CodeBadFrame, "", msg+" at byte "+strconv.Itoa(d.off))
+	switch err.Code {
+	case CodeBadField:
+		err.Field = d.fieldPath()
+	case CodeBadFrame:
+		if p := d.fieldPath(); p != "" {
+			err.Message += " (in " + p + ")"
+		}
+		err.Message += " at byte " + strconv.Itoa(d.errAt)
+	}
 }
 
 // truncated is the error for a value that runs past the end of the body.
@@ -381,17 +437,28 @@ func (d *dec) raw(limit int) ([]byte, *Error) {
 // into the body: for comparing at once (string(b) == name does not allocate), never for
 // keeping, since the body's buffer is reused.
 func (d *dec) strBytes(limit int) ([]byte, *Error) {
+	b, err := d.strRaw(limit)
+	if err == nil {
+		err = d.utf8(b)
+	}
+	return b, err
+}
+
+// strRaw is strBytes without the check that the string is UTF-8, for callers that can
+// tell by comparison that it is (a known name), and check it only when that fails.
+func (d *dec) strRaw(limit int) ([]byte, *Error) {
 	if !isStr(d.peek()) {
 		return nil, d.wrongType("string")
 	}
-	b, err := d.raw(limit)
-	if err != nil {
-		return nil, err
-	}
+	return d.raw(limit)
+}
+
+// utf8 checks that the string b, just read, is valid UTF-8.
+func (d *dec) utf8(b []byte) *Error {
 	if !utf8.Valid(b) {
-		return nil, d.badField("string is not valid UTF-8")
+		return d.badField("string is not valid UTF-8")
 	}
-	return b, nil
+	return nil
 }
 
 // str reads a UTF-8 string of at most limit bytes, copied.
@@ -409,7 +476,9 @@ func (d *dec) bin(limit int) ([]byte, *Error) {
 	if err != nil || len(b) == 0 {
 		return nil, err
 	}
-	return append([]byte(nil), b...), nil
+	p := make([]byte, len(b)) // with the copy below, compiled to one unzeroed allocation
+	copy(p, b)
+	return p, nil
 }
 
 // entries consumes the header of a map or array whose first byte is c: the fix form
@@ -557,7 +626,8 @@ type checker interface {
 // readMap reads a map into x: each key must be a string; a key of x's table is read by
 // x.set, any other key is skipped; a nil value counts as absent; a key twice is BAD_FIELD;
 // then every required key must have been present, and x's checkFields (if any) passes.
-// O(keys x len(table)), no allocation of its own.
+// O(keys) when the keys come in the table's order (as this package writes them), else
+// O(keys x len(table)); no allocation of its own.
 func (d *dec) readMap(x decodable, depth int) *Error {
 	return d.readFields(x, x.fields(), 0, depth)
 }
@@ -573,36 +643,28 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 		return err
 	}
 	var present uint64
+	next := 0 // the key expected next: encoders that write keys in table order hit it
 	for range n {
-		if !isStr(d.peek()) {
-			return d.wrongType("string key")
-		}
-		k, err := d.raw(math.MaxInt)
+		i, err := d.key(t, next)
 		if err != nil {
 			return err
 		}
-		i := -1
-		for j, key := range t.keys {
-			if string(k) == key {
-				i = j
-				break
-			}
-		}
+		next = i + 1
 		if i < 0 {
 			if err := d.skip(depth + 1); err != nil {
 				return err
 			}
 			continue
 		}
-		d.enter(t.keys[i])
 		if present&(1<<i) != 0 {
-			return d.badField("key appears twice")
+			return d.at(d.badField("key appears twice"), t.keys[i])
 		}
 		if !d.isNil() {
 			present |= 1 << i
 			var err *Error
 			switch {
 			case i >= off:
+				d.depth = depth + 1
 				err = x.set(d, i-off)
 			case i == 0: // "t": its value was read by findType
 				_, err = d.uint()
@@ -612,16 +674,14 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 				x.(Message).setID(d.id)
 			}
 			if err != nil {
-				return err
+				return d.at(err, t.keys[i])
 			}
 		}
-		d.leave()
 	}
 	if missing := t.required &^ present; missing != 0 {
 		for i, key := range t.keys {
 			if missing&(1<<i) != 0 {
-				d.enter(key)
-				return d.badField("required field is missing")
+				return d.at(d.badField("required field is missing"), key)
 			}
 		}
 	}
@@ -631,13 +691,36 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 	return nil
 }
 
-// enter and leave move the error path into a key or an array index and back out.
-func (d *dec) enter(key string) { d.path = append(d.path, pathElem{key: key, idx: -1}) }
-func (d *dec) enterIdx(i int)   { d.path = append(d.path, pathElem{idx: i}) }
-func (d *dec) leave()           { d.path = d.path[:len(d.path)-1] }
+// key reads a map key and returns its index in t, or -1 for a key t does not list. It
+// first tries t.keys[next] in the form this package writes it, a fixstr, with one
+// comparison of the bytes (no UTF-8 check: keys are only compared); any other key or
+// form is read as a string and looked up in the whole table.
+func (d *dec) key(t *fieldTable, next int) (int, *Error) {
+	if next < len(t.keys) {
+		k := t.keys[next]
+		end := d.off + 1 + len(k)
+		if len(k) <= 31 && end <= len(d.body) && d.body[d.off] == codeFixStr|byte(len(k)) && string(d.body[d.off+1:end]) == k {
+			d.off = end
+			return next, nil
+		}
+	}
+	if !isStr(d.peek()) {
+		return -1, d.wrongType("string key")
+	}
+	k, err := d.raw(math.MaxInt)
+	if err != nil {
+		return -1, err
+	}
+	for j, key := range t.keys {
+		if string(k) == key {
+			return j, nil
+		}
+	}
+	return -1, nil
+}
 
 // sub reads a nested map value.
-func (d *dec) sub(x decodable) *Error { return d.readMap(x, len(d.path)) }
+func (d *dec) sub(x decodable) *Error { return d.readMap(x, d.depth) }
 
 // message reads a whole body: a map whose "t" selects the message type.
 func (d *dec) message() (Message, *Error) {
@@ -668,6 +751,11 @@ func (d *dec) message() (Message, *Error) {
 // findType returns the value of the top-level "t" without consuming anything: from the
 // first key when "t" is first (as this package writes it), else by a scan of the map.
 func (d *dec) findType() (uint64, *Error) {
+	// As this package writes it: a fixmap whose first key is "t", a positive fixint.
+	if b := d.body[d.off:]; len(b) >= 4 && b[0] > codeFixMap && b[0] < codeFixArray &&
+		int(b[0]&0x0f) <= (len(b)-1)/2 && b[1] == codeFixStr|1 && b[2] == 't' && b[3] <= 0x7f {
+		return uint64(b[3]), nil
+	}
 	save := d.off
 	defer func() { d.off = save }()
 	n, err := d.mapLen()
@@ -683,9 +771,7 @@ func (d *dec) findType() (uint64, *Error) {
 			return 0, err
 		}
 		if string(k) == "t" {
-			d.path = append(d.path, pathElem{key: "t", idx: -1})
 			v, err := d.uint()
-			d.path = d.path[:0]
 			if err != nil {
 				return 0, newError(CodeBadFrame, "t", "\"t\" is not an unsigned integer")
 			}

@@ -361,7 +361,7 @@ var taskRefFields = fieldTable{keys: []string{"ns", "tid"}, required: 2}
 
 func (r *TaskRef) set(d *dec, i int) (err *Error) {
 	if i == 0 {
-		r.Namespace, err = d.str(task.MaxNamespaceLen)
+		r.Namespace, err = d.name(task.MaxNamespaceLen)
 	} else {
 		r.TaskID, err = d.str(task.MaxIDLen)
 	}
@@ -473,7 +473,7 @@ func (m *TaskStatus) fields() *fieldTable { return &taskStatusFields }
 func (m *TaskStatus) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		m.Namespace, err = d.str(task.MaxNamespaceLen)
+		m.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		m.TaskID, err = d.str(task.MaxIDLen)
 	case 2:
@@ -652,7 +652,7 @@ func (m *DLQPurge) fields() *fieldTable { return &dlqPurgeFields }
 func (m *DLQPurge) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		m.Namespace, err = d.str(task.MaxNamespaceLen)
+		m.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		m.TaskID, err = d.str(task.MaxIDLen)
 	case 2:
@@ -664,8 +664,7 @@ func (m *DLQPurge) set(d *dec, i int) (err *Error) {
 // checkFields: exactly one of "tid" and "all": true.
 func (m *DLQPurge) checkFields(d *dec, present uint64) *Error {
 	if (present&2 != 0) == m.All {
-		d.enter("tid")
-		return d.badField(`give exactly one of "tid" and "all": true`)
+		return d.at(d.badField(`give exactly one of "tid" and "all": true`), "tid")
 	}
 	return nil
 }
@@ -719,7 +718,7 @@ func (m *Pause) RequestID() uint64   { return m.ID }
 func (m *Pause) setID(id uint64)     { m.ID = id }
 func (m *Pause) fields() *fieldTable { return &typeFields }
 func (m *Pause) set(d *dec, i int) (err *Error) {
-	m.TaskType, err = d.str(task.MaxTypeLen)
+	m.TaskType, err = d.name(task.MaxTypeLen)
 	return err
 }
 func (m *Pause) encode(c *enc) {
@@ -738,7 +737,7 @@ func (m *Resume) RequestID() uint64   { return m.ID }
 func (m *Resume) setID(id uint64)     { m.ID = id }
 func (m *Resume) fields() *fieldTable { return &typeFields }
 func (m *Resume) set(d *dec, i int) (err *Error) {
-	m.TaskType, err = d.str(task.MaxTypeLen)
+	m.TaskType, err = d.name(task.MaxTypeLen)
 	return err
 }
 func (m *Resume) encode(c *enc) {
@@ -843,11 +842,9 @@ func (m *Subscribe) set(d *dec, i int) (err *Error) {
 	}
 	m.Types = make([]string, n)
 	for j := range m.Types {
-		d.enterIdx(j)
-		if m.Types[j], err = d.str(task.MaxTypeLen); err != nil {
-			return err
+		if m.Types[j], err = d.name(task.MaxTypeLen); err != nil {
+			return d.atIdx(err, j)
 		}
-		d.leave()
 	}
 	return nil
 }
@@ -909,11 +906,11 @@ func (m *Fire) fields() *fieldTable { return &fireFields }
 func (m *Fire) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		m.Namespace, err = d.str(task.MaxNamespaceLen)
+		m.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		m.TaskID, err = d.str(task.MaxIDLen)
 	case 2:
-		m.TaskType, err = d.str(task.MaxTypeLen)
+		m.TaskType, err = d.name(task.MaxTypeLen)
 	case 3:
 		m.Payload, err = d.bin(maxPayload)
 	case 4:
@@ -1045,11 +1042,9 @@ func (m *Acks) set(d *dec, i int) (err *Error) {
 	}
 	m.RunIDs = make([]uint64, n)
 	for j := range m.RunIDs {
-		d.enterIdx(j)
 		if m.RunIDs[j], err = d.uint(); err != nil {
-			return err
+			return d.atIdx(err, j)
 		}
-		d.leave()
 	}
 	return nil
 }

@@ -162,9 +162,10 @@ func enumName[T ~uint8](names []string, v T) string {
 }
 
 // enum reads a string that must be one of names (names[0] may be "" for "no value"),
-// comparing it in place: a valid name costs no allocation.
+// comparing it in place: a valid name costs no allocation, and no UTF-8 check (the
+// names are).
 func enum[T ~uint8](d *dec, names []string) (T, *Error) {
-	s, err := d.strBytes(maxEnumLen)
+	s, err := d.strRaw(maxEnumLen)
 	if err != nil {
 		return 0, err
 	}
@@ -172,6 +173,9 @@ func enum[T ~uint8](d *dec, names []string) (T, *Error) {
 		if n != "" && n == string(s) {
 			return T(i), nil
 		}
+	}
+	if err := d.utf8(s); err != nil {
+		return 0, err
 	}
 	return 0, d.badField("%q is not one of %v", s, nonEmpty(names))
 }
@@ -186,14 +190,15 @@ func nonEmpty(names []string) []string {
 	return out
 }
 
-// state reads a state name (as task.State.String writes it).
+// state reads a state name (as task.State.String writes it, in any case), without
+// allocating.
 func (d *dec) state() (task.State, *Error) {
-	s, err := d.str(maxStateLen)
+	s, err := d.strBytes(maxStateLen)
 	if err != nil {
 		return 0, err
 	}
-	st, perr := task.ParseState(s)
-	if perr != nil {
+	st, ok := task.ParseStateBytes(s)
+	if !ok {
 		return 0, d.badField("%q is not a task state", s)
 	}
 	return st, nil
@@ -229,11 +234,11 @@ func (t *Task) fields() *fieldTable { return &taskFields }
 func (t *Task) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		t.Namespace, err = d.str(task.MaxNamespaceLen)
+		t.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		t.ID, err = d.str(task.MaxIDLen)
 	case 2:
-		t.Type, err = d.str(task.MaxTypeLen)
+		t.Type, err = d.name(task.MaxTypeLen)
 	case 3:
 		t.Payload, err = d.bin(maxPayload)
 	case 4:
@@ -330,12 +335,10 @@ var kindKey = [...]int{task.KindAt: 1, task.KindAfter: 2, task.KindEvery: 3, tas
 func (s *Schedule) checkFields(d *dec, present uint64) *Error {
 	k := kindKey[s.Kind]
 	if present&(1<<k) == 0 {
-		d.enter(scheduleFields.keys[k])
-		return d.badField("required for kind %q", kindNames[s.Kind])
+		return d.at(d.badField("required for kind %q", kindNames[s.Kind]), scheduleFields.keys[k])
 	}
 	if f := s.strayField(); f != "" {
-		d.enter(f)
-		return d.badField("not used by kind %q", kindNames[s.Kind])
+		return d.at(d.badField("not used by kind %q", kindNames[s.Kind]), f)
 	}
 	return nil
 }
@@ -480,12 +483,12 @@ func readArray[T any, P interface {
 		return nil, err
 	}
 	out := make([]T, n)
+	depth := d.depth + 1
 	for i := range out {
-		d.enterIdx(i)
+		d.depth = depth
 		if err := d.sub(P(&out[i])); err != nil {
-			return nil, err
+			return nil, d.atIdx(err, i)
 		}
-		d.leave()
 	}
 	return out, nil
 }
@@ -598,7 +601,7 @@ func (r *ItemResult) fields() *fieldTable { return &itemResultFields }
 func (r *ItemResult) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		r.Namespace, err = d.str(task.MaxNamespaceLen)
+		r.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
 		r.ID, err = d.str(task.MaxIDLen)
 	case 2:
@@ -624,8 +627,7 @@ func (r *ItemResult) set(d *dec, i int) (err *Error) {
 // checkFields: a success names the state it left the task in.
 func (r *ItemResult) checkFields(d *dec, present uint64) *Error {
 	if r.Code == 0 && present&(1<<3) == 0 {
-		d.enter("state")
-		return d.badField("required when code is absent (success)")
+		return d.at(d.badField("required when code is absent (success)"), "state")
 	}
 	return nil
 }
