@@ -27,12 +27,14 @@ const maxHistory = 32
 type key struct{ ns, id string }
 
 // record is a task and everything the engine knows about it. All fields are guarded by
-// the owning shard's mutex, except task, which is never written after Submit (a
-// replacing Submit makes a new record), so running handlers read it without the lock.
+// the owning shard's mutex, except task, which is written only when Submit fills a new or
+// recycled record (a replacing Submit fills another record): while use says a worker
+// holds the record, it and its handler read task without the lock.
 //
-// Every task allocates one, so its layout is deliberate (TestRecordSize): the small fields
+// Every task needs one, so its layout is deliberate (TestRecordSize): the small fields
 // sit together, with no padding between them, and what only failed or deferred attempts
-// need is in rare, so that the record fits the 480 B size class.
+// need is in rare, so that the record fits the 480 B size class. Records are reused
+// (reuse.go): a task that is run once and dropped usually allocates nothing.
 type record struct {
 	task  Task
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
@@ -40,6 +42,7 @@ type record struct {
 	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
 	// before that return (the outcome, rare.earlyErr, then applies when it does).
 	filed, early bool
+	use          use       // what outside the lock may refer to the record (reuse.go)
 	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
 	due          time.Time // the current occurrence's (or retry's) due time
 	started      time.Time // start of the running attempt
@@ -121,6 +124,7 @@ type Engine struct {
 	hDrop  timer.Handler // a finished task's retention has passed
 	shards [numShards]shard
 	dlq    *DLQ
+	spare  sync.Pool // removed records, free for reuse (reuse.go)
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
 	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
@@ -270,20 +274,24 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	}
 	h := keyHash(t.Namespace, t.ID)
 	sh := e.shardOf(h)
+	rec := e.newRecord(&t, h) // filled outside the lock
 	sh.mu.Lock()
 	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
 		if t.Version <= old.task.Version {
+			err := fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+			e.recycle(rec)
 			sh.mu.Unlock()
-			return Info{}, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+			return Info{}, err
 		}
-		// The replacement is a new record: a run of the old version still in its handler
-		// keeps reading the old, unchanged Task.
+		// The replacement is another record: a run of the old version still in its
+		// handler keeps reading the old, unchanged Task (the old record is kept from
+		// reuse until nothing refers to it).
 		e.remove(sh, old)
 	} else if sh.tasks >= e.shardLimit {
+		e.recycle(rec)
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
 	}
-	rec := &record{task: t, state: Pending, hash: h}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
@@ -337,21 +345,25 @@ func (e *Engine) retire(sh *shard, rec *record) {
 	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
 	if rec.attempt != nil {
 		rec.attempt.ctx.cancel(context.Canceled)
+		rec.detach()
 		rec.attempt = nil
 	}
 	rec.runID = 0
 }
 
-// remove drops a record. Requires sh.mu.
+// remove drops a record and recycles it: the caller must not touch rec afterwards.
+// Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
 	e.retire(sh, rec)
 	sh.index.remove(rec.hash, rec.slot)
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
+	e.recycle(rec)
 }
 
-// finished starts a finished record's retention. Requires sh.mu.
+// finished starts a finished record's retention; with none, the record is removed and
+// the caller must not touch it afterwards. Requires sh.mu.
 func (e *Engine) finished(sh *shard, rec *record, wall time.Time) {
 	if e.opts.Retention < 0 {
 		e.remove(sh, rec)
@@ -385,13 +397,12 @@ func (e *Engine) Cancel(namespace, id string) error {
 		sh.mu.Unlock()
 		return err
 	}
-	runID := rec.runID // the attempt running or due, if any
+	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
+		RunID: rec.runID} // the attempt running or due, if any
 	e.retire(sh, rec)
 	sh.cancelled++
 	_, wall := e.now()
 	e.finished(sh, rec, wall)
-	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
-		RunID: runID}
 	sh.mu.Unlock()
 	e.emit(ev)
 	return nil

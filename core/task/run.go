@@ -114,13 +114,16 @@ func (e *Engine) onDue(ev timer.Event) {
 			misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Missed: missed}
 		}
 		if runAt.After(wall) { // skipped to the next future occurrence
-			err := e.arm(sh, rec, runAt, e.hDue)
+			var dead *Event
+			if err := e.arm(sh, rec, runAt, e.hDue); err != nil {
+				dead = &Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Err: err}
+			}
 			sh.mu.Unlock()
 			if misfire != nil {
 				e.emit(*misfire)
 			}
-			if err != nil {
-				e.emit(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Err: err})
+			if dead != nil {
+				e.emit(*dead)
 			}
 			return
 		}
@@ -133,6 +136,7 @@ func (e *Engine) onDue(ev timer.Event) {
 		return
 	}
 	rec.runID = sh.nextRunID(rec.slot)
+	rec.hold() // the item names rec until its worker's last locked use of it
 	item := runItem{sh: sh, rec: rec, runID: rec.runID}
 	sh.mu.Unlock()
 	if misfire != nil {
@@ -156,11 +160,13 @@ func (e *Engine) onDue(ev timer.Event) {
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	sh, rec := item.sh, item.rec
 	sh.mu.Lock()
-	if rec.runID != item.runID || rec.state != Due {
-		sh.mu.Unlock()
-		return false // cancelled or replaced while queued
-	}
-	if err := setState(rec, Running); err != nil {
+	if rec.runID != item.runID || setState(rec, Running) != nil {
+		// Cancelled, dropped or replaced while queued: this item was the last thing to
+		// refer to the record if it is no longer in the table.
+		rec.release()
+		if sh.slots[rec.slot] != rec {
+			e.recycle(rec)
+		}
 		sh.mu.Unlock()
 		return false
 	}
@@ -191,7 +197,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	w.stats.started.Add(1)
 	w.stats.lateness.observe(max(lateness, 0))
 	if e.opts.OnEvent != nil {
-		t := a.run.Task // immutable: readable without the lock
+		t := a.run.Task // not written while this worker holds the record
 		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness,
 			RunID: item.runID})
 	}
@@ -204,6 +210,9 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 
 	sh.mu.Lock()
+	// If the attempt ended meanwhile (timed out, cancelled, replaced), detach kept the
+	// record from reuse, so this worker may still read it. Otherwise this locked section
+	// is the worker's last use of the record (release).
 	if a.replaced {
 		sh.mu.Unlock()
 		e.hung.Add(-1)
@@ -215,6 +224,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
 		return false
 	}
+	rec.release()
 	if errors.Is(err, ErrDeferred) {
 		if !rec.early {
 			// The outcome comes later through Complete; the timeout timer stays armed.
@@ -351,6 +361,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 		return
 	}
 	a := rec.attempt
+	rec.detach()
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++

@@ -92,6 +92,12 @@ type Run struct {
 // or the engine closes. A panic is recovered and counts as a failed attempt. Returning
 // ErrDeferred leaves the attempt RUNNING until Engine.Complete(run.RunID, err) reports
 // its outcome (or its timeout fails it), freeing the worker in the meantime.
+//
+// ctx, run and run.Task, and contexts derived from ctx, are valid until the handler
+// returns: the engine reuses their memory for later tasks afterwards (see the package's
+// invariants). Work handed to another goroutine, a deferred attempt's above all, copies
+// what it needs: the RunID, a Task value or its fields. A Payload slice may be kept: its
+// bytes are never reused.
 type Handler func(ctx context.Context, run *Run) error
 
 // Info is a snapshot of a task's state, for queries.
