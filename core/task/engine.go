@@ -259,10 +259,9 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	if t.Timeout == 0 {
 		t.Timeout = e.opts.DefaultTimeout
 	}
-	if err := t.validate(e.opts.MaxPayload); err != nil {
+	if err := t.normalize(e.opts.MaxPayload); err != nil {
 		return Info{}, err
 	}
-	t.Retry = t.Retry.WithDefaults()
 	t.Payload = slices.Clone(t.Payload)
 	nowNs, wall := e.now()
 	first, err := t.Schedule.First(wall)

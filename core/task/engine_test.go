@@ -459,6 +459,9 @@ func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
 	}{
 		{"no ID", Task{Type: "x", Schedule: After(0)}, ErrInvalidTask},
 		{"no type", Task{ID: "a", Schedule: After(0)}, ErrInvalidTask},
+		{"ID not UTF-8", Task{ID: "a\xff", Type: "x", Schedule: After(0)}, ErrInvalidTask},
+		{"namespace not UTF-8", Task{Namespace: "n\xff", ID: "a", Type: "x", Schedule: After(0)}, ErrInvalidTask},
+		{"long namespace", Task{Namespace: strings.Repeat("n", MaxNamespaceLen+1), ID: "a", Type: "x", Schedule: After(0)}, ErrInvalidTask},
 		{"huge payload", Task{ID: "a", Type: "x", Schedule: After(0), Payload: make([]byte, 2<<20)}, ErrInvalidTask},
 		{"negative timeout", Task{ID: "a", Type: "x", Schedule: After(0), Timeout: -1}, ErrInvalidTask},
 		{"zero schedule", Task{ID: "a", Type: "x"}, ErrInvalidSchedule},
@@ -472,6 +475,24 @@ func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
 	}
 	if st := h.e.Stats(); st.Tasks != 0 || st.Submitted != 0 {
 		t.Fatalf("rejected submits left state behind: %+v", st)
+	}
+}
+
+// TestSubmitFillsDefaults: a task without a namespace or retry policy is held with the
+// defaults filled in, and "" and DefaultNamespace name the same namespace.
+func TestSubmitFillsDefaults(t *testing.T) {
+	h := newHarness(t)
+	in := h.submit(Task{ID: "a", Type: "x", Schedule: After(time.Hour)})
+	if in.Task.Namespace != DefaultNamespace || in.Task.Retry != (RetryPolicy{}).WithDefaults() {
+		t.Fatalf("held as %+v", in.Task)
+	}
+	custom := RetryPolicy{MaxAttempts: 3}
+	in = h.submit(Task{Namespace: "other", ID: "a", Type: "x", Schedule: After(time.Hour), Retry: custom})
+	if in.Task.Namespace != "other" || in.Task.Retry != custom.WithDefaults() {
+		t.Fatalf("held as %+v", in.Task)
+	}
+	if _, err := h.e.Submit(Task{Namespace: DefaultNamespace, ID: "a", Type: "x", Schedule: After(time.Hour)}); !errors.Is(err, ErrExists) {
+		t.Fatalf("the same ID in DefaultNamespace: %v, want ErrExists", err)
 	}
 }
 
