@@ -45,14 +45,18 @@ type record struct {
 	use          use       // what outside the lock may refer to the record (reuse.go)
 	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
 	due          time.Time // the current occurrence's (or retry's) due time
-	started      time.Time // start of the running attempt
-	attempts     int       // attempts of the current occurrence
-	runs         uint64
-	rare         *rareState  // nil until an attempt of the occurrence fails or completes early
-	timer        timer.Timer // due, retry or retention-expiry timer; zero when none
-	deadline     timer.Timer // the running attempt's timeout timer
-	runID        uint64      // the attempt now due or running; 0 when none
-	attempt      *attempt    // the running attempt
+	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
+	// measured from it); startNs is the clock reading at the running attempt's start.
+	// Times of the engine's own bookkeeping stay clock readings: converting them to
+	// time.Time is only done where a user sees one.
+	dueNs, startNs int64
+	attempts       int // attempts of the current occurrence
+	runs           uint64
+	rare           *rareState  // nil until an attempt of the occurrence fails or completes early
+	timer          timer.Timer // due, retry or retention-expiry timer; zero when none
+	deadline       timer.Timer // the running attempt's timeout timer
+	runID          uint64      // the attempt now due or running; 0 when none
+	attempt        *attempt    // the running attempt
 	// first is the record's first attempt, allocated with it: a one-shot task that
 	// succeeds at once (the common case) costs one allocation, not two. Later attempts are
 	// allocated on their own, so a handler that outlives its attempt (timed out, then
@@ -361,16 +365,19 @@ func (e *Engine) remove(sh *shard, rec *record) {
 	e.recycle(rec)
 }
 
-// finished starts a finished record's retention; with none, the record is removed and
-// the caller must not touch it afterwards. Requires sh.mu.
-func (e *Engine) finished(sh *shard, rec *record, wall time.Time) {
+// finished starts the retention of a record that finished at clock reading nowNs; with
+// none, the record is removed and the caller must not touch it afterwards. Requires sh.mu.
+func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 	if e.opts.Retention < 0 {
 		e.remove(sh, rec)
 		return
 	}
-	if err := e.arm(sh, rec, wall.Add(e.opts.Retention), e.hDrop); err != nil {
+	tm, err := e.timers.At(nowNs+int64(e.opts.Retention), e.hDrop, timerArg(sh, rec))
+	if err != nil {
 		e.remove(sh, rec) // only a closing scheduler refuses: nothing left to query anyway
+		return
 	}
+	rec.timer = tm
 }
 
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
@@ -400,8 +407,7 @@ func (e *Engine) Cancel(namespace, id string) error {
 		RunID: rec.runID} // the attempt running or due, if any
 	e.retire(sh, rec)
 	sh.cancelled++
-	_, wall := e.now()
-	e.finished(sh, rec, wall)
+	e.finished(sh, rec, e.clock.Now())
 	sh.mu.Unlock()
 	e.emit(ev)
 	return nil

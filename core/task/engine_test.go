@@ -622,3 +622,31 @@ func TestRecordSize(t *testing.T) {
 		t.Fatalf("record is %d B: past the 480 B size class", size)
 	}
 }
+
+// TestStartedAndSucceededEventsMeasureLatenessAndDuration pins the lateness an attempt
+// reports (from its due time, or for a misfire merged into one run from the latest
+// occurrence it stands for) and its duration, on the fake clock.
+func TestStartedAndSucceededEventsMeasureLatenessAndDuration(t *testing.T) {
+	h := newHarness(t)
+	h.e.Register("slow", func(ctx context.Context, r *Run) error {
+		h.fake.Advance(2 * time.Second) // the run takes 2 s
+		return nil
+	})
+	h.submit(Task{ID: "once", Type: "slow", Schedule: After(time.Second)})
+	h.fake.Advance(1500 * time.Millisecond) // collected half a second late
+	if ev := h.wait(EventStarted, "once"); ev.Lateness != 500*time.Millisecond {
+		t.Fatalf("lateness %v, want 500ms", ev.Lateness)
+	}
+	if ev := h.wait(EventSucceeded, "once"); ev.Duration != 2*time.Second {
+		t.Fatalf("duration %v, want 2s", ev.Duration)
+	}
+	h.e.Register("quick", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "every", Type: "quick", Schedule: Every(10 * time.Second)})
+	h.fake.Advance(35 * time.Second) // occurrences at 10, 20 and 30 s: one run, due at 30 s
+	if ev := h.wait(EventMisfired, "every"); ev.Missed != 2 {
+		t.Fatalf("missed %d, want 2", ev.Missed)
+	}
+	if ev := h.wait(EventStarted, "every"); ev.Lateness != 5*time.Second {
+		t.Fatalf("lateness %v, want 5s (from the 30 s occurrence)", ev.Lateness)
+	}
+}
