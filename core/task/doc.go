@@ -7,7 +7,10 @@
 //
 // Submit validates a Task, stores its record in one of 64 shards (xxhash of namespace and
 // ID) and arms a core timer for its first occurrence. When the timer fires (in the timer
-// pool) the task goes PENDING -> DUE and is queued for a worker; a worker moves it to
+// pool) the task goes PENDING -> DUE and is queued for a worker. A one-shot task that is
+// already due when submitted (no delay, or At a time that has passed) needs no timer:
+// Submit itself makes it DUE and queues it, unless the queue is full (then it takes the
+// timer's path, whose firing waits for room, so Submit never waits). A worker moves it to
 // RUNNING and calls the handler registered for its Type with a context carrying the
 // attempt's deadline. The outcome moves it on: SUCCEEDED (or, for a recurring task, back
 // to PENDING for its next occurrence), FAILED with a retry armed after a backoff, or DEAD

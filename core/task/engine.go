@@ -240,7 +240,9 @@ func (e *Engine) now() (int64, time.Time) {
 // Submit accepts a task and schedules its first occurrence. Submitting an ID that exists
 // in the namespace returns ErrExists, unless t.Version is higher than the existing task's:
 // then t replaces it (a run in progress finishes, but its result is ignored). The payload
-// is copied. Cost: one map insert and one timer, O(1).
+// is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
+// a one-shot task already due is queued for a worker at once (see the package doc).
+// Cost: one index insert and one timer, or for a task already due one queue send, O(1).
 func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
 
 // Resume is Submit for a recurring task handed over from another engine (a server that
@@ -305,13 +307,16 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	}
 	sh.index.insert(h, rec.slot)
 	sh.tasks++
-	if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
-		e.remove(sh, rec)
-		sh.mu.Unlock()
-		return Info{}, err
+	rec.due = first
+	info := rec.info() // as accepted: PENDING, due at first
+	if dueNs := nowNs + int64(first.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+		if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
+			e.remove(sh, rec)
+			sh.mu.Unlock()
+			return Info{}, err
+		}
 	}
 	sh.submitted++
-	info := rec.info()
 	sh.mu.Unlock()
 	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
 	return info, nil

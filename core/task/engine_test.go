@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,6 +78,16 @@ func (h *harness) wait(kind EventKind, id string) Event {
 			return Event{}
 		}
 	}
+}
+
+// blocking registers the handler of type "block", whose runs wait until unblock is called
+// (at the latest by the test's cleanup, before the engine is closed).
+func (h *harness) blocking() (unblock func()) {
+	release := make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(release) })
+	h.t.Cleanup(unblock)
+	h.e.Register("block", func(ctx context.Context, r *Run) error { <-release; return nil })
+	return unblock
 }
 
 func (h *harness) submit(t Task) Info {

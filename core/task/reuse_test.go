@@ -198,10 +198,7 @@ func TestRecordWhoseContextWasWatchedIsNotReused(t *testing.T) {
 // corrupt the table), each run once.
 func TestStaleQueuedRunFreesItsRecord(t *testing.T) {
 	h := newHarness(t, WithRetention(-1), WithWorkers(1))
-	release := make(chan struct{})
-	unblock := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(unblock)
-	h.e.Register("block", func(ctx context.Context, r *Run) error { <-release; return nil })
+	unblock := h.blocking()
 	ran := make(chan string, 64)
 	h.e.Register("t", func(ctx context.Context, r *Run) error { ran <- r.Task.ID; return nil })
 	h.submit(Task{ID: "blocker", Type: "block", Schedule: After(0)})

@@ -171,6 +171,26 @@ func (e *Engine) catchUp(sh *shard, rec *record, ev timer.Event) (misfire, dead 
 	return misfire, nil, false
 }
 
+// queueNow hands a PENDING one-shot record whose occurrence is already due (at clock
+// reading dueNs) to the workers as onDue would, without a timer, if the queue has room;
+// it reports whether it did. Requires sh.mu (so it never waits for room: a full queue
+// leaves the record to the timer's path, which does).
+func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
+	if !CanTransition(rec.state, Due) {
+		return false
+	}
+	item := runItem{sh: sh, rec: rec, runID: sh.nextRunID(rec.slot)}
+	select {
+	case e.runq <- item:
+	default:
+		return false
+	}
+	// The worker that takes the item waits for sh.mu, so it finds the record DUE.
+	rec.state, rec.runID, rec.dueNs = Due, item.runID, dueNs // the move checked above
+	rec.hold()
+	return true
+}
+
 // runOne runs one attempt on worker w. It reports whether w was replaced while its
 // handler hung (then w must exit).
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
