@@ -13,8 +13,9 @@ import (
 )
 
 // EngineOneShot: n one-shot tasks, due at once, go through the whole engine: Submit from
-// GOMAXPROCS goroutines, the timer fires, a worker runs a handler that returns nil, the
-// task is SUCCEEDED and (Retention < 0) dropped. tasks/s is n over the time from the first
+// GOMAXPROCS goroutines queues each for a worker (a task already due needs no timer, unless
+// the queue is full), a worker runs a handler that returns nil, the task is SUCCEEDED and
+// (Retention < 0) dropped. tasks/s is n over the time from the first
 // Submit to the last handler's return; allocs/task counts every allocation in the process
 // over that time, and cpu-ns/task the process's CPU time over it (user + system, every
 // goroutine, the collector's included): on a shared machine the rate moves with whatever

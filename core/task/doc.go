@@ -7,7 +7,10 @@
 //
 // Submit validates a Task, stores its record in one of 64 shards (xxhash of namespace and
 // ID) and arms a core timer for its first occurrence. When the timer fires (in the timer
-// pool) the task goes PENDING -> DUE and is queued for a worker; a worker moves it to
+// pool) the task goes PENDING -> DUE and is queued for a worker. A one-shot task that is
+// already due when submitted (no delay, or At a time that has passed) needs no timer:
+// Submit itself makes it DUE and queues it, unless the queue is full (then it takes the
+// timer's path, whose firing waits for room, so Submit never waits). A worker moves it to
 // RUNNING and calls the handler registered for its Type with a context carrying the
 // attempt's deadline. The outcome moves it on: SUCCEEDED (or, for a recurring task, back
 // to PENDING for its next occurrence), FAILED with a retry armed after a backoff, or DEAD
@@ -26,6 +29,14 @@
 //     after a timeout, a cancel or a replacing Submit finds another runID and its result
 //     is counted as late, never applied.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
+//   - A removed record is reused for a later Submit only once nothing outside its
+//     shard's lock can refer to it (record.use, reuse.go): no run item of it is queued,
+//     no worker is between taking one and its last locked use of it, and no handler it
+//     gave a context or Run to can still be running. An attempt that ends while its
+//     handler may still run (timed out, cancelled, dropped, replaced), or a first
+//     attempt whose handler asked for ctx.Done(), keeps its record from reuse for good.
+//     So a handler's ctx and *Run are its own until it returns (Handler), and what the
+//     engine hands out otherwise (Info, Event, DeadLetter) is a copy.
 //
 // # Guarantees
 //

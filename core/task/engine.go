@@ -27,12 +27,14 @@ const maxHistory = 32
 type key struct{ ns, id string }
 
 // record is a task and everything the engine knows about it. All fields are guarded by
-// the owning shard's mutex, except task, which is never written after Submit (a
-// replacing Submit makes a new record), so running handlers read it without the lock.
+// the owning shard's mutex, except task, which is written only when Submit fills a new or
+// recycled record (a replacing Submit fills another record): while use says a worker
+// holds the record, it and its handler read task without the lock.
 //
-// Every task allocates one, so its layout is deliberate (TestRecordSize): the small fields
+// Every task needs one, so its layout is deliberate (TestRecordSize): the small fields
 // sit together, with no padding between them, and what only failed or deferred attempts
-// need is in rare, so that the record fits the 480 B size class.
+// need is in rare, so that the record fits the 480 B size class. Records are reused
+// (reuse.go): a task that is run once and dropped usually allocates nothing.
 type record struct {
 	task  Task
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
@@ -40,16 +42,21 @@ type record struct {
 	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
 	// before that return (the outcome, rare.earlyErr, then applies when it does).
 	filed, early bool
+	use          use       // what outside the lock may refer to the record (reuse.go)
 	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
 	due          time.Time // the current occurrence's (or retry's) due time
-	started      time.Time // start of the running attempt
-	attempts     int       // attempts of the current occurrence
-	runs         uint64
-	rare         *rareState  // nil until an attempt of the occurrence fails or completes early
-	timer        timer.Timer // due, retry or retention-expiry timer; zero when none
-	deadline     timer.Timer // the running attempt's timeout timer
-	runID        uint64      // the attempt now due or running; 0 when none
-	attempt      *attempt    // the running attempt
+	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
+	// measured from it); startNs is the clock reading at the running attempt's start.
+	// Times of the engine's own bookkeeping stay clock readings: converting them to
+	// time.Time is only done where a user sees one.
+	dueNs, startNs int64
+	attempts       int // attempts of the current occurrence
+	runs           uint64
+	rare           *rareState  // nil until an attempt of the occurrence fails or completes early
+	timer          timer.Timer // due, retry or retention-expiry timer; zero when none
+	deadline       timer.Timer // the running attempt's timeout timer
+	runID          uint64      // the attempt now due or running; 0 when none
+	attempt        *attempt    // the running attempt
 	// first is the record's first attempt, allocated with it: a one-shot task that
 	// succeeds at once (the common case) costs one allocation, not two. Later attempts are
 	// allocated on their own, so a handler that outlives its attempt (timed out, then
@@ -121,6 +128,7 @@ type Engine struct {
 	hDrop  timer.Handler // a finished task's retention has passed
 	shards [numShards]shard
 	dlq    *DLQ
+	spare  sync.Pool // removed records, free for reuse (reuse.go)
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
 	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
@@ -232,7 +240,9 @@ func (e *Engine) now() (int64, time.Time) {
 // Submit accepts a task and schedules its first occurrence. Submitting an ID that exists
 // in the namespace returns ErrExists, unless t.Version is higher than the existing task's:
 // then t replaces it (a run in progress finishes, but its result is ignored). The payload
-// is copied. Cost: one map insert and one timer, O(1).
+// is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
+// a one-shot task already due is queued for a worker at once (see the package doc).
+// Cost: one index insert and one timer, or for a task already due one queue send, O(1).
 func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
 
 // Resume is Submit for a recurring task handed over from another engine (a server that
@@ -255,10 +265,9 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	if t.Timeout == 0 {
 		t.Timeout = e.opts.DefaultTimeout
 	}
-	if err := t.validate(e.opts.MaxPayload); err != nil {
+	if err := t.normalize(e.opts.MaxPayload); err != nil {
 		return Info{}, err
 	}
-	t.Retry = t.Retry.WithDefaults()
 	t.Payload = slices.Clone(t.Payload)
 	nowNs, wall := e.now()
 	first, err := t.Schedule.First(wall)
@@ -270,20 +279,24 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	}
 	h := keyHash(t.Namespace, t.ID)
 	sh := e.shardOf(h)
+	rec := e.newRecord(&t, h) // filled outside the lock
 	sh.mu.Lock()
 	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
 		if t.Version <= old.task.Version {
+			err := fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+			e.recycle(rec)
 			sh.mu.Unlock()
-			return Info{}, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+			return Info{}, err
 		}
-		// The replacement is a new record: a run of the old version still in its handler
-		// keeps reading the old, unchanged Task.
+		// The replacement is another record: a run of the old version still in its
+		// handler keeps reading the old, unchanged Task (the old record is kept from
+		// reuse until nothing refers to it).
 		e.remove(sh, old)
 	} else if sh.tasks >= e.shardLimit {
+		e.recycle(rec)
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
 	}
-	rec := &record{task: t, state: Pending, hash: h}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
@@ -294,13 +307,16 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	}
 	sh.index.insert(h, rec.slot)
 	sh.tasks++
-	if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
-		e.remove(sh, rec)
-		sh.mu.Unlock()
-		return Info{}, err
+	rec.due = first
+	info := rec.info() // as accepted: PENDING, due at first
+	if dueNs := nowNs + int64(first.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+		if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
+			e.remove(sh, rec)
+			sh.mu.Unlock()
+			return Info{}, err
+		}
 	}
 	sh.submitted++
-	info := rec.info()
 	sh.mu.Unlock()
 	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
 	return info, nil
@@ -337,29 +353,36 @@ func (e *Engine) retire(sh *shard, rec *record) {
 	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
 	if rec.attempt != nil {
 		rec.attempt.ctx.cancel(context.Canceled)
+		rec.detach()
 		rec.attempt = nil
 	}
 	rec.runID = 0
 }
 
-// remove drops a record. Requires sh.mu.
+// remove drops a record and recycles it: the caller must not touch rec afterwards.
+// Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
 	e.retire(sh, rec)
 	sh.index.remove(rec.hash, rec.slot)
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
+	e.recycle(rec)
 }
 
-// finished starts a finished record's retention. Requires sh.mu.
-func (e *Engine) finished(sh *shard, rec *record, wall time.Time) {
+// finished starts the retention of a record that finished at clock reading nowNs; with
+// none, the record is removed and the caller must not touch it afterwards. Requires sh.mu.
+func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 	if e.opts.Retention < 0 {
 		e.remove(sh, rec)
 		return
 	}
-	if err := e.arm(sh, rec, wall.Add(e.opts.Retention), e.hDrop); err != nil {
+	tm, err := e.timers.At(nowNs+int64(e.opts.Retention), e.hDrop, timerArg(sh, rec))
+	if err != nil {
 		e.remove(sh, rec) // only a closing scheduler refuses: nothing left to query anyway
+		return
 	}
+	rec.timer = tm
 }
 
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
@@ -385,13 +408,11 @@ func (e *Engine) Cancel(namespace, id string) error {
 		sh.mu.Unlock()
 		return err
 	}
-	runID := rec.runID // the attempt running or due, if any
+	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
+		RunID: rec.runID} // the attempt running or due, if any
 	e.retire(sh, rec)
 	sh.cancelled++
-	_, wall := e.now()
-	e.finished(sh, rec, wall)
-	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
-		RunID: runID}
+	e.finished(sh, rec, e.clock.Now())
 	sh.mu.Unlock()
 	e.emit(ev)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,6 +78,16 @@ func (h *harness) wait(kind EventKind, id string) Event {
 			return Event{}
 		}
 	}
+}
+
+// blocking registers the handler of type "block", whose runs wait until unblock is called
+// (at the latest by the test's cleanup, before the engine is closed).
+func (h *harness) blocking() (unblock func()) {
+	release := make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(release) })
+	h.t.Cleanup(unblock)
+	h.e.Register("block", func(ctx context.Context, r *Run) error { <-release; return nil })
+	return unblock
 }
 
 func (h *harness) submit(t Task) Info {
@@ -459,6 +470,9 @@ func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
 	}{
 		{"no ID", Task{Type: "x", Schedule: After(0)}, ErrInvalidTask},
 		{"no type", Task{ID: "a", Schedule: After(0)}, ErrInvalidTask},
+		{"ID not UTF-8", Task{ID: "a\xff", Type: "x", Schedule: After(0)}, ErrInvalidTask},
+		{"namespace not UTF-8", Task{Namespace: "n\xff", ID: "a", Type: "x", Schedule: After(0)}, ErrInvalidTask},
+		{"long namespace", Task{Namespace: strings.Repeat("n", MaxNamespaceLen+1), ID: "a", Type: "x", Schedule: After(0)}, ErrInvalidTask},
 		{"huge payload", Task{ID: "a", Type: "x", Schedule: After(0), Payload: make([]byte, 2<<20)}, ErrInvalidTask},
 		{"negative timeout", Task{ID: "a", Type: "x", Schedule: After(0), Timeout: -1}, ErrInvalidTask},
 		{"zero schedule", Task{ID: "a", Type: "x"}, ErrInvalidSchedule},
@@ -472,6 +486,24 @@ func TestBadInputIsRejectedWithClearErrors(t *testing.T) {
 	}
 	if st := h.e.Stats(); st.Tasks != 0 || st.Submitted != 0 {
 		t.Fatalf("rejected submits left state behind: %+v", st)
+	}
+}
+
+// TestSubmitFillsDefaults: a task without a namespace or retry policy is held with the
+// defaults filled in, and "" and DefaultNamespace name the same namespace.
+func TestSubmitFillsDefaults(t *testing.T) {
+	h := newHarness(t)
+	in := h.submit(Task{ID: "a", Type: "x", Schedule: After(time.Hour)})
+	if in.Task.Namespace != DefaultNamespace || in.Task.Retry != (RetryPolicy{}).WithDefaults() {
+		t.Fatalf("held as %+v", in.Task)
+	}
+	custom := RetryPolicy{MaxAttempts: 3}
+	in = h.submit(Task{Namespace: "other", ID: "a", Type: "x", Schedule: After(time.Hour), Retry: custom})
+	if in.Task.Namespace != "other" || in.Task.Retry != custom.WithDefaults() {
+		t.Fatalf("held as %+v", in.Task)
+	}
+	if _, err := h.e.Submit(Task{Namespace: DefaultNamespace, ID: "a", Type: "x", Schedule: After(time.Hour)}); !errors.Is(err, ErrExists) {
+		t.Fatalf("the same ID in DefaultNamespace: %v, want ErrExists", err)
 	}
 }
 
@@ -599,5 +631,33 @@ func TestMisbehavingHandlersNeverStallOthers(t *testing.T) {
 func TestRecordSize(t *testing.T) {
 	if size := unsafe.Sizeof(record{}); size > 480 {
 		t.Fatalf("record is %d B: past the 480 B size class", size)
+	}
+}
+
+// TestStartedAndSucceededEventsMeasureLatenessAndDuration pins the lateness an attempt
+// reports (from its due time, or for a misfire merged into one run from the latest
+// occurrence it stands for) and its duration, on the fake clock.
+func TestStartedAndSucceededEventsMeasureLatenessAndDuration(t *testing.T) {
+	h := newHarness(t)
+	h.e.Register("slow", func(ctx context.Context, r *Run) error {
+		h.fake.Advance(2 * time.Second) // the run takes 2 s
+		return nil
+	})
+	h.submit(Task{ID: "once", Type: "slow", Schedule: After(time.Second)})
+	h.fake.Advance(1500 * time.Millisecond) // collected half a second late
+	if ev := h.wait(EventStarted, "once"); ev.Lateness != 500*time.Millisecond {
+		t.Fatalf("lateness %v, want 500ms", ev.Lateness)
+	}
+	if ev := h.wait(EventSucceeded, "once"); ev.Duration != 2*time.Second {
+		t.Fatalf("duration %v, want 2s", ev.Duration)
+	}
+	h.e.Register("quick", func(ctx context.Context, r *Run) error { return nil })
+	h.submit(Task{ID: "every", Type: "quick", Schedule: Every(10 * time.Second)})
+	h.fake.Advance(35 * time.Second) // occurrences at 10, 20 and 30 s: one run, due at 30 s
+	if ev := h.wait(EventMisfired, "every"); ev.Missed != 2 {
+		t.Fatalf("missed %d, want 2", ev.Missed)
+	}
+	if ev := h.wait(EventStarted, "every"); ev.Lateness != 5*time.Second {
+		t.Fatalf("lateness %v, want 5s (from the 30 s occurrence)", ev.Lateness)
 	}
 }

@@ -105,34 +105,27 @@ func (e *Engine) onDue(ev timer.Event) {
 		return // cancelled or replaced after it was collected
 	}
 	rec.timer = timer.Timer{}
-	wall := e.clock.Time(ev.Now)
+	rec.dueNs = ev.Due
 	var misfire *Event
-	if rec.state == Pending && rec.task.Schedule.Recurring() && wall.Sub(rec.due) > e.opts.MisfireThreshold {
-		runAt, missed := rec.task.Schedule.CatchUp(rec.task.Misfire, rec.due, wall)
-		if missed > 0 {
-			sh.misfired += uint64(missed)
-			misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Missed: missed}
-		}
-		if runAt.After(wall) { // skipped to the next future occurrence
-			err := e.arm(sh, rec, runAt, e.hDue)
+	if rec.state == Pending && rec.task.Schedule.Recurring() {
+		var dead *Event
+		var skipped bool
+		if misfire, dead, skipped = e.catchUp(sh, rec, ev); skipped {
 			sh.mu.Unlock()
-			if misfire != nil {
-				e.emit(*misfire)
-			}
-			if err != nil {
-				e.emit(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Err: err})
+			for _, ev := range [...]*Event{misfire, dead} {
+				if ev != nil {
+					e.emit(*ev)
+				}
 			}
 			return
 		}
-		// One run stands for every missed occurrence: it is due as the latest of them, so
-		// that the next occurrence is computed from there and not from one long past.
-		rec.due = runAt
 	}
 	if err := setState(rec, Due); err != nil {
 		sh.mu.Unlock()
 		return
 	}
 	rec.runID = sh.nextRunID(rec.slot)
+	rec.hold() // the item names rec until its worker's last locked use of it
 	item := runItem{sh: sh, rec: rec, runID: rec.runID}
 	sh.mu.Unlock()
 	if misfire != nil {
@@ -151,23 +144,72 @@ func (e *Engine) onDue(ev timer.Event) {
 	}
 }
 
+// catchUp applies the misfire policy to an occurrence of a recurring task that came due
+// at ev. If it fired more than Options.MisfireThreshold late, the occurrences missed are
+// counted (misfire), and either one run stands for them all (rec.due moves to the latest
+// of them) or the task is armed for its next future occurrence instead (skipped; dead
+// reports a failure to arm it). Requires sh.mu.
+func (e *Engine) catchUp(sh *shard, rec *record, ev timer.Event) (misfire, dead *Event, skipped bool) {
+	wall := e.clock.Time(ev.Now)
+	if wall.Sub(rec.due) <= e.opts.MisfireThreshold {
+		return nil, nil, false
+	}
+	runAt, missed := rec.task.Schedule.CatchUp(rec.task.Misfire, rec.due, wall)
+	if missed > 0 {
+		sh.misfired += uint64(missed)
+		misfire = &Event{Kind: EventMisfired, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Missed: missed}
+	}
+	if runAt.After(wall) { // skipped to the next future occurrence
+		if err := e.arm(sh, rec, runAt, e.hDue); err != nil {
+			dead = &Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Err: err}
+		}
+		return misfire, dead, true
+	}
+	// One run stands for every missed occurrence: it is due as the latest of them, so
+	// that the next occurrence is computed from there and not from one long past.
+	rec.due, rec.dueNs = runAt, ev.Now-int64(wall.Sub(runAt))
+	return misfire, nil, false
+}
+
+// queueNow hands a PENDING one-shot record whose occurrence is already due (at clock
+// reading dueNs) to the workers as onDue would, without a timer, if the queue has room;
+// it reports whether it did. Requires sh.mu (so it never waits for room: a full queue
+// leaves the record to the timer's path, which does).
+func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
+	if !CanTransition(rec.state, Due) {
+		return false
+	}
+	item := runItem{sh: sh, rec: rec, runID: sh.nextRunID(rec.slot)}
+	select {
+	case e.runq <- item:
+	default:
+		return false
+	}
+	// The worker that takes the item waits for sh.mu, so it finds the record DUE.
+	rec.state, rec.runID, rec.dueNs = Due, item.runID, dueNs // the move checked above
+	rec.hold()
+	return true
+}
+
 // runOne runs one attempt on worker w. It reports whether w was replaced while its
 // handler hung (then w must exit).
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	sh, rec := item.sh, item.rec
 	sh.mu.Lock()
-	if rec.runID != item.runID || rec.state != Due {
-		sh.mu.Unlock()
-		return false // cancelled or replaced while queued
-	}
-	if err := setState(rec, Running); err != nil {
+	if rec.runID != item.runID || setState(rec, Running) != nil {
+		// Cancelled, dropped or replaced while queued: this item was the last thing to
+		// refer to the record if it is no longer in the table.
+		rec.release()
+		if sh.slots[rec.slot] != rec {
+			e.recycle(rec)
+		}
 		sh.mu.Unlock()
 		return false
 	}
-	startNs, start := e.now()
+	startNs := e.clock.Now()
 	rec.attempts++
 	rec.runs++
-	rec.started = start
+	rec.startNs = startNs
 	rec.filed, rec.early = false, false
 	var a *attempt
 	if rec.runs == 1 {
@@ -178,32 +220,35 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	a.ctx.parent = e.base
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
 	if t := rec.task.Timeout; t > 0 {
-		a.ctx.deadline = start.Add(t)
+		a.ctx.deadline = e.clock.Time(startNs + int64(t))
 		if tm, err := e.timers.At(startNs+int64(t), e.hLimit, timerArg(sh, rec)); err == nil {
 			rec.deadline = tm
 		}
 	}
 	rec.attempt = a
-	lateness := start.Sub(rec.due)
+	lateness := time.Duration(startNs - rec.dueNs)
 	attemptNo := rec.attempts
 	sh.mu.Unlock()
 
 	w.stats.started.Add(1)
 	w.stats.lateness.observe(max(lateness, 0))
 	if e.opts.OnEvent != nil {
-		t := a.run.Task // immutable: readable without the lock
+		t := a.run.Task // not written while this worker holds the record
 		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness,
 			RunID: item.runID})
 	}
 	w.stats.running.Store(1)
 	err := e.call(w, a)
 	w.stats.running.Store(0)
-	endNs, end := e.now()
+	endNs := e.clock.Now()
 	if !errors.Is(err, ErrDeferred) { // a deferred attempt's run time is known at Complete
 		w.stats.duration.observe(time.Duration(endNs - startNs))
 	}
 
 	sh.mu.Lock()
+	// If the attempt ended meanwhile (timed out, cancelled, replaced), detach kept the
+	// record from reuse, so this worker may still read it. Otherwise this locked section
+	// is the worker's last use of the record (release).
 	if a.replaced {
 		sh.mu.Unlock()
 		e.hung.Add(-1)
@@ -215,6 +260,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
 		return false
 	}
+	rec.release()
 	if errors.Is(err, ErrDeferred) {
 		if !rec.early {
 			// The outcome comes later through Complete; the timeout timer stays armed.
@@ -227,7 +273,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	var es events
-	e.finishAttempt(sh, rec, err, start, end, &es)
+	e.finishAttempt(sh, rec, err, startNs, endNs, &es)
 	sh.mu.Unlock()
 	e.emitAll(&es)
 	return false
@@ -268,12 +314,13 @@ func (e *Engine) emitAll(es *events) {
 	}
 }
 
-// finishAttempt records the outcome of rec's attempt that ran from start to end and moves
-// the task on: its next occurrence, a retry, SUCCEEDED, or DEAD with a dead letter.
-// Requires sh.mu; the events are emitted by the caller once the lock is released.
-func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end time.Time, es *events) {
+// finishAttempt records the outcome of rec's attempt that ran from clock reading startNs
+// to endNs and moves the task on: its next occurrence, a retry, SUCCEEDED, or DEAD with a
+// dead letter. Requires sh.mu; the events are emitted by the caller once the lock is
+// released. With no retention a finished record is removed: the caller must not touch it.
+func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs int64, es *events) {
 	t := &rec.task
-	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: end.Sub(start),
+	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: time.Duration(endNs - startNs),
 		RunID: rec.runID}
 	rec.filed, rec.early = false, false
 	if rec.rare != nil {
@@ -285,13 +332,14 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		ev.Kind = EventSucceeded
 		es.add(ev)
 		if t.Schedule.Recurring() {
-			e.nextOccurrence(sh, rec, end, es)
+			e.nextOccurrence(sh, rec, e.clock.Time(endNs), es)
 		} else if setState(rec, Succeeded) == nil {
-			e.finished(sh, rec, end)
+			e.finished(sh, rec, endNs)
 		}
 		return
 	}
 	sh.failed++
+	start, end := e.clock.Time(startNs), e.clock.Time(endNs)
 	r := rec.rareState()
 	if len(r.history) == 0 { // the occurrence's first failure: its first attempt (retries follow failures)
 		r.firstStart = start
@@ -323,7 +371,7 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, start, end tim
 		return
 	}
 	if setState(rec, Dead) == nil {
-		e.finished(sh, rec, end)
+		e.finished(sh, rec, endNs)
 	}
 }
 
@@ -351,6 +399,7 @@ func (e *Engine) onTimeout(ev timer.Event) {
 		return
 	}
 	a := rec.attempt
+	rec.detach()
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++
@@ -361,12 +410,11 @@ func (e *Engine) onTimeout(ev timer.Event) {
 		e.hung.Add(1)
 		e.loopWorkers.Add(-1) // its worker exits when (if) the handler returns
 	}
-	_, now := e.now()
 	var es events
 	err := fmt.Errorf("%w after %v", ErrTimeout, rec.task.Timeout)
 	timedOut := Event{Kind: EventTimedOut, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type,
 		Attempt: rec.attempts, Err: err, RunID: rec.runID}
-	e.finishAttempt(sh, rec, err, rec.started, now, &es)
+	e.finishAttempt(sh, rec, err, rec.startNs, e.clock.Now(), &es)
 	sh.mu.Unlock()
 	if replace {
 		e.startWorker()
@@ -474,10 +522,10 @@ func (e *Engine) Complete(runID uint64, err error) error {
 		e.timers.Cancel(rec.deadline)
 	}
 	rec.deadline, rec.attempt = timer.Timer{}, nil
-	_, end := e.now()
-	sh.deferredDur.observe(end.Sub(rec.started))
+	endNs := e.clock.Now()
+	sh.deferredDur.observe(time.Duration(endNs - rec.startNs))
 	var es events
-	e.finishAttempt(sh, rec, err, rec.started, end, &es)
+	e.finishAttempt(sh, rec, err, rec.startNs, endNs, &es)
 	sh.mu.Unlock()
 	e.emitAll(&es)
 	return nil

@@ -48,9 +48,16 @@ const (
 	MaxTimeout      = 24 * time.Hour
 )
 
-// validate checks everything about t that does not depend on the engine's state.
-func (t *Task) validate(maxPayload int) error {
-	if t.Namespace == "" {
+// defaultRetry is the zero RetryPolicy with its defaults: the policy of a task submitted
+// without one, which is valid and so needs no check.
+var defaultRetry = RetryPolicy{}.WithDefaults()
+
+// normalize checks everything about t that does not depend on the engine's state, and
+// gives its namespace and retry policy their defaults. A task in the default namespace
+// with the default policy (the common case) skips the checks those cannot fail.
+func (t *Task) normalize(maxPayload int) error {
+	defaultNS := t.Namespace == "" || t.Namespace == DefaultNamespace
+	if defaultNS {
 		t.Namespace = DefaultNamespace
 	}
 	switch {
@@ -58,7 +65,7 @@ func (t *Task) validate(maxPayload int) error {
 		return fmt.Errorf("%w: empty ID", ErrInvalidTask)
 	case len(t.ID) > MaxIDLen || !utf8.ValidString(t.ID):
 		return fmt.Errorf("%w: ID must be valid UTF-8 of at most %d bytes", ErrInvalidTask, MaxIDLen)
-	case len(t.Namespace) > MaxNamespaceLen || !utf8.ValidString(t.Namespace):
+	case !defaultNS && (len(t.Namespace) > MaxNamespaceLen || !utf8.ValidString(t.Namespace)):
 		return fmt.Errorf("%w: namespace must be valid UTF-8 of at most %d bytes", ErrInvalidTask, MaxNamespaceLen)
 	case t.Type == "":
 		return fmt.Errorf("%w: task %q has no type", ErrInvalidTask, t.ID)
@@ -72,9 +79,14 @@ func (t *Task) validate(maxPayload int) error {
 	if err := t.Schedule.Validate(); err != nil {
 		return fmt.Errorf("task %q: %w", t.ID, err)
 	}
+	if t.Retry == (RetryPolicy{}) {
+		t.Retry = defaultRetry
+		return nil
+	}
 	if err := t.Retry.Validate(); err != nil {
 		return fmt.Errorf("task %q: %w", t.ID, err)
 	}
+	t.Retry = t.Retry.WithDefaults()
 	return nil
 }
 
@@ -92,6 +104,12 @@ type Run struct {
 // or the engine closes. A panic is recovered and counts as a failed attempt. Returning
 // ErrDeferred leaves the attempt RUNNING until Engine.Complete(run.RunID, err) reports
 // its outcome (or its timeout fails it), freeing the worker in the meantime.
+//
+// ctx, run and run.Task, and contexts derived from ctx, are valid until the handler
+// returns: the engine reuses their memory for later tasks afterwards (see the package's
+// invariants). Work handed to another goroutine, a deferred attempt's above all, copies
+// what it needs: the RunID, a Task value or its fields. A Payload slice may be kept: its
+// bytes are never reused.
 type Handler func(ctx context.Context, run *Run) error
 
 // Info is a snapshot of a task's state, for queries.
