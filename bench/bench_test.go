@@ -3,6 +3,7 @@ package bench
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // timerImpls are the implementations every timer workload runs, in this order.
@@ -100,7 +101,15 @@ func BenchmarkHeapPushPop(b *testing.B) {
 }
 
 func BenchmarkEngineOneShot(b *testing.B) {
-	for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e6", 1e6}) {
-		b.Run(sz.Name, func(b *testing.B) { EngineOneShot(b, sz.N) })
+	// path=queue: tasks due at once (After(0)), which Submit hands to the workers' queue
+	// directly; path=timer: tasks due 1 ns after their Submit, so each goes through the
+	// timer core and fires from it, as every task due later does.
+	for _, path := range []struct {
+		name  string
+		delay time.Duration
+	}{{"queue", 0}, {"timer", time.Nanosecond}} {
+		for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e6", 1e6}) {
+			b.Run("path="+path.name+"/"+sz.Name, func(b *testing.B) { EngineOneShot(b, sz.N, path.delay) })
+		}
 	}
 }

@@ -12,16 +12,17 @@ import (
 	"github.com/tock-sched/tock/core/task"
 )
 
-// EngineOneShot: n one-shot tasks, due at once, go through the whole engine: Submit from
-// GOMAXPROCS goroutines queues each for a worker (a task already due needs no timer, unless
-// the queue is full), a worker runs a handler that returns nil, the task is SUCCEEDED and
-// (Retention < 0) dropped. tasks/s is n over the time from the first
-// Submit to the last handler's return; allocs/task counts every allocation in the process
-// over that time, and cpu-ns/task the process's CPU time over it (user + system, every
-// goroutine, the collector's included): on a shared machine the rate moves with whatever
-// else runs, the CPU spent per task much less. One unmeasured pass runs first. There is no
-// in-process peer: the goal is a rate (DESIGN.md).
-func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
+// EngineOneShot: n one-shot tasks, due delay after their Submit, go through the whole
+// engine: Submit from GOMAXPROCS goroutines; a task already due (delay 0) is queued for a
+// worker at once (unless the queue is full), a later one is scheduled on the timer core and
+// queued when it fires; a worker runs a handler that returns nil, the task is SUCCEEDED and
+// (Retention < 0) dropped. tasks/s is n over the time from the first Submit to the last
+// handler's return; allocs/task counts every allocation in the process over that time, and
+// cpu-ns/task the process's CPU time over it (user + system, every goroutine, the
+// collector's included): on a shared machine the rate moves with whatever else runs, the
+// CPU spent per task much less. One unmeasured pass runs first. There is no in-process
+// peer: the goal is a rate (DESIGN.md).
+func EngineOneShot(b *testing.B, n int, delay time.Duration, opts ...task.Option) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("task-%d", i)
@@ -57,7 +58,7 @@ func EngineOneShot(b *testing.B, n int, opts ...task.Option) {
 			go func() {
 				defer wg.Done()
 				for i := p * n / procs; i < (p+1)*n/procs; i++ {
-					if _, err := e.Submit(task.Task{ID: ids[i], Type: "noop", Schedule: task.After(0)}); err != nil {
+					if _, err := e.Submit(task.Task{ID: ids[i], Type: "noop", Schedule: task.After(delay)}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -1,1 +1,1 @@
-go test -run '^$' -bench '^BenchmarkEngineOneShot$' -count 6 -timeout 0 .
+go test -run '^$' -bench '^BenchmarkEngineOneShot$' -count 10 -timeout 0 .
