@@ -26,6 +26,10 @@
 //     sends it: that is not a resend.
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
+//   - A Worker connection runs FIREs on at most Options.Concurrency runner goroutines,
+//     which live as long as the connection; its acker alone sends reports (ACKS, NACK)
+//     and grants credits, and every run's outcome is reported at most once, on the
+//     connection its FIRE came on (never after a reconnect: the server redelivers).
 //
 // Costs: a call is one frame each way plus one map insert and delete; encoding appends
 // into the bufio.Writer's free space (protocol.AppendFrame), so small requests are not
