@@ -13,8 +13,12 @@ import (
 // maxAckFramesInFlight bounds the ACKS and NACK frames a Worker connection has sent and
 // not yet had answered. While the bound is reached, finished runs accumulate, and the
 // next ACKS carries all of them: under load the batches grow instead of the frames
-// multiplying; with few runs each goes out at once.
-const maxAckFramesInFlight = 4
+// multiplying; with few runs each goes out at once. It is also the Worker's
+// back-pressure: a run's credit is granted only with its report, so while the bound
+// holds reports back (a server slow to answer, durable ACKs waiting for etcd), the
+// server runs out of credits and stops sending FIREs, and at most Concurrency finished
+// runs wait here.
+const maxAckFramesInFlight = 16
 
 // outcome is a finished run: result is the handler's (nil is ACKed).
 type outcome struct {
@@ -24,12 +28,10 @@ type outcome struct {
 
 // acker reports a Worker connection's finished runs and grants their credits back: one
 // goroutine (loop) sends the successes queued since it last looked as ACKS frames of up
-// to protocol.MaxBatch runs, with the credits of every run finished meanwhile in the
-// first, and each failure as a NACK; it waits for their answers on goroutines of its
-// own, which call Options.OnAcked. While maxAckFramesInFlight frames await answers, it
-// grants the credits that accumulate in CREDIT frames, so that the server's FIREs never
-// wait for an ACKS's turn. A server that does not know ACKS (UNKNOWN_TYPE) gets one ACK
-// per run and a CREDIT per round from then on.
+// to protocol.MaxBatch runs, with the credits of every run it takes in the first, and
+// each failure as a NACK; it waits for their answers on goroutines of its own, which
+// call Options.OnAcked. A server that does not know ACKS (UNKNOWN_TYPE) gets one ACK per
+// run and a CREDIT per round from then on.
 type acker struct {
 	w        *Worker
 	cn       *conn
@@ -37,16 +39,14 @@ type acker struct {
 	inflight chan struct{} // semaphore of maxAckFramesInFlight frames awaiting answers
 	single   atomic.Bool   // the server answered ACKS with UNKNOWN_TYPE
 
-	mu      sync.Mutex
-	queue   []outcome // guarded by mu
-	credits uint64    // guarded by mu: finished runs whose credit is not yet granted
+	mu    sync.Mutex
+	queue []outcome // guarded by mu; at most Concurrency (their credits are not yet granted)
 }
 
-// add queues o, and its run's credit, for loop; it never blocks.
+// add queues o for loop; it never blocks.
 func (a *acker) add(o outcome) {
 	a.mu.Lock()
 	a.queue = append(a.queue, o)
-	a.credits++
 	a.mu.Unlock()
 	select {
 	case a.kick <- struct{}{}:
@@ -54,16 +54,13 @@ func (a *acker) add(o outcome) {
 	}
 }
 
-// take returns the queued outcomes (all of them if outcomes is set) and the credits to
-// grant, and clears them.
-func (a *acker) take(outcomes bool) (batch []outcome, credits uint64) {
+// take returns the queued outcomes and clears the queue.
+func (a *acker) take() []outcome {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if outcomes {
-		batch, a.queue = a.queue, nil
-	}
-	credits, a.credits = a.credits, 0
-	return batch, credits
+	batch := a.queue
+	a.queue = nil
+	return batch
 }
 
 // grant sends credits in a CREDIT frame, not waiting for its answer.
@@ -73,84 +70,57 @@ func (a *acker) grant(credits uint64) {
 	}
 }
 
-// loop sends the queued outcomes until ctx ends; outcomes still queued then are dropped
-// (the connection is gone, and the server redelivers their runs). Each answer waiter is
-// counted in waiters, with an Add made on this goroutine.
+// loop reports the queued outcomes until ctx ends, then reports those queued by then
+// (the runs that finished before the Worker stopped), waiting for frame slots at most
+// RequestTimeout, and returns. Each answer waiter is counted in waiters, with an Add
+// made on this goroutine.
 func (a *acker) loop(ctx context.Context, waiters *sync.WaitGroup) {
+	var left []outcome
 	for {
 		select {
 		case <-ctx.Done():
-			return
 		case <-a.kick:
-		}
-		batch, credits := a.take(true)
-		for len(batch) > 0 {
-			var frame []outcome
-			frame, batch = nextFrame(batch, a.single.Load())
-			if !a.acquire(ctx, &credits) {
-				return
+			if left = a.report(ctx, a.take(), waiters); left == nil {
+				continue
 			}
-			var grant uint64
-			if frame[0].result == nil && !a.single.Load() {
-				grant, credits = credits, 0 // they ride on this ACKS
-			}
-			waiters.Add(1)
-			go func() {
-				defer waiters.Done()
-				defer func() { <-a.inflight }()
-				a.send(frame, grant)
-			}()
 		}
-		a.grant(credits)
+		flush, cancel := context.WithTimeout(context.Background(), a.w.opts.RequestTimeout)
+		a.report(flush, append(left, a.take()...), waiters)
+		cancel()
+		return
 	}
 }
 
-// acquire takes a slot for one more frame awaiting its answer, granting the credits
-// that accumulate while it waits (those in *credits first). It returns false when ctx
-// ends first.
-func (a *acker) acquire(ctx context.Context, credits *uint64) bool {
-	select {
-	case a.inflight <- struct{}{}:
-		return true
-	default:
-	}
-	a.grant(*credits)
-	*credits = 0
-	kicked := false
-	for {
+// report sends batch, frame by frame (nextFrame), each once a slot is free, and grants
+// the batch's credits: with the ACKS frames, or in a CREDIT after the last frame when no
+// ACKS carried them (NACKs only, or a server without ACKS). It returns the outcomes not
+// sent when ctx ended (their credits not granted), nil when all went out.
+func (a *acker) report(ctx context.Context, batch []outcome, waiters *sync.WaitGroup) []outcome {
+	var credits uint64 // of the outcomes sent and not yet granted
+	for len(batch) > 0 {
 		select {
 		case a.inflight <- struct{}{}:
-			if kicked { // loop comes back for the outcomes queued meanwhile
-				select {
-				case a.kick <- struct{}{}:
-				default:
-				}
-			}
-			return true
 		case <-ctx.Done():
-			return false
-		case <-a.kick:
-			// More runs finished: grant their credits now, once there are enough of
-			// them to be worth a frame (the rest ride on the next ACKS); their
-			// outcomes wait.
-			kicked = true
-			a.mu.Lock()
-			c := a.credits
-			if c >= a.creditBatch() {
-				a.credits = 0
-			} else {
-				c = 0
-			}
-			a.mu.Unlock()
-			a.grant(c)
+			a.grant(credits)
+			return batch
 		}
+		var frame []outcome
+		frame, batch = nextFrame(batch, a.single.Load())
+		credits += uint64(len(frame))
+		var grant uint64
+		if frame[0].result == nil && !a.single.Load() {
+			grant, credits = credits, 0 // they ride on this ACKS
+		}
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			defer func() { <-a.inflight }()
+			a.send(frame, grant)
+		}()
 	}
+	a.grant(credits)
+	return nil
 }
-
-// creditBatch is the fewest credits acquire grants in a CREDIT frame of their own while
-// the reports wait: a sixteenth of the Worker's credits, so that the server never runs
-// short by more than that, and a CREDIT is not a frame per finished run.
-func (a *acker) creditBatch() uint64 { return uint64(max(1, a.w.opts.Concurrency/16)) }
 
 // nextFrame splits off the outcomes the next frame carries: a NACK's one, or the
 // leading run of successes of one epoch (at most protocol.MaxBatch; one with single).
@@ -171,7 +141,7 @@ func nextFrame(batch []outcome, single bool) (frame, rest []outcome) {
 func (a *acker) send(frame []outcome, credits uint64) {
 	if frame[0].result != nil || len(frame) == 1 && a.single.Load() {
 		o := frame[0]
-		_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return report(id, o) })
+		_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return reportOf(id, o) })
 		a.acked(o, err)
 		return
 	}
@@ -189,7 +159,7 @@ func (a *acker) send(frame []outcome, credits uint64) {
 		a.single.Store(true)
 		a.grant(credits)
 		for _, o := range frame {
-			_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return report(id, o) })
+			_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return reportOf(id, o) })
 			a.acked(o, err)
 		}
 		return
@@ -211,8 +181,8 @@ func (a *acker) send(frame []outcome, credits uint64) {
 	}
 }
 
-// report is the ACK or NACK of one outcome, with request ID id.
-func report(id uint64, o outcome) protocol.Message {
+// reportOf is the ACK or NACK of one outcome, with request ID id.
+func reportOf(id uint64, o outcome) protocol.Message {
 	if o.result == nil {
 		return &protocol.Ack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch}
 	}

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,14 +25,24 @@ type fakeWorkerConn struct {
 // accepts its SUBSCRIBE.
 func runOnFake(t *testing.T, f *fake, w *Worker, h HandlerFunc) *fakeWorkerConn {
 	t.Helper()
+	fw, _ := runOnFakeStoppable(t, f, w, h)
+	return fw
+}
+
+// runOnFakeStoppable is runOnFake, with a func that stops w and waits for Run (also
+// called when the test ends; it may be called more than once).
+func runOnFakeStoppable(t *testing.T, f *fake, w *Worker, h HandlerFunc) (*fakeWorkerConn, func()) {
+	t.Helper()
 	if err := w.Handle("w", h); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return subscribeFake(t, f)
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return subscribeFake(t, f), stop
 }
 
 // subscribeFake waits for the Worker's SUBSCRIBE and accepts it.
@@ -81,58 +93,86 @@ func (fw *fakeWorkerConn) fire(run uint64) {
 		Due: 1, Epoch: 3, TTR: int64(wait), Durability: protocol.Ephemeral})
 }
 
-// TestWorkerBatchesAcks: runs that finish while earlier ACKS frames await their answers
-// go out together, and their credits are granted meanwhile. The fake withholds its
-// answers until it has seen maxAckFramesInFlight frames and a credit for every run (a
-// run's outcome is queued with its credit), so at most two more frames can follow: the
-// one the acker holds while it waits, and one with everything queued meanwhile.
-func TestWorkerBatchesAcks(t *testing.T) {
+// withheldAcks runs n FIREs through a Worker whose handlers return at once, while the
+// fake withholds its answers to the first maxAckFramesInFlight ACKS frames: the acker
+// may then send nothing more, so the other runs' outcomes queue (the test waits until
+// every one is queued). It returns the fake, the withheld frames, the runs they carry,
+// the Worker's OnAcked reports and a func that stops the Worker.
+func withheldAcks(t *testing.T, n int) (fw *fakeWorkerConn, withheld []*protocol.Acks, acked map[uint64]int, reported func() map[uint64]error, stop func()) {
+	t.Helper()
 	f := startFake(t, "127.0.0.1:0")
-	const n = 20 // below 32, so that acker.creditBatch is 1: every credit is granted while the fake waits
-	release := make(chan struct{})
 	var mu sync.Mutex
-	reported := map[uint64]error{}
+	reports := map[uint64]error{}
 	w := newWorkerT(t, f.ln.Addr().String(), WithConcurrency(n), WithOnAcked(func(fi *Fire, result, ackErr error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, dup := reported[fi.RunID]; dup {
+		if _, dup := reports[fi.RunID]; dup {
 			t.Errorf("run %d reported twice", fi.RunID)
 		}
-		reported[fi.RunID] = ackErr
+		reports[fi.RunID] = ackErr
 	}))
-	fw := runOnFake(t, f, w, func(context.Context, *Fire) error { <-release; return nil })
-	for run := uint64(1); run <= n; run++ {
+	var queued atomic.Int32
+	allQueued := make(chan struct{})
+	w.queued = func() {
+		if queued.Add(1) == int32(n) {
+			close(allQueued)
+		}
+	}
+	fw, stop = runOnFakeStoppable(t, f, w, func(context.Context, *Fire) error { return nil })
+	for run := uint64(1); run <= uint64(n); run++ {
 		fw.fire(run)
 	}
-	close(release)
+	acked = map[uint64]int{}
+	for len(withheld) < maxAckFramesInFlight && len(acked) < n {
+		a, ok := fw.next().(*protocol.Acks)
+		if !ok {
+			t.Fatal("want ACKS")
+		}
+		for _, r := range a.RunIDs {
+			acked[r]++
+		}
+		withheld = append(withheld, a)
+	}
+	select {
+	case <-allQueued:
+	case <-time.After(wait):
+		t.Fatalf("only %d of %d outcomes queued", queued.Load(), n)
+	}
+	reported = func() map[uint64]error {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(reports)
+	}
+	return fw, withheld, acked, reported, stop
+}
 
-	acked := map[uint64]int{}
-	var withheld []*protocol.Acks
-	frames := 0
+// TestWorkerBatchesAcks: runs that finish while maxAckFramesInFlight ACKS frames await
+// their answers wait, and their credits with them (the Worker's back-pressure); once
+// answers come they go out together, in at most two more frames (the one the acker held
+// when the bound stopped it, and everything queued meanwhile), each ACKS carrying the
+// credits of the runs it reports.
+func TestWorkerBatchesAcks(t *testing.T) {
+	const n = 60
+	fw, withheld, acked, reported, _ := withheldAcks(t, n)
+	frames := len(withheld)
 	for len(acked) < n {
+		for _, a := range withheld {
+			fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
+		}
+		withheld = withheld[:0]
 		m := fw.next()
 		a, ok := m.(*protocol.Acks)
 		if !ok {
 			t.Fatalf("got %v %+v, want ACKS", m.Type(), m)
 		}
 		frames++
-		if a.Epoch != 3 {
-			t.Fatalf("ACKS epoch %d, want the FIREs' 3", a.Epoch)
-		}
 		for _, r := range a.RunIDs {
 			acked[r]++
 		}
 		withheld = append(withheld, a)
-		if len(withheld) < maxAckFramesInFlight && len(acked) < n {
-			continue
-		}
-		if len(acked) < n {
-			fw.waitCredits(n) // every outcome is queued; no frame can come meanwhile
-		}
-		for _, a := range withheld {
-			fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
-		}
-		withheld = nil
+	}
+	for _, a := range withheld {
+		fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
 	}
 	for r, k := range acked {
 		if k != 1 || r < 1 || r > n {
@@ -142,16 +182,45 @@ func TestWorkerBatchesAcks(t *testing.T) {
 	if frames > maxAckFramesInFlight+2 {
 		t.Fatalf("%d runs took %d ACKS frames, want at most %d", n, frames, maxAckFramesInFlight+2)
 	}
-	for _, a := range withheld {
-		fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
+	if fw.credits != n {
+		t.Fatalf("the ACKS frames granted %d credits, want %d: one per run, with its report", fw.credits, n)
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(reported) == n })
-	mu.Lock()
-	defer mu.Unlock()
-	for r, err := range reported {
+	waitFor(t, func() bool { return len(reported()) == n })
+	for r, err := range reported() {
 		if err != nil {
 			t.Errorf("run %d: ackErr %v", r, err)
 		}
+	}
+}
+
+// TestWorkerStopReportsFinishedRuns: runs that finished before the Worker stopped are
+// reported before it closes its connection, and their answers reach OnAcked: a stop
+// does not make the server run them again.
+func TestWorkerStopReportsFinishedRuns(t *testing.T) {
+	const n = 40
+	fw, withheld, acked, reported, stop := withheldAcks(t, n)
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	for _, a := range withheld {
+		fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
+	}
+	for len(acked) < n {
+		a, ok := fw.next().(*protocol.Acks)
+		if !ok {
+			t.Fatal("want ACKS")
+		}
+		for _, r := range a.RunIDs {
+			acked[r]++
+		}
+		fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
+	}
+	select {
+	case <-stopped:
+	case <-time.After(wait):
+		t.Fatal("Run did not return after its last reports were answered")
+	}
+	if got := reported(); len(got) != n {
+		t.Fatalf("%d runs reported to OnAcked by the time Run returned, want %d", len(got), n)
 	}
 }
 

@@ -39,8 +39,9 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 // find none idle, kept for the connection's life, so their stacks are grown once), with a
 // deadline of the FIRE's TTR. When the handler returns, the runner hands the outcome to
 // the connection's acker, which sends the successes accumulated meanwhile as one ACKS
-// frame, carrying the credits of every run finished since the last (PROTOCOL.md: an ACK
-// returns none), and each failure as a NACK. The server never has more FIREs
+// frame, carrying the credits of the runs it reports (PROTOCOL.md: an ACK returns none),
+// and each failure as a NACK; while 16 reports await answers, finished runs wait, their
+// credits with them, which is the Worker's back-pressure. The server never has more FIREs
 // outstanding than credits, so at most Concurrency handlers run at once.
 type Worker struct {
 	eps  *endpoints
@@ -53,6 +54,9 @@ type Worker struct {
 	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
 	// accepted, by Run's goroutine.
 	subscribed func()
+	// queued, if set (by tests, before Run), is called by a runner after it queued a
+	// run's outcome for the acker.
+	queued func()
 }
 
 // NewWorker returns a Worker for tockd at addr (one address, or a cluster's, separated
@@ -91,9 +95,10 @@ func (w *Worker) Handle(taskType string, h HandlerFunc) error {
 // Run serves until ctx is done, then returns ctx.Err(). When the connection is lost it
 // redials with backoff and subscribes again; handlers running on the lost connection
 // have their contexts cancelled and their results are not reported (the server
-// redelivers those runs). When ctx is done, Run closes the connection and cancels the
-// handlers in flight, waits for them to return and abandons their results: the server
-// redelivers them to another worker ("worker disconnected", retryable). Errors that
+// redelivers those runs). When ctx is done, Run cancels the handlers in flight, reports
+// the runs that had finished (waiting for the answers, each up to RequestTimeout), then
+// closes the connection, waits for the handlers to return and abandons their results:
+// the server redelivers them to another worker ("worker disconnected", retryable). Errors that
 // retrying cannot fix (UNAUTHORIZED, a refused handshake, no handler) end Run at once.
 // Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
@@ -152,10 +157,11 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int) error {
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// runs counts runners and the acker's answer waiters; readers the reader and the
-	// acker's loop, which alone call runs.Add.
-	var runs, readers sync.WaitGroup
+	// runs counts runners (the reader alone calls its Add), answers the acker's answer
+	// waiters (its loop alone calls that Add), readers the reader and the acker's loop.
+	var runs, answers, readers sync.WaitGroup
 	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
+	ackerDone := make(chan struct{})
 	idle := make(chan *protocol.Fire) // unbuffered: a send succeeds only to an idle runner
 	runners := 0                      // reader goroutine only
 	cn.onFire = func(f *protocol.Fire) {
@@ -178,9 +184,11 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	}
 	cn.start(&readers)
 	readers.Add(1)
-	go func() { defer readers.Done(); ak.loop(connCtx, &runs) }()
+	go func() { defer readers.Done(); defer close(ackerDone); ak.loop(connCtx, &answers) }()
 	defer func() {
-		cancel()
+		cancel() // handlers still running are abandoned; finished runs are reported
+		<-ackerDone
+		answers.Wait()            // each bounded by RequestTimeout, and over at once if the connection dies
 		cn.close(ErrClosed, true) // no-op reason if already lost
 		readers.Wait()
 		runs.Wait()
@@ -240,11 +248,13 @@ func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
 	if ctx.Err() != nil {
 		return // abandoned: the connection is gone or Run is stopping
 	}
-	// The handler has returned, so its credit is granted back with the next report
-	// frame, or alone while reports wait for answers (acker), never after the ACK's
-	// answer: the server may take a while to answer an ACK (a durable task's answer waits
-	// for etcd), and the next FIRE need not wait for it.
+	// The handler has returned: its credit is granted back with its report (acker), not
+	// after the report's answer: the server may take a while to answer an ACK (a durable
+	// task's answer waits for etcd), and the next FIRE need not wait for it.
 	ak.add(outcome{fire: f, result: err})
+	if w.queued != nil {
+		w.queued()
+	}
 }
 
 // call runs h with a deadline of f.TTR, turning a panic into an error.
