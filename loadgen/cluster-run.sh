@@ -7,6 +7,8 @@
 #   CLUSTER_TASKS        durable tasks (default 200000)
 #   CLUSTER_CHAOS_EVERY  time between kills (default 10s; "off": no chaos)
 #   CLUSTER_ARGS         more loadgen flags (e.g. "-producers 8 -batch 100")
+#   RECORDS_WAIT         seconds the durable records have to be gone from etcd after the
+#                        run before the count left is printed (default 30)
 # The port base and the run dir are cluster.sh's: TOCK_CLIENT_BASE, TOCK_CLUSTER_DIR.
 set -euo pipefail
 GO=${GO:-go}
@@ -38,5 +40,24 @@ trap 'rm -rf "$tmp"' EXIT
 "$GO" build -o "$tmp/loadgen" ./loadgen
 
 echo "== loadgen -target server -addr $addrs -durable -tasks $TASKS ${chaos[*]} $ARGS"
+status=0
 # shellcheck disable=SC2086 # ARGS is a list of flags
-"$tmp/loadgen" -target server -addr "$addrs" -durable -tasks "$TASKS" "${chaos[@]}" $ARGS
+"$tmp/loadgen" -target server -addr "$addrs" -durable -tasks "$TASKS" "${chaos[@]}" $ARGS || status=$?
+
+# Durable records left in etcd once the run is over: each is a task the cluster still owes
+# a run (its ACK was unconfirmed when leadership moved, so the next leader runs it again
+# once a worker connects; loadgen's workers are gone by then), or a record that should
+# have been deleted. With no leader change during the run there should be none.
+# Deletions trail the last ACKs a little, so the count has RECORDS_WAIT seconds to reach 0.
+etcd_dir=$(./server/cluster/etcd.sh)
+eps=""
+for ((i = 0; i < N; i++)); do eps+="${eps:+,}http://127.0.0.1:$((${ETCD_CLIENT_BASE:-23790} + i))"; done
+deadline=$((SECONDS + ${RECORDS_WAIT:-30}))
+while :; do
+	left=$("$etcd_dir/etcdctl" --endpoints="$eps" --command-timeout=10s get --prefix /tock/tasks/ --count-only -w fields |
+		sed -n 's/^"Count" : //p')
+	if [[ $left == 0 ]] || ((SECONDS >= deadline)); then break; fi
+	sleep 1
+done
+echo "durable records left in etcd after the run: ${left:-unknown} (runs the cluster still owes; 0 when no leader changed)"
+exit "$status"
