@@ -44,6 +44,7 @@ type Recorder struct {
 
 	dupAfterConfirmed atomic.Int64 // duplicate runs of a task whose ACK was confirmed
 	unconfirmed       atomic.Int64 // ACKs answered with an error (or never)
+	nConfirmed        atomic.Int64 // tasks with a confirmed ACK
 
 	mu   sync.Mutex
 	hist *hdrhistogram.Histogram // lateness in ns of each task's first run; guarded by mu
@@ -121,7 +122,9 @@ func (r *Recorder) Acked(i int, confirmed bool) {
 		return
 	}
 	if confirmed {
-		r.confirmed[i].Store(true)
+		if !r.confirmed[i].Swap(true) {
+			r.nConfirmed.Add(1)
+		}
 	} else {
 		r.unconfirmed.Add(1)
 	}
@@ -132,6 +135,12 @@ func (r *Recorder) Ran(i int) bool { return i >= 0 && i < len(r.runs) && r.runs[
 
 // Unconfirmed returns the ACKs answered with an error so far.
 func (r *Recorder) Unconfirmed() int64 { return r.unconfirmed.Load() }
+
+// Confirmed returns the tasks with a confirmed ACK so far, and the tasks expected (n
+// minus the rejected ones): once they are equal, the target owes no task a run.
+func (r *Recorder) Confirmed() (confirmed, expected int64) {
+	return r.nConfirmed.Load(), r.expected.Load()
+}
 
 // Freeze ends the accounting: runs recorded from now on are counted as AfterGrace and
 // change nothing else.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,50 @@ func TestRecorderVeryLate(t *testing.T) {
 	}
 	if c.Lateness.Max < maxLateness*999/1000 || c.Lateness.Max > maxLateness*1001/1000 {
 		t.Fatalf("max %d, want about %d", c.Lateness.Max, maxLateness)
+	}
+}
+
+// Confirmed counts tasks, not ACKs: a task confirmed twice (a duplicate run's ACK) counts
+// once, an unconfirmed ACK not at all, and a rejected task is not expected.
+func TestRecorderConfirmed(t *testing.T) {
+	r := NewRecorder(4)
+	r.Reject(3)
+	for i := range 3 {
+		r.Record(i, 0, ms(1))
+	}
+	r.Acked(0, true)
+	r.Acked(1, false)
+	r.Acked(0, true)
+	if c, e := r.Confirmed(); c != 1 || e != 3 {
+		t.Fatalf("Confirmed() = %d, %d; want 1 of 3", c, e)
+	}
+	r.Acked(1, true)
+	r.Acked(2, true)
+	r.Acked(9, true) // outside [0, n): ignored
+	if c, e := r.Confirmed(); c != 3 || e != 3 {
+		t.Fatalf("Confirmed() = %d, %d; want 3 of 3", c, e)
+	}
+}
+
+// waitConfirmed returns once every expected task is confirmed, and gives up after a grace
+// with no new confirmation, returning the tasks still owed.
+func TestWaitConfirmed(t *testing.T) {
+	r := NewRecorder(2)
+	r.Acked(0, true)
+	done := make(chan int64, 1)
+	go func() { done <- waitConfirmed(context.Background(), r, time.Minute) }()
+	r.Acked(1, true)
+	select {
+	case owed := <-done:
+		if owed != 0 {
+			t.Fatalf("owed %d after every task was confirmed", owed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waitConfirmed did not return once every task was confirmed")
+	}
+	r = NewRecorder(2)
+	r.Acked(0, true)
+	if owed := waitConfirmed(context.Background(), r, 30*time.Millisecond); owed != 1 {
+		t.Fatalf("owed %d, want 1 (task 1 never confirmed)", owed)
 	}
 }

@@ -8,7 +8,7 @@
 #   CLUSTER_CHAOS_EVERY  time between kills (default 10s; "off": no chaos)
 #   CLUSTER_ARGS         more loadgen flags (e.g. "-producers 8 -batch 100")
 #   RECORDS_WAIT         seconds the durable records have to be gone from etcd after the
-#                        run before the count left is printed (default 30)
+#                        run (default 30); any left fails it
 # The port base and the run dir are cluster.sh's: TOCK_CLIENT_BASE, TOCK_CLUSTER_DIR.
 set -euo pipefail
 GO=${GO:-go}
@@ -44,11 +44,11 @@ status=0
 # shellcheck disable=SC2086 # ARGS is a list of flags
 "$tmp/loadgen" -target server -addr "$addrs" -durable -tasks "$TASKS" "${chaos[@]}" $ARGS || status=$?
 
-# Durable records left in etcd once the run is over: each is a task the cluster still owes
-# a run (its ACK was unconfirmed when leadership moved, so the next leader runs it again
-# once a worker connects; loadgen's workers are gone by then), or a record that should
-# have been deleted. With no leader change during the run there should be none.
-# Deletions trail the last ACKs a little, so the count has RECORDS_WAIT seconds to reach 0.
+# No durable record may stay in etcd once the run is over: loadgen waits until every
+# task's ACK is confirmed (a task whose ACK was unconfirmed when leadership moved runs
+# again under the next leader first), so a record left is one that should have been
+# deleted, and would run again under the next leader. Deletions trail the last ACKs a little: the count has RECORDS_WAIT seconds
+# to reach 0, and the run fails if it does not.
 etcd_dir=$(./server/cluster/etcd.sh)
 eps=""
 for ((i = 0; i < N; i++)); do eps+="${eps:+,}http://127.0.0.1:$((${ETCD_CLIENT_BASE:-23790} + i))"; done
@@ -59,5 +59,6 @@ while :; do
 	if [[ $left == 0 ]] || ((SECONDS >= deadline)); then break; fi
 	sleep 1
 done
-echo "durable records left in etcd after the run: ${left:-unknown} (runs the cluster still owes; 0 when no leader changed)"
+echo "durable records left in etcd after the run: ${left:-unknown} (must be 0)"
+if [[ $left != 0 ]]; then status=1; fi
 exit "$status"

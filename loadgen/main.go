@@ -304,6 +304,10 @@ type result struct {
 	ServerProfile    string       `json:"server_profile,omitempty"`
 	ServerProfileErr string       `json:"server_profile_error,omitempty"`
 	Chaos            *chaosReport `json:"chaos,omitempty"`
+	// Unconfirmed is, for a durable server run, the tasks with no confirmed ACK at the end
+	// (after waiting a grace for them): each one's end was recorded before the answer was
+	// lost, or the cluster still owes it a run (its record is still in etcd).
+	Unconfirmed int64 `json:"unconfirmed_at_end,omitempty"`
 }
 
 // tick is one second of the run (the last one may be shorter: Seconds says how long):
@@ -363,6 +367,7 @@ func (r *result) print(w io.Writer) {
 	fmt.Fprintf(w, "  submitted %d in %.3fs (%.0f/s), rejected %d\n", r.Submitted, r.SubmitSecs, r.SubmitRate, c.Rejected)
 	if r.Durable && r.Target == "server" {
 		fmt.Fprintf(w, "  durable submits/s: %.0f\n", r.SubmitRate)
+		fmt.Fprintf(w, "  tasks with no confirmed ACK at the end: %d (recorded done with the answer lost, or still owed a run)\n", r.Unconfirmed)
 	}
 	fmt.Fprintf(w, "  fired %d (unique %d) in %.3fs (%.0f/s end to end)\n", c.Fired, c.Unique, r.RunSecs, r.EndToEnd)
 	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d  after grace %d\n",

@@ -226,8 +226,12 @@ waiting:
 	if chaos != nil {
 		chaos.end()
 	}
-	rec.Freeze()
 	end := clk.now()
+	var unconfirmed int64
+	if c.target == "server" && c.durable && !timedOut {
+		unconfirmed = waitConfirmed(ctx, rec, c.grace)
+	}
+	rec.Freeze()
 	close(stopProgress)
 	<-progressDone
 
@@ -243,6 +247,7 @@ waiting:
 		Throughput: ticks,
 		Notes:      notes,
 	}
+	res.Unconfirmed = unconfirmed
 	if chaos != nil {
 		res.Chaos = chaos.report(res.Counts)
 	}
@@ -457,4 +462,34 @@ func producerOf(c config, lo int) int {
 		p--
 	}
 	return p
+}
+
+// waitConfirmed waits, after every task of a durable run has run, until every one has a
+// confirmed ACK: a task whose ACK was unconfirmed when leadership moved may run again
+// under the next leader, and the workers must still be there for it, or the cluster
+// keeps its record (it still owes it a run) after loadgen is gone. A task whose end was
+// recorded but whose answer was lost never gets a confirmation, so the wait gives up
+// after a grace with no new confirmation (or when ctx ends) and returns the tasks still
+// unconfirmed.
+func waitConfirmed(ctx context.Context, rec *Recorder, grace time.Duration) int64 {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	last, _ := rec.Confirmed()
+	quiet := time.Now()
+	for {
+		got, want := rec.Confirmed()
+		if got >= want {
+			return 0
+		}
+		if got != last {
+			last, quiet = got, time.Now()
+		} else if time.Since(quiet) > grace {
+			return want - got
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return want - got
+		}
+	}
 }
