@@ -104,18 +104,21 @@ func (a *acker) report(ctx context.Context, batch []outcome, waiters *sync.WaitG
 			a.grant(credits)
 			return batch
 		}
+		single := a.single.Load()
 		var frame []outcome
-		frame, batch = nextFrame(batch, a.single.Load())
+		frame, batch = nextFrame(batch, single)
 		credits += uint64(len(frame))
-		var grant uint64
-		if frame[0].result == nil && !a.single.Load() {
-			grant, credits = credits, 0 // they ride on this ACKS
+		send := func() { a.sendOne(frame[0]) } // a NACK, or an ACK to a server without ACKS
+		if frame[0].result == nil && !single {
+			grant := credits // they ride on this ACKS
+			credits = 0
+			send = func() { a.sendAcks(frame, grant) }
 		}
 		waiters.Add(1)
 		go func() {
 			defer waiters.Done()
 			defer func() { <-a.inflight }()
-			a.send(frame, grant)
+			send()
 		}()
 	}
 	a.grant(credits)
@@ -136,15 +139,15 @@ func nextFrame(batch []outcome, single bool) (frame, rest []outcome) {
 	return batch[:n], batch[n:]
 }
 
-// send sends one frame's outcomes (an ACKS with credits, or a NACK or ACK) and reports
-// each one's answer to OnAcked.
-func (a *acker) send(frame []outcome, credits uint64) {
-	if frame[0].result != nil || len(frame) == 1 && a.single.Load() {
-		o := frame[0]
-		_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return reportOf(id, o) })
-		a.acked(o, err)
-		return
-	}
+// sendOne sends o's ACK or NACK and reports its answer to OnAcked.
+func (a *acker) sendOne(o outcome) {
+	_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return reportOf(id, o) })
+	a.acked(o, err)
+}
+
+// sendAcks sends frame's successes as one ACKS carrying credits, and reports each run's
+// answer to OnAcked.
+func (a *acker) sendAcks(frame []outcome, credits uint64) {
 	runs := make([]uint64, len(frame))
 	for i, o := range frame {
 		runs[i] = o.fire.RunID
@@ -159,8 +162,7 @@ func (a *acker) send(frame []outcome, credits uint64) {
 		a.single.Store(true)
 		a.grant(credits)
 		for _, o := range frame {
-			_, err := a.cn.roundTripWithin(a.w.opts.RequestTimeout, func(id uint64) protocol.Message { return reportOf(id, o) })
-			a.acked(o, err)
+			a.sendOne(o)
 		}
 		return
 	}

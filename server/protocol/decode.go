@@ -362,6 +362,14 @@ func (d *dec) uintMax(limit uint64) (uint64, *Error) {
 }
 
 // int reads an integer of any msgpack integer encoding that fits an int64.
+// errCode reads an error code (ERROR, and the failures in BATCH_RESULT and ACKED): a
+// uint below 2^16. A code this package does not know is kept (clients treat it as
+// INTERNAL).
+func (d *dec) errCode() (Code, *Error) {
+	v, err := d.uintMax(math16)
+	return Code(v), err
+}
+
 func (d *dec) int() (int64, *Error) {
 	if !isInt(d.peek()) {
 		return 0, d.wrongType("integer")

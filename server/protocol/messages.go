@@ -242,9 +242,7 @@ func (m *Error) fields() *fieldTable { return &errorFields }
 func (m *Error) set(d *dec, i int) (err *Error) {
 	switch i {
 	case 0:
-		var v uint64
-		v, err = d.uintMax(math16)
-		m.Code = Code(v)
+		m.Code, err = d.errCode()
 	case 1:
 		m.Message, err = d.str(MaxTextLen)
 	case 2:
@@ -1108,9 +1106,7 @@ func (f *AckFailure) set(d *dec, i int) (err *Error) {
 	case 0:
 		f.RunID, err = d.uint()
 	case 1:
-		var v uint64
-		v, err = d.uintMax(math16)
-		f.Code = Code(v)
+		f.Code, err = d.errCode()
 	case 2:
 		f.Message, err = d.str(MaxTextLen)
 	}

@@ -613,9 +613,7 @@ func (r *ItemResult) set(d *dec, i int) (err *Error) {
 	case 5:
 		r.Version, err = d.uint()
 	case 6:
-		var v uint64
-		v, err = d.uintMax(math16)
-		r.Code = Code(v)
+		r.Code, err = d.errCode()
 	case 7:
 		r.Message, err = d.str(MaxTextLen)
 	case 8:

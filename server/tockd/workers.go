@@ -358,26 +358,39 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 	key, fired := c.w.inflight[runID]
 	delete(c.w.inflight, runID)
 	s.disp.mu.Unlock()
+	refusal, pending := s.endRun(runID, key, fired, err, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) })
+	switch {
+	case refusal != nil:
+		refusal.ID = id
+		return refusal, refusal.Code.Closes()
+	case pending:
+		return nil, false // the record's deletion sends the answer
+	}
+	return &protocol.OK{ID: id}, false
+}
+
+// endRun ends runID, just taken off its connection's in-flight set (fired: it was there,
+// for the task key), with the worker's result err (nil: ACK). It returns the refusal an
+// ACK or NACK of this run alone gets (its ID unset), or nil. When the run ended a durable
+// task, the answer must wait until the task's record is deleted, so that an acknowledged
+// run is never run again by a node reloading the record: pending is then true, and
+// recorded is called with the deletion's outcome, on the deleter goroutine.
+func (s *Server) endRun(runID uint64, key taskKey, fired bool, err error, recorded func(deleteErr error)) (refusal *protocol.Error, pending bool) {
 	if !fired {
-		return unknownRun(id, runID, "run %d is not outstanding on this connection", runID), false
+		return unknownRun(0, runID, "run %d is not outstanding on this connection", runID), false
 	}
 	if cerr := s.complete(runID, err); cerr != nil {
 		if errors.Is(cerr, task.ErrUnknownRun) {
-			return unknownRun(id, runID, "run %d is no longer running (timed out or cancelled)", runID), false
+			return unknownRun(0, runID, "run %d is no longer running (timed out or cancelled)", runID), false
 		}
-		return engineError(id, cerr, "")
+		return mapEngineError(cerr, ""), false
 	}
 	if err == nil {
 		s.acked.Add(1)
 	} else {
 		s.nacked.Add(1)
 	}
-	// A durable task this run ended: the OK waits until its record is deleted, so
-	// that an acknowledged run is never run again by a node reloading the record.
-	if s.dur.afterDelete(key, err == nil, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) }) {
-		return nil, false
-	}
-	return &protocol.OK{ID: id}, false
+	return nil, s.dur.afterDelete(key, err == nil, recorded)
 }
 
 // ackAnswer answers an ACK or NACK that ended a durable task, once its record's deletion
@@ -440,22 +453,12 @@ func (s *Server) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, bool) 
 	b := &ackBatch{c: c, id: m.ID}
 	b.outstanding.Store(1) // this goroutine's own share, dropped below
 	for i, runID := range m.RunIDs {
-		if !fired[i] {
-			b.refuse(runID, protocol.CodeUnknownRun, fmt.Sprintf("run %d is not outstanding on this connection", runID))
-			continue
+		b.outstanding.Add(1) // before recorded can run
+		refusal, pending := s.endRun(runID, keys[i], fired[i], nil, func(deleteErr error) { b.recorded(runID, deleteErr) })
+		if refusal != nil {
+			b.refuse(runID, refusal.Code, refusal.Message)
 		}
-		if cerr := s.complete(runID, nil); cerr != nil {
-			if errors.Is(cerr, task.ErrUnknownRun) {
-				b.refuse(runID, protocol.CodeUnknownRun, fmt.Sprintf("run %d is no longer running (timed out or cancelled)", runID))
-			} else {
-				perr := mapEngineError(cerr, "")
-				b.refuse(runID, perr.Code, perr.Message)
-			}
-			continue
-		}
-		s.acked.Add(1)
-		b.outstanding.Add(1)
-		if !s.dur.afterDelete(keys[i], true, func(deleteErr error) { b.recorded(runID, deleteErr) }) {
+		if !pending {
 			b.outstanding.Add(-1)
 		}
 	}
