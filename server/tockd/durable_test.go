@@ -218,18 +218,29 @@ func TestStoreNeedsOwnEngine(t *testing.T) {
 	}
 }
 
+// startDurableWithWorker starts a tockd with a store on a fresh etcd, a client and a
+// worker of type "w" with credits; they stop when the test ends.
+func startDurableWithWorker(t *testing.T, credits uint64) (*store.Store, *durableServer, *client, *wkr) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	t.Cleanup(func() { st.Close() })
+	ds := startDurable(t, st, nil)
+	t.Cleanup(func() { ds.stop(t) })
+	return st, ds, connect(t, ds.addr), connectWorker(t, ds.addr, credits, "w")
+}
+
+// durableWorkTask is workTask(id, 1), durable.
+func durableWorkTask(id string) protocol.Task {
+	tk := workTask(id, 1)
+	tk.Durability = protocol.Durable
+	return tk
+}
+
 // The OK to an ACK or CANCEL that ends a durable task comes only once its record is
 // gone from etcd: an acknowledged end is never undone by a reload.
 func TestDurableEndRepliesAfterTheRecordIsDeleted(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
-	c := connect(t, ds.addr)
-	w := connectWorker(t, ds.addr, 10, "w")
-	acked := workTask("acked", 1)
-	acked.Durability = protocol.Durable
-	submit(t, c, 2, acked)
+	st, _, c, w := startDurableWithWorker(t, 10)
+	submit(t, c, 2, durableWorkTask("acked"))
 	cancelled := durableTask("cancelled", time.Hour)
 	submit(t, c, 3, cancelled)
 	if ids := storedIDs(t, st); !ids["default/acked"] || !ids["default/cancelled"] {
@@ -301,15 +312,8 @@ func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
 // dropped by hand, as stepping down does), an ACK that ends a durable task is answered
 // STALE_EPOCH, not OK, and the record stays for the next leader.
 func TestDeleteAfterTheTermIsFenced(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
-	c := connect(t, ds.addr)
-	w := connectWorker(t, ds.addr, 1, "w")
-	tk := workTask("fenced", 1)
-	tk.Durability = protocol.Durable
-	submit(t, c, 2, tk)
+	st, ds, c, w := startDurableWithWorker(t, 1)
+	submit(t, c, 2, durableWorkTask("fenced"))
 	f := w.fire()
 	ds.srv.fence.Store(nil)
 	e := wantError(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}), protocol.CodeStaleEpoch, "")
@@ -329,17 +333,9 @@ func TestDeleteAfterTheTermIsFenced(t *testing.T) {
 // could not be deleted (the term ended: fenced) is listed as STALE_EPOCH, and its record
 // stays for the next leader.
 func TestDurableAcksBatch(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
-	c := connect(t, ds.addr)
-	w := connectWorker(t, ds.addr, 10, "w")
-	for i, tid := range []string{"d1", "d2"} {
-		tk := workTask(tid, 1)
-		tk.Durability = protocol.Durable
-		submit(t, c, uint64(2+i), tk)
-	}
+	st, ds, c, w := startDurableWithWorker(t, 10)
+	submit(t, c, 2, durableWorkTask("d1"))
+	submit(t, c, 3, durableWorkTask("d2"))
 	submit(t, c, 4, workTask("e1", 1))
 	fires := map[string]*protocol.Fire{}
 	for range 3 {
