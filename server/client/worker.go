@@ -48,7 +48,7 @@ type Worker struct {
 	opts Options
 
 	mu       sync.Mutex
-	handlers map[string]HandlerFunc // guarded by mu; read-only once Run starts
+	handlers map[string]HandlerFunc // written under mu until Run sets running; read-only after, read without the lock by runners, which Run starts after that
 	running  bool                   // guarded by mu
 
 	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
@@ -236,9 +236,7 @@ func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
 	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability}
-	w.mu.Lock()
-	h := w.handlers[f.Type]
-	w.mu.Unlock()
+	h := w.handlers[f.Type] // read-only since Run started: no lock (Worker.handlers)
 	var err error
 	if h == nil {
 		err = fmt.Errorf("client: worker has no handler for type %q", f.Type)

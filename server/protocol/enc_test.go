@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -51,7 +50,6 @@ func TestEncMatchesLibrary(t *testing.T) {
 	checkInt := func(v int64) {
 		t.Helper()
 		check("int", v, func(c *enc) { c.int(v) }, func(e *msgpack.Encoder) error { return e.EncodeInt(v) })
-		check("dur", v, func(c *enc) { c.dur(time.Duration(v)) }, func(e *msgpack.Encoder) error { return e.EncodeDuration(time.Duration(v)) })
 	}
 	checkUint := func(v uint64) {
 		t.Helper()

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 )
 
 // Frame size limits.
@@ -127,8 +126,6 @@ func (c *enc) bool(v bool) {
 		c.buf = append(c.buf, codeFalse)
 	}
 }
-
-func (c *enc) dur(v time.Duration) { c.int(int64(v)) }
 
 func (c *enc) bin(v []byte) {
 	if n := len(v); n <= math.MaxUint8 {
