@@ -1,0 +1,170 @@
+package history
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+)
+
+// maxOccurrences bounds the occurrences recurring walks per task: a schedule far denser
+// than the harness submits (MinInterval over minutes) is not walked to its end.
+const maxOccurrences = 100_000
+
+// recurring: recurring-lattice and recurring-kept (package doc) for every confirmed
+// version of a fixed-rate every or a cron task (a fixed-delay one has no lattice: its
+// next due time follows the previous run's end).
+func (c *checker) recurring() {
+	behind := c.behind()
+	for _, id := range c.ids {
+		for _, v := range c.versions(id) {
+			sp := c.spec[version{id, v}]
+			sub := c.confirmed(id, v)
+			if sub == nil || !sp.Recurring() || sub.NextRun.IsZero() ||
+				(sp.Schedule.Kind == task.KindEvery && sp.Schedule.Anchor == task.FixedDelay) {
+				continue
+			}
+			c.recurringVersion(id, v, sp, sub, behind)
+		}
+	}
+}
+
+// behind returns the intervals during which the cluster was seen late by more than the
+// misfire threshold (a first attempt of any task received that long after its due
+// time), widened by Lateness, sorted by start.
+func (c *checker) behind() [][2]time.Time {
+	var out [][2]time.Time
+	for _, r := range c.h.Runs {
+		if r.Attempt == 1 && r.Received.Sub(r.Due) > c.o.MisfireThreshold {
+			out = append(out, [2]time.Time{r.Due.Add(-c.o.Lateness), r.Received.Add(c.o.Lateness)})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	return out
+}
+
+func within(iv [][2]time.Time, t time.Time) bool {
+	for _, w := range iv {
+		if w[0].After(t) {
+			return false
+		}
+		if !t.After(w[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind [][2]time.Time) {
+	// The window checked: from the first due time until the task may have stopped
+	// (a cancel or a replacement began, or the log ended), less Lateness.
+	stop := c.end
+	if maybe, _ := c.cancelled(id); !maybe.IsZero() {
+		stop = maybe
+	}
+	if maybe, _ := c.mayReplace(id, v); !maybe.IsZero() && maybe.Before(stop) {
+		stop = maybe
+	}
+	until := stop.Add(-c.o.Lateness)
+
+	var firsts []*Run // first attempts, by receipt
+	var lastDue time.Time
+	for _, r := range c.runs[id] {
+		if r.Version == v && r.Attempt == 1 {
+			firsts = append(firsts, r)
+			if r.Due.After(lastDue) {
+				lastDue = r.Due
+			}
+		}
+	}
+	slices.SortStableFunc(firsts, func(a, b *Run) int { return a.Received.Compare(b.Received) })
+
+	// The occurrences, from the announced first due time.
+	var occ []time.Time
+	for d, n := sub.NextRun, 0; n < maxOccurrences && (!d.After(until) || !d.After(lastDue)); n++ {
+		occ = append(occ, d)
+		next, ok := sp.Schedule.Next(d, d)
+		if !ok {
+			break
+		}
+		d = next
+	}
+	onLattice := make(map[int64]bool, len(occ))
+	for _, d := range occ {
+		onLattice[d.UnixNano()] = true
+	}
+	for _, r := range firsts {
+		if !onLattice[r.Due.UnixNano()] && !r.Due.Before(sub.NextRun) {
+			c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s",
+				r.RunID, r.Epoch, c.rel(r.Due), describe(sp), c.rel(sub.NextRun))
+		} else if r.Due.Before(sub.NextRun) {
+			c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, before the announced first due time %s",
+				r.RunID, r.Epoch, c.rel(r.Due), c.rel(sub.NextRun))
+		}
+	}
+
+	for _, d := range occ {
+		if d.After(until) {
+			break
+		}
+		if sp.Misfire == task.MisfireFireOnce && !c.madeUp(id, sp, d, firsts) {
+			continue // one violation per occurrence
+		}
+		if c.faultNear(d, d) || within(behind, d) {
+			continue
+		}
+		var own *Run
+		for _, r := range firsts {
+			if r.Due.Equal(d) {
+				own = r
+				break
+			}
+		}
+		switch {
+		case own == nil:
+			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire %v), in no fault's window and with the cluster on time, never ran as itself",
+				c.rel(d), describe(sp), sp.Misfire)
+		case own.Received.After(d.Add(c.o.Lateness)):
+			c.fail("recurring-kept", id, d, "occurrence due at %s (%s), in no fault's window, ran only at %s (run %d, epoch %d): more than %v late",
+				c.rel(d), describe(sp), c.rel(own.Received), own.RunID, own.Epoch, c.o.Lateness)
+		}
+	}
+}
+
+// madeUp checks MisfireFireOnce's promise for the occurrence due at d: the first
+// attempt due at or after d that arrived first came by max(d, U) + Lateness, U being
+// when its epoch first dispatched anything. It reports whether the check passed.
+func (c *checker) madeUp(id string, sp Spec, d time.Time, firsts []*Run) bool {
+	var f *Run
+	for _, r := range firsts {
+		if !r.Due.Before(d) {
+			f = r
+			break
+		}
+	}
+	if f == nil {
+		c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) never ran, nor did a later one stand in for it",
+			c.rel(d), describe(sp))
+		return false
+	}
+	u := c.first[f.Epoch]
+	if u.Before(d) {
+		u = d
+	}
+	if f.Received.After(u.Add(c.o.Lateness)) {
+		c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) was first stood in for by run %d (due %s, epoch %d) at %s, more than %v after %s (epoch %d dispatching since %s)",
+			c.rel(d), describe(sp), f.RunID, c.rel(f.Due), f.Epoch, c.rel(f.Received), c.o.Lateness, c.rel(u), f.Epoch, c.rel(c.first[f.Epoch]))
+		return false
+	}
+	return true
+}
+
+func describe(sp Spec) string {
+	switch sp.Schedule.Kind {
+	case task.KindEvery:
+		return "every " + sp.Schedule.Interval.String()
+	case task.KindCron:
+		return "cron " + sp.Schedule.Cron
+	}
+	return sp.Schedule.Kind.String()
+}
