@@ -71,20 +71,22 @@ type version struct {
 }
 
 type checker struct {
-	h     *History
-	o     Options
-	ops   map[string][]*Op  // by task ID, in recorded order
-	runs  map[string][]*Run // by task ID, in recorded order
-	spec  map[version]Spec  // from any submit of the version
-	ids   []string          // every task ID, sorted (the checks' order)
-	first map[uint64]time.Time
-	end   time.Time // the last event
-	out   []Violation
+	h      *History
+	o      Options
+	ops    map[string][]*Op     // by task ID, in recorded order
+	runs   map[string][]*Run    // by task ID, in recorded order
+	spec   map[version]Spec     // from any submit of the version
+	ids    []string             // every task ID, sorted (the checks' order)
+	first  map[uint64]time.Time // each epoch's first run received
+	lastOK map[uint64]time.Time // each epoch's last run received whose ACK was confirmed
+	epochs []uint64             // every epoch with a run, in order
+	end    time.Time            // the last event
+	out    []Violation
 }
 
 func newChecker(h *History, o Options) *checker {
 	c := &checker{h: h, o: o, ops: map[string][]*Op{}, runs: map[string][]*Run{}, spec: map[version]Spec{},
-		first: map[uint64]time.Time{}}
+		first: map[uint64]time.Time{}, lastOK: map[uint64]time.Time{}}
 	late := func(t time.Time) {
 		if t.After(c.end) {
 			c.end = t
@@ -102,7 +104,13 @@ func newChecker(h *History, o Options) *checker {
 		r := &h.Runs[i]
 		c.runs[r.Task] = append(c.runs[r.Task], r)
 		if at, ok := c.first[r.Epoch]; !ok || r.Received.Before(at) {
+			if !ok {
+				c.epochs = append(c.epochs, r.Epoch)
+			}
 			c.first[r.Epoch] = r.Received
+		}
+		if r.AckOK && r.Received.After(c.lastOK[r.Epoch]) {
+			c.lastOK[r.Epoch] = r.Received
 		}
 		late(r.Received)
 		late(r.Returned)
@@ -116,6 +124,7 @@ func newChecker(h *History, o Options) *checker {
 		}
 	}
 	slices.Sort(c.ids)
+	slices.Sort(c.epochs)
 	return c
 }
 
@@ -350,8 +359,8 @@ func (c *checker) runIDUnique() {
 			seen[r.RunID] = r
 			continue
 		}
-		if f.Task == r.Task && f.Version == r.Version && f.Attempt == r.Attempt && f.Due.Equal(r.Due) {
-			continue // the same run delivered again
+		if f.Task == r.Task && f.Version == r.Version && f.Attempt == r.Attempt && f.Due.Equal(r.Due) && f.Epoch == r.Epoch {
+			continue // the same FIRE delivered again
 		}
 		if reported[[2]*Run{f, r}] {
 			continue

@@ -123,8 +123,10 @@ func TestCheck(t *testing.T) {
 				{Task: "x", Version: 1, RunID: 1, Epoch: 2, Attempt: 1, Due: at(0.2), Received: at(1)},
 				{Task: "x", Version: 1, RunID: 2, Epoch: 3, Attempt: 1, Due: at(4), Received: at(5), Returned: at(6)}}}, "exclusive-overlap"},
 
-		{"run-id-unique/redelivered-same-run", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1)},
-			Runs: []Run{unacked(ran("a", 1, 7, 2, 1, 0.1, 0.2)), ran("a", 1, 7, 3, 1, 0.1, 3)}}, ""},
+		{"run-id-unique/same-fire-twice", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1)},
+			Runs: []Run{unacked(ran("a", 1, 7, 2, 1, 0.1, 0.2)), ran("a", 1, 7, 2, 1, 0.1, 0.3)}}, ""},
+		{"run-id-unique/new-leader-reuses-id", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1)},
+			Runs: []Run{unacked(ran("a", 1, 7, 2, 1, 0.1, 0.2)), ran("a", 1, 7, 3, 1, 0.1, 3)}}, "run-id-unique"},
 		{"run-id-unique/two-tasks", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1), submitted("b", 1, oneShot, 0, 0.1, 0.1)},
 			Runs: []Run{ran("a", 1, 7, 2, 1, 0.1, 0.2), ran("b", 1, 7, 3, 1, 0.1, 3)}}, "run-id-unique"},
 
@@ -153,6 +155,12 @@ func TestCheck(t *testing.T) {
 			// after an outage seen late: r's first run at the new epoch is due 19.
 			Runs: append(append(every("r", 2, 1, 10, 11, 12), ran("a", 1, 100, 3, 1, 14.1, 14.2)), every("r", 3, 10, 19, 20, 21, 22, 23, 24)...)}, "recurring-kept"},
 
+		{"recurring-kept/cancelled-too-soon-after-takeover-to-tell", History{Ops: []Op{submitted("r", 1, cronSec, 0, 0.1, 10),
+			submitted("a", 1, oneShot, 14, 14.1, 14.1), submitted("b", 1, oneShot, 16, 16.1, 16.1), cancelOp("r", 15, 15.1, OK, "")},
+			Faults: []Fault{{Kind: Kill, Start: at(12.5), End: at(14)}},
+			// epoch 3 dispatches from 14.2, but r may have stopped at 15, before the
+			// Lateness its make-up run is allowed had passed.
+			Runs: append(every("r", 2, 1, 10, 11, 12), ran("a", 1, 100, 3, 1, 14.1, 14.2), ran("b", 1, 101, 3, 1, 16.1, 16.2))}, ""},
 		{"deposed-fire/old-epoch-before-new-ack", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1), submitted("b", 1, oneShot, 0, 0.1, 0.1)},
 			Runs: []Run{ran("a", 1, 1, 3, 1, 0.1, 9), ran("b", 1, 2, 5, 1, 0.1, 9.5)}}, ""},
 		{"deposed-fire/old-epoch-after-new-ack", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1), submitted("b", 1, oneShot, 0, 0.1, 0.1)},

@@ -41,9 +41,10 @@
 //     or superseded before, is never NOT_FOUND.
 //   - exclusive-overlap: the runs of an exclusive task, each from Received to Returned
 //     (a subset of FIRE receipt to ACK send, so an overlap found is real), never overlap.
-//   - run-id-unique: a run ID names one run: two Runs with one ID agree on the task, the
-//     version, the attempt and the due time (a redelivery of the same run to a new
-//     leader's worker may repeat its ID; another run may not).
+//   - run-id-unique: a run ID names one FIRE: two Runs with one ID agree on the task,
+//     the version, the attempt, the due time and the epoch. A new leader's re-run of a
+//     run in flight at the failover is another FIRE (PROTOCOL.md: unique per attempt),
+//     so it may not reuse the old leader's ID, even for the same task.
 //   - never-early: no Run is received before its Due.
 //   - recurring-lattice: every first attempt of a fixed-rate every or a cron task is due
 //     at an occurrence of its schedule, counted from the next run the SUBMIT's reply
@@ -55,10 +56,12 @@
 //     into a single run now (MisfireFireOnce, that run due at the latest occurrence
 //     passed) or dropped (MisfireSkip). So, for every occurrence D from the first due
 //     time until the cancel began (less Lateness):
-//     with MisfireFireOnce, a first attempt due at or after D is received by
-//     max(D, U) + Lateness, where U is when the epoch that ran it first dispatched
-//     anything (a run made up after a failover comes as soon as the new leader
-//     dispatches, not at the next occurrence after its takeover);
+//     with MisfireFireOnce, while some epoch was seen dispatching for Lateness after
+//     max(D, its first run), a first attempt due at or after D came within that
+//     Lateness: a run made up after a failover comes as soon as the new leader
+//     dispatches, not at the next occurrence after its takeover (an epoch is seen
+//     dispatching from its first run received until its last run whose ACK was
+//     confirmed, and only until the task may have stopped);
 //     with either policy, an occurrence outside every fault's window (from Start -
 //     Lateness to End + Recovery) and outside any time the cluster was seen behind (a
 //     first attempt of any task received more than MisfireThreshold after its due time)

@@ -107,7 +107,7 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 		if d.After(until) {
 			break
 		}
-		if sp.Misfire == task.MisfireFireOnce && !c.madeUp(id, sp, d, firsts) {
+		if sp.Misfire == task.MisfireFireOnce && !c.madeUp(id, sp, d, stop, firsts) {
 			continue // one violation per occurrence
 		}
 		if c.faultNear(d, d) || within(behind, d) {
@@ -131,29 +131,37 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 	}
 }
 
-// madeUp checks MisfireFireOnce's promise for the occurrence due at d: the first
-// attempt due at or after d that arrived first came by max(d, U) + Lateness, U being
-// when its epoch first dispatched anything. It reports whether the check passed.
-func (c *checker) madeUp(id string, sp Spec, d time.Time, firsts []*Run) bool {
-	var f *Run
+// madeUp checks MisfireFireOnce's promise for the occurrence due at d (package doc):
+// for every epoch seen dispatching from s = max(d, its first run) until s + Lateness,
+// before stop, a first attempt due at or after d arrived by s + Lateness. It reports
+// whether the check passed.
+func (c *checker) madeUp(id string, sp Spec, d, stop time.Time, firsts []*Run) bool {
+	var f *Run // the first to arrive of the runs that can stand in for d
 	for _, r := range firsts {
 		if !r.Due.Before(d) {
 			f = r
 			break
 		}
 	}
-	if f == nil {
-		c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) never ran, nor did a later one stand in for it",
-			c.rel(d), describe(sp))
-		return false
-	}
-	u := c.first[f.Epoch]
-	if u.Before(d) {
-		u = d
-	}
-	if f.Received.After(u.Add(c.o.Lateness)) {
-		c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) was first stood in for by run %d (due %s, epoch %d) at %s, more than %v after %s (epoch %d dispatching since %s)",
-			c.rel(d), describe(sp), f.RunID, c.rel(f.Due), f.Epoch, c.rel(f.Received), c.o.Lateness, c.rel(u), f.Epoch, c.rel(c.first[f.Epoch]))
+	for _, e := range c.epochs {
+		s := c.first[e]
+		if s.Before(d) {
+			s = d
+		}
+		by := s.Add(c.o.Lateness)
+		if by.After(c.lastOK[e]) || by.After(stop) {
+			continue // not seen dispatching that long, or the task may have stopped
+		}
+		if f != nil && !f.Received.After(by) {
+			continue
+		}
+		if f == nil {
+			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) never ran, nor did a later one stand in for it, though epoch %d dispatched from %s to %s",
+				c.rel(d), describe(sp), e, c.rel(c.first[e]), c.rel(c.lastOK[e]))
+		} else {
+			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) was first stood in for by run %d (due %s, epoch %d) at %s, more than %v after %s, while epoch %d dispatched (%s to %s)",
+				c.rel(d), describe(sp), f.RunID, c.rel(f.Due), f.Epoch, c.rel(f.Received), c.o.Lateness, c.rel(s), e, c.rel(c.first[e]), c.rel(c.lastOK[e]))
+		}
 		return false
 	}
 	return true
