@@ -149,13 +149,21 @@ func (c *chaosCluster) fault(k history.FaultKind, rng *rand.Rand) (history.Fault
 	}
 	i := slices.Index(c.nodes, l)
 	others := without(c.nodes, l)
-	f.Target, f.Start = fmt.Sprintf("%s (epoch %d)", l.Name(), epoch), time.Now()
+	f.Target, f.Epoch, f.Start = fmt.Sprintf("%s (epoch %d)", l.Name(), epoch), epoch, time.Now()
 	var next *Node
 	var nextEpoch uint64
+	// seen waits for another node to lead and records when the nemesis saw it.
+	seen := func() error {
+		next, nextEpoch, err = c.leader(others...)
+		if err == nil {
+			f.NewEpoch, f.LeaderSeen = nextEpoch, time.Now()
+		}
+		return err
+	}
 	switch k {
 	case history.Kill:
 		l.Kill()
-		if next, nextEpoch, err = c.leader(others...); err != nil {
+		if err := seen(); err != nil {
 			return f, err
 		}
 		c.restart(i)
@@ -163,7 +171,7 @@ func (c *chaosCluster) fault(k history.FaultKind, rng *rand.Rand) (history.Fault
 		if err := l.Pause(); err != nil {
 			return f, err
 		}
-		next, nextEpoch, err = c.leader(others...)
+		err := seen()
 		time.Sleep(time.Until(f.Start.Add(chaosStall)))
 		if rerr := l.Resume(); rerr != nil || err != nil {
 			return f, fmt.Errorf("stalled leader: %w (resume: %v)", err, rerr)
@@ -175,7 +183,7 @@ func (c *chaosCluster) fault(k history.FaultKind, rng *rand.Rand) (history.Fault
 		for _, p := range c.proxies[i] {
 			p.Blackhole()
 		}
-		next, nextEpoch, err = c.leader(others...)
+		err := seen()
 		if err == nil {
 			time.Sleep(chaosCutHold)
 		}

@@ -60,6 +60,7 @@ func Check(h *History, o Options) []Violation {
 	c.neverEarly()
 	c.recurring()
 	c.deposedFire()
+	c.staleFire()
 	c.deposedLock()
 	c.leftovers()
 	return c.out
@@ -78,7 +79,7 @@ type checker struct {
 	spec   map[version]Spec     // from any submit of the version
 	ids    []string             // every task ID, sorted (the checks' order)
 	first  map[uint64]time.Time // each epoch's first run received
-	lastOK map[uint64]time.Time // each epoch's last run received whose ACK was confirmed
+	lastOK map[uint64]time.Time // each epoch's last run received whose ACK was confirmed, before a fault hit it
 	epochs []uint64             // every epoch with a run, in order
 	end    time.Time            // the last event
 	out    []Violation
@@ -125,6 +126,12 @@ func newChecker(h *History, o Options) *checker {
 	}
 	slices.Sort(c.ids)
 	slices.Sort(c.epochs)
+	// A faulted leader is not seen dispatching from the fault on, whatever it did after.
+	for _, f := range h.Faults {
+		if last, ok := c.lastOK[f.Epoch]; ok && f.Epoch != 0 && last.After(f.Start) {
+			c.lastOK[f.Epoch] = f.Start
+		}
+	}
 	return c
 }
 
@@ -419,9 +426,31 @@ func (c *checker) deposedFire() {
 	}
 }
 
+// staleFire: a faulted leader dispatches nothing once the nemesis has seen its successor
+// lead; after a stall, nothing that came due while it was stopped.
+func (c *checker) staleFire() {
+	for _, f := range c.h.Faults {
+		if f.Epoch == 0 || f.NewEpoch == 0 {
+			continue
+		}
+		for _, id := range c.ids {
+			for _, r := range c.runs[id] {
+				if r.Epoch != f.Epoch || !r.Received.After(f.LeaderSeen) || (f.Kind == Stall && !r.Due.After(f.Start)) {
+					continue
+				}
+				c.fail("stale-fire", id, r.Received, "run %d at epoch %d (due %s) received at %s, after the nemesis saw epoch %d lead at %s (%s of %s from %s)",
+					r.RunID, r.Epoch, c.rel(r.Due), c.rel(r.Received), f.NewEpoch, c.rel(f.LeaderSeen), f.Kind, f.Target, c.rel(f.Start))
+			}
+		}
+	}
+}
+
 // LockWrites counts the run-lock writes in h's etcd history that deposedLock could
-// attribute to runs, and those it could not.
-func LockWrites(h *History) (attributed, unattributed int) {
+// attribute to runs, and describes those it could not (key, revision, the epoch leading
+// then): a lock for a run no worker received is written by a leader that died before
+// its FIRE arrived, or by a deposed one; the history cannot tell which, so a reader
+// judges them, not Check.
+func LockWrites(h *History) (attributed int, unattributed []string) {
 	_, attributed, unattributed = lockViolations(h)
 	return attributed, unattributed
 }
@@ -433,14 +462,18 @@ type lockViolation struct {
 
 // lockViolations replays h.Events: the leader at each revision is the live election key
 // with the lowest create revision, and each put of a run lock must come from that
-// leader's epoch when runs of the task carry its run ID.
-func lockViolations(h *History) (out []lockViolation, attributed, unattributed int) {
+// leader's epoch when it matches runs of the task.
+func lockViolations(h *History) (out []lockViolation, attributed int, unattributed []string) {
 	leaderPrefix, lockPrefix := h.Prefix+"leader/", h.Prefix+"locks/"
-	byRun := map[version][]*Run{} // (task, run ID) -> runs
+	byRun := map[version][]*Run{} // (task, run ID) -> runs not yet matched to a lock write
 	for i := range h.Runs {
 		r := &h.Runs[i]
 		byRun[version{r.Task, r.RunID}] = append(byRun[version{r.Task, r.RunID}], r)
 	}
+	// Run IDs repeat across leaders (issue 11), so a write is matched only to a run that
+	// can be its own: one fired at an epoch no later than the write's revision (an
+	// epoch is its election key's create revision), not matched to an earlier write;
+	// the leader's then if it is one of them, else the latest.
 	evs := slices.Clone(h.Events)
 	// Within one revision (one transaction), election keys first.
 	slices.SortStableFunc(evs, func(a, b KeyEvent) int {
@@ -464,27 +497,34 @@ func lockViolations(h *History) (out []lockViolation, attributed, unattributed i
 				continue
 			}
 			runID := binary.BigEndian.Uint64(ev.Value)
-			rs := byRun[version{id, runID}]
-			if len(rs) == 0 {
-				unattributed++
-				continue
-			}
-			attributed++
 			var leader int64
 			for _, rev := range live {
 				if leader == 0 || rev < leader {
 					leader = rev
 				}
 			}
-			ok := false
-			var epochs []uint64
-			for _, r := range rs {
-				ok = ok || int64(r.Epoch) == leader
-				epochs = append(epochs, r.Epoch)
+			k := version{id, runID}
+			var match *Run
+			var epochs []uint64 // of every run the write could be
+			for _, r := range byRun[k] {
+				if int64(r.Epoch) <= ev.Rev {
+					epochs = append(epochs, r.Epoch)
+					if match == nil || int64(r.Epoch) == leader || (int64(match.Epoch) != leader && r.Epoch > match.Epoch) {
+						match = r
+					}
+				}
 			}
-			if !ok {
+			if match == nil {
+				unattributed = append(unattributed, fmt.Sprintf("%s run %d at revision %d (epoch %d leading)", ev.Key, runID, ev.Rev, leader))
+				continue
+			}
+			attributed++
+			slices.Sort(epochs)
+			// Every run of this fire's epoch is this write's (one write per run).
+			byRun[k] = slices.DeleteFunc(byRun[k], func(r *Run) bool { return r.Epoch == match.Epoch })
+			if !slices.Contains(epochs, uint64(leader)) {
 				out = append(out, lockViolation{id, fmt.Sprintf("lock for run %d written at revision %d, when epoch %d led; the run was fired at epoch(s) %v",
-					runID, ev.Rev, leader, epochs), rs[0].Received})
+					runID, ev.Rev, leader, epochs), match.Received})
 			}
 		}
 	}

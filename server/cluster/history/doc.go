@@ -49,7 +49,7 @@
 //   - recurring-lattice: every first attempt of a fixed-rate every or a cron task is due
 //     at an occurrence of its schedule, counted from the next run the SUBMIT's reply
 //     announced (task.Schedule.Next): a schedule restarted from a new leader's clock
-//     drifts off it.
+//     drifts off it (reported once per version, with the count of runs off it).
 //   - recurring-kept: the occurrences a misfire policy keeps run. core/task's promise
 //     (Schedule.CatchUp): an occurrence considered no more than the engine's
 //     MisfireThreshold late runs with its own due time; one considered later is merged
@@ -61,17 +61,28 @@
 //     Lateness: a run made up after a failover comes as soon as the new leader
 //     dispatches, not at the next occurrence after its takeover (an epoch is seen
 //     dispatching from its first run received until its last run whose ACK was
-//     confirmed, and only until the task may have stopped);
+//     confirmed, or a fault on its leader if earlier, and only until the task may have
+//     stopped);
 //     with either policy, an occurrence outside every fault's window (from Start -
 //     Lateness to End + Recovery) and outside any time the cluster was seen behind (a
 //     first attempt of any task received more than MisfireThreshold after its due time)
 //     runs as itself: a first attempt due exactly at D is received by D + Lateness.
-//   - deposed-fire: once a run at epoch E has had its ACK confirmed, no run at an epoch
-//     below E is received (a deposed leader stops dispatching before a new one starts).
-//   - deposed-lock: in etcd's history, every write of a run lock whose run ID matches
-//     runs of that task happened while the epoch of one of those runs led (its election
-//     key existed and had the lowest create revision). Lock writes no run matches are
-//     counted in the Summary, not judged.
+//   - deposed-fire: a deposed leader stops dispatching before a new one starts, so no
+//     run at an epoch below E is received once a run at E has had its ACK confirmed.
+//   - stale-fire: the same, against the nemesis's log: no run at a faulted leader's
+//     epoch is received after the nemesis saw its successor lead (Fault.LeaderSeen,
+//     which is after the old lease expired: a killed node is dead, and a cut one must
+//     have stopped dispatching SessionTTL-LeaseGuard after its last keep-alive). For a
+//     stall only runs that came due after SIGSTOP count: the decision to send them was
+//     taken after SIGCONT, with the lease long gone (a FIRE sent before the stop and
+//     flushed after it is not judged; fencing refuses its ACK).
+//   - deposed-lock: in etcd's history, every write of a run lock that matches a run
+//     happened while that run's epoch led (its election key existed and had the lowest
+//     create revision). Run IDs may repeat across leaders, so a write matches a run of
+//     the task with its run ID fired at an epoch no later than the write's revision and
+//     not matched before (the leading epoch's run if there is one, else the latest).
+//     Lock writes no run matches are listed by LockWrites (the Summary), not judged: a
+//     leader killed between the write and its FIRE leaves one too.
 //   - etcd-leftovers: after the load drained, no durable record, progress key or run
 //     lock is left in etcd.
 //

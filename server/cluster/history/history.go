@@ -148,6 +148,12 @@ type Fault struct {
 	Start  time.Time
 	End    time.Time
 	Note   string // what the nemesis saw (the next leader, its epoch)
+	// Epoch is the faulted leader's (0 for an etcd member): from Start on it cannot
+	// dispatch (killed, stopped) or may not (cut: it must step down).
+	Epoch uint64
+	// NewEpoch is the epoch the nemesis saw lead next, at LeaderSeen (0: none moved).
+	NewEpoch   uint64
+	LeaderSeen time.Time
 }
 
 // KeyEvent is one change in etcd's revision history (a watch event).

@@ -93,14 +93,17 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 	for _, d := range occ {
 		onLattice[d.UnixNano()] = true
 	}
+	// One violation per version: once a schedule has drifted, every later run is off it.
+	var off []*Run
 	for _, r := range firsts {
-		if !onLattice[r.Due.UnixNano()] && !r.Due.Before(sub.NextRun) {
-			c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s",
-				r.RunID, r.Epoch, c.rel(r.Due), describe(sp), c.rel(sub.NextRun))
-		} else if r.Due.Before(sub.NextRun) {
-			c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, before the announced first due time %s",
-				r.RunID, r.Epoch, c.rel(r.Due), c.rel(sub.NextRun))
+		if !onLattice[r.Due.UnixNano()] || r.Due.Before(sub.NextRun) {
+			off = append(off, r)
 		}
+	}
+	if len(off) > 0 {
+		r := off[0]
+		c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s (%d of %d first attempts off it)",
+			r.RunID, r.Epoch, c.rel(r.Due), describe(sp), c.rel(sub.NextRun), len(off), len(firsts))
 	}
 
 	for _, d := range occ {

@@ -9,16 +9,20 @@ import (
 
 // Summary counts what a history holds: what a report states beside the violations.
 type Summary struct {
-	Ops      map[string]int // "submit ok", "cancel unknown", ...
-	Tasks    map[string]int // confirmed versions by shape: "one-shot", "every", "cron", "exclusive"
-	Runs     int
-	AcksOK   int // runs whose ACK or NACK the server confirmed
-	Unacked  int // runs whose report was refused or never answered
-	Repeats  int // runs of an occurrence beyond its first (same task, version, due, attempt)
-	Epochs   int // distinct epochs that dispatched
-	Faults   map[FaultKind]int
-	LockPuts [2]int // run-lock writes in etcd's history: attributed to runs, not
-	Events   int    // etcd changes replayed
+	Ops          map[string]int // "submit ok", "cancel unknown", ...
+	Tasks        map[string]int // confirmed versions by shape: "one-shot", "every", "cron", "exclusive"
+	Runs         int
+	AcksOK       int // runs whose ACK or NACK the server confirmed
+	Unacked      int // runs whose report was refused or never answered
+	Repeats      int // runs of an occurrence beyond its first (same task, version, due, attempt)
+	Epochs       int // distinct epochs that dispatched
+	Faults       map[FaultKind]int
+	LockPuts     int      // run-lock writes in etcd's history attributed to runs
+	Unattributed []string // and those no run matches (LockWrites)
+	Events       int      // etcd changes replayed
+	// Takeovers: for each fault that moved leadership, from its start to the first run
+	// received at a higher epoch (the dispatch gap clients saw).
+	Takeovers []string
 }
 
 // Summarize counts h.
@@ -63,8 +67,28 @@ func Summarize(h *History) Summary {
 	for _, f := range h.Faults {
 		s.Faults[f.Kind]++
 	}
-	s.LockPuts[0], s.LockPuts[1] = LockWrites(h)
+	s.LockPuts, s.Unattributed = LockWrites(h)
 	s.Events = len(h.Events)
+	for _, f := range h.Faults {
+		var before uint64 // the highest epoch dispatching before the fault
+		var first *Run    // the first run received after it, at a higher epoch
+		for i := range h.Runs {
+			r := &h.Runs[i]
+			if r.Received.Before(f.Start) {
+				before = max(before, r.Epoch)
+			}
+		}
+		for i := range h.Runs {
+			r := &h.Runs[i]
+			if r.Epoch > before && !r.Received.Before(f.Start) && (first == nil || r.Received.Before(first.Received)) {
+				first = r
+			}
+		}
+		if first != nil && f.Kind != EtcdStop {
+			s.Takeovers = append(s.Takeovers, fmt.Sprintf("%s %s: first run at epoch %d after %.2fs",
+				f.Kind, f.Target, first.Epoch, first.Received.Sub(f.Start).Seconds()))
+		}
+	}
 	return s
 }
 
@@ -91,6 +115,12 @@ func (s Summary) String() string {
 	for _, k := range FaultKinds {
 		fmt.Fprintf(&b, " %s %d,", k, s.Faults[k])
 	}
-	fmt.Fprintf(&b, " etcd changes replayed %d, run-lock writes attributed %d, unattributed %d", s.Events, s.LockPuts[0], s.LockPuts[1])
+	fmt.Fprintf(&b, " etcd changes replayed %d, run-lock writes attributed %d, unattributed %d", s.Events, s.LockPuts, len(s.Unattributed))
+	for _, tk := range s.Takeovers {
+		b.WriteString("\n    takeover: " + tk)
+	}
+	for _, u := range s.Unattributed {
+		b.WriteString("\n    unattributed run lock: " + u)
+	}
 	return b.String()
 }
