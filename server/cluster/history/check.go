@@ -272,17 +272,25 @@ func (c *checker) noRunAfterCancel() {
 	for _, id := range c.ids {
 		_, cancelled := c.cancelled(id)
 		for _, r := range c.runs[id] {
-			if !cancelled.IsZero() && r.Received.After(cancelled) {
-				c.fail("no-run-after-cancel", id, r.Received, "run %d (v%d, epoch %d) received at %s, after a cancel was confirmed at %s",
-					r.RunID, r.Version, r.Epoch, c.rel(r.Received), c.rel(cancelled))
+			if c.sentAfter(r, cancelled) {
+				c.fail("no-run-after-cancel", id, r.Received, "run %d (v%d, epoch %d, due %s) received at %s, after a cancel was confirmed at %s",
+					r.RunID, r.Version, r.Epoch, c.rel(r.Due), c.rel(r.Received), c.rel(cancelled))
 				continue
 			}
-			if _, replaced := c.mayReplace(id, r.Version); !replaced.IsZero() && r.Received.After(replaced) {
-				c.fail("no-run-after-cancel", id, r.Received, "run %d of v%d (epoch %d) received at %s, after a higher version was confirmed at %s",
-					r.RunID, r.Version, r.Epoch, c.rel(r.Received), c.rel(replaced))
+			if _, replaced := c.mayReplace(id, r.Version); c.sentAfter(r, replaced) {
+				c.fail("no-run-after-cancel", id, r.Received, "run %d of v%d (epoch %d, due %s) received at %s, after a higher version was confirmed at %s",
+					r.RunID, r.Version, r.Epoch, c.rel(r.Due), c.rel(r.Received), c.rel(replaced))
 			}
 		}
 	}
+}
+
+// sentAfter reports whether r's FIRE was surely sent after t (zero t: never): it came
+// due after t (a FIRE is never sent early), or arrived more than Lateness after t. A run
+// due before t and received just after it may have been sent before the cancel took
+// effect: the client's answer and the worker's FIRE race on two connections.
+func (c *checker) sentAfter(r *Run, t time.Time) bool {
+	return !t.IsZero() && (r.Due.After(t) || r.Received.After(t.Add(c.o.Lateness)))
 }
 
 // cancelFindsLive: a CANCEL answered NOT_FOUND names a task that had ended.

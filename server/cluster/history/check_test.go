@@ -97,6 +97,10 @@ func TestCheck(t *testing.T) {
 
 		{"no-run-after-cancel/ran-after-confirmed-cancel", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 2), cancelOp("a", 1, 1.1, OK, "")},
 			Runs: []Run{ran("a", 1, 1, 2, 1, 2, 2.1)}}, "no-run-after-cancel", ""},
+		{"no-run-after-cancel/fire-raced-the-cancel", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 1), cancelOp("a", 1.01, 1.1, OK, "")},
+			Runs: []Run{ran("a", 1, 1, 2, 1, 1, 1.103)}}, "", ""},
+		{"no-run-after-cancel/ran-long-after-confirmed-cancel", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 1), cancelOp("a", 1.01, 1.1, OK, "")},
+			Runs: []Run{ran("a", 1, 1, 2, 1, 1, 4)}}, "no-run-after-cancel", ""},
 		{"no-run-after-cancel/unknown-cancel", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 2), cancelOp("a", 1, 1.1, Unknown, "timeout")},
 			Runs: []Run{ran("a", 1, 1, 2, 1, 2, 2.1)}}, "", ""},
 		{"no-run-after-cancel/replaced-version-ran", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 2), submitted("a", 2, oneShot, 1, 1.1, 1.1)},
@@ -230,7 +234,7 @@ func TestCheck(t *testing.T) {
 // A violation's excerpt shows the task's calls and runs, in time order, and the faults.
 func TestExcerpt(t *testing.T) {
 	h := History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1), cancelOp("a", 1, 1.1, OK, "")},
-		Runs:   []Run{ran("a", 1, 1, 2, 1, 0.1, 2)},
+		Runs:   []Run{ran("a", 1, 1, 2, 1, 0.1, 3.5)},
 		Faults: []Fault{{Kind: Stall, Target: "n1", Start: at(0.5), End: at(0.9), Note: "n2 leads at epoch 9"}}}
 	vs := Check(&h, Options{})
 	if len(vs) != 1 || vs[0].Check != "no-run-after-cancel" {

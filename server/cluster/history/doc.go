@@ -32,9 +32,11 @@
 //     task is excused when its cancel began before its first due time plus Lateness.
 //   - no-run-after-ack: no Run of a one-shot version is received after an ACK of it was
 //     confirmed (AckAt).
-//   - no-run-after-cancel: no Run of a task is received after a cancel of it was
-//     confirmed (the cancel's End), nor a Run of version v after a SUBMIT of a higher
-//     version was confirmed.
+//   - no-run-after-cancel: no FIRE of a task is sent after a cancel of it was confirmed
+//     (the cancel's End), nor one of version v after a SUBMIT of a higher version was
+//     confirmed. A FIRE is surely sent after t when it came due after t (FIREs are never
+//     early) or arrived more than Lateness after t; one due before t that arrives just
+//     after it raced the cancel's answer on another connection and is not judged.
 //   - cancel-finds-live: a CANCEL answered NOT_FOUND names a task that had ended: for a
 //     one-shot confirmed before the cancel began, some Run of it was received before the
 //     cancel's End; a recurring task confirmed before the cancel began, and not cancelled
