@@ -264,13 +264,13 @@ func TestOutcomeOfCode(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	h := History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 0.1), submitted("r", 1, cronSec, 0, 0.1, 1), cancelOp("r", 2, 2.1, Unknown, "timeout")},
 		Runs:   []Run{unacked(ran("a", 1, 1, 2, 1, 0.1, 0.2)), ran("a", 1, 2, 3, 1, 0.1, 3)},
-		Faults: []Fault{{Kind: Kill, Target: "n1", Start: at(1)}, {Kind: Cut, Start: at(5)}, {Kind: Cut, Start: at(6)}}}
+		Faults: []Fault{{Kind: Kill, Target: "n1", Start: at(1), NewEpoch: 3}, {Kind: Cut, Start: at(5)}, {Kind: Cut, Start: at(6)}}}
 	s := Summarize(&h)
 	if len(s.Takeovers) != 1 || s.Takeovers[0] != "kill n1: first run at epoch 3 after 2.00s" {
 		t.Errorf("takeovers %q", s.Takeovers)
 	}
 	if s.Ops["submit ok"] != 2 || s.Ops["cancel unknown"] != 1 || s.Tasks["one-shot"] != 1 || s.Tasks["cron"] != 1 ||
-		s.Runs != 2 || s.AcksOK != 1 || s.Repeats != 1 || s.Epochs != 2 || s.Faults[Cut] != 2 || s.Faults[Kill] != 1 {
+		s.Runs != 2 || s.AcksOK != 1 || s.Repeats != 1 || s.LeaderChanges != 1 || s.Epochs != 2 || s.Faults[Cut] != 2 || s.Faults[Kill] != 1 {
 		t.Errorf("summary %s", s)
 	}
 }

@@ -9,17 +9,19 @@ import (
 
 // Summary counts what a history holds: what a report states beside the violations.
 type Summary struct {
-	Ops          map[string]int // "submit ok", "cancel unknown", ...
-	Tasks        map[string]int // confirmed versions by shape: "one-shot", "every", "cron", "exclusive"
-	Runs         int
-	AcksOK       int // runs whose ACK or NACK the server confirmed
-	Unacked      int // runs whose report was refused or never answered
-	Repeats      int // runs of an occurrence beyond its first (same task, version, due, attempt)
-	Epochs       int // distinct epochs that dispatched
-	Faults       map[FaultKind]int
-	LockPuts     int      // run-lock writes in etcd's history attributed to runs
-	Unattributed []string // and those no run matches (LockWrites)
-	Events       int      // etcd changes replayed
+	Ops     map[string]int // "submit ok", "cancel unknown", ...
+	Tasks   map[string]int // confirmed versions by shape: "one-shot", "every", "cron", "exclusive"
+	Runs    int
+	AcksOK  int // runs whose ACK or NACK the server confirmed
+	Unacked int // runs whose report was refused or never answered
+	Repeats int // runs of an occurrence beyond its first: duplicates (see Summarize)
+	Epochs  int // distinct epochs that dispatched
+	Faults  map[FaultKind]int
+	// LeaderChanges counts the faults after which the nemesis saw another epoch lead.
+	LeaderChanges int
+	LockPuts      int      // run-lock writes in etcd's history attributed to runs
+	Unattributed  []string // and those no run matches (LockWrites)
+	Events        int      // etcd changes replayed
 	// Takeovers: for each fault that moved leadership, from its start to the first run
 	// received at a higher epoch (the dispatch gap clients saw).
 	Takeovers []string
@@ -41,6 +43,15 @@ func Summarize(h *History) Summary {
 			}
 		}
 	}
+	recurring := map[version]bool{}
+	for _, op := range h.Ops {
+		if op.Kind == Submit && op.Spec.Recurring() {
+			recurring[version{op.Task, op.Version}] = true
+		}
+	}
+	// An occurrence: a one-shot version's attempt (a re-run after a failover may carry
+	// another due time: an "after" task's is recomputed), or a recurring one's due time
+	// and attempt.
 	type occurrence struct {
 		id      string
 		v       uint64
@@ -57,6 +68,9 @@ func Summarize(h *History) Summary {
 			s.Unacked++
 		}
 		k := occurrence{r.Task, r.Version, r.Due, r.Attempt}
+		if !recurring[version{r.Task, r.Version}] {
+			k.due = time.Time{}
+		}
 		if seen[k] {
 			s.Repeats++
 		}
@@ -66,6 +80,9 @@ func Summarize(h *History) Summary {
 	s.Epochs = len(epochs)
 	for _, f := range h.Faults {
 		s.Faults[f.Kind]++
+		if f.NewEpoch != 0 {
+			s.LeaderChanges++
+		}
 	}
 	s.LockPuts, s.Unattributed = LockWrites(h)
 	s.Events = len(h.Events)
@@ -110,8 +127,12 @@ func (s Summary) String() string {
 	for _, k := range keys(s.Tasks) {
 		fmt.Fprintf(&b, " %s %d,", k, s.Tasks[k])
 	}
-	fmt.Fprintf(&b, " runs %d (reports confirmed %d, not %d; repeated occurrences %d) over %d epochs; faults:",
-		s.Runs, s.AcksOK, s.Unacked, s.Repeats, s.Epochs)
+	perChange := 0.0
+	if s.LeaderChanges > 0 {
+		perChange = float64(s.Repeats) / float64(s.LeaderChanges)
+	}
+	fmt.Fprintf(&b, " runs %d (reports confirmed %d, not %d; duplicate runs %d, %.1f per leader change) over %d epochs; faults:",
+		s.Runs, s.AcksOK, s.Unacked, s.Repeats, perChange, s.Epochs)
 	for _, k := range FaultKinds {
 		fmt.Fprintf(&b, " %s %d,", k, s.Faults[k])
 	}
