@@ -135,9 +135,22 @@ func newChecker(h *History, o Options) *checker {
 	return c
 }
 
-func (c *checker) fail(check, id string, at time.Time, format string, args ...any) {
-	c.out = append(c.out, Violation{Check: check, Task: id, Detail: fmt.Sprintf(format, args...), Excerpt: c.h.Excerpt(id, at)})
+// fail records a violation; its excerpt shows what happened near the times at (the
+// run judged, and the event it is judged against).
+func (c *checker) fail(check, id string, at []time.Time, format string, args ...any) {
+	var around []time.Time
+	for _, t := range at {
+		if !t.IsZero() {
+			around = append(around, t)
+		}
+	}
+	if len(around) == 0 {
+		around = []time.Time{c.end}
+	}
+	c.out = append(c.out, Violation{Check: check, Task: id, Detail: fmt.Sprintf(format, args...), Excerpt: c.h.Excerpt(id, around...)})
 }
+
+func times(ts ...time.Time) []time.Time { return ts }
 
 func (c *checker) rel(t time.Time) string { return rel(c.h.origin(), t) }
 
@@ -240,7 +253,7 @@ func (c *checker) durableRuns() {
 				ran = ran || r.Version == v
 			}
 			if !ran {
-				c.fail("durable-runs", id, sub.End, "version %d confirmed at %s (next run %s) never ran", v, c.rel(sub.End), c.rel(sub.NextRun))
+				c.fail("durable-runs", id, times(sub.End), "version %d confirmed at %s (next run %s) never ran", v, c.rel(sub.End), c.rel(sub.NextRun))
 			}
 		}
 	}
@@ -259,7 +272,7 @@ func (c *checker) noRunAfterAck() {
 		}
 		for _, r := range c.runs[id] {
 			if a := acked[r.Version]; a != nil && r.Received.After(a.AckAt) {
-				c.fail("no-run-after-ack", id, r.Received, "run %d (epoch %d) received at %s, after run %d's ACK (epoch %d) was confirmed at %s",
+				c.fail("no-run-after-ack", id, times(r.Received, a.Received), "run %d (epoch %d) received at %s, after run %d's ACK (epoch %d) was confirmed at %s",
 					r.RunID, r.Epoch, c.rel(r.Received), a.RunID, a.Epoch, c.rel(a.AckAt))
 			}
 		}
@@ -273,12 +286,12 @@ func (c *checker) noRunAfterCancel() {
 		_, cancelled := c.cancelled(id)
 		for _, r := range c.runs[id] {
 			if c.sentAfter(r, cancelled) {
-				c.fail("no-run-after-cancel", id, r.Received, "run %d (v%d, epoch %d, due %s) received at %s, after a cancel was confirmed at %s",
+				c.fail("no-run-after-cancel", id, times(r.Received, cancelled), "run %d (v%d, epoch %d, due %s) received at %s, after a cancel was confirmed at %s",
 					r.RunID, r.Version, r.Epoch, c.rel(r.Due), c.rel(r.Received), c.rel(cancelled))
 				continue
 			}
 			if _, replaced := c.mayReplace(id, r.Version); c.sentAfter(r, replaced) {
-				c.fail("no-run-after-cancel", id, r.Received, "run %d of v%d (epoch %d, due %s) received at %s, after a higher version was confirmed at %s",
+				c.fail("no-run-after-cancel", id, times(r.Received, replaced), "run %d of v%d (epoch %d, due %s) received at %s, after a higher version was confirmed at %s",
 					r.RunID, r.Version, r.Epoch, c.rel(r.Due), c.rel(r.Received), c.rel(replaced))
 			}
 		}
@@ -318,7 +331,7 @@ func (c *checker) cancelFindsLive() {
 				continue
 			}
 			if c.spec[version{id, v}].Recurring() {
-				c.fail("cancel-finds-live", id, op.Start, "cancel [%s, %s] answered NOT_FOUND for recurring v%d, confirmed before it and never cancelled",
+				c.fail("cancel-finds-live", id, times(op.Start), "cancel [%s, %s] answered NOT_FOUND for recurring v%d, confirmed before it and never cancelled",
 					c.rel(op.Start), c.rel(op.End), v)
 				continue
 			}
@@ -327,7 +340,7 @@ func (c *checker) cancelFindsLive() {
 				ran = ran || (r.Version >= v && r.Received.Before(op.End))
 			}
 			if !ran {
-				c.fail("cancel-finds-live", id, op.Start, "cancel [%s, %s] answered NOT_FOUND for one-shot v%d, which had not run by then",
+				c.fail("cancel-finds-live", id, times(op.Start), "cancel [%s, %s] answered NOT_FOUND for one-shot v%d, which had not run by then",
 					c.rel(op.Start), c.rel(op.End), v)
 			}
 		}
@@ -353,7 +366,7 @@ func (c *checker) exclusiveOverlap() {
 				end = never // never returned: still running when the log ended
 			}
 			if open != nil && r.Received.Before(openEnd) {
-				c.fail("exclusive-overlap", id, r.Received, "run %d (epoch %d) [%s, %s] overlaps run %d (epoch %d) [%s, %s]",
+				c.fail("exclusive-overlap", id, times(r.Received, open.Received), "run %d (epoch %d) [%s, %s] overlaps run %d (epoch %d) [%s, %s]",
 					r.RunID, r.Epoch, c.rel(r.Received), c.rel(r.Returned), open.RunID, open.Epoch, c.rel(open.Received), c.rel(open.Returned))
 			}
 			if open == nil || end.After(openEnd) {
@@ -381,7 +394,7 @@ func (c *checker) runIDUnique() {
 			continue
 		}
 		reported[[2]*Run{f, r}] = true
-		c.fail("run-id-unique", r.Task, r.Received, "run ID %d names %s v%d attempt %d due %s (epoch %d) and, earlier, %s v%d attempt %d due %s (epoch %d)",
+		c.fail("run-id-unique", r.Task, times(r.Received, f.Received), "run ID %d names %s v%d attempt %d due %s (epoch %d) and, earlier, %s v%d attempt %d due %s (epoch %d)",
 			r.RunID, r.Task, r.Version, r.Attempt, c.rel(r.Due), r.Epoch, f.Task, f.Version, f.Attempt, c.rel(f.Due), f.Epoch)
 	}
 }
@@ -391,7 +404,7 @@ func (c *checker) neverEarly() {
 	for _, id := range c.ids {
 		for _, r := range c.runs[id] {
 			if r.Received.Before(r.Due) {
-				c.fail("never-early", id, r.Received, "run %d received at %s, %v before its due time %s",
+				c.fail("never-early", id, times(r.Received), "run %d received at %s, %v before its due time %s",
 					r.RunID, c.rel(r.Received), r.Due.Sub(r.Received), c.rel(r.Due))
 			}
 		}
@@ -427,7 +440,7 @@ func (c *checker) deposedFire() {
 			i, _ := slices.BinarySearch(epochs, r.Epoch+1)
 			if i < len(epochs) && r.Received.After(above[i].AckAt) {
 				a := above[i]
-				c.fail("deposed-fire", id, r.Received, "run %d at epoch %d received at %s, after run %d of %s at epoch %d had its ACK confirmed at %s",
+				c.fail("deposed-fire", id, times(r.Received, a.AckAt), "run %d at epoch %d received at %s, after run %d of %s at epoch %d had its ACK confirmed at %s",
 					r.RunID, r.Epoch, c.rel(r.Received), a.RunID, a.Task, a.Epoch, c.rel(a.AckAt))
 			}
 		}
@@ -446,7 +459,7 @@ func (c *checker) staleFire() {
 				if r.Epoch != f.Epoch || !r.Received.After(f.LeaderSeen) || (f.Kind == Stall && !r.Due.After(f.Start)) {
 					continue
 				}
-				c.fail("stale-fire", id, r.Received, "run %d at epoch %d (due %s) received at %s, after the nemesis saw epoch %d lead at %s (%s of %s from %s)",
+				c.fail("stale-fire", id, times(r.Received, f.Start), "run %d at epoch %d (due %s) received at %s, after the nemesis saw epoch %d lead at %s (%s of %s from %s)",
 					r.RunID, r.Epoch, c.rel(r.Due), c.rel(r.Received), f.NewEpoch, c.rel(f.LeaderSeen), f.Kind, f.Target, c.rel(f.Start))
 			}
 		}
@@ -550,7 +563,7 @@ func b2i(b bool) int {
 func (c *checker) deposedLock() {
 	vs, _, _ := lockViolations(c.h)
 	for _, v := range vs {
-		c.fail("deposed-lock", v.task, v.at, "%s", v.detail)
+		c.fail("deposed-lock", v.task, times(v.at), "%s", v.detail)
 	}
 }
 
@@ -562,6 +575,6 @@ func (c *checker) leftovers() {
 		if parts := strings.SplitN(strings.TrimPrefix(k, c.h.Prefix), "/", 3); len(parts) == 3 {
 			id = parts[2]
 		}
-		c.fail("etcd-leftovers", id, c.end, "key %s left in etcd after the load drained", k)
+		c.fail("etcd-leftovers", id, times(c.end), "key %s left in etcd after the load drained", k)
 	}
 }

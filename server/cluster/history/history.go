@@ -230,11 +230,19 @@ const excerptWindow = 10 * time.Second
 
 // Excerpt returns the history's lines about task id, and the faults, in time order:
 // what a report shows beside a violation. Runs and faults are those within
-// excerptWindow of around (all of them when around is zero); client calls are all
-// shown. Times are seconds since the first event.
-func (h *History) Excerpt(id string, around time.Time) []string {
+// excerptWindow of one of the times around (all of them when none is given); client
+// calls are all shown. Times are seconds since the first event.
+func (h *History) Excerpt(id string, around ...time.Time) []string {
 	near := func(t time.Time) bool {
-		return around.IsZero() || t.IsZero() || (t.After(around.Add(-excerptWindow)) && t.Before(around.Add(excerptWindow)))
+		if len(around) == 0 || t.IsZero() {
+			return true
+		}
+		for _, a := range around {
+			if t.After(a.Add(-excerptWindow)) && t.Before(a.Add(excerptWindow)) {
+				return true
+			}
+		}
+		return false
 	}
 	t0 := h.origin()
 	type line struct {

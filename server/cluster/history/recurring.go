@@ -102,7 +102,7 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 	}
 	if len(off) > 0 {
 		r := off[0]
-		c.fail("recurring-lattice", id, r.Received, "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s (%d of %d first attempts off it)",
+		c.fail("recurring-lattice", id, times(r.Received, sub.End), "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s (%d of %d first attempts off it)",
 			r.RunID, r.Epoch, c.rel(r.Due), describe(sp), c.rel(sub.NextRun), len(off), len(firsts))
 	}
 
@@ -125,10 +125,10 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 		}
 		switch {
 		case own == nil:
-			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire %v), in no fault's window and with the cluster on time, never ran as itself",
+			c.fail("recurring-kept", id, times(d), "occurrence due at %s (%s, misfire %v), in no fault's window and with the cluster on time, never ran as itself",
 				c.rel(d), describe(sp), sp.Misfire)
 		case own.Received.After(d.Add(c.o.Lateness)):
-			c.fail("recurring-kept", id, d, "occurrence due at %s (%s), in no fault's window, ran only at %s (run %d, epoch %d): more than %v late",
+			c.fail("recurring-kept", id, times(d), "occurrence due at %s (%s), in no fault's window, ran only at %s (run %d, epoch %d): more than %v late",
 				c.rel(d), describe(sp), c.rel(own.Received), own.RunID, own.Epoch, c.o.Lateness)
 		}
 	}
@@ -159,10 +159,10 @@ func (c *checker) madeUp(id string, sp Spec, d, stop time.Time, firsts []*Run) b
 			continue
 		}
 		if f == nil {
-			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) never ran, nor did a later one stand in for it, though epoch %d dispatched from %s to %s",
+			c.fail("recurring-kept", id, times(d), "occurrence due at %s (%s, misfire once) never ran, nor did a later one stand in for it, though epoch %d dispatched from %s to %s",
 				c.rel(d), describe(sp), e, c.rel(c.first[e]), c.rel(c.lastOK[e]))
 		} else {
-			c.fail("recurring-kept", id, d, "occurrence due at %s (%s, misfire once) was first stood in for by run %d (due %s, epoch %d) at %s, more than %v after %s, while epoch %d dispatched (%s to %s)",
+			c.fail("recurring-kept", id, times(d, f.Received), "occurrence due at %s (%s, misfire once) was first stood in for by run %d (due %s, epoch %d) at %s, more than %v after %s, while epoch %d dispatched (%s to %s)",
 				c.rel(d), describe(sp), f.RunID, c.rel(f.Due), f.Epoch, c.rel(f.Received), c.o.Lateness, c.rel(s), e, c.rel(c.first[e]), c.rel(c.lastOK[e]))
 		}
 		return false
