@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -487,14 +488,22 @@ type lockViolation struct {
 func lockViolations(h *History) (out []lockViolation, attributed int, unattributed []string) {
 	leaderPrefix, lockPrefix := h.Prefix+"leader/", h.Prefix+"locks/"
 	byRun := map[version][]*Run{} // (task, run ID) -> runs not yet matched to a lock write
+	idEpochs := map[uint64]map[uint64]bool{}
 	for i := range h.Runs {
 		r := &h.Runs[i]
 		byRun[version{r.Task, r.RunID}] = append(byRun[version{r.Task, r.RunID}], r)
+		if idEpochs[r.RunID] == nil {
+			idEpochs[r.RunID] = map[uint64]bool{}
+		}
+		idEpochs[r.RunID][r.Epoch] = true
 	}
 	// Run IDs repeat across leaders (issue 11), so a write is matched only to a run that
 	// can be its own: one fired at an epoch no later than the write's revision (an
 	// epoch is its election key's create revision), not matched to an earlier write;
-	// the leader's then if it is one of them, else the latest.
+	// the leader's then if it is one of them, else the latest. A run ID that FIREs at
+	// several epochs carry cannot name the writer (the leader may have written a lock
+	// for its own run of that ID that no worker received): such writes are listed, not
+	// judged, until run IDs are unique (run-id-unique).
 	evs := slices.Clone(h.Events)
 	// Within one revision (one transaction), election keys first.
 	slices.SortStableFunc(evs, func(a, b KeyEvent) int {
@@ -537,6 +546,11 @@ func lockViolations(h *History) (out []lockViolation, attributed int, unattribut
 			}
 			if match == nil {
 				unattributed = append(unattributed, fmt.Sprintf("%s run %d at revision %d (epoch %d leading)", ev.Key, runID, ev.Rev, leader))
+				continue
+			}
+			if len(idEpochs[runID]) > 1 && !slices.Contains(epochs, uint64(leader)) {
+				unattributed = append(unattributed, fmt.Sprintf("%s run %d at revision %d (epoch %d leading; the run ID was fired at epochs %v)",
+					ev.Key, runID, ev.Rev, leader, slices.Sorted(maps.Keys(idEpochs[runID]))))
 				continue
 			}
 			attributed++

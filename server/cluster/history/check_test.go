@@ -207,6 +207,14 @@ func TestCheck(t *testing.T) {
 			Faults: []Fault{{Kind: Stall, Epoch: 2, Start: at(12.5), End: at(16.2), NewEpoch: 3, LeaderSeen: at(15.5)}},
 			Runs: append(append(every("r", 2, 1, 10, 11, 12), ran("r", 1, 50, 2, 1, 13, 16.05)),
 				every("r", 3, 60, 16, 17, 18, 19)...)}, "stale-fire", ""},
+		{"deposed-lock/ambiguous-run-id", History{Prefix: "/tock/", Ops: []Op{submitted("x", 1, exclusive, 0, 0.1, 0.2), cancelOp("x", 9, 9.1, OK, "")},
+			// the lock of run 7 is written while epoch 2 leads, epoch 3 campaigns; epoch 3
+			// later fires a run 7, but so did epoch 2 (for another task): either may have
+			// written it. Only the reuse is judged.
+			Events: []KeyEvent{{Rev: 2, Key: "/tock/leader/a", CreateRev: 2}, {Rev: 3, Key: "/tock/leader/b", CreateRev: 3},
+				{Rev: 5, Key: "/tock/locks/default/x", Value: lockValue(7), CreateRev: 5},
+				{Rev: 6, Key: "/tock/leader/a", Delete: true}},
+			Runs: []Run{ran("y", 1, 7, 2, 1, 0.2, 0.3), ran("x", 1, 7, 3, 1, 3, 4)}}, "run-id-unique", ""},
 		{"etcd-leftovers", History{Prefix: "/tock/", Leftover: []string{"/tock/locks/default/x"}}, "etcd-leftovers", ""},
 	}
 	for _, tc := range cases {

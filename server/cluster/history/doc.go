@@ -84,7 +84,9 @@
 //     the task with its run ID fired at an epoch no later than the write's revision and
 //     not matched before (the leading epoch's run if there is one, else the latest).
 //     Lock writes no run matches are listed by LockWrites (the Summary), not judged: a
-//     leader killed between the write and its FIRE leaves one too.
+//     leader killed between the write and its FIRE leaves one too; so are writes whose
+//     run ID FIREs of several epochs carry, when none of them is the leader's (the
+//     leader's own run of that ID may never have reached a worker).
 //   - etcd-leftovers: after the load drained, no durable record, progress key or run
 //     lock is left in etcd.
 //
