@@ -82,13 +82,14 @@ type checker struct {
 	first  map[uint64]time.Time // each epoch's first run received
 	lastOK map[uint64]time.Time // each epoch's last run received whose ACK was confirmed, before a fault hit it
 	epochs []uint64             // every epoch with a run, in order
+	t0     time.Time            // the first event: excerpts' and details' times count from it
 	end    time.Time            // the last event
 	out    []Violation
 }
 
 func newChecker(h *History, o Options) *checker {
 	c := &checker{h: h, o: o, ops: map[string][]*Op{}, runs: map[string][]*Run{}, spec: map[version]Spec{},
-		first: map[uint64]time.Time{}, lastOK: map[uint64]time.Time{}}
+		first: map[uint64]time.Time{}, lastOK: map[uint64]time.Time{}, t0: h.origin()}
 	late := func(t time.Time) {
 		if t.After(c.end) {
 			c.end = t
@@ -153,7 +154,7 @@ func (c *checker) fail(check, id string, at []time.Time, format string, args ...
 
 func times(ts ...time.Time) []time.Time { return ts }
 
-func (c *checker) rel(t time.Time) string { return rel(c.h.origin(), t) }
+func (c *checker) rel(t time.Time) string { return rel(c.t0, t) }
 
 // confirmed returns the earliest OK durable submit of id at version v, or nil.
 func (c *checker) confirmed(id string, v uint64) *Op {
