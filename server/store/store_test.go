@@ -370,6 +370,46 @@ func TestFencedWrites(t *testing.T) {
 	}
 }
 
+// Run locks written and deleted under a fence apply during the writer's term only: a
+// deposed leader can neither start an exclusive run (its lock write is refused) nor
+// remove the lock of the next leader's run.
+func TestFencedRunLocks(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.Fence()
+	if err := s.PutLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced lock while leading: %v", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 2); err != nil { // another run's: no effect
+		t.Fatalf("fenced unlock of another run while leading: %v", err)
+	}
+	if got, _ := s.Locks(ctx); !got[Key{"a", "x"}] {
+		t.Fatalf("locks %v: the unlock of another run removed a/x's", got)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced unlock while leading: %v", err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "y", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "x", 4); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced lock after the term: %v, want ErrFenced", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "y", 3); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced unlock after the term: %v, want ErrFenced", err)
+	}
+	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 1 {
+		t.Fatalf("locks after the term %v: want only a/y's, untouched", got)
+	}
+}
+
 // Progress of recurring tasks: written fenced, read at a revision, deleted with the record.
 func TestNextDue(t *testing.T) {
 	s := openEmbedded(t, Options{})
