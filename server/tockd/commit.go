@@ -98,8 +98,10 @@ func (s *Server) commit(batch []*commitReq) {
 	var errs []error
 	if f := s.fence.Load(); f != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		var err error
+		errs, err = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
+		s.fencedOut(*f, err)
 	} else {
 		errs = make([]error, len(all))
 		for i := range errs {

@@ -27,12 +27,15 @@
 //     and run locks (one paged read, then a watch of the store's prefix); elected, it
 //     loads from the mirror once the mirror has seen its own election key's write, and
 //     reads etcd only if the mirror lags.
-//   - Fencing: every durable write (a submit's record, a finished task's delete) is an
-//     etcd transaction conditional on this node's election key (store.Fence), so a
-//     deposed leader's late write is refused rather than landing after the next leader
-//     loaded the task set. An ACK whose delete was refused or failed is answered
-//     STALE_EPOCH or INTERNAL, never OK: only runs whose ACK was answered OK are never
-//     run again.
+//   - Fencing: every durable write (a submit's record, a finished task's delete, a run
+//     lock and its delete, a recurring task's progress) is an etcd transaction
+//     conditional on this node's election key (store.Fence), so a deposed leader's late
+//     write is refused rather than landing after the next leader loaded the task set.
+//     A write refused so (store.ErrFenced) ends this node's term at once, as a lost
+//     session does (fencedOut, leader.go): a node whose term etcd ended behind its back
+//     (it stalled past its lease) stops at its first write. An ACK whose delete was
+//     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
+//     ACK was answered OK are never run again.
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
 //     leader waits one time to run before running a task whose lock it finds.
 //

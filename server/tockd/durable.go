@@ -44,9 +44,11 @@ type durability struct {
 	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
 	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
 	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	// occurrence and forgetProgress keep a recurring task's progress (progress.go).
+	// occurrence and forgetProgress keep a recurring task's progress (progress.go);
+	// fencedOut ends the server's term when etcd refused a fenced write (leader.go).
 	occurrence     func(task.Event)
 	forgetProgress func(ns, id string)
+	fencedOut      func(store.Fence, error)
 	tasks          map[taskKey]durEntry
 	queue          []taskKey                 // records to delete, in event order
 	queued         map[taskKey]bool          // the keys in queue
@@ -68,6 +70,7 @@ func newDurability(st *store.Store, s *Server) *durability {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
+	d.fencedOut = s.fencedOut
 	d.fence = &s.fence
 	d.occurrence = s.onOccurrence
 	d.forgetProgress = s.progress.forget
@@ -218,6 +221,7 @@ func (d *durability) deleteRecords(keys []store.Key) error {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.DeleteBatchFenced(ctx, *f, keys)
 			cancel()
+			d.fencedOut(*f, err)
 		}
 		switch {
 		case err == nil:

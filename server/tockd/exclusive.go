@@ -11,10 +11,13 @@ import (
 
 // Exclusive durable tasks: no two runs of one overlap, even across a failover.
 //   - Before a run of an exclusive durable task is FIREd, the leader records a run lock
-//     in etcd (store.PutLock: <prefix>locks/<ns>/<id> = run ID, not bound to any lease),
-//     and the FIRE waits for it; a failed write fails the attempt, retryably.
+//     in etcd (store.PutLockFenced: <prefix>locks/<ns>/<id> = run ID, not bound to any
+//     lease, written only while this node's term holds), and the FIRE waits for it; a
+//     failed write fails the attempt, retryably, and a fenced one also ends the term
+//     (leader.go: fencedOut), so a node deposed while it stalled starts no run.
 //   - When the run ends (ACK, NACK, time to run passed, cancel), the lock is deleted,
-//     only if it still names that run (store.DeleteLock compares), in the background.
+//     only if it still names that run and the term holds (store.DeleteLockFenced), in
+//     the background.
 //   - A leader elected while a lock exists cannot know whether that run still executes
 //     on some worker: it submits the task only one time to run (the task's timeout, or
 //     DefaultTTR) after taking over. The old run's worker was told the same time to run
@@ -22,19 +25,26 @@ import (
 //     stopped, if it honours its ttr (the Go Worker's context does).
 //   - Within one leader the engine never runs two attempts of a task at once.
 
-// lockRun records run runID of ns/id as dispatched; bounded by storeOpTimeout.
+// lockRun records run runID of ns/id as dispatched, fenced by this node's term (a node
+// that no longer leads, or whose term etcd has ended, writes nothing and steps down);
+// bounded by storeOpTimeout.
 func (s *Server) lockRun(ns, id string, runID uint64) error {
+	f := s.fence.Load()
+	if f == nil {
+		return fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, store.ErrFenced)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	if err := s.opts.Store.PutLock(ctx, ns, id, runID); err != nil {
+	if err := s.opts.Store.PutLockFenced(ctx, *f, ns, id, runID); err != nil {
+		s.fencedOut(*f, err)
 		return fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
 	}
 	return nil
 }
 
 // unlockRun deletes the run lock of an exclusive durable task whose run ended (an engine
-// event), in the background: nothing waits for it, and a lock left behind by a failure
-// only delays that task's first run after a failover.
+// event), fenced by this node's term, in the background: nothing waits for it, and a
+// lock left behind by a failure only delays that task's first run after a failover.
 func (s *Server) unlockRun(ev task.Event) {
 	if ev.RunID == 0 {
 		return
@@ -44,10 +54,15 @@ func (s *Server) unlockRun(ev task.Event) {
 	default:
 		return // TimedOut is followed by Retrying or Dead
 	}
+	f := s.fence.Load()
+	if f == nil {
+		return // not leading: the lock stays for the next leader to wait out
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		defer cancel()
-		if err := s.opts.Store.DeleteLock(ctx, ev.Namespace, ev.ID, ev.RunID); err != nil {
+		if err := s.opts.Store.DeleteLockFenced(ctx, *f, ev.Namespace, ev.ID, ev.RunID); err != nil {
+			s.fencedOut(*f, err)
 			s.log.Warn("tockd: run lock of an exclusive task not deleted; its first run after a failover waits a time to run",
 				"ns", ev.Namespace, "id", ev.ID, "run", ev.RunID, "err", err)
 		}

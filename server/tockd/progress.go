@@ -82,7 +82,9 @@ func (p *progress) flush(ctx context.Context, s *Server) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	if err := s.opts.Store.PutNextFenced(wctx, *f, items); err != nil && !errors.Is(err, store.ErrFenced) {
+	err := s.opts.Store.PutNextFenced(wctx, *f, items)
+	s.fencedOut(*f, err)
+	if err != nil && !errors.Is(err, store.ErrFenced) {
 		s.log.Warn("tockd: progress of recurring durable tasks not recorded; a failover would repeat or misfire their occurrences",
 			"count", len(items), "err", err)
 	}

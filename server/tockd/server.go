@@ -39,6 +39,7 @@ type Server struct {
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
+	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 

@@ -1,0 +1,124 @@
+package tockd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// exclusiveEvery is a durable exclusive task of type "w" due every interval, with ttr as
+// its time to run.
+func exclusiveEvery(id string, interval, ttr time.Duration) protocol.Task {
+	w := durableTask(id, 0)
+	w.Type, w.Exclusive, w.Timeout = "w", true, int64(ttr)
+	w.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(interval)}
+	return w
+}
+
+// A leader whose term etcd ended while its session still looks alive (its election key
+// is gone, as after a stall past its lease that the process did not notice) must not
+// start another exclusive run: its run-lock write is refused (fenced), and that refusal
+// ends its term at once: it stops dispatching and sends its workers away. The next
+// leader's runs are then the only ones whose locks are written, and the two leaders'
+// run IDs differ.
+func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
+	n := startTwoNodes(t)
+	cli := n.st1.Client()
+	const every, ttr = 100 * time.Millisecond, 300 * time.Millisecond
+	c := connect(t, n.leader.addr)
+	submit(t, c, 2, exclusiveEvery("excl", every, ttr))
+	old := connectWorker(t, n.leader.addr, 10, "w")
+	oldRuns := map[uint64]bool{}
+	for range 2 { // the task runs at the leader
+		f := old.fire()
+		oldRuns[f.RunID] = true
+		wantOK(t, old.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	}
+
+	// End the leader's term in etcd behind its back: delete its election key (its
+	// session and keep-alives carry on). The follower is elected.
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	keys, err := cli.Get(ctx, "/tock/leader/", clientv3.WithFirstCreate()...)
+	if err != nil || len(keys.Kvs) != 1 {
+		t.Fatalf("the leader's election key: %v, %v", keys, err)
+	}
+	del, err := cli.Delete(ctx, string(keys.Kvs[0].Key))
+	if err != nil || del.Deleted != 1 {
+		t.Fatalf("delete the leader's election key: %v, %v", del, err)
+	}
+	locks := cli.Watch(ctx, "/tock/locks/", clientv3.WithPrefix(), clientv3.WithRev(del.Header.Revision+1))
+
+	// The deposed leader's next run lock is refused: it must step down and close its
+	// worker's connection. Until it does, its worker keeps acknowledging what it gets
+	// (and granting the credit back).
+	deadline := time.Now().Add(replyWait)
+	for closed := false; !closed || n.leader.srv.Stats().IsLeader; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deposed leader still leads %v after etcd ended its term (connection closed: %v; %d runs FIREd there)",
+				replyWait, closed, len(oldRuns))
+		}
+		if closed {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		m, err := old.next()
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.Fatalf("the deposed leader neither FIREd nor closed its worker's connection within %v", replyWait)
+		case err != nil:
+			closed = true
+		default:
+			if f, ok := m.(*protocol.Fire); ok {
+				oldRuns[f.RunID] = true
+				// Replies not awaited; the credit back keeps FIREs coming.
+				old.send(&protocol.Acks{ID: 1000 + uint64(len(oldRuns)), RunIDs: []uint64{f.RunID}, Epoch: f.Epoch, Credits: 1})
+			}
+		}
+	}
+
+	waitLeading(t, n.follower, "the follower was not elected after the leader's key went")
+	nw := connectWorker(t, n.fd.addr, 10, "w")
+	var last uint64
+	newRuns := map[uint64]bool{}
+	for range 2 {
+		f := nw.fire()
+		if oldRuns[f.RunID] {
+			t.Fatalf("the new leader's run ID %#x was issued by the old leader too", f.RunID)
+		}
+		newRuns[f.RunID], last = true, f.RunID
+		wantOK(t, nw.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	}
+	// Every run lock written since the term ended is the new leader's, up to its last
+	// run's (the watch delivers them in revision order).
+	for {
+		select {
+		case wr, ok := <-locks:
+			if !ok || wr.Err() != nil {
+				t.Fatalf("watch of the run locks ended: %v", wr.Err())
+			}
+			for _, ev := range wr.Events {
+				if ev.Type != clientv3.EventTypePut {
+					continue
+				}
+				run := binary.BigEndian.Uint64(ev.Kv.Value)
+				if !newRuns[run] {
+					t.Fatalf("run lock %#x written at revision %d, after the old leader's term ended, is not the new leader's (old leader's run: %v)",
+						run, ev.Kv.ModRevision, oldRuns[run])
+				}
+				if run == last {
+					return
+				}
+			}
+		case <-ctx.Done():
+			t.Fatal("the new leader's run lock was never seen")
+		}
+	}
+}
