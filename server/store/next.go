@@ -9,17 +9,22 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A recurring durable task's progress: <prefix>next/<ns>/<id> holds the due time (Unix
-// ns, big-endian) of the occurrence its leader has armed, so that the next leader
-// continues the schedule from there (and applies the task's misfire policy to
-// occurrences that fell due while no node led) instead of starting it over. It is
-// deleted with the task's record (DeleteBatch).
+// A recurring durable task's progress: <prefix>next/<ns>/<id> holds the version of the
+// task it belongs to and the due time of the occurrence its leader has armed (two
+// big-endian 64-bit words: version, then Unix ns), so that the next leader continues the
+// schedule from there (and applies the task's misfire policy to occurrences that fell
+// due while no node led) instead of starting it over, and ignores progress of another
+// version than the record's (a replacement's schedule is its own). It is deleted with the
+// task's record (DeleteBatch); a replacing version's own progress overwrites it.
 
 // NextDue is one task's progress.
 type NextDue struct {
-	Key Key
-	Due int64 // Unix ns
+	Key     Key
+	Version uint64 // the task version whose schedule it is
+	Due     int64  // Unix ns
 }
+
+const nextLen = 16 // big-endian Version, then big-endian Due
 
 func (s *Store) nextKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -38,8 +43,9 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 		if err != nil {
 			return err
 		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], uint64(it.Due))
+		var v [nextLen]byte
+		binary.BigEndian.PutUint64(v[:8], it.Version)
+		binary.BigEndian.PutUint64(v[8:], uint64(it.Due))
 		ops = append(ops, clientv3.OpPut(k, string(v[:])))
 		if len(ops) == s.opts.MaxTxnOps {
 			txns, ops = append(txns, ops), nil
@@ -52,24 +58,26 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 }
 
 // NextAt returns the progress of every recurring task at revision rev (Load's; 0: now).
-func (s *Store) NextAt(ctx context.Context, rev int64) (map[Key]int64, error) {
+// A value not in the layout above (written by an older version of the store) is skipped:
+// that task's schedule starts over.
+func (s *Store) NextAt(ctx context.Context, rev int64) (map[Key]NextDue, error) {
 	resp, err := s.cli.Get(ctx, s.next, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		return nil, fmt.Errorf("store: read the tasks' progress at %d: %w", rev, err)
 	}
-	next := make(map[Key]int64, len(resp.Kvs))
+	next := make(map[Key]NextDue, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		if k, due, ok := s.decodeNext(kv.Key, kv.Value); ok {
-			next[k] = due
+		if nd, ok := s.decodeNext(kv.Key, kv.Value); ok {
+			next[nd.Key] = nd
 		}
 	}
 	return next, nil
 }
 
-func (s *Store) decodeNext(key, val []byte) (Key, int64, bool) {
+func (s *Store) decodeNext(key, val []byte) (NextDue, bool) {
 	ns, id, ok := strings.Cut(strings.TrimPrefix(string(key), s.next), "/")
-	if !ok || len(val) != 8 {
-		return Key{}, 0, false
+	if !ok || len(val) != nextLen {
+		return NextDue{}, false
 	}
-	return Key{ns, id}, int64(binary.BigEndian.Uint64(val)), true
+	return NextDue{Key: Key{ns, id}, Version: binary.BigEndian.Uint64(val), Due: int64(binary.BigEndian.Uint64(val[8:]))}, true
 }

@@ -410,7 +410,8 @@ func TestFencedRunLocks(t *testing.T) {
 	}
 }
 
-// Progress of recurring tasks: written fenced, read at a revision, deleted with the record.
+// Progress of recurring tasks: written fenced with its task's version, read at a
+// revision, deleted with the record.
 func TestNextDue(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
@@ -421,23 +422,23 @@ func TestNextDue(t *testing.T) {
 	if err := s.Put(ctx, Record{Namespace: "a", ID: "r", Version: 1, Body: []byte("r")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 42}, {Key{"a", "s"}, 7}}); err != nil {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7}}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextAt(ctx, 0)
-	if err != nil || next[Key{"a", "r"}] != 42 || next[Key{"a", "s"}] != 7 {
+	if err != nil || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
 		t.Fatalf("NextAt: %v, %v", next, err)
 	}
 	if err := s.DeleteBatch(ctx, []Key{{"a", "r"}}); err != nil {
 		t.Fatal(err)
 	}
-	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}] != 7 {
+	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}].Due != -7 {
 		t.Fatalf("after deleting a/r: %v", next)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 8}}); !errors.Is(err, ErrFenced) {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
 	}
 }

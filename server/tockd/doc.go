@@ -39,10 +39,14 @@
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
 //     leader waits one time to run before running a task whose lock it finds.
 //
-//   - Recurring durable tasks' progress (progress.go): when an occurrence ends, the
-//     leader records the next due time (<prefix>next/, at most every 100 ms, fenced);
-//     the next leader resumes the schedule from it (Engine.Resume), so occurrences that
-//     fell due while no node led get the task's misfire policy.
+//   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
+//     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
+//     ended), the leader records its due time with the task's version (<prefix>next/,
+//     coalesced to at most one write per task every 100 ms, fenced); the next leader
+//     resumes the schedule from it (Engine.Resume) when the version is its record's (a
+//     replacement never inherits its predecessor's schedule), so the schedule does not
+//     drift by the failover's gap and occurrences that fell due while no node led get
+//     the task's misfire policy.
 //   - Durable submits of concurrent requests share etcd transactions (commit.go).
 //
 //   - Worker registry (registry.go): the leader keeps an entry per worker connection in

@@ -44,9 +44,9 @@ type durability struct {
 	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
 	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
 	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	// occurrence and forgetProgress keep a recurring task's progress (progress.go);
+	// armed and forgetProgress keep a recurring task's progress (progress.go);
 	// fencedOut ends the server's term when etcd refused a fenced write (leader.go).
-	occurrence     func(task.Event)
+	armed          func(task.Event)
 	forgetProgress func(ns, id string)
 	fencedOut      func(store.Fence, error)
 	tasks          map[taskKey]durEntry
@@ -72,7 +72,7 @@ func newDurability(st *store.Store, s *Server) *durability {
 	d.unlock = s.unlockRun
 	d.fencedOut = s.fencedOut
 	d.fence = &s.fence
-	d.occurrence = s.onOccurrence
+	d.armed = s.onArmed
 	d.forgetProgress = s.progress.forget
 	return d
 }
@@ -110,7 +110,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if e.recurring && ev.Kind != task.EventCancelled {
 		d.mu.Unlock()
 		if ev.Kind != task.EventRetrying {
-			d.occurrence(ev) // an occurrence ended: its successor is armed
+			d.armed(ev) // an occurrence ended: its successor is armed
 		}
 		return
 	}
@@ -433,7 +433,7 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 }
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) {
+func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	n := 0
 	for _, r := range records {
 		if s.loadRecord(r, locked, next, epoch) {
@@ -444,7 +444,7 @@ func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool,
 }
 
 // loadRecord submits one record to the engine (see loadDurable); false if it was not.
-func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) bool {
+func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
@@ -452,15 +452,20 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 			k := taskKey{t.Namespace, t.ID}
 			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
-			var nextDue time.Time // a recurring task continues where its last leader was
-			if due, ok := next[sk]; ok {
-				nextDue = time.Unix(0, due)
+			// A recurring task continues where its last leader was, if that progress is of
+			// this version (a replacement's schedule is its own).
+			var nextDue time.Time
+			if nd, ok := next[sk]; ok && nd.Version == t.Version {
+				nextDue = time.Unix(0, nd.Due)
 			}
 			if err = s.dur.claim(k, e); err == nil {
 				if t.Exclusive && locked[sk] {
 					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
-				} else if _, err = s.engine.Resume(t, nextDue); err != nil {
+				} else if in, rerr := s.engine.Resume(t, nextDue); rerr != nil {
+					err = rerr
 					s.dur.release(k, e)
+				} else {
+					s.noteArmed(in)
 				}
 			}
 		}
@@ -572,6 +577,9 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 		return task.Info{}, p.err
 	}
 	in, err := s.engine.Submit(p.t)
+	if err == nil && p.w.Durability == protocol.Durable {
+		s.noteArmed(in)
+	}
 	if err != nil && p.w.Durability == protocol.Durable {
 		s.dur.release(p.key, p.entry)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)

@@ -88,10 +88,13 @@ func (s *Server) submitAfterLockedRun(t task.Task, nextDue time.Time, k taskKey,
 		if leading, now := s.leadership(); !leading || now != epoch {
 			return // stepped down meanwhile: the next leader loads it
 		}
-		if _, err := s.engine.Resume(t, nextDue); err != nil {
+		in, err := s.engine.Resume(t, nextDue)
+		if err != nil {
 			s.dur.release(k, e)
 			s.log.Error("tockd: exclusive task not submitted after waiting out its last run", "ns", t.Namespace, "id", t.ID, "err", err)
+			return
 		}
+		s.noteArmed(in)
 	})
 }
 
