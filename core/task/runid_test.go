@@ -66,6 +66,5 @@ func TestRunIDsDifferAcrossEngines(t *testing.T) {
 		if err := a.e.Complete(idsA[i], nil); err != nil {
 			t.Fatalf("engine A's Complete of its own run %#x: %v", idsA[i], err)
 		}
-		a.wait(EventSucceeded, fmt.Sprintf("t%d", i))
 	}
 }
