@@ -262,7 +262,7 @@ func (e *Engine) now() (int64, time.Time) {
 // is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
 // a one-shot task already due is queued for a worker at once (see the package doc).
 // Cost: one index insert and one timer, or for a task already due one queue send, O(1).
-func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
+func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}) }
 
 // Resume is Submit for a recurring task handed over from another engine (a server that
 // took over from a node that died): its schedule continues from nextDue, the due time of
@@ -271,13 +271,23 @@ func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) 
 // task's Misfire policy (one run now, or none) as for an engine that fell behind. A zero
 // nextDue, or a one-shot task, is plain Submit.
 func (e *Engine) Resume(t Task, nextDue time.Time) (Info, error) {
+	return e.ResumeNotBefore(t, nextDue, time.Time{})
+}
+
+// ResumeNotBefore is Resume whose first run does not start before notBefore (a server
+// taking over a task whose last run may still execute elsewhere waits it out so). The
+// engine holds the task meanwhile: Get shows it PENDING, its next run the occurrence it
+// holds back, and Cancel ends it. Held past its due time, a recurring task's first run
+// is a misfire (its Misfire policy applies to the occurrences due meanwhile); a one-shot
+// task runs once the hold ends. A zero notBefore holds nothing. Cost: as Submit.
+func (e *Engine) ResumeNotBefore(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if !t.Schedule.Recurring() {
 		nextDue = time.Time{}
 	}
-	return e.submit(t, nextDue)
+	return e.submit(t, nextDue, notBefore)
 }
 
-func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
+func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
@@ -328,12 +338,17 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	sh.tasks++
 	rec.due = first
 	info := rec.info() // as accepted: PENDING, due at first
-	if dueNs := nowNs + int64(first.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
-		if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
+	armAt := first
+	if notBefore.After(first) {
+		armAt = notBefore
+	}
+	if dueNs := nowNs + int64(armAt.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+		if err := e.armFrom(sh, rec, armAt, e.hDue, nowNs, wall); err != nil {
 			e.remove(sh, rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
+		rec.due = first // held back past it: the run is late (a misfire, if recurring)
 	}
 	sh.submitted++
 	sh.mu.Unlock()
