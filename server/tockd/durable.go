@@ -408,7 +408,8 @@ func storeError(err error) *protocol.Error {
 // loadDurable submits every stored record to the engine, as the leader of epoch, reading
 // them (and the run locks) from etcd. A record that cannot be decoded or that the engine
 // refuses is logged and left in the store. An exclusive task with a run lock (its last
-// run may still execute) is submitted one time to run later (exclusive.go).
+// run may still execute) is submitted with its first run held back one time to run
+// (exclusive.go).
 func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	locked, err := s.runLocks(ctx)
 	if err != nil {
@@ -459,10 +460,13 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 				nextDue = time.Unix(0, nd.Due)
 			}
 			if err = s.dur.claim(k, e); err == nil {
+				var in task.Info
 				if t.Exclusive && locked[sk] {
-					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
-				} else if in, rerr := s.engine.Resume(t, nextDue); rerr != nil {
-					err = rerr
+					in, err = s.parkLocked(t, nextDue, epoch)
+				} else {
+					in, err = s.engine.Resume(t, nextDue)
+				}
+				if err != nil {
 					s.dur.release(k, e)
 				} else {
 					s.noteArmed(in)

@@ -122,3 +122,44 @@ func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
 		}
 	}
 }
+
+// An exclusive task whose run was in flight at a takeover waits out that run's time to
+// run at the new leader, and every request finds it meanwhile: GET shows it PENDING,
+// CANCEL ends it for good, and its record, progress and run lock leave etcd.
+func TestParkedExclusiveTaskIsFoundAndCancelled(t *testing.T) {
+	n := startTwoNodes(t)
+	const ttr = 30 * time.Second // the wait at the takeover: the test never sits it out
+	c := connect(t, n.leader.addr)
+	submit(t, c, 2, exclusiveEvery("excl", 200*time.Millisecond, ttr))
+	w := connectWorker(t, n.leader.addr, 1, "w")
+	w.fire() // in flight, never ACKed, when the leader goes
+	n.stopLeader(t)
+	waitLeading(t, n.follower, "the follower never took over")
+
+	fc := connect(t, n.fd.addr)
+	in := get(t, fc, 2, "excl")
+	if in.State != task.Pending {
+		t.Fatalf("the exclusive task waiting out its last run is %v at the new leader, want PENDING", in.State)
+	}
+	st, ok := fc.call(&protocol.Cancel{ID: 3, TaskRef: protocol.TaskRef{TaskID: "excl"}}).(*protocol.TaskStatus)
+	if !ok || st.State != task.Cancelled || st.Durability != protocol.Durable {
+		t.Fatalf("CANCEL answered %+v, want the durable task CANCELLED", st)
+	}
+	if in := get(t, fc, 4, "excl"); in.State != task.Cancelled {
+		t.Fatalf("after CANCEL the task is %v", in.State)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	for {
+		locks, lerr := n.st2.Locks(ctx)
+		next, nerr := n.st2.NextAt(ctx, 0)
+		recorded := storedIDs(t, n.st2)["default/excl"]
+		if lerr == nil && nerr == nil && len(locks) == 0 && len(next) == 0 && !recorded {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after CANCEL: record stored %v, progress %v (%v), run locks %v (%v); want none left", recorded, next, nerr, locks, lerr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
