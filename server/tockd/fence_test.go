@@ -93,7 +93,9 @@ func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
 		if oldRuns[f.RunID] {
 			t.Fatalf("the new leader's run ID %#x was issued by the old leader too", f.RunID)
 		}
-		newRuns[f.RunID], last = true, f.RunID
+		// A lock naming the new term is the new leader's too: it parked the task, if it
+		// found the old leader's lock at its takeover.
+		newRuns[f.RunID], newRuns[parkMarker(f.Epoch)], last = true, true, f.RunID
 		wantOK(t, nw.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
 	}
 	// Every run lock written since the term ended is the new leader's, up to its last
