@@ -42,19 +42,12 @@ func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
 		wantOK(t, old.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
 	}
 
-	// End the leader's term in etcd behind its back: delete its election key (its
-	// session and keep-alives carry on). The follower is elected.
+	// End the leader's term in etcd behind its back (its session and keep-alives carry
+	// on). The follower is elected. The watch sees every lock written from then on.
 	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 	defer cancel()
-	keys, err := cli.Get(ctx, "/tock/leader/", clientv3.WithFirstCreate()...)
-	if err != nil || len(keys.Kvs) != 1 {
-		t.Fatalf("the leader's election key: %v, %v", keys, err)
-	}
-	del, err := cli.Delete(ctx, string(keys.Kvs[0].Key))
-	if err != nil || del.Deleted != 1 {
-		t.Fatalf("delete the leader's election key: %v, %v", del, err)
-	}
-	locks := cli.Watch(ctx, "/tock/locks/", clientv3.WithPrefix(), clientv3.WithRev(del.Header.Revision+1))
+	deleted := deleteLeaderKey(t, cli)
+	locks := cli.Watch(ctx, "/tock/locks/", clientv3.WithPrefix(), clientv3.WithRev(deleted+1))
 
 	// The deposed leader's next run lock is refused: it must step down and close its
 	// worker's connection. Until it does, its worker keeps acknowledging what it gets
@@ -164,4 +157,50 @@ func TestParkedExclusiveTaskIsFoundAndCancelled(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// deleteLeaderKey deletes the current leader's election key from the test's own etcd
+// client, as etcd does when a stalled leader's lease expires, but leaves the leader's
+// session (and its keep-alives) alone: only its fenced writes can tell it its term ended.
+// It returns the deletion's revision.
+func deleteLeaderKey(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	keys, err := cli.Get(ctx, "/tock/leader/", clientv3.WithFirstCreate()...)
+	if err != nil || len(keys.Kvs) != 1 {
+		t.Fatalf("the leader's election key: %v, %v", keys, err)
+	}
+	del, err := cli.Delete(ctx, string(keys.Kvs[0].Key))
+	if err != nil || del.Deleted != 1 {
+		t.Fatalf("delete the leader's election key: %v, %v", del, err)
+	}
+	return del.Header.Revision
+}
+
+// A durable SUBMIT refused as fenced (the node's term ended in etcd) is answered
+// NOT_LEADER and ends the node's term at once: a lone node then campaigns again and leads
+// at a new epoch.
+func TestFencedSubmitEndsTheTerm(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	before := ds.srv.Stats()
+	c := connect(t, ds.addr)
+	deleteLeaderKey(t, st.Client())
+	wantError(t, c.call(&protocol.Submit{ID: 2, Task: durableTask("late", time.Hour)}), protocol.CodeNotLeader, "")
+	deadline := time.Now().Add(replyWait)
+	for {
+		st := ds.srv.Stats()
+		if st.IsLeader && st.Epoch > before.Epoch && st.LeaderChanges >= before.LeaderChanges+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a fenced submit: leading %v at epoch %d (was %d), %d leadership changes (was %d); want a new term",
+				st.IsLeader, st.Epoch, before.Epoch, st.LeaderChanges, before.LeaderChanges)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	submit(t, c, 3, durableTask("again", time.Hour)) // the new term writes
 }
