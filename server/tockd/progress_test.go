@@ -32,33 +32,49 @@ func everyTask(id string, interval time.Duration, version uint64) protocol.Task 
 // A recurring durable task keeps its schedule across a failover, also before its first
 // occurrence: the next leader's next_run is the old leader's (an every-1h task does not
 // drift by the failover's gap), and an occurrence that fell due before the takeover is
-// run (misfire policy fire once) on the schedule's phase, not skipped.
+// run (misfire policy fire once) on the schedule's phase, not skipped, for an every and
+// a cron schedule alike.
 func TestRecurringScheduleSurvivesFailover(t *testing.T) {
 	n := startTwoNodes(t)
 	c := connect(t, n.leader.addr)
 	submit(t, c, 2, everyTask("hourly", time.Hour, 0))
 	const every = time.Second
 	submit(t, c, 3, everyTask("soon", every, 0))
-	hourly, soon := get(t, c, 4, "hourly"), get(t, c, 5, "soon")
-	if hourly.NextRun == 0 || soon.NextRun == 0 {
-		t.Fatalf("next_run %d and %d at the leader, want both set", hourly.NextRun, soon.NextRun)
+	cron := everyTask("cron", 0, 0)
+	cron.Schedule = protocol.Schedule{Kind: task.KindCron, Cron: "* * * * * *"} // every second
+	submit(t, c, 4, cron)
+	hourly := get(t, c, 5, "hourly")
+	armed := map[string]int64{"soon": get(t, c, 6, "soon").NextRun, "cron": get(t, c, 7, "cron").NextRun}
+	if hourly.NextRun == 0 || armed["soon"] == 0 || armed["cron"] == 0 {
+		t.Fatalf("next_run %d, %v at the leader, want all set", hourly.NextRun, armed)
 	}
-	// soon's first occurrence falls due while the leader still leads but has no worker:
-	// it waits there, unfinished, when the leader goes.
-	for time.Now().UnixNano() <= soon.NextRun {
+	// soon's and cron's first occurrences fall due while the leader still leads but has
+	// no worker: they wait there, unfinished, when the leader goes.
+	for time.Now().UnixNano() <= max(armed["soon"], armed["cron"]) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	n.stopLeader(t)
 	waitLeading(t, n.follower, "the follower never took over")
+	tookOver := time.Now().UnixNano()
 	fc := connect(t, n.fd.addr)
 	if after := get(t, fc, 2, "hourly"); after.NextRun != hourly.NextRun {
 		t.Fatalf("hourly's next_run is %v after the failover, want %v as before it (moved by %v)",
 			time.Unix(0, after.NextRun), time.Unix(0, hourly.NextRun), time.Duration(after.NextRun-hourly.NextRun))
 	}
-	f := connectWorker(t, n.fd.addr, 1, "w").fire()
-	if phase := (f.Due - soon.NextRun) % int64(every); f.TaskID != "soon" || f.Due < soon.NextRun || phase != 0 || f.Due > time.Now().UnixNano() {
-		t.Fatalf("first FIRE after the failover: %s due %v; want soon, due at an occurrence missed since %v (on its phase: off by %v)",
-			f.TaskID, time.Unix(0, f.Due), time.Unix(0, soon.NextRun), time.Duration(phase))
+	w := connectWorker(t, n.fd.addr, 2, "w")
+	for range 2 {
+		f := w.fire()
+		first, ok := armed[f.TaskID]
+		if !ok {
+			t.Fatalf("FIRE of %s after the failover, want soon and cron", f.TaskID)
+		}
+		delete(armed, f.TaskID)
+		// A missed occurrence: due before the takeover, on the schedule's phase (both
+		// schedules are on whole multiples of a second from their first occurrence).
+		if phase := (f.Due - first) % int64(every); f.Due < first || phase != 0 || f.Due > tookOver {
+			t.Fatalf("first FIRE of %s after the failover is due %v; want an occurrence missed since %v, before the takeover at %v (off its phase by %v)",
+				f.TaskID, time.Unix(0, f.Due), time.Unix(0, first), time.Unix(0, tookOver), time.Duration(phase))
+		}
 	}
 }
 
