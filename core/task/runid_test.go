@@ -68,3 +68,30 @@ func TestRunIDsDifferAcrossEngines(t *testing.T) {
 		}
 	}
 }
+
+// Finding an attempt from its run ID alone (Complete, HoldTimeout, StartTimeout) undoes
+// the engine's base with one XOR: no allocation.
+func TestRunIDLookupAllocatesNothing(t *testing.T) {
+	h := newHarness(t, WithWorkers(1))
+	runs := make(chan uint64, 1)
+	h.e.Register("remote", func(_ context.Context, r *Run) error {
+		runs <- r.RunID
+		return ErrDeferred
+	})
+	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: time.Hour})
+	h.fake.Advance(0)
+	id := recvRun(t, runs)
+	if n := testing.AllocsPerRun(100, func() {
+		if err := h.e.HoldTimeout(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.e.StartTimeout(id); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("HoldTimeout + StartTimeout by run ID: %v allocs, want 0", n)
+	}
+	if err := h.e.Complete(id, nil); err != nil {
+		t.Fatal(err)
+	}
+}
