@@ -27,7 +27,10 @@
 //     is stale and does nothing.
 //   - A record's runID names the one attempt whose result counts; a handler that returns
 //     after a timeout, a cancel or a replacing Submit finds another runID and its result
-//     is counted as late, never applied.
+//     is counted as late, never applied. Run IDs do not repeat within an engine (until
+//     a shard has issued 2^32 attempts) and are qualified by a random per-engine base,
+//     so another engine's (a restart's, another leader's) differ too, but for a bounded
+//     chance (engine.go, nextRunID).
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
 //     shard's lock can refer to it (record.use, reuse.go): no run item of it is queued,
