@@ -419,15 +419,23 @@ func TestNextDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "r", Version: 1, Body: []byte("r")}); err != nil {
+	for _, r := range []Record{{Namespace: "a", ID: "r", Version: 3, Body: []byte("r")}, {Namespace: "a", ID: "s", Version: 1}, {Namespace: "a", ID: "v", Version: 2, Body: []byte("v")}} {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written only where the record holds the progress's version: not for a/v (stored at
+	// version 2, not 1 or 3), nor for a/none (no record).
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
+		{Key{"a", "v"}, 1, 5}, {Key{"a", "none"}, 1, 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7}}); err != nil {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "v"}, 3, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextAt(ctx, 0)
-	if err != nil || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
-		t.Fatalf("NextAt: %v, %v", next, err)
+	if err != nil || len(next) != 2 || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
+		t.Fatalf("NextAt: %v, %v; want a/r's and a/s's only", next, err)
 	}
 	if err := s.DeleteBatch(ctx, []Key{{"a", "r"}}); err != nil {
 		t.Fatal(err)
@@ -440,6 +448,27 @@ func TestNextDue(t *testing.T) {
 	}
 	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
+	}
+}
+
+// Progress writes, each a nested transaction, fit etcd's --max-txn-ops however many
+// there are.
+func TestNextDueFitsMaxTxnOps(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnOps: 8})
+	ctx := ctxT(t)
+	var items []NextDue
+	for i := range 20 {
+		id := fmt.Sprint("r", i)
+		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 1, Body: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, NextDue{Key{"a", id}, 1, int64(i)})
+	}
+	if err := s.PutNextFenced(ctx, Fence{}, items); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := s.NextAt(ctx, 0); err != nil || len(next) != 20 {
+		t.Fatalf("NextAt: %d entries, %v; want 20", len(next), err)
 	}
 }
 
