@@ -132,6 +132,9 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			// election key went). Stop at once rather than at the session's end.
 			s.stepDown(epoch)
 			s.log.Warn("tockd: a fenced write was refused: this node's term is over; dispatching stopped", "epoch", epoch)
+			// Releases the term (its key is gone: Resign's conditional delete does
+			// nothing, and spares a later key of this session).
+			s.resign(l, epoch)
 		case <-ctx.Done():
 			s.stepDown(epoch)
 			s.resign(l, epoch)
