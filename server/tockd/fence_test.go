@@ -52,7 +52,8 @@ func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
 	// The deposed leader's next run lock is refused: it must step down and close its
 	// worker's connection. Until it does, its worker keeps acknowledging what it gets
 	// (and granting the credit back).
-	deadline := time.Now().Add(replyWait)
+	deposedAt, firedBefore := time.Now(), len(oldRuns)
+	deadline := deposedAt.Add(replyWait)
 	for closed := false; !closed || n.leader.srv.Stats().IsLeader; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the deposed leader still leads %v after etcd ended its term (connection closed: %v; %d runs FIREd there)",
@@ -77,6 +78,7 @@ func TestDeposedLeaderStopsAtItsFencedRunLock(t *testing.T) {
 		}
 	}
 
+	t.Logf("the deposed leader stepped down %v after its key went, %d FIREs later", time.Since(deposedAt), len(oldRuns)-firedBefore)
 	waitLeading(t, n.follower, "the follower was not elected after the leader's key went")
 	nw := connectWorker(t, n.fd.addr, 10, "w")
 	var last uint64
