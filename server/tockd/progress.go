@@ -24,9 +24,12 @@ const progressInterval = 100 * time.Millisecond
 // of another version than the record it loads, so a replacement never inherits its
 // predecessor's schedule (and a recurring replacement's own entry overwrites it).
 type progress struct {
-	mu      sync.Mutex
-	pending map[store.Key]store.NextDue // the latest armed due time per task, not yet written; guarded by mu
-	kick    chan struct{}               // capacity 1: pending grew
+	// flushing is held for a whole flush, so that Shutdown's flush returns only once a
+	// background flush in flight has written what it took (before the node resigns).
+	flushing sync.Mutex
+	mu       sync.Mutex
+	pending  map[store.Key]store.NextDue // the latest armed due time per task, not yet written; guarded by mu
+	kick     chan struct{}               // capacity 1: pending grew
 }
 
 func newProgress() *progress {
@@ -75,8 +78,11 @@ func (p *progress) run(ctx context.Context, s *Server) {
 }
 
 // flush writes the pending progress now, fenced by this node's term (a node that no
-// longer leads writes none; one whose term etcd ended steps down: fencedOut).
+// longer leads writes none; one whose term etcd ended steps down: fencedOut), after any
+// flush in flight.
 func (p *progress) flush(ctx context.Context, s *Server) {
+	p.flushing.Lock()
+	defer p.flushing.Unlock()
 	p.mu.Lock()
 	items := make([]store.NextDue, 0, len(p.pending))
 	for _, nd := range p.pending {
