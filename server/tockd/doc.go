@@ -106,9 +106,12 @@
 //     RESUME and gaining leadership fire waiting runs, oldest first, each one's timeout
 //     (time to run) started afresh at its FIRE (Engine.StartTimeout). A run whose task
 //     was cancelled or replaced meanwhile is dropped when its turn comes. At most
-//     Options.MaxWaitingRuns wait; a run coming due beyond that fails at once, retryably
-//     ("no worker available": back-pressure through the task's retry policy). The handler
-//     never waits, so it never holds an engine worker.
+//     Options.MaxWaitingRuns wait, and at most Options.MaxWaitingRunsPerType of one type
+//     (so that a type nobody serves cannot take every place from the others); a run
+//     coming due beyond either fails at once, retryably ("no worker available":
+//     back-pressure through the task's retry policy). A queue's stale runs (cancelled
+//     meanwhile) count until their turn. The handler never waits, so it never holds an
+//     engine worker.
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run

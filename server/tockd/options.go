@@ -23,6 +23,8 @@ const (
 	DefaultMaxPendingPerConn = 1024
 	DefaultTTR               = 30 * time.Second
 	DefaultMaxWaitingRuns    = 1 << 20
+	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
+	DefaultMaxWaitingRunsPerType = 1 << 18
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
 	minMaxFrame = 1024
@@ -138,6 +140,13 @@ type Options struct {
 	// many waiting fails at once, retryably ("no worker available"), and its task's retry
 	// policy decides. Each waiting run costs about 200 bytes. Default 1,048,576.
 	MaxWaitingRuns int
+	// MaxWaitingRunsPerType bounds the due runs of one task type held waiting for a
+	// worker, so that a type nobody serves (or a paused one) cannot take every waiting
+	// place and make the other types' runs fail: a run of a type that has this many
+	// waiting fails at once, retryably ("no worker available"), like one beyond
+	// MaxWaitingRuns. At most MaxWaitingRuns. Default min(262,144, MaxWaitingRuns): with
+	// the default total, four unserved types fill it.
+	MaxWaitingRunsPerType int
 	// OnLeadership, if set, is called after every change of this node's leadership
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
@@ -181,6 +190,9 @@ func (o *Options) setDefaults() {
 	if o.MaxWaitingRuns == 0 {
 		o.MaxWaitingRuns = DefaultMaxWaitingRuns
 	}
+	if o.MaxWaitingRunsPerType == 0 {
+		o.MaxWaitingRunsPerType = min(DefaultMaxWaitingRunsPerType, o.MaxWaitingRuns)
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -217,6 +229,8 @@ func (o *Options) validate() error {
 		return bad("Dispatch %d is not a known strategy", o.Dispatch)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
+	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:
+		return bad("MaxWaitingRunsPerType %d outside [1, MaxWaitingRuns %d]", o.MaxWaitingRunsPerType, o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
 	case len(o.NodeName) > protocol.MaxNameLen:
