@@ -141,8 +141,14 @@
 //     handshake) closes only the connection that committed it; no other connection
 //     shares any per-connection state or lock with it.
 //   - A client that does not read never blocks another connection or the engine: its
-//     reply queue holds Options.MaxPendingPerConn replies; when the queue stays full for
-//     Options.WriteTimeout, or one Write takes longer than that, its connection is closed.
+//     reply queue holds Options.MaxPendingPerConn replies and Options.MaxQueuedReplyBytes
+//     bytes (each message counted as replyCost, an upper bound of its frame, reserved in
+//     conn.queued before it is queued and released once written; one larger reply goes
+//     alone). A reply that does not fit makes the reader wait, reading nothing (the
+//     back-pressure a pipelining client feels; STATS counts reply_stalls); a FIRE that
+//     does not fit is not queued (the run goes to another worker or waits). When the
+//     queue stays full for Options.WriteTimeout, or one Write takes longer than that,
+//     the connection is closed.
 //   - Every goroutine the server starts has exited when Shutdown returns.
 //   - Only the reader sends replies on a connection's reply queue, and it alone closes it
 //     (under the connection's outMu); engine handlers push FIREs on it, non-blocking,
@@ -152,5 +158,7 @@
 //   - A worker that stops reading never blocks the engine: FIREs are never waited for.
 //   - A frame's memory is bounded by Options.MaxFrame (the length prefix is checked
 //     before the body is awaited), so a connection holds at most one frame, one 32 KiB
-//     read buffer and MaxPendingPerConn replies.
+//     read buffer, MaxQueuedReplyBytes of queued replies (plus the ACK answers that
+//     waited for etcd, at most maxLateReplies) and the writer's buffer (64 KiB, or one
+//     reply).
 package tockd

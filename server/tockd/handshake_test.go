@@ -18,7 +18,8 @@ func TestOptionsValidate(t *testing.T) {
 	if o.Addr != DefaultAddr || o.MaxConns != DefaultMaxConns || o.MaxFrame != protocol.DefaultMaxFrame ||
 		o.IdleTimeout != DefaultIdleTimeout || o.HandshakeTimeout != DefaultHandshakeTimeout ||
 		o.WriteTimeout != DefaultWriteTimeout || o.MaxPendingPerConn != DefaultMaxPendingPerConn ||
-		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType || o.NodeName == "" || o.Logger == nil {
+		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType ||
+		o.MaxQueuedReplyBytes != DefaultMaxQueuedReplyBytes || o.NodeName == "" || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
 	cases := []struct {
@@ -33,6 +34,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"WriteTimeout", Options{WriteTimeout: -time.Second}},
 		{"Token", Options{Token: strings.Repeat("x", protocol.MaxTokenLen+1)}},
 		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},
+		{"MaxQueuedReplyBytes", Options{MaxQueuedReplyBytes: protocol.DefaultMaxFrame - 1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},

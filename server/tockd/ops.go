@@ -333,6 +333,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
 			"durable_commits": s.committer.commits.Load(),
+			"reply_stalls":    ss.ReplyStalls,
 		},
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
@@ -341,7 +342,8 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"is_leader": leader,
 			// Beyond the documented names:
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
-			"pending_deletes": int64(ss.PendingDeletes),
+			"pending_deletes":    int64(ss.PendingDeletes),
+			"queued_reply_bytes": ss.QueuedReplyBytes,
 		},
 	}
 }

@@ -21,8 +21,10 @@ const (
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxPendingPerConn = 1024
-	DefaultTTR               = 30 * time.Second
-	DefaultMaxWaitingRuns    = 1 << 20
+	// DefaultMaxQueuedReplyBytes is 4 MiB (or MaxFrame, if larger).
+	DefaultMaxQueuedReplyBytes = 4 << 20
+	DefaultTTR                 = 30 * time.Second
+	DefaultMaxWaitingRuns      = 1 << 20
 	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
 	DefaultMaxWaitingRunsPerType = 1 << 18
 
@@ -110,6 +112,15 @@ type Options struct {
 	// reading, so a pipelining client is slowed by TCP back-pressure, and after
 	// WriteTimeout it is disconnected. Default 1024.
 	MaxPendingPerConn int
+	// MaxQueuedReplyBytes bounds the bytes of the replies and pushes (FIREs) queued on
+	// one connection and not yet written, counted as an upper bound of their encoded
+	// frames: a reply that would take the queue past it waits, and the connection's
+	// reader reads no further request meanwhile (back-pressure, not an error: it resumes
+	// as the writer drains; the peer that never reads is closed after WriteTimeout like
+	// one whose queue is full). A FIRE that does not fit goes to another worker or waits.
+	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
+	// or MaxFrame, whichever is larger.
+	MaxQueuedReplyBytes int
 	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
@@ -184,6 +195,9 @@ func (o *Options) setDefaults() {
 	if o.MaxPendingPerConn == 0 {
 		o.MaxPendingPerConn = DefaultMaxPendingPerConn
 	}
+	if o.MaxQueuedReplyBytes == 0 {
+		o.MaxQueuedReplyBytes = max(DefaultMaxQueuedReplyBytes, o.MaxFrame)
+	}
 	if o.DefaultTTR == 0 {
 		o.DefaultTTR = DefaultTTR
 	}
@@ -233,6 +247,8 @@ func (o *Options) validate() error {
 		return bad("MaxWaitingRunsPerType %d outside [1, MaxWaitingRuns %d]", o.MaxWaitingRunsPerType, o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
+	case o.MaxQueuedReplyBytes < o.MaxFrame:
+		return bad("MaxQueuedReplyBytes %d is below MaxFrame %d: a reply of MaxFrame bytes must fit", o.MaxQueuedReplyBytes, o.MaxFrame)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:

@@ -283,7 +283,8 @@ func (s *Server) leadership() (bool, uint64) {
 }
 
 // push queues a server push (FIRE) on c without blocking: false when the reply queue is
-// full or the connection is closing. Safe from any goroutine.
+// full (of replies, or of bytes: MaxQueuedReplyBytes) or the connection is closing. Safe
+// from any goroutine.
 func (c *conn) push(m protocol.Message) bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
@@ -295,10 +296,15 @@ func (c *conn) push(m protocol.Message) bool {
 		return false
 	default:
 	}
+	cost := int64(replyCost(m))
+	if !c.reserve(cost, false) {
+		return false
+	}
 	select {
 	case c.out <- m:
 		return true
 	default:
+		c.release(cost)
 		return false
 	}
 }
@@ -520,12 +526,16 @@ func (c *conn) pushReply(m protocol.Message) {
 	if c.outClosed {
 		return
 	}
+	// Counted but never refused: it answers a request already taken from the peer.
+	cost := int64(replyCost(m))
+	c.notePeak(c.queued.Add(cost))
 	select {
 	case c.out <- m:
 		return
 	default:
 	}
 	if len(c.late) >= maxLateReplies {
+		c.release(cost)
 		c.s.log.Warn("tockd: closing connection: it does not read the answers to its ACKs",
 			"remote", c.nc.RemoteAddr(), "name", c.name, "late", len(c.late))
 		c.nc.Close()

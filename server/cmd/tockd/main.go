@@ -95,6 +95,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&tlsKey, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&tlsCA, "tls-client-ca", "", "PEM CA file: require client certificates signed by it (with -tls-cert)")
 	fs.StringVar(&dispatch, "dispatch", tockd.DispatchLeastLoaded.String(), "worker choice: least-loaded, round-robin or key-hash (xxhash of the task key)")
+	fs.IntVar(&c.server.MaxQueuedReplyBytes, "max-queued-reply-bytes", 0, "bytes of replies queued on one connection before its requests wait (default max(4 MiB, -max-frame))")
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
