@@ -384,8 +384,9 @@ func (c *conn) appendLate(buf []byte) []byte {
 	return buf
 }
 
-// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame: a
-// page of tasks with big payloads) is replaced by an ERROR INTERNAL that says so.
+// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame:
+// pages and snapshots are built to fit, so only a FIRE of a payload recorded under a
+// larger MaxFrame) is replaced by an ERROR INTERNAL that says so.
 func (c *conn) appendReply(buf []byte, m protocol.Message) []byte {
 	c.wcost += int64(replyCost(m)) // released once buf is written
 	out, err := protocol.AppendFrame(buf, m, c.s.opts.MaxFrame)

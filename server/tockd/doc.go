@@ -128,6 +128,12 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
+// snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot
+// whose error texts do not fit (truncated), or as a last resort leaves its payload out
+// (payload_len, also on request: omit_payload); LIST and DLQ_LIST end a page early where
+// its next item would not fit, after at least one.
+//
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
 //     handles each request synchronously against the engine (every engine call is O(1)

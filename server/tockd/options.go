@@ -28,8 +28,10 @@ const (
 	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
 	DefaultMaxWaitingRunsPerType = 1 << 18
 
-	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
-	minMaxFrame = 1024
+	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit,
+	// and every task's snapshot once its payload is left out and its texts cut (every
+	// other field of a task is bounded; pages.go).
+	minMaxFrame = 4096
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -89,8 +91,10 @@ type Options struct {
 	// OVERLOADED and closed. Default 1024.
 	MaxConns int
 	// MaxFrame is the largest frame body accepted (and announced in WELCOME), in bytes,
-	// between 1024 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
-	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound.
+	// between 4096 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
+	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound: a
+	// SUBMIT's payload may take at most MaxFrame - 4096 bytes, so that every reply
+	// carrying it fits, and pages end early where the next item would not fit.
 	// Default 1 MiB.
 	MaxFrame int
 	// IdleTimeout closes a connection (without an ERROR) that sends nothing for this long
