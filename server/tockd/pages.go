@@ -11,8 +11,8 @@ import (
 // Every reply fits max_frame (PROTOCOL.md, "Reading tasks back"):
 //   - SUBMIT refuses a payload over MaxFrame - replyReserve (checkPayload), so that a
 //     task's snapshot, dead letter and FIRE fit a frame with the whole payload: every
-//     other field of a task is bounded (about 1.9 KiB at most as replyCost counts it),
-//     and so are a snapshot's error texts once cut.
+//     other field of a task is bounded (under 1.3 KiB encoded), and so are a snapshot's
+//     error texts once cut (under 1 KiB).
 //   - GET answers the task's snapshot whole when it fits; otherwise its error texts are
 //     cut to cutTextLen bytes and its history to its first and latest attempts
 //     (truncated), and if it still does not fit (a payload recorded under a larger
@@ -23,7 +23,9 @@ import (
 //     continues. A shortened page is read again from the engine with the smaller limit,
 //     for the engine's cursor after its last item.
 //
-// Sizes are replyCost's upper bounds, so a reply built to fit always does.
+// Items are measured by encoding them (sizer): these replies are administrative, and
+// replyCost's bound, good enough for the reply queue, would end pages of small tasks
+// well before max_frame.
 const (
 	// replyReserve is the part of MaxFrame a payload leaves to the rest of a reply.
 	replyReserve = 4 << 10
@@ -52,20 +54,24 @@ func (s *Server) getReply(id uint64, in task.Info, omitPayload bool) protocol.Me
 	if err != nil {
 		return internal(id, err)
 	}
-	fitInfo(&w, s.opts.MaxFrame-(costFrame+costKeyValue), omitPayload)
+	// The sizer's frame has ID 0: the reply's ID takes up to 8 bytes more than its
+	// length prefix does.
+	var z sizer
+	z.fitInfo(&w, s.opts.MaxFrame-8, omitPayload)
 	return &protocol.TaskInfo{ID: id, Info: w}
 }
 
 // listReply answers LIST with a page that fits MaxFrame.
 func (s *Server) listReply(m *protocol.List) (protocol.Message, bool) {
 	limit := int(m.Limit)
+	var z sizer
 	for {
 		page, next, err := s.engine.List(m.State, m.Cursor, limit)
 		if err != nil {
 			return engineError(m.ID, err, "cursor")
 		}
 		items := make([]protocol.Info, 0, len(page))
-		size := costFrame + 2*costKeyValue
+		size := pageOverhead
 		for i, in := range page {
 			w, err := protocol.FromInfo(in, s.durabilityOf(in))
 			if err != nil {
@@ -75,11 +81,11 @@ func (s *Server) listReply(m *protocol.List) (protocol.Message, bool) {
 			// separator.
 			cursor := len(w.Task.Namespace) + 1 + len(w.Task.ID)
 			if i == 0 {
-				fitInfo(&w, s.opts.MaxFrame-size-cursor, m.OmitPayload)
+				z.fitInfo(&w, s.opts.MaxFrame-size-cursor, m.OmitPayload)
 			} else if m.OmitPayload {
 				omitPayload(&w.Task, &w.Cut)
 			}
-			n := infoCost(&w)
+			n := z.info(&w)
 			if i > 0 && size+n+cursor > s.opts.MaxFrame {
 				break
 			}
@@ -98,24 +104,25 @@ func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
 	// A dead-letter cursor is a decimal sequence number.
 	const cursor = 20
 	limit := int(m.Limit)
+	var z sizer
 	for {
 		page, next, err := s.engine.DeadLetters(m.Cursor, limit)
 		if err != nil {
 			return engineError(m.ID, err, "cursor")
 		}
 		items := make([]protocol.DeadLetter, 0, len(page))
-		size := costFrame + 2*costKeyValue + cursor
+		size := pageOverhead + cursor
 		for i, dl := range page {
 			w, err := protocol.FromDeadLetter(dl, protocol.Ephemeral)
 			if err != nil {
 				return internal(m.ID, err), false
 			}
 			if i == 0 {
-				fitDeadLetter(&w, s.opts.MaxFrame-size, m.OmitPayload)
+				z.fitDeadLetter(&w, s.opts.MaxFrame-size, m.OmitPayload)
 			} else if m.OmitPayload {
 				omitPayload(&w.Task, &w.Cut)
 			}
-			n := deadLetterCost(&w)
+			n := z.deadLetter(&w)
 			if i > 0 && size+n > s.opts.MaxFrame {
 				break
 			}
@@ -129,35 +136,64 @@ func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
 	}
 }
 
-// fitInfo makes in's infoCost at most budget: the payload left out if omit, then, if
+// pageOverhead bounds a TASK_PAGE's or DLQ_PAGE's bytes but its items and its next
+// cursor: the length prefix, the map, "t" and "id" (at most 9 + 4 bytes), "items" and
+// the array's header, "next" and the cursor's string header.
+const pageOverhead = 4 + 1 + 13 + 6 + 5 + 5 + 3
+
+// sizer measures items by encoding them into a buffer it reuses.
+type sizer struct{ buf []byte }
+
+// info is the bytes in takes in a reply, at most 18 more than it does: it is encoded
+// as a TASK_INFO with ID 0 (prefix, map, "t", "id", "info").
+func (z *sizer) info(in *protocol.Info) int {
+	return z.measure(&protocol.TaskInfo{Info: *in})
+}
+
+// deadLetter is the bytes dl takes in a reply, at most 28 more than it does: it is
+// encoded as a DLQ_PAGE of one, with ID 0.
+func (z *sizer) deadLetter(dl *protocol.DeadLetter) int {
+	return z.measure(&protocol.DLQPage{Items: []protocol.DeadLetter{*dl}})
+}
+
+func (z *sizer) measure(m protocol.Message) int {
+	var err error
+	z.buf, err = protocol.AppendFrame(z.buf[:0], m, protocol.MaxFrameLimit)
+	if err != nil { // only beyond the codec's limits, which a snapshot cannot reach
+		return protocol.MaxFrameLimit
+	}
+	return len(z.buf)
+}
+
+// fitInfo makes in take at most budget bytes: the payload left out if omit, then, if
 // still over, error texts and history cut, then the payload left out.
-func fitInfo(in *protocol.Info, budget int, omit bool) {
+func (z *sizer) fitInfo(in *protocol.Info, budget int, omit bool) {
 	if omit {
 		omitPayload(&in.Task, &in.Cut)
 	}
-	if infoCost(in) <= budget {
+	if z.info(in) <= budget {
 		return
 	}
 	in.LastError = cutText(in.LastError)
 	in.History = cutAttempts(in.History)
 	in.Truncated = true
-	if infoCost(in) > budget {
+	if z.info(in) > budget {
 		omitPayload(&in.Task, &in.Cut)
 	}
 }
 
 // fitDeadLetter is fitInfo for a dead letter.
-func fitDeadLetter(dl *protocol.DeadLetter, budget int, omit bool) {
+func (z *sizer) fitDeadLetter(dl *protocol.DeadLetter, budget int, omit bool) {
 	if omit {
 		omitPayload(&dl.Task, &dl.Cut)
 	}
-	if deadLetterCost(dl) <= budget {
+	if z.deadLetter(dl) <= budget {
 		return
 	}
 	dl.Reason = cutText(dl.Reason)
 	dl.Attempts = cutAttempts(dl.Attempts)
 	dl.Truncated = true
-	if deadLetterCost(dl) > budget {
+	if z.deadLetter(dl) > budget {
 		omitPayload(&dl.Task, &dl.Cut)
 	}
 }
