@@ -28,6 +28,7 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"MaxConns", Options{MaxConns: -1}},
 		{"MaxFrame", Options{MaxFrame: 100}},
+		{"MaxFrame", Options{MaxFrame: minMaxFrame - 1}},
 		{"MaxFrame", Options{MaxFrame: protocol.MaxFrameLimit + 1}},
 		{"IdleTimeout", Options{IdleTimeout: -time.Second}},
 		{"HandshakeTimeout", Options{HandshakeTimeout: -time.Second}},

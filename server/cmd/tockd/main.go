@@ -100,7 +100,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
-	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way")
+	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way (at least 4096; a payload may take all but 4096 of it)")
 	fs.IntVar(&c.server.MaxPendingPerConn, "max-pending-per-conn", tockd.DefaultMaxPendingPerConn, "replies queued per connection before it counts as slow")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", tockd.DefaultIdleTimeout, "close a connection silent this long")
 	fs.DurationVar(&c.server.HandshakeTimeout, "handshake-timeout", tockd.DefaultHandshakeTimeout, "time allowed for HELLO")
