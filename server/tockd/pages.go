@@ -77,16 +77,13 @@ func (s *Server) listReply(m *protocol.List) (protocol.Message, bool) {
 			if err != nil {
 				return internal(m.ID, err), false
 			}
-			// The page's next cursor is at most the last item's (namespace, ID) and a
-			// separator.
-			cursor := len(w.Task.Namespace) + 1 + len(w.Task.ID)
 			if i == 0 {
-				z.fitInfo(&w, s.opts.MaxFrame-size-cursor, m.OmitPayload)
+				z.fitInfo(&w, s.opts.MaxFrame-size, m.OmitPayload)
 			} else if m.OmitPayload {
 				omitPayload(&w.Task, &w.Cut)
 			}
 			n := z.info(&w)
-			if i > 0 && size+n+cursor > s.opts.MaxFrame {
+			if i > 0 && size+n > s.opts.MaxFrame {
 				break
 			}
 			size += n
@@ -101,8 +98,6 @@ func (s *Server) listReply(m *protocol.List) (protocol.Message, bool) {
 
 // dlqReply answers DLQ_LIST with a page that fits MaxFrame.
 func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
-	// A dead-letter cursor is a decimal sequence number.
-	const cursor = 20
 	limit := int(m.Limit)
 	var z sizer
 	for {
@@ -111,7 +106,7 @@ func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
 			return engineError(m.ID, err, "cursor")
 		}
 		items := make([]protocol.DeadLetter, 0, len(page))
-		size := pageOverhead + cursor
+		size := pageOverhead
 		for i, dl := range page {
 			w, err := protocol.FromDeadLetter(dl, protocol.Ephemeral)
 			if err != nil {
@@ -136,10 +131,10 @@ func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
 	}
 }
 
-// pageOverhead bounds a TASK_PAGE's or DLQ_PAGE's bytes but its items and its next
-// cursor: the length prefix, the map, "t" and "id" (at most 9 + 4 bytes), "items" and
-// the array's header, "next" and the cursor's string header.
-const pageOverhead = 4 + 1 + 13 + 6 + 5 + 5 + 3
+// pageOverhead bounds a TASK_PAGE's or DLQ_PAGE's bytes but its items: the length
+// prefix, the map, "t" and "id" (at most 9 + 4 bytes), "items" and the array's header,
+// "next" and its cursor (whatever the engine's cursors hold, at most MaxCursorLen).
+const pageOverhead = 4 + 1 + 13 + 6 + 5 + 5 + 3 + protocol.MaxCursorLen
 
 // sizer measures items by encoding them into a buffer it reuses.
 type sizer struct{ buf []byte }
