@@ -115,10 +115,23 @@ func TestWaitingRunsBoundedPerType(t *testing.T) {
 		w.Type = "idle"
 		submit(t, c, uint64(10+i), w)
 	}
-	for i := 2; i < 5; i++ {
-		info := c.waitState(20, fmt.Sprint("idle", i), task.Dead)
-		if !strings.Contains(info.LastError, "MaxWaitingRunsPerType") {
-			t.Fatalf("idle%d DEAD with %q, want the MaxWaitingRunsPerType reason", i, info.LastError)
+	// The five come due together, so which two wait is the engine's choice; three fail.
+	waitWaiting(t, ts.srv, 2)
+	deadline := time.Now().Add(replyWait)
+	for dead := 0; dead < 3; {
+		dead = 0
+		for i := range 5 {
+			info := c.call(&protocol.Get{ID: 20, TaskRef: protocol.TaskRef{TaskID: fmt.Sprint("idle", i)}}).(*protocol.TaskInfo).Info
+			if info.State != task.Dead {
+				continue
+			}
+			if !strings.Contains(info.LastError, "MaxWaitingRunsPerType") {
+				t.Fatalf("idle%d DEAD with %q, want the MaxWaitingRunsPerType reason", i, info.LastError)
+			}
+			dead++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the unserved type's runs DEAD within %v, want 3 (2 waiting)", dead, replyWait)
 		}
 	}
 	waitWaiting(t, ts.srv, 2)
