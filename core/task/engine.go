@@ -67,7 +67,11 @@ type record struct {
 // rareState is what a record keeps only once an attempt of its current occurrence has
 // failed or been completed early: a task that succeeds at once never allocates it.
 type rareState struct {
-	firstStart time.Time       // start of the occurrence's first attempt (set at its first failure)
+	firstStart time.Time // start of the occurrence's first attempt (set at its first failure)
+	// occurrence is the due time of the occurrence whose retry record.due now names (set
+	// when its first retry is armed): a recurring schedule goes on from it, not from the
+	// retry's time. Zero while no retry has been armed.
+	occurrence time.Time
 	lastErr    string          // of the latest failed attempt
 	history    []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
 	earlyErr   error           // Complete's outcome, when it came before the handler returned

@@ -351,6 +351,9 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 	r.history = append(r.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: r.lastErr})
 	retry, delay, reason := t.Retry.Decide(rec.attempts, err, r.firstStart, end, jitter())
 	if retry {
+		if r.occurrence.IsZero() {
+			r.occurrence = rec.due // arm moves rec.due to the retry's time
+		}
 		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
 			reason = "the retry could not be scheduled: " + armErr.Error()
 		} else if setState(rec, Failed) == nil {
@@ -376,9 +379,16 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 }
 
 // nextOccurrence moves a recurring task to its next occurrence after the one that just
-// ended at `end`. Requires sh.mu.
+// ended at `end`. The schedule goes on from the occurrence's due time, never from a
+// retry's: retries do not shift it. Occurrences that came due while the ended one was
+// running or backing off are armed in the past, so that onDue handles them as misfires
+// (catchUp: the task's MisfirePolicy, counted). Requires sh.mu.
 func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *events) {
-	next, ok := rec.task.Schedule.Next(rec.due, end)
+	due := rec.due
+	if rec.rare != nil && !rec.rare.occurrence.IsZero() {
+		due = rec.rare.occurrence
+	}
+	next, ok := rec.task.Schedule.Next(due, end)
 	if !ok || setState(rec, Pending) != nil {
 		return
 	}

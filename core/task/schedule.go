@@ -56,7 +56,10 @@ func (a Anchor) String() string {
 }
 
 // MisfirePolicy says what happens to the occurrences of a recurring task that came due
-// while the engine was stopped or behind. See Schedule.CatchUp.
+// while the engine was stopped or behind, or while an earlier occurrence was still
+// running or backing off between its retries (a task never has two attempts at once).
+// Each occurrence missed is counted (Stats.Misfired, EventMisfired). See
+// Schedule.CatchUp.
 type MisfirePolicy uint8
 
 const (
@@ -120,7 +123,9 @@ func At(t time.Time) Schedule { return Schedule{Kind: KindAt, At: t} }
 func After(d time.Duration) Schedule { return Schedule{Kind: KindAfter, Delay: d} }
 
 // Every schedules a run every d at a fixed rate: occurrence n is due at submission + n*d,
-// however long each run takes.
+// however long each run takes and however its retries went (a retry belongs to its
+// occurrence and never moves the ones after it; those that come due while it runs or
+// backs off are misfires, handled by the task's MisfirePolicy).
 func Every(d time.Duration) Schedule { return Schedule{Kind: KindEvery, Interval: d} }
 
 // EveryAfterDone schedules a run d after the previous run completed (fixed delay); the

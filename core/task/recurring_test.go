@@ -1,0 +1,255 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// settled waits until task id is waiting for the clock: PENDING or FAILED with its next
+// run in the future (nothing more happens until the test moves the clock). It waits on
+// events, which every step of a catch-up emits (Misfired, Started, an outcome).
+func (h *harness) settled(id string) Info {
+	h.t.Helper()
+	deadline := time.After(eventWait)
+	for {
+		in, err := h.e.Get("", id)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if (in.State == Pending || in.State == Failed) && in.NextRun.After(h.fake.Time(h.fake.Now())) {
+			return in
+		}
+		select {
+		case ev := <-h.events:
+			h.backlog = append(h.backlog, ev)
+		case <-deadline:
+			h.t.Fatalf("task %q not waiting for a future run within %v: %+v", id, eventWait, in)
+		}
+	}
+}
+
+// missedSoFar sums the Missed of the Misfired events of id received so far (without
+// waiting for more), and consumes them.
+func (h *harness) missedSoFar(id string) int {
+	for {
+		select {
+		case ev := <-h.events:
+			h.backlog = append(h.backlog, ev)
+			continue
+		default:
+		}
+		break
+	}
+	n := 0
+	kept := h.backlog[:0]
+	for _, ev := range h.backlog {
+		if ev.Kind == EventMisfired && ev.ID == id {
+			n += ev.Missed
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	h.backlog = kept
+	return n
+}
+
+// nextAttempt returns the next attempt a handler reports on seen, or false once the
+// task is waiting for the clock with none reported (none will come until it moves).
+func (h *harness) nextAttempt(seen chan attemptSeen, id string) (attemptSeen, bool) {
+	h.t.Helper()
+	deadline := time.After(eventWait)
+	for {
+		select {
+		case a := <-seen:
+			return a, true
+		default:
+		}
+		if in, err := h.e.Get("", id); err == nil && (in.State == Pending || in.State == Failed) && in.NextRun.After(h.fake.Time(h.fake.Now())) {
+			select {
+			case a := <-seen: // reported just before the check
+				return a, true
+			default:
+				return attemptSeen{}, false
+			}
+		}
+		select {
+		case a := <-seen:
+			return a, true
+		case ev := <-h.events:
+			h.backlog = append(h.backlog, ev)
+		case <-deadline:
+			h.t.Fatalf("task %q: no attempt and not waiting for the clock within %v", id, eventWait)
+		}
+	}
+}
+
+// attemptSeen is what a handler saw of one attempt.
+type attemptSeen struct {
+	at, due time.Time
+	attempt int
+}
+
+// TestRetriesKeepTheSchedule: a retry belongs to its occurrence and does not move the
+// schedule. Occurrence n of Every(d) stays due at submission + n*d however its retries
+// went (with jitter too), a cron schedule keeps its occurrences, and occurrences that
+// came due while a retry was backing off are misfires, handled by the task's Misfire
+// policy and counted (Stats.Misfired, EventMisfired).
+func TestRetriesKeepTheSchedule(t *testing.T) {
+	const m, s = time.Minute, time.Second
+	type step struct {
+		at, due time.Duration // from epoch: when the attempt starts, and its Run.Due
+		attempt int
+		fail    bool
+		jitter  bool // a retry at a random time: at and due are read from Info.NextRun
+	}
+	backoff := func(d time.Duration, attempts int) RetryPolicy {
+		return RetryPolicy{MaxAttempts: attempts, InitialBackoff: d, Multiplier: 1}
+	}
+	tests := []struct {
+		name    string
+		sched   Schedule
+		misfire MisfirePolicy
+		retry   RetryPolicy
+		steps   []step
+		missed  int           // occurrences counted as misfired
+		next    time.Duration // the next run once the steps are done
+	}{
+		{
+			name: "every 1m, one retry 10s later", sched: Every(m), retry: backoff(10*s, 3),
+			steps: []step{{m, m, 1, true, false}, {m + 10*s, m + 10*s, 2, false, false}, {2 * m, 2 * m, 1, false, false}, {3 * m, 3 * m, 1, false, false}},
+			next:  4 * m,
+		},
+		{
+			name: "every 1m, retries with jitter", sched: Every(m), retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * s, Multiplier: 1, Jitter: 0.5},
+			steps: []step{{m, m, 1, true, false}, {0, 0, 2, true, true}, {0, 0, 3, false, true}, {2 * m, 2 * m, 1, false, false}},
+			next:  3 * m,
+		},
+		{
+			name: "every 1m, an occurrence dead after its retries", sched: Every(m), retry: backoff(10*s, 2),
+			steps: []step{{m, m, 1, true, false}, {m + 10*s, m + 10*s, 2, true, false}, {2 * m, 2 * m, 1, false, false}},
+			next:  3 * m,
+		},
+		{
+			name: "fixed delay counts from the retry's end", sched: EveryAfterDone(m), retry: backoff(10*s, 3),
+			steps: []step{{m, m, 1, true, false}, {m + 10*s, m + 10*s, 2, false, false}, {2*m + 10*s, 2*m + 10*s, 1, false, false}},
+			next:  3*m + 10*s,
+		},
+		{
+			// The occurrence due at 2m passed during the backoff: fire-once runs it late,
+			// at once; nothing is missed.
+			name: "every 1m, backoff past one occurrence, fire once", sched: Every(m), retry: backoff(90*s, 3),
+			steps: []step{{m, m, 1, true, false}, {2*m + 30*s, 2*m + 30*s, 2, false, false}, {2*m + 30*s, 2 * m, 1, false, false}},
+			next:  3 * m,
+		},
+		{
+			name: "every 1m, backoff past one occurrence, skip", sched: Every(m), misfire: MisfireSkip, retry: backoff(90*s, 3),
+			steps:  []step{{m, m, 1, true, false}, {2*m + 30*s, 2*m + 30*s, 2, false, false}, {3 * m, 3 * m, 1, false, false}},
+			missed: 1, next: 4 * m,
+		},
+		{
+			// 2m and 3m passed: one run, due as the latest of them, stands for both.
+			name: "every 1m, backoff past two occurrences, fire once", sched: Every(m), retry: backoff(150*s, 3),
+			steps:  []step{{m, m, 1, true, false}, {3*m + 30*s, 3*m + 30*s, 2, false, false}, {3*m + 30*s, 3 * m, 1, false, false}},
+			missed: 1, next: 4 * m,
+		},
+		{
+			name: "every 1m, backoff past two occurrences, skip", sched: Every(m), misfire: MisfireSkip, retry: backoff(150*s, 3),
+			steps:  []step{{m, m, 1, true, false}, {3*m + 30*s, 3*m + 30*s, 2, false, false}},
+			missed: 2, next: 4 * m,
+		},
+		{
+			name: "every 1m, dead during a long backoff, skip", sched: Every(m), misfire: MisfireSkip, retry: backoff(150*s, 2),
+			steps:  []step{{m, m, 1, true, false}, {3*m + 30*s, 3*m + 30*s, 2, true, false}},
+			missed: 2, next: 4 * m,
+		},
+		{
+			name: "cron every minute, one retry 10s later", sched: Cron("* * * * *", nil), retry: backoff(10*s, 3),
+			steps: []step{{m, m, 1, true, false}, {m + 10*s, m + 10*s, 2, false, false}, {2 * m, 2 * m, 1, false, false}},
+			next:  3 * m,
+		},
+		{
+			name: "cron every minute, backoff past one occurrence, skip", sched: Cron("* * * * *", nil), misfire: MisfireSkip, retry: backoff(90*s, 3),
+			steps:  []step{{m, m, 1, true, false}, {2*m + 30*s, 2*m + 30*s, 2, false, false}, {3 * m, 3 * m, 1, false, false}},
+			missed: 1, next: 4 * m,
+		},
+		{
+			name: "cron every minute, backoff past two occurrences, fire once", sched: Cron("* * * * *", nil), retry: backoff(150*s, 3),
+			steps:  []step{{m, m, 1, true, false}, {3*m + 30*s, 3*m + 30*s, 2, false, false}, {3*m + 30*s, 3 * m, 1, false, false}},
+			missed: 1, next: 4 * m,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			seen := make(chan attemptSeen, 64)
+			fail := make(chan bool, 64)
+			h.e.Register("r", func(ctx context.Context, r *Run) error {
+				seen <- attemptSeen{at: h.fake.Time(h.fake.Now()), due: r.Due, attempt: r.Attempt}
+				if <-fail {
+					return errors.New("flaky")
+				}
+				return nil
+			})
+			h.submit(Task{ID: "r", Type: "r", Schedule: tc.sched, Misfire: tc.misfire, Retry: tc.retry})
+			now := time.Duration(0)
+			for i, st := range tc.steps {
+				if st.at > now || st.jitter {
+					in := h.settled("r")
+					want := epoch.Add(st.at)
+					if st.jitter {
+						// A retry 10s +/- 50% after the failed attempt.
+						lo, hi := epoch.Add(now+5*s), epoch.Add(now+15*s)
+						if in.State != Failed || in.NextRun.Before(lo) || in.NextRun.After(hi) {
+							t.Fatalf("before step %d: %v, next run %v; want FAILED, a retry in [%v, %v]", i+1, in.State, in.NextRun.Sub(epoch), lo.Sub(epoch), hi.Sub(epoch))
+						}
+						// The clock goes to the first tick (1 ms) at or after it, where it fires.
+						st.due = in.NextRun.Sub(epoch)
+						st.at = (st.due + time.Millisecond - 1).Truncate(time.Millisecond)
+						want = in.NextRun
+					}
+					if !in.NextRun.Equal(want) {
+						t.Fatalf("before step %d: next run at +%v, want +%v", i+1, in.NextRun.Sub(epoch), st.at)
+					}
+					h.fake.Set(epoch.Add(st.at).UnixNano())
+					now = st.at
+				}
+				fail <- st.fail
+				got, ok := h.nextAttempt(seen, "r")
+				if !ok {
+					in, _ := h.e.Get("", "r")
+					t.Fatalf("step %d: no attempt at +%v; the task is %v, next run at +%v", i+1, st.at, in.State, in.NextRun.Sub(epoch))
+				}
+				if !got.at.Equal(epoch.Add(st.at)) || !got.due.Equal(epoch.Add(st.due)) || got.attempt != st.attempt {
+					t.Fatalf("step %d: attempt %d at +%v due +%v; want attempt %d at +%v due +%v",
+						i+1, got.attempt, got.at.Sub(epoch), got.due.Sub(epoch), st.attempt, st.at, st.due)
+				}
+				switch {
+				case !st.fail:
+					h.wait(EventSucceeded, "r")
+				case i+1 < len(tc.steps) && tc.steps[i+1].attempt > 1:
+					h.wait(EventRetrying, "r")
+				default:
+					h.wait(EventDead, "r")
+				}
+			}
+			in := h.settled("r")
+			if !in.NextRun.Equal(epoch.Add(tc.next)) || in.State != Pending {
+				t.Errorf("after the steps: %v, next run at +%v; want PENDING, +%v", in.State, in.NextRun.Sub(epoch), tc.next)
+			}
+			// Counted under the lock before the task was armed again (so final once it
+			// is settled); the event is emitted after the lock is released.
+			if st := h.e.Stats(); st.Misfired != uint64(tc.missed) {
+				t.Fatalf("Stats.Misfired %d, want %d", st.Misfired, tc.missed)
+			}
+			missed := 0
+			for missed < tc.missed {
+				missed += h.wait(EventMisfired, "r").Missed
+			}
+			if missed += h.missedSoFar("r"); missed != tc.missed {
+				t.Errorf("Misfired events count %d occurrences, want %d", missed, tc.missed)
+			}
+		})
+	}
+}
