@@ -253,3 +253,178 @@ func TestRetriesKeepTheSchedule(t *testing.T) {
 		})
 	}
 }
+
+// scripted drives a recurring task of type "r" attempt by attempt on the fake clock:
+// each attempt reports what it saw and returns the outcome the test hands it.
+type scripted struct {
+	h       *harness
+	seen    chan attemptSeen
+	outcome chan error
+	now     time.Duration // the fake clock, from epoch
+}
+
+func newScripted(h *harness) *scripted {
+	s := &scripted{h: h, seen: make(chan attemptSeen, 64), outcome: make(chan error)}
+	h.e.Register("r", func(ctx context.Context, r *Run) error {
+		s.seen <- attemptSeen{at: h.fake.Time(h.fake.Now()), due: r.Due, attempt: r.Attempt}
+		select {
+		case err := <-s.outcome:
+			return err
+		case <-ctx.Done(): // the engine closes (a failed test)
+			return ctx.Err()
+		}
+	})
+	return s
+}
+
+// set moves the clock to epoch+at.
+func (s *scripted) set(at time.Duration) {
+	s.h.fake.Set(epoch.Add(at).UnixNano())
+	s.now = max(s.now, at)
+}
+
+// begin waits for the next attempt of task "r", moving the clock to at first if that is
+// later (where the task must be waiting for exactly that time), and checks it.
+func (s *scripted) begin(at, due time.Duration, attempt int) {
+	h := s.h
+	h.t.Helper()
+	if at > s.now {
+		if in := h.settled("r"); !in.NextRun.Equal(epoch.Add(at)) {
+			h.t.Fatalf("waiting for the attempt at +%v: the task is %v, next run at +%v", at, in.State, in.NextRun.Sub(epoch))
+		}
+		s.set(at)
+	}
+	got, ok := h.nextAttempt(s.seen, "r")
+	if !ok {
+		in, _ := h.e.Get("", "r")
+		h.t.Fatalf("no attempt at +%v: the task is %v, next run at +%v", at, in.State, in.NextRun.Sub(epoch))
+	}
+	if !got.at.Equal(epoch.Add(at)) || !got.due.Equal(epoch.Add(due)) || got.attempt != attempt {
+		h.t.Fatalf("attempt %d at +%v due +%v; want attempt %d at +%v due +%v",
+			got.attempt, got.at.Sub(epoch), got.due.Sub(epoch), attempt, at, due)
+	}
+}
+
+// end returns err from the attempt begun and waits for the event it causes.
+func (s *scripted) end(err error, kind EventKind) {
+	s.h.t.Helper()
+	s.outcome <- err
+	s.h.wait(kind, "r")
+}
+
+func (s *scripted) attempt(at, due time.Duration, attempt int, err error, kind EventKind) {
+	s.h.t.Helper()
+	s.begin(at, due, attempt)
+	s.end(err, kind)
+}
+
+// TestRequeueRecurringDeadOccurrence: a recurring task's dead letter is one occurrence.
+// Requeue runs that occurrence once, now or as soon as the occurrence in progress ends,
+// and leaves the schedule as it is; a task whose record is gone (or cancelled) comes
+// back with its schedule, not as a one-shot. A different task holding the ID (a higher
+// version) is still ErrExists.
+func TestRequeueRecurringDeadOccurrence(t *testing.T) {
+	const m, s = time.Minute, time.Second
+	boom := errors.New("boom")
+	flaky := RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * s, Multiplier: 1}
+	requeue := func(h *harness) Info {
+		h.t.Helper()
+		in, err := h.e.Requeue("", "r")
+		if err != nil {
+			h.t.Fatalf("Requeue: %v", err)
+		}
+		if n := h.e.Stats().DeadLetters; n != 0 {
+			h.t.Fatalf("%d dead letters after Requeue", n)
+		}
+		return in
+	}
+	t.Run("pending", func(t *testing.T) {
+		h := newHarness(t)
+		sc := newScripted(h)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		sc.attempt(m, m, 1, boom, EventDead)
+		sc.set(m + 30*s)
+		if in := requeue(h); in.State != Pending || !in.NextRun.Equal(epoch.Add(m+30*s)) {
+			t.Fatalf("Requeue: %v, next run at +%v; want PENDING, now", in.State, in.NextRun.Sub(epoch))
+		}
+		sc.attempt(m+30*s, m+30*s, 1, nil, EventSucceeded) // the dead occurrence, once
+		sc.attempt(2*m, 2*m, 1, nil, EventSucceeded)       // the schedule as it was
+		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
+	})
+	t.Run("pending, the requeued run outlasts the next occurrence", func(t *testing.T) {
+		h := newHarness(t)
+		sc := newScripted(h)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Misfire: MisfireSkip})
+		sc.attempt(m, m, 1, boom, EventDead)
+		sc.set(m + 30*s)
+		requeue(h)
+		sc.begin(m+30*s, m+30*s, 1)
+		sc.set(2*m + 30*s)
+		sc.end(nil, EventSucceeded)
+		// The occurrence due at 2m passed while the requeued one ran: a misfire, skipped.
+		if ev := h.wait(EventMisfired, "r"); ev.Missed != 1 {
+			t.Fatalf("missed %d, want 1", ev.Missed)
+		}
+		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
+	})
+	t.Run("running", func(t *testing.T) {
+		h := newHarness(t)
+		sc := newScripted(h)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		sc.attempt(m, m, 1, boom, EventDead)
+		sc.begin(2*m, 2*m, 1)
+		if in := requeue(h); in.State != Running {
+			t.Fatalf("Requeue: %v, want RUNNING (the occurrence in progress goes on)", in.State)
+		}
+		sc.end(nil, EventSucceeded)
+		sc.attempt(2*m, 2*m, 1, nil, EventSucceeded) // the dead occurrence, right after
+		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
+	})
+	t.Run("backing off", func(t *testing.T) {
+		h := newHarness(t)
+		sc := newScripted(h)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Retry: flaky})
+		sc.attempt(m, m, 1, boom, EventRetrying)
+		sc.attempt(m+10*s, m+10*s, 2, boom, EventDead)
+		sc.attempt(2*m, 2*m, 1, boom, EventRetrying)
+		if in := requeue(h); in.State != Failed {
+			t.Fatalf("Requeue: %v, want FAILED (the retry goes on)", in.State)
+		}
+		sc.attempt(2*m+10*s, 2*m+10*s, 2, nil, EventSucceeded)
+		sc.attempt(2*m+10*s, 2*m+10*s, 1, nil, EventSucceeded) // the dead occurrence
+		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
+	})
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"record gone", []Option{WithRetention(-1)}}, {"cancelled", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.opts...)
+			sc := newScripted(h)
+			h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Version: 4})
+			sc.attempt(m, m, 1, boom, EventDead)
+			if err := h.e.Cancel("", "r"); err != nil {
+				t.Fatal(err)
+			}
+			sc.set(m + 30*s)
+			in := requeue(h)
+			if in.Task.Schedule != Every(m) || in.Task.Version != 5 || !in.NextRun.Equal(epoch.Add(m+30*s)) {
+				t.Fatalf("Requeue: schedule %+v, version %d, next run at +%v; want Every(1m) again, version 5, now",
+					in.Task.Schedule, in.Task.Version, in.NextRun.Sub(epoch))
+			}
+			sc.attempt(m+30*s, m+30*s, 1, nil, EventSucceeded) // the dead occurrence
+			// The schedule starts again from the requeue: its old phase went with the record.
+			sc.attempt(2*m+30*s, 2*m+30*s, 1, nil, EventSucceeded)
+		})
+	}
+	t.Run("a different task holds the ID", func(t *testing.T) {
+		h := newHarness(t)
+		sc := newScripted(h)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		sc.attempt(m, m, 1, boom, EventDead)
+		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Version: 1})
+		if _, err := h.e.Requeue("", "r"); !errors.Is(err, ErrExists) {
+			t.Fatalf("Requeue with version 1 holding the ID of a version 0 dead letter: %v, want ErrExists", err)
+		}
+	})
+}
