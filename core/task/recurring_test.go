@@ -428,3 +428,43 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		}
 	})
 }
+
+// TestCronDSTOnTheFakeClock runs the daylight-saving cases of TestCronDST through the
+// engine: a cron task in each zone, submitted before the change, the fake clock moved to
+// each next run in turn. Every run must come at its due time, and the due times must be
+// the documented ones.
+func TestCronDSTOnTheFakeClock(t *testing.T) {
+	for _, tc := range dstCases {
+		t.Run(tc.zone+"/"+tc.name, func(t *testing.T) {
+			loc, from, to := tc.bounds(t)
+			h := newHarnessAt(t, from)
+			type run struct{ at, due time.Time }
+			runs := make(chan run, 64)
+			h.e.Register("c", func(ctx context.Context, r *Run) error {
+				runs <- run{h.fake.Time(h.fake.Now()), r.Due}
+				return nil
+			})
+			h.submit(Task{ID: "c", Type: "c", Schedule: Cron(tc.expr, loc)})
+			var dues []time.Time
+			for range 100 {
+				in := h.settled("c")
+				if in.NextRun.After(to) {
+					break
+				}
+				h.fake.Set(in.NextRun.UnixNano())
+				h.wait(EventSucceeded, "c")
+				r := <-runs
+				if !r.at.Equal(r.due) || !r.due.Equal(in.NextRun) {
+					t.Fatalf("run at %v, due %v; want both %v", r.at, r.due, in.NextRun)
+				}
+				dues = append(dues, r.due)
+			}
+			if got := utcSeconds(dues); got != tc.want {
+				t.Errorf("%q:\n got  %s\n want %s", tc.expr, got, tc.want)
+			}
+			if st := h.e.Stats(); st.Misfired != 0 || st.Succeeded != uint64(len(dues)) {
+				t.Errorf("stats: misfired %d, succeeded %d; want 0, %d", st.Misfired, st.Succeeded, len(dues))
+			}
+		})
+	}
+}
