@@ -187,10 +187,15 @@ func TestRetriesKeepTheSchedule(t *testing.T) {
 			fail := make(chan bool, 64)
 			h.e.Register("r", func(ctx context.Context, r *Run) error {
 				seen <- attemptSeen{at: h.fake.Time(h.fake.Now()), due: r.Due, attempt: r.Attempt}
-				if <-fail {
-					return errors.New("flaky")
+				select {
+				case f := <-fail:
+					if f {
+						return errors.New("flaky")
+					}
+					return nil
+				case <-ctx.Done(): // the engine closes (a failed test)
+					return ctx.Err()
 				}
-				return nil
 			})
 			h.submit(Task{ID: "r", Type: "r", Schedule: tc.sched, Misfire: tc.misfire, Retry: tc.retry})
 			now := time.Duration(0)
