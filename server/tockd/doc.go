@@ -150,4 +150,10 @@
 //   - A frame's memory is bounded by Options.MaxFrame (the length prefix is checked
 //     before the body is awaited), so a connection holds at most one frame, one 32 KiB
 //     read buffer and MaxPendingPerConn replies.
+//   - Before the handshake (conn.go, server.go): the first frame is held to
+//     Options.MaxHelloFrame (4 KiB), checked on its length prefix; at most
+//     Options.MaxHandshakes sockets are in the handshake at once (a new one crowds out
+//     the oldest, answered OVERLOADED), each for at most HandshakeTimeout; and only
+//     connections that completed HELLO count against MaxConns. So sockets without the
+//     token hold at most MaxHandshakes x (4 KiB + buffers) and never a slot of MaxConns.
 package tockd
