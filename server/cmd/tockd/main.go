@@ -74,6 +74,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		c         config
 		workers   int
 		maxTasks  int
+		maxBytes  int
 		retention time.Duration
 		level     string
 		engineTTR time.Duration
@@ -106,6 +107,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&engineTTR, "default-ttr", tockd.DefaultTTR, "time-to-run of a FIRE whose task has no timeout")
 	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
+	fs.IntVar(&maxBytes, "max-payload-bytes", 0, "most payload bytes held by task records together before submits are OVERLOADED (default 1 GiB)")
 	fs.DurationVar(&retention, "retention", time.Minute, "how long a finished task stays queryable (GET, LIST) and counts towards -max-tasks; 0: dropped as it finishes")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
@@ -184,7 +186,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if retention == 0 {
 		retention = -1 // the engine's "drop at once"
 	}
-	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks), task.WithRetention(retention)}
+	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks),
+		task.WithMaxPayloadBytes(maxBytes), task.WithRetention(retention)}
 	return c, nil
 }
 
