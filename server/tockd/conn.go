@@ -212,6 +212,7 @@ func (c *conn) handle(m protocol.Message, err error) bool {
 		return c.hello(m)
 	}
 	reply, closes := c.s.dispatch(c, m)
+	c.s.checkReply(m, reply)
 	if reply == nil {
 		return true
 	}

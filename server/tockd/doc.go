@@ -125,6 +125,13 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// Replies (replies.go): one table says, for each request type, its reply and every error
+// code it can get; PROTOCOL.md's "Replies to X:" lines say the same (a test compares
+// them), and conn.handle checks every reply against it (an unlisted one is a bug, logged
+// at Error; the package's tests panic on it). CANCEL of a finished task answers its
+// final state (TASK_STATUS), DLQ_PURGE of an absent dead letter count 0: neither is an
+// error.
+//
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
 //     handles each request synchronously against the engine (every engine call is O(1)

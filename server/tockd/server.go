@@ -30,7 +30,10 @@ type Server struct {
 
 	draining atomic.Bool   // set once by Shutdown, before it touches any connection
 	admitted atomic.Uint64 // connections admitted since New (served or crowded out later)
-	workers  atomic.Int64  // connections whose HELLO said role "worker"
+	// unlistedReplies counts replies the replies table does not list for their request
+	// (replies.go): a bug, logged at Error.
+	unlistedReplies atomic.Uint64
+	workers         atomic.Int64 // connections whose HELLO said role "worker"
 
 	disp        dispatcher    // routes due tasks to worker connections (workers.go)
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
