@@ -8,7 +8,9 @@
 //
 // Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
 // case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
-// command line wins over the environment. SIGINT or SIGTERM drains: no new connections,
+// command line wins over the environment. Secrets (-token, -admin-token, -webhook,
+// -webhook-secret, -etcd-password) also have a -NAME-file flag naming a file that holds
+// the value, so that they need not sit on a command line (secrets.go). SIGINT or SIGTERM drains: no new connections,
 // requests already read are answered, and the process exits within -drain-timeout.
 package main
 
