@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/server/tockd"
 )
 
 // TestMain runs the test binary as tockd itself when TOCKD_TEST_AS_MAIN is set, so that
@@ -74,6 +77,16 @@ func TestSecretsNotServed(t *testing.T) {
 	}
 	go io.Copy(io.Discard, stderr)
 	hc := &http.Client{Timeout: e2eWait}
+	// /healthz answers Server.Health: 200 once the client port serves (the admin port
+	// starts first, and says 503 "not serving" until then).
+	eventually(t, "/healthz 200", func() bool {
+		resp, err := hc.Get("http://" + adminAddr + "/healthz")
+		if err != nil {
+			t.Fatalf("GET /healthz: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/cmdline?debug=1", "/debug/pprof/",
 		"/", "/metrics", "/healthz", "/debug/pprof/goroutine?debug=2"} {
 		resp, err := hc.Get("http://" + adminAddr + path)
@@ -172,4 +185,29 @@ func writeTestCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestHealthzIsWired: the admin port's /healthz answers the server's Health: 503 with
+// the reason while the client port does not serve.
+func TestHealthzIsWired(t *testing.T) {
+	srv, err := tockd.New(tockd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	o := observeConfig{adminAddr: "127.0.0.1:0"}
+	adm, addr, err := o.startAdmin(srv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Shutdown(context.Background())
+	resp, err := (&http.Client{Timeout: e2eWait}).Get("http://" + addr.String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "not serving") {
+		t.Fatalf("/healthz of a server that does not serve: %d %q, want 503 not serving", resp.StatusCode, b)
+	}
 }
