@@ -34,6 +34,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"Token", Options{Token: strings.Repeat("x", protocol.MaxTokenLen+1)}},
 		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
+		{"MaxHandshakes", Options{MaxHandshakes: -1}},
+		{"MaxHelloFrame", Options{MaxHelloFrame: 1000}},
+		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
 	}
 	for _, c := range cases {
 		_, err := New(c.opts)

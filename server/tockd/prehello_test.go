@@ -25,6 +25,26 @@ func TestWelcomeEpoch(t *testing.T) {
 	}
 }
 
+// TestWelcomeEpochOnFollower: a node that does not lead announces the leader's epoch,
+// once it has read it from etcd (it polls every 200 ms).
+func TestWelcomeEpochOnFollower(t *testing.T) {
+	n := startTwoNodes(t)
+	_, epoch := n.leader.srv.leadership()
+	deadline := time.Now().Add(replyWait)
+	for {
+		c := dial(t, n.fd.addr)
+		got := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "t", Role: protocol.RoleClient})
+		c.nc.Close()
+		if got.Epoch == epoch {
+			return
+		}
+		if got.Epoch != 0 || time.Now().After(deadline) {
+			t.Fatalf("follower's WELCOME epoch %d, want the leader's %d", got.Epoch, epoch)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestPreHelloFrameLimit: before HELLO only a frame of MaxHelloFrame bytes is read; a
 // larger length prefix is answered FRAME_TOO_LARGE and closed at once, without waiting
 // for (or buffering) its body. A HELLO of exactly MaxHelloFrame bytes is accepted.
