@@ -63,6 +63,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			e := storeError(deleteErr)
 			e.ID = id
 			e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
+			s.checkReply(m, e) // a reply sent later, outside conn.handle's check
 			c.pushReply(e)
 		}) {
 			return nil, false
