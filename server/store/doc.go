@@ -29,6 +29,9 @@
 //     etcd ops (counting the nested levels, as etcd does) and at most
 //     Options.MaxTxnBytes of keys and values; each record succeeds or fails on
 //     its own.
+//   - A delete (DeleteBatch) names the version it removes: it applies only while
+//     the record is stored at exactly that version (be64(v) <= value < be64(v+1)),
+//     so the end of a replaced version never removes its successor's record.
 //   - Load reads the whole record range at one revision, in pages of
 //     Options.LoadPageSize, and returns that revision: a later watch from
 //     rev+1 sees every change after the snapshot.

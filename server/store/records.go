@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -235,22 +236,29 @@ func (f Fence) held(resp *clientv3.TxnResponse) bool { return f.Key == "" || res
 // Key names one record.
 type Key struct{ Namespace, ID string }
 
+// Versioned names one version of a record.
+type Versioned struct {
+	Key
+	Version uint64
+}
+
 // DeleteBatch removes records (each with its progress, next.go) in as few transactions
-// as Options.MaxTxnOps allows, up to
-// Options.TxnConcurrency of them in flight at once; absent records are no error. On an error some
-// transactions may have committed: deleting again is harmless.
-func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
-	return s.DeleteBatchFenced(ctx, Fence{}, keys)
+// as Options.MaxTxnOps allows, up to Options.TxnConcurrency of them in flight at once.
+// Each record goes only while it is stored at the version named: a record replaced by
+// a later version meanwhile stays, and so does its progress. Absent records are no
+// error. On an error some transactions may have committed: deleting again is harmless.
+func (s *Store) DeleteBatch(ctx context.Context, recs []Versioned) error {
+	return s.DeleteBatchFenced(ctx, Fence{}, recs)
 }
 
 // DeleteBatchFenced is DeleteBatch that deletes only while f holds: otherwise it
 // returns ErrFenced (some transactions may have run before f stopped holding).
-func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) error {
+func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
-	for _, k := range keys {
-		key, err := s.key(k.Namespace, k.ID)
+	for _, r := range recs {
+		key, err := s.key(r.Namespace, r.ID)
 		if err != nil {
 			return err
 		}
@@ -258,9 +266,9 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 			continue
 		}
 		seen[key] = true
-		nk, _ := s.nextKey(k.Namespace, k.ID) // valid when key is
-		ops = append(ops, clientv3.OpDelete(key), clientv3.OpDelete(nk))
-		if len(ops) >= s.opts.MaxTxnOps-1 {
+		nk, _ := s.nextKey(r.Namespace, r.ID) // valid when key is
+		ops = append(ops, deleteOp(key, nk, r.Version))
+		if len(ops) == s.opts.MaxTxnOps-deleteDepth {
 			txns, ops = append(txns, ops), nil
 		}
 	}
@@ -268,6 +276,27 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 		txns = append(txns, ops)
 	}
 	return s.commitFenced(ctx, f, txns, "delete records")
+}
+
+// deleteDepth is what one deleteOp costs against MaxTxnOps beyond its slot in the
+// outer transaction: two nested levels, the inner one with two deletes (etcd charges
+// each level's largest branch against its parent's budget).
+const deleteDepth = 3
+
+// deleteOp deletes key and its progress nk if key holds version v (its value starts
+// with be64(v)):
+//
+//	txn( value < be64(v) ? nothing : txn( value < be64(v+1) ? delete key, nk : nothing ) )
+//
+// A compare of an absent key's value fails, so an absent record deletes nothing.
+func deleteOp(key, nk string, v uint64) clientv3.Op {
+	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(nk)}
+	if v < math.MaxUint64 {
+		del = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v+1)))}, del, nil)}
+	}
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v)))}, nil, del)
 }
 
 // commitFenced commits txns, each one transaction conditional on f, TxnConcurrency at

@@ -68,7 +68,8 @@
 //     task's version. Store errors: ErrExists EXISTS; ErrInvalid and ErrTooLarge
 //     INVALID_TASK; anything else (etcd unreachable, timeout) OVERLOADED, since the write
 //     is idempotent and a later retry is right. If the engine then refuses the task, its
-//     record is deleted again.
+//     record is deleted again: that version's record only (a later version that won
+//     meanwhile keeps its own), and fenced by this node's term.
 //   - Before writing, a durable submit whose version is at or below one the engine holds
 //     (any class) is refused EXISTS, and an ephemeral submit that would replace a durable
 //     task is refused INVALID_TASK, field durability: one key has one class.
@@ -79,8 +80,9 @@
 //     ends for good: SUCCEEDED or DEAD for a one-shot task, CANCELLED for any. A
 //     goroutine deletes them in order, retries a failed Delete with backoff (5 tries),
 //     and logs at Error one it gives up on (the task then comes back at the next start).
-//     A durable resubmit of the same key waits for a Delete in flight and cancels a
-//     queued one. After that the task reads as ephemeral (GET of a retained finished
+//     Every delete names the version that ended (store.DeleteBatchFenced), so a durable
+//     resubmit of the same key at a later version, queued or in flight beside the old
+//     version's delete, keeps its new record. After that the task reads as ephemeral (GET of a retained finished
 //     task, dead letters, a requeued dead task: it is no longer recorded).
 //   - New loads every record and submits it to the engine before it returns (so before
 //     any connection): due times in the past fire at once, recurring tasks continue from

@@ -48,9 +48,9 @@ type durability struct {
 	occurrence     func(task.Event)
 	forgetProgress func(ns, id string)
 	tasks          map[taskKey]durEntry
-	queue          []taskKey                 // records to delete, in event order
-	queued         map[taskKey]bool          // the keys in queue
-	deleting       map[taskKey]chan struct{} // a Delete in flight; closed when it ends
+	queue          []taskKey          // records to delete, in event order
+	queued         map[taskKey]uint64 // the keys in queue: the version whose record goes
+	deleting       map[taskKey]bool   // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
@@ -63,8 +63,8 @@ type durability struct {
 }
 
 func newDurability(st *store.Store, s *Server) *durability {
-	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]bool{},
-		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
+	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
@@ -116,10 +116,10 @@ func (d *durability) onEvent(ev task.Event) {
 		return // a one-shot task's retry: it goes on
 	}
 	delete(d.tasks, k)
-	if !d.queued[k] {
-		d.queued[k] = true
+	if _, ok := d.queued[k]; !ok {
 		d.queue = append(d.queue, k)
 	}
+	d.queued[k] = e.version // an older version queued was replaced by this one's record
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
@@ -140,8 +140,9 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, busy := d.deleting[k]
+	_, queued := d.queued[k]
 	e, held := d.tasks[k]
-	if !d.queued[k] && !busy && !(ending && held && !e.recurring) {
+	if !queued && !busy && !(ending && held && !e.recurring) {
 		return false
 	}
 	d.waiters[k] = append(d.waiters[k], fn)
@@ -151,7 +152,8 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 // run is the deleter goroutine: it deletes the queued records in batches (one etcd
 // transaction per store.Options.MaxTxnOps keys: a group commit, so deletes keep up with
 // acknowledgements) until stop, and then the ones still queued; after each batch it runs
-// the batch's waiters.
+// the batch's waiters. Each delete names the version that ended, so a task resubmitted
+// at a later version meanwhile keeps its new record.
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -165,37 +167,25 @@ func (d *durability) run() {
 		}
 		batch := d.queue
 		d.queue = nil
-		var keys []store.Key
-		var now []func(error) // waiters of keys resubmitted meanwhile: nothing to delete
-		ch := make(chan struct{})
+		keys := make([]store.Versioned, 0, len(batch))
 		for _, k := range batch {
+			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k]})
 			delete(d.queued, k)
-			if _, again := d.tasks[k]; again {
-				// Resubmitted durable since it finished: the record is the new one.
-				now = append(now, d.waiters[k]...)
-				delete(d.waiters, k)
-				continue
-			}
-			d.deleting[k] = ch
-			keys = append(keys, store.Key{Namespace: k.ns, ID: k.id})
+			d.deleting[k] = true
 		}
 		d.mu.Unlock()
-		for _, fn := range now {
-			fn(nil)
-		}
-		var err error
-		if len(keys) > 0 {
-			err = d.deleteRecords(keys)
-		}
+		err := d.deleteRecords(keys)
 		d.mu.Lock()
 		var done []func(error)
 		for _, k := range keys {
 			tk := taskKey{k.Namespace, k.ID}
 			delete(d.deleting, tk)
+			if _, again := d.queued[tk]; again {
+				continue // a later version ended meanwhile: its waiters wait for its delete
+			}
 			done = append(done, d.waiters[tk]...)
 			delete(d.waiters, tk)
 		}
-		close(ch)
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
 		for _, fn := range done {
@@ -210,7 +200,7 @@ func (d *durability) run() {
 // failure it gave up on (logged at Error: those tasks come back at the next load), at
 // once for store.ErrFenced: a node that no longer leads must not delete records the next
 // leader may already have loaded.
-func (d *durability) deleteRecords(keys []store.Key) error {
+func (d *durability) deleteRecords(keys []store.Versioned) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		err := store.ErrFenced
@@ -306,20 +296,12 @@ func (d *durability) stop(ctx context.Context) {
 var errShutdownPending = errors.New("tockd: shutting down before the record was deleted")
 
 // claim registers ns/id at version v as a durable submit in progress. It refuses
-// (EXISTS) a version at or below a durable task already held, and waits for a Delete of
-// the same key in flight, so that the Delete cannot remove the new record.
+// (EXISTS) a version at or below a durable task already held. A delete of an earlier
+// version's record, queued or in flight, cannot remove the new record: it names its own
+// version.
 func (d *durability) claim(k taskKey, e durEntry) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for {
-		ch, busy := d.deleting[k]
-		if !busy {
-			break
-		}
-		d.mu.Unlock()
-		<-ch
-		d.mu.Lock()
-	}
 	if old, ok := d.tasks[k]; ok && e.version <= old.version {
 		return &protocol.Error{Code: protocol.CodeExists,
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
@@ -562,7 +544,9 @@ func (s *Server) writeRecords(ps []prepared) {
 }
 
 // submitPrepared submits p (its record, if durable, is written) to the engine. If the
-// engine refuses a durable task, its record is deleted again.
+// engine refuses a durable task, its record is deleted again: that version's only (a
+// later version may have replaced it meanwhile, and won in the engine), and fenced by
+// this node's term.
 func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	if p.err != nil {
 		return task.Info{}, p.err
@@ -570,12 +554,17 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	in, err := s.engine.Submit(p.t)
 	if err != nil && p.w.Durability == protocol.Durable {
 		s.dur.release(p.key, p.entry)
-		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		if derr := s.opts.Store.Delete(ctx, p.key.ns, p.key.id); derr != nil {
-			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
-				"ns", p.key.ns, "id", p.key.id, "err", derr)
+		derr := store.ErrFenced
+		if f := s.fence.Load(); f != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+			derr = s.opts.Store.DeleteBatchFenced(ctx, *f, []store.Versioned{
+				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
+			cancel()
 		}
-		cancel()
+		if derr != nil {
+			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
+				"ns", p.key.ns, "id", p.key.id, "version", p.t.Version, "err", derr)
+		}
 	}
 	return in, err
 }
