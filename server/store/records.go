@@ -314,6 +314,16 @@ func (s *Store) commitFenced(ctx context.Context, f Fence, txns [][]clientv3.Op,
 	})
 }
 
+// Revision returns etcd's current revision (one linearizable read): every write
+// committed before the call is at or below it.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.tasks, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("store: read the revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
 // Load calls fn for every record, in key order, from one snapshot read in
 // pages of LoadPageSize, and returns the snapshot's revision: watch from
 // rev+1 to see every later change. An error from fn stops Load and is

@@ -25,8 +25,9 @@
 //
 //   - Hot standby (standby.go): a node that does not lead mirrors the durable records
 //     and run locks (one paged read, then a watch of the store's prefix); elected, it
-//     loads from the mirror once the mirror has seen its own election key's write, and
-//     reads etcd only if the mirror lags.
+//     reads etcd's revision (after Campaign returned, so after the last leader's final
+//     write), loads from the mirror once the mirror has applied every write up to it,
+//     and reads etcd only if the mirror lags.
 //   - Fencing: every durable write (a submit's record, a finished task's delete) is an
 //     etcd transaction conditional on this node's election key (store.Fence), so a
 //     deposed leader's late write is refused rather than landing after the next leader
