@@ -71,6 +71,13 @@
 //     is idempotent and a later retry is right. If the engine then refuses the task, its
 //     record is deleted again: that version's record only (a later version that won
 //     meanwhile keeps its own), and fenced by this node's term.
+//   - A durable submit is recorded in the term it was claimed in (the server's fence when
+//     it was prepared; commit.go refuses a later term's). If that term ends after the
+//     write but before the task enters the engine, the task stays out of this engine
+//     (it would be untracked there, as if ephemeral) and is answered as accepted: its
+//     record is the next leader's, which loads and runs it. durability.term orders a
+//     submit's entry into the engine against dropDurable, which drops every durable
+//     task at a step-down.
 //   - Before writing, a durable submit whose version is at or below one the engine holds
 //     (any class) is refused EXISTS, and an ephemeral submit that would replace a durable
 //     task is refused INVALID_TASK, field durability: one key has one class.

@@ -40,6 +40,12 @@ type durability struct {
 		Debug(string, ...any)
 	}
 
+	// term is held for reading across a durable submit's entry into the engine (with the
+	// check that its term still is the server's) and for writing by dropDurable: a task
+	// recorded in a term enters the engine only while that term's tasks are held, so
+	// dropDurable drops it with them. Lock order: term, then the engine, then mu.
+	term sync.RWMutex
+
 	mu     sync.Mutex
 	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
 	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
@@ -458,7 +464,8 @@ type prepared struct {
 	t     task.Task
 	key   taskKey
 	entry durEntry
-	err   error // conversion or refusal; the task is not submitted
+	term  *store.Fence // durable: Server.fence when claimed, the term it is recorded in
+	err   error        // conversion or refusal; the task is not submitted
 }
 
 // prepare converts w and, for a durable task, checks it can be recorded and claims it.
@@ -490,6 +497,11 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
 		return p
 	}
+	// The term first: a claim made after it ended is refused at the write (commit.go).
+	if p.term = s.fence.Load(); p.term == nil {
+		p.err = storeError(store.ErrFenced)
+		return p
+	}
 	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive}
 	if err := s.dur.claim(p.key, p.entry); err != nil {
 		p.err = err
@@ -514,10 +526,19 @@ func (p *prepared) record(now time.Time) (store.Record, error) {
 func (s *Server) writeRecords(ps []prepared) {
 	var idx []int
 	var recs []store.Record
+	var term *store.Fence
 	now := time.Now()
 	for i := range ps {
 		p := &ps[i]
 		if p.err != nil || p.w.Durability != protocol.Durable {
+			continue
+		}
+		if term == nil {
+			term = p.term
+		}
+		if p.term != term { // the term changed while the request was prepared
+			p.err = storeError(store.ErrFenced)
+			s.dur.release(p.key, p.entry)
 			continue
 		}
 		r, err := p.record(now)
@@ -534,7 +555,7 @@ func (s *Server) writeRecords(ps []prepared) {
 	}
 	// Grouped with other requests' records (commit.go) and fenced by this node's term:
 	// a node deposed meanwhile writes nothing the next leader would not see.
-	errs := s.committer.put(s, recs)
+	errs := s.committer.put(s, term, recs)
 	for j, i := range idx {
 		if errs[j] != nil {
 			ps[i].err = storeError(errs[j])
@@ -546,16 +567,32 @@ func (s *Server) writeRecords(ps []prepared) {
 // submitPrepared submits p (its record, if durable, is written) to the engine. If the
 // engine refuses a durable task, its record is deleted again: that version's only (a
 // later version may have replaced it meanwhile, and won in the engine), and fenced by
-// this node's term.
+// its term.
+//
+// A durable task whose term has ended (the node stepped down after the record was
+// written) does not enter the engine: its record, written in that term, is loaded by
+// the next leader (this node again, perhaps), which runs it. It is answered as accepted
+// (PENDING, due at its first occurrence as of now), since it will run.
 func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	if p.err != nil {
 		return task.Info{}, p.err
 	}
+	if p.w.Durability != protocol.Durable {
+		return s.engine.Submit(p.t)
+	}
+	d := s.dur
+	d.term.RLock() // dropDurable waits: the task enters the engine before it drops them
+	if s.fence.Load() != p.term {
+		d.term.RUnlock()
+		next, _ := p.t.Schedule.First(time.Now()) // ToTask checked the schedule
+		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
+	}
 	in, err := s.engine.Submit(p.t)
-	if err != nil && p.w.Durability == protocol.Durable {
+	d.term.RUnlock()
+	if err != nil {
 		s.dur.release(p.key, p.entry)
 		derr := store.ErrFenced
-		if f := s.fence.Load(); f != nil {
+		if f := p.term; s.fence.Load() == f {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 			derr = s.opts.Store.DeleteBatchFenced(ctx, *f, []store.Versioned{
 				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})

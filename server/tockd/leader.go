@@ -175,6 +175,8 @@ func (s *Server) evictWorkers() {
 // durable entries here when the engine forgets them).
 func (s *Server) dropDurable() {
 	d := s.dur
+	d.term.Lock() // no durable submit is entering the engine (durability.term)
+	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
 	for k := range d.tasks {
