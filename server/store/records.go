@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -80,10 +82,10 @@ type pending struct {
 
 // PutBatch stores recs as Put does, packed into transactions of at most
 // MaxTxnOps ops and MaxTxnBytes bytes. errs[i] is the outcome of recs[i]
-// (nil, ErrExists, ErrInvalid, ErrDuplicate, ErrTooLarge). err reports a
-// failed transaction: it stops the batch, and every record of that and later
-// transactions gets err in errs too (the failed one may or may not have
-// committed; retrying is safe, since rewriting an identical value succeeds).
+// (nil, an *ExistsError, ErrInvalid, ErrDuplicate, ErrTooLarge). err reports a
+// failed transaction, and every record of it gets err in errs too: wrapped in
+// ErrUncertain when it may have committed (retrying is safe, since rewriting an
+// identical value succeeds), otherwise known not to have written.
 func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
 	return s.PutBatchFenced(ctx, Fence{}, recs)
 }
@@ -167,7 +169,7 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 	}
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("store: put txn of %d records: %w", len(g), err)
+		return txnFailed(fmt.Sprintf("put txn of %d records", len(g)), err)
 	}
 	if !f.held(resp) {
 		return ErrFenced
@@ -191,10 +193,18 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 			continue // replaced a lower version
 		}
 		get := inner.Responses[0].GetResponseRange()
-		if get != nil && len(get.Kvs) == 1 && bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
+		if get == nil || len(get.Kvs) != 1 {
+			return fmt.Errorf("store: put txn: response %d has no stored value", i)
+		}
+		if bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
 			continue // identical value already stored: idempotent retry
 		}
-		errs[p.idx] = fmt.Errorf("%w: %s", ErrExists, p.key)
+		stored, err := s.decode(get.Kvs[0].Key, get.Kvs[0].Value)
+		if err != nil {
+			errs[p.idx] = err
+			continue
+		}
+		errs[p.idx] = &ExistsError{Stored: stored}
 	}
 	return nil
 }
@@ -305,13 +315,31 @@ func (s *Store) commitFenced(ctx context.Context, f Fence, txns [][]clientv3.Op,
 	return s.concurrently(len(txns), func(i int) error {
 		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
 		if err != nil {
-			return fmt.Errorf("store: %s (%d ops): %w", what, len(txns[i]), err)
+			return txnFailed(fmt.Sprintf("%s (%d ops)", what, len(txns[i])), err)
 		}
 		if !f.held(resp) {
 			return ErrFenced
 		}
 		return nil
 	})
+}
+
+// refusedUnproposed are etcd's refusals of a request before it is proposed to raft: a
+// write that fails with one of them has not committed.
+var refusedUnproposed = []error{rpctypes.ErrNoSpace, rpctypes.ErrTooManyRequests, rpctypes.ErrTooManyOps,
+	rpctypes.ErrRequestTooLarge, rpctypes.ErrDuplicateKey, rpctypes.ErrNoLeader, rpctypes.ErrPermissionDenied}
+
+// txnFailed is the error of a write transaction (what names it) whose Commit failed:
+// wrapped in ErrUncertain unless etcd refused it unproposed. A timeout, a lost
+// connection, a cancelled context and any error this does not know leave the outcome
+// unknown: the request may have reached etcd and committed.
+func txnFailed(what string, err error) error {
+	for _, known := range refusedUnproposed {
+		if errors.Is(err, known) {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUncertain, what, err)
 }
 
 // Revision returns etcd's current revision (one linearizable read): every write

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 )
 
@@ -468,5 +469,43 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 	}
 	if next, _ := s.NextAt(ctx, 0); len(next) != 0 {
 		t.Fatalf("progress after its record went: %v", next)
+	}
+}
+
+// A refused put reports the record etcd holds, so that a caller can recognise its own
+// earlier write.
+func TestExistsCarriesTheStoredRecord(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("second")})
+	var ee *ExistsError
+	if !errors.Is(err, ErrExists) || !errors.As(err, &ee) || ee.Stored.Version != 3 || string(ee.Stored.Body) != "first" {
+		t.Fatalf("put over an equal version: %v (%+v), want an ExistsError holding the stored record", err, ee)
+	}
+}
+
+// A failed write is uncertain unless etcd refused it before proposing it.
+func TestTxnFailedClassifies(t *testing.T) {
+	for _, c := range []struct {
+		err       error
+		uncertain bool
+	}{
+		{context.DeadlineExceeded, true},
+		{context.Canceled, true},
+		{rpctypes.ErrTimeout, true},
+		{rpctypes.ErrTimeoutDueToConnectionLost, true},
+		{errors.New("rpc error: code = Unavailable desc = connection reset"), true},
+		{rpctypes.ErrNoSpace, false},
+		{rpctypes.ErrTooManyRequests, false},
+		{rpctypes.ErrTooManyOps, false},
+		{rpctypes.ErrNoLeader, false},
+	} {
+		err := txnFailed("put", c.err)
+		if errors.Is(err, ErrUncertain) != c.uncertain || !errors.Is(err, c.err) {
+			t.Errorf("txnFailed(%v) = %v: uncertain %v, want %v (and the cause kept)", c.err, err, errors.Is(err, ErrUncertain), c.uncertain)
+		}
 	}
 }

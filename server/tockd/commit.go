@@ -24,6 +24,9 @@ type committer struct {
 	queue   []*commitReq
 	busy    bool          // a request's goroutine is committing
 	commits atomic.Uint64 // shared writes made (STATS durable_commits)
+	// afterPut, if set (by tests, before Serve), replaces each shared write's outcome
+	// once the write is done: a write that landed can be made to look as if it timed out.
+	afterPut func(recs []store.Record, errs []error) []error
 }
 
 type commitReq struct {
@@ -109,6 +112,9 @@ func (s *Server) commit(batch []*commitReq) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
+		if s.committer.afterPut != nil {
+			errs = s.committer.afterPut(all, errs)
+		}
 	}
 	for _, r := range batch {
 		if f != nil && r.fence == f {

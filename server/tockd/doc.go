@@ -67,10 +67,15 @@
 //     body (the codec's own encoding); an "after" delay is recorded as the absolute "at"
 //     time it stands for, so a restart does not start it over. Record version = the
 //     task's version. Store errors: ErrExists EXISTS; ErrInvalid and ErrTooLarge
-//     INVALID_TASK; anything else (etcd unreachable, timeout) OVERLOADED, since the write
-//     is idempotent and a later retry is right. If the engine then refuses the task, its
-//     record is deleted again: that version's record only (a later version that won
-//     meanwhile keeps its own), and fenced by this node's term.
+//     INVALID_TASK; ErrFenced NOT_LEADER; ErrUncertain (a timeout, a connection lost
+//     mid-write: the record may exist) UNCERTAIN; anything else (etcd refused or could
+//     not be reached before writing) OVERLOADED. A retry is idempotent: a record already
+//     stored at the submit's version that differs from the retry's only in the "at" an
+//     "after" delay was stamped into counts as the retry's own, and the task takes the
+//     stored due time. If the engine then refuses the task, its record is deleted
+//     again: that version's record only (a later version that won meanwhile keeps its
+//     own), and fenced by this node's term; if that delete fails, the reply is
+//     UNCERTAIN, not the engine's refusal (the record stays for the next leader).
 //   - A durable submit is recorded in the term it was claimed in (the server's fence when
 //     it was prepared; commit.go refuses a later term's). If that term ends after the
 //     write but before the task enters the engine, the task stays out of this engine

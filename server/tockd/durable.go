@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -369,9 +370,11 @@ func storedForm(w *protocol.Task, now time.Time) protocol.Task {
 }
 
 // storeError maps a store error to the reply: ErrExists is EXISTS; ErrInvalid and
-// ErrTooLarge are INVALID_TASK (the client can fix them); anything else (etcd
-// unreachable, a timeout, a failed transaction) is OVERLOADED, because the write is
-// idempotent and a retry later is the right response.
+// ErrTooLarge are INVALID_TASK (the client can fix them); ErrFenced is NOT_LEADER
+// (nothing was written); ErrUncertain (a timeout, a connection lost mid-write) is
+// UNCERTAIN: the write may have committed, and a retry of the same submit is accepted
+// once either way (writeRecords); anything else (etcd refused or could not be reached
+// before writing) is OVERLOADED: nothing was written, and a retry later is right.
 func storeError(err error) *protocol.Error {
 	e := &protocol.Error{Message: err.Error()}
 	switch {
@@ -383,6 +386,8 @@ func storeError(err error) *protocol.Error {
 		e.Code, e.Field = protocol.CodeInvalidTask, "payload"
 	case errors.Is(err, store.ErrFenced):
 		e.Code, e.Message = protocol.CodeNotLeader, "this node stopped leading during the write; nothing was recorded: retry at the leader"
+	case errors.Is(err, store.ErrUncertain):
+		e.Code, e.Message = protocol.CodeUncertain, "the durable store's write may or may not have committed; resubmitting the same task is safe: "+err.Error()
 	default:
 		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
 	}
@@ -557,11 +562,41 @@ func (s *Server) writeRecords(ps []prepared) {
 	// a node deposed meanwhile writes nothing the next leader would not see.
 	errs := s.committer.put(s, term, recs)
 	for j, i := range idx {
-		if errs[j] != nil {
+		if errs[j] != nil && !ps[i].retried(recs[j], errs[j]) {
 			ps[i].err = storeError(errs[j])
 			s.dur.release(ps[i].key, ps[i].entry)
 		}
 	}
+}
+
+// retried reports whether err, the refusal of p's record rec, is a retry of p's own
+// earlier write: the stored record has p's version and differs from rec at most in the
+// "at" an "after" delay was stamped into (storedForm), by an earlier attempt (one
+// answered UNCERTAIN whose write did land). Then p takes the stored form, so that the
+// engine runs the task when its record says.
+func (p *prepared) retried(rec store.Record, err error) bool {
+	var ee *store.ExistsError
+	if !errors.As(err, &ee) || ee.Stored.Version != rec.Version || p.w.Schedule.Kind != task.KindAfter {
+		return false
+	}
+	stored, derr := decodeTask(ee.Stored.Body)
+	if derr != nil || stored.Schedule.Kind != task.KindAt {
+		return false
+	}
+	mine, derr := decodeTask(rec.Body)
+	if derr != nil || stored.Schedule.At > mine.Schedule.At {
+		return false
+	}
+	mine.Schedule.At = stored.Schedule.At
+	if body, eerr := encodeTask(&mine); eerr != nil || !bytes.Equal(body, ee.Stored.Body) {
+		return false
+	}
+	t, terr := protocol.ToTask(&stored)
+	if terr != nil {
+		return false
+	}
+	p.t = t
+	return true
 }
 
 // submitPrepared submits p (its record, if durable, is written) to the engine. If the
@@ -601,6 +636,9 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 		if derr != nil {
 			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
 				"ns", p.key.ns, "id", p.key.id, "version", p.t.Version, "err", derr)
+			// The record stays, and the next leader may run the task: not a plain refusal.
+			return in, &protocol.Error{Code: protocol.CodeUncertain, Message: fmt.Sprintf(
+				"refused by this node's engine (%v), but its record could not be deleted (%v): the next leader may run it; resubmitting the same task is safe", err, derr)}
 		}
 	}
 	return in, err
