@@ -124,3 +124,51 @@ func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 		t.Fatalf("record at version %d after v2 was refused, want v3's (0: none)", got)
 	}
 }
+
+// The deleter's side of the same hole: version 1 ended (its delete queued) and version 2
+// was claimed before the deleter took the batch. Whether v2's write then fails or lands
+// first, the delete removes v1's record and only v1's.
+func TestQueuedDeleteBesideAResubmit(t *testing.T) {
+	for _, v2Lands := range []bool{false, true} {
+		t.Run(fmt.Sprintf("v2_lands=%v", v2Lands), func(t *testing.T) {
+			st := openStore(t, t.TempDir())
+			defer st.Close()
+			ds := startDurable(t, st, nil)
+			defer ds.stop(t)
+			v1 := durableTask("k", time.Hour)
+			v1.Version = 1
+			submit(t, connect(t, ds.addr), 2, v1)
+			d := ds.srv.dur
+			k := taskKey{"default", "k"}
+			v2 := durEntry{version: 2}
+			d.mu.Lock() // the deleter cannot take the batch until this is done
+			ended := d.tasks[k]
+			delete(d.tasks, k) // v1 ends: what onEvent does
+			d.queue = append(d.queue, k)
+			d.queued[k] = ended.version
+			d.tasks[k] = v2 // v2 is claimed: what prepare does
+			if v2Lands {
+				rec := store.Record{Namespace: "default", ID: "k", Version: 2, Body: []byte("v2")}
+				if err := st.Put(context.Background(), rec); err != nil {
+					d.mu.Unlock()
+					t.Fatal(err)
+				}
+			}
+			d.cond.Broadcast()
+			d.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+			defer cancel()
+			d.flush(ctx)
+			if !v2Lands {
+				d.release(k, v2) // v2's write failed
+			}
+			want := uint64(0)
+			if v2Lands {
+				want = 2
+			}
+			if got, ok := storedVersions(t, st)["default/k"]; got != want || ok != (want != 0) {
+				t.Fatalf("record at version %d (stored %v) after v1's delete, want %d (0: none)", got, ok, want)
+			}
+		})
+	}
+}
