@@ -84,8 +84,11 @@
 //     submit's entry into the engine against dropDurable, which drops every durable
 //     task at a step-down.
 //   - Before writing, a durable submit whose version is at or below one the engine holds
-//     (any class) is refused EXISTS, and an ephemeral submit that would replace a durable
-//     task is refused INVALID_TASK, field durability: one key has one class.
+//     (any class) is refused EXISTS, unless it is the durable task held at that version,
+//     as recorded (durEntry's print of the record; for an "after" task, ignoring the
+//     stamped due time): then it is a retry, answered with the task as held. An
+//     ephemeral submit that would replace a durable task is refused INVALID_TASK, field
+//     durability: one key has one class.
 //   - The server keeps the set of durable engine tasks (namespace/ID, version) and states
 //     the class from it in TASK_STATUS, BATCH_RESULT, GET and LIST.
 //   - The engine's OnEvent hook (New needs to make the engine; an OnEvent in

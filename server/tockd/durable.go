@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,31 @@ type durEntry struct {
 	version   uint64
 	recurring bool // Every or Cron: only CANCELLED ends it
 	exclusive bool // its runs hold a run lock in etcd (exclusive.go)
+	fp        recordPrint
+}
+
+// recordPrint identifies a record's content, so that a resubmit of the very task a
+// durable entry holds is recognised as a retry (prepare): whole hashes the record's
+// body; noAt hashes it with an "at" schedule's due time zeroed, which is all an "after"
+// submit's records differ in from one attempt to the next (storedForm stamps the time).
+// The hashes are maphash's, seeded per process: they are compared within it only.
+type recordPrint struct{ whole, noAt uint64 }
+
+var printSeed = maphash.MakeSeed()
+
+// printOf is the print of the record whose body is body, sw decoded.
+func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
+	p := recordPrint{whole: maphash.Bytes(printSeed, body)}
+	p.noAt = p.whole
+	if sw.Schedule.Kind == task.KindAt {
+		sw.Schedule.At = 0
+		b, err := encodeTask(&sw)
+		if err != nil {
+			return recordPrint{}, err
+		}
+		p.noAt = maphash.Bytes(printSeed, b)
+	}
+	return p, nil
 }
 
 // durability tracks which engine tasks are durable and deletes the store records of
@@ -326,6 +352,22 @@ func (d *durability) release(k taskKey, e durEntry) {
 	}
 }
 
+// holds reports whether the durable entry of k is at version v with a record whose
+// print is fp (its noAt hash if afterKind: the submit is an "after" task, whose record's due time
+// was stamped at its own attempt).
+func (d *durability) holds(k taskKey, v uint64, fp recordPrint, afterKind bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.tasks[k]
+	if !ok || e.version != v {
+		return false
+	}
+	if afterKind {
+		return e.fp.noAt == fp.noAt
+	}
+	return e.fp.whole == fp.whole
+}
+
 // held reports whether ns/id is a durable task the engine holds.
 func (d *durability) held(k taskKey) bool {
 	d.mu.Lock()
@@ -445,7 +487,10 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 			if due, ok := next[sk]; ok {
 				nextDue = time.Unix(0, due)
 			}
-			if err = s.dur.claim(k, e); err == nil {
+			if e.fp, err = printOf(w, r.Body); err == nil {
+				err = s.dur.claim(k, e)
+			}
+			if err == nil {
 				if t.Exclusive && locked[sk] {
 					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
 				} else if _, err = s.engine.Resume(t, nextDue); err != nil {
@@ -469,7 +514,9 @@ type prepared struct {
 	t     task.Task
 	key   taskKey
 	entry durEntry
+	rec   store.Record // durable: the record to write
 	term  *store.Fence // durable: Server.fence when claimed, the term it is recorded in
+	held  *task.Info   // durable: a retry of the task the engine holds, as it holds it
 	err   error        // conversion or refusal; the task is not submitted
 }
 
@@ -496,9 +543,20 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
 		return p
 	}
+	var fp recordPrint
+	if p.rec, fp, p.err = p.record(time.Now()); p.err != nil {
+		p.err = fmt.Errorf("encode the durable record: %w", p.err)
+		return p
+	}
 	// The engine would refuse a version at or below one it holds (an ephemeral task, or
-	// a finished one it retains): refuse before writing a record.
+	// a finished one it retains): refuse before writing a record. A resubmit of the
+	// durable task it holds, as recorded (an earlier answer was lost, or UNCERTAIN and
+	// the record was loaded by this leader), is answered with the task as it is.
 	if in, err := s.engine.Get(p.t.Namespace, p.t.ID); err == nil && p.t.Version <= in.Task.Version {
+		if p.t.Version == in.Task.Version && s.dur.holds(p.key, p.t.Version, fp, w.Schedule.Kind == task.KindAfter) {
+			p.held = &in
+			return p
+		}
 		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
 		return p
 	}
@@ -507,22 +565,23 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 		p.err = storeError(store.ErrFenced)
 		return p
 	}
-	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive}
+	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp}
 	if err := s.dur.claim(p.key, p.entry); err != nil {
 		p.err = err
 	}
 	return p
 }
 
-// record builds p's store record (p is durable and claimed).
-func (p *prepared) record(now time.Time) (store.Record, error) {
+// record builds p's store record (p is durable) and its print.
+func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
 	sw := storedForm(p.w, now)
 	sw.Namespace = p.t.Namespace
 	body, err := encodeTask(&sw)
 	if err != nil {
-		return store.Record{}, err
+		return store.Record{}, recordPrint{}, err
 	}
-	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, nil
+	fp, err := printOf(sw, body)
+	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, fp, err
 }
 
 // writeRecords writes the records of the durable, claimed tasks of ps, in a transaction
@@ -532,10 +591,9 @@ func (s *Server) writeRecords(ps []prepared) {
 	var idx []int
 	var recs []store.Record
 	var term *store.Fence
-	now := time.Now()
 	for i := range ps {
 		p := &ps[i]
-		if p.err != nil || p.w.Durability != protocol.Durable {
+		if p.err != nil || p.held != nil || p.w.Durability != protocol.Durable {
 			continue
 		}
 		if term == nil {
@@ -546,14 +604,8 @@ func (s *Server) writeRecords(ps []prepared) {
 			s.dur.release(p.key, p.entry)
 			continue
 		}
-		r, err := p.record(now)
-		if err != nil {
-			p.err = fmt.Errorf("encode the durable record: %w", err)
-			s.dur.release(p.key, p.entry)
-			continue
-		}
 		idx = append(idx, i)
-		recs = append(recs, r)
+		recs = append(recs, p.rec)
 	}
 	if len(recs) == 0 {
 		return
@@ -611,6 +663,9 @@ func (p *prepared) retried(rec store.Record, err error) bool {
 func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	if p.err != nil {
 		return task.Info{}, p.err
+	}
+	if p.held != nil {
+		return *p.held, nil
 	}
 	if p.w.Durability != protocol.Durable {
 		return s.engine.Submit(p.t)

@@ -15,7 +15,8 @@ import (
 // The store commits a durable submit's record and then reports a timeout (as etcd does
 // when the reply is lost): the submit is answered UNCERTAIN, not OVERLOADED, and the
 // client's retry of the same "after" task is accepted, once: one task in the engine,
-// one record in etcd, both due at the same time.
+// one record in etcd, both due at the same time. A retry at the next leader, which
+// loaded the record, is accepted too.
 func TestUncertainWriteRetriedOnce(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
@@ -51,7 +52,14 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 	if !ok || r.Durability != protocol.Durable {
 		t.Fatalf("the retry was answered %v %+v, want TASK_STATUS durable", m.Type(), m)
 	}
-	wantError(t, c.call(&protocol.Submit{ID: 4, Task: w}), protocol.CodeExists, "")
+	// Once more: the engine holds it, as recorded: the same answer, nothing new. Another
+	// task at the same version is refused.
+	if m := c.call(&protocol.Submit{ID: 4, Task: w}); m.Type() != protocol.TypeTaskStatus {
+		t.Fatalf("a second retry was answered %v %+v, want TASK_STATUS", m.Type(), m)
+	}
+	other := w
+	other.Payload = []byte("other")
+	wantError(t, c.call(&protocol.Submit{ID: 5, Task: other}), protocol.CodeExists, "")
 	if n := srv.Stats().Engine.Tasks; n != 1 {
 		t.Fatalf("%d tasks in the engine, want 1", n)
 	}
@@ -70,5 +78,48 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 	if stored.Schedule.Kind != task.KindAt || stored.Schedule.At != in.NextRun.UnixNano() || in.NextRun.UnixNano() != r.NextRun {
 		t.Fatalf("record due %v, engine due %v, reply's next_run %v: want one due time",
 			time.Unix(0, stored.Schedule.At), in.NextRun, time.Unix(0, r.NextRun))
+	}
+}
+
+// The write that was answered UNCERTAIN landed, and the leader stepped down before the
+// client retried: the next leader loaded the record, and the retry there is accepted
+// (not EXISTS), with the task as loaded.
+func TestUncertainWriteRetriedAtTheNextLeader(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	defer st1.Close()
+	st2 := openPeerStore(t, st1, "n2")
+	defer st2.Close()
+	a, err := New(Options{Store: st1, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.committer.afterPut = func(recs []store.Record, errs []error) []error {
+		for i := range errs {
+			errs[i] = fmt.Errorf("%w: put txn of %d records: %w", store.ErrUncertain, len(recs), context.DeadlineExceeded)
+		}
+		return errs
+	}
+	ad := serveDurable(t, a)
+	waitLeading(t, a, "the first node was not elected")
+	b, err := New(Options{Store: st2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd := serveDurable(t, b)
+	defer bd.stop(t)
+
+	w := durableTask("once", time.Hour)
+	wantError(t, connect(t, ad.addr).call(&protocol.Submit{ID: 2, Task: w}), protocol.CodeUncertain, "")
+	ad.stop(t) // resigns
+	waitLeading(t, b, "the second node was not elected")
+	m := connect(t, bd.addr).call(&protocol.Submit{ID: 2, Task: w})
+	if r, ok := m.(*protocol.TaskStatus); !ok || r.Durability != protocol.Durable {
+		t.Fatalf("the retry at the next leader was answered %v %+v, want TASK_STATUS durable", m.Type(), m)
+	}
+	if n := b.Stats().Engine.Tasks; n != 1 {
+		t.Fatalf("%d tasks at the next leader, want 1", n)
+	}
+	if n := len(storedIDs(t, st2)); n != 1 {
+		t.Fatalf("%d records, want 1", n)
 	}
 }
