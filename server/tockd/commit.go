@@ -99,7 +99,6 @@ next:
 // commit writes a batch's records in one fenced PutBatch and hands each request its
 // errors; a request claimed in another term than the server's now gets ErrFenced.
 func (s *Server) commit(batch []*commitReq) {
-	s.committer.commits.Add(1)
 	f := s.fence.Load()
 	var all []store.Record
 	for _, r := range batch {
@@ -109,6 +108,7 @@ func (s *Server) commit(batch []*commitReq) {
 	}
 	var errs []error
 	if len(all) > 0 {
+		s.committer.commits.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()

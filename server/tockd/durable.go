@@ -353,8 +353,8 @@ func (d *durability) release(k taskKey, e durEntry) {
 }
 
 // holds reports whether the durable entry of k is at version v with a record whose
-// print is fp (its noAt hash if afterKind: the submit is an "after" task, whose record's due time
-// was stamped at its own attempt).
+// print is fp (its noAt hash if afterKind: the submit is an "after" task, whose
+// record's due time was stamped at its own attempt).
 func (d *durability) holds(k taskKey, v uint64, fp recordPrint, afterKind bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
