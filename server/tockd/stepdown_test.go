@@ -9,13 +9,13 @@ import (
 
 // A durable SUBMIT whose record was written in this node's term, and that reaches the
 // engine only after the node stepped down, is the next leader's: it is answered as
-// recorded (durable, PENDING), and this node's engine does not keep an untracked copy
-// of it (one that would run here as if ephemeral, beside the next leader's).
+// recorded (durable, PENDING), this node's engine does not keep an untracked copy of it
+// (one that would run here as if ephemeral, beside the next leader's), and the next
+// leader holds it.
 func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -37,5 +37,13 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	}
 	if !storedIDs(t, st)["default/late"] {
 		t.Fatal("the record is gone: the next leader would not run the task")
+	}
+	// The next leader holds it, durable.
+	ds.stop(t)
+	next := startDurable(t, st, nil)
+	defer next.stop(t)
+	in, err = next.srv.Engine().Get("default", "late")
+	if err != nil || next.srv.durabilityOf(in) != protocol.Durable {
+		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
 	}
 }
