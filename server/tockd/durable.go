@@ -429,7 +429,7 @@ func storeError(err error) *protocol.Error {
 	case errors.Is(err, store.ErrFenced):
 		e.Code, e.Message = protocol.CodeNotLeader, "this node stopped leading during the write; nothing was recorded: retry at the leader"
 	case errors.Is(err, store.ErrUncertain):
-		e.Code, e.Message = protocol.CodeUncertain, "the durable store's write may or may not have committed; resubmitting the same task is safe: "+err.Error()
+		e.Code, e.Message = protocol.CodeUncertain, "the durable store's write may or may not have committed (repeating the request is safe): "+err.Error()
 	default:
 		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
 	}
