@@ -8,8 +8,6 @@ import (
 var (
 	// ErrExists means a record with an equal or higher version is stored.
 	ErrExists = errors.New("store: record exists with an equal or higher version")
-	// ErrNotFound means the record to delete is absent.
-	ErrNotFound = errors.New("store: record not found")
 	// ErrInvalid means a record's namespace or id is malformed.
 	ErrInvalid = errors.New("store: invalid namespace or id")
 	// ErrDuplicate means a PutBatch holds the same key more than once; the

@@ -209,22 +209,6 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 	return nil
 }
 
-// Delete removes one record; ErrNotFound if it is absent.
-func (s *Store) Delete(ctx context.Context, ns, id string) error {
-	k, err := s.key(ns, id)
-	if err != nil {
-		return err
-	}
-	resp, err := s.cli.Delete(ctx, k)
-	if err != nil {
-		return fmt.Errorf("store: delete %s: %w", k, err)
-	}
-	if resp.Deleted == 0 {
-		return fmt.Errorf("%w: %s", ErrNotFound, k)
-	}
-	return nil
-}
-
 // Fence makes a write conditional on leadership: it applies only while the election key
 // Key still exists with create revision Rev (the writer's term, Leadership.Fence). A
 // deposed leader's late write is refused (ErrFenced) instead of landing after the next

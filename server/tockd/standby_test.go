@@ -36,7 +36,7 @@ func TestStandbyMirrors(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	put("late", 2)
-	if err := st.Delete(ctx, "default", "gone"); err != nil {
+	if err := st.DeleteBatch(ctx, []store.Versioned{{Key: store.Key{Namespace: "default", ID: "gone"}, Version: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// The revision of the last write: a campaign's key, as a new leader would wait for.
