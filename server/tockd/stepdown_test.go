@@ -47,3 +47,35 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
 	}
 }
+
+// A durable submit claimed in one term is never written in a later one of the same node
+// (that term's load may be done already, and would miss it): the write is refused
+// NOT_LEADER, nothing recorded, and the claim released.
+func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	s := ds.srv
+	w := durableTask("old-term", time.Hour)
+	ps := []prepared{s.prepare(&w)}
+	if ps[0].err != nil {
+		t.Fatal(ps[0].err)
+	}
+	// A later term of this node: the same election key and revision would not do in
+	// etcd, but the server tells terms apart by the fence it stored at each election.
+	old := s.fence.Load()
+	next := *old
+	s.fence.Store(&next)
+	defer s.fence.Store(old)
+	s.writeRecords(ps)
+	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeNotLeader {
+		t.Fatalf("write of the old term's claim: %v, want NOT_LEADER", ps[0].err)
+	}
+	if storedIDs(t, st)["default/old-term"] {
+		t.Fatal("recorded in the later term")
+	}
+	if s.dur.held(taskKey{"default", "old-term"}) {
+		t.Fatal("the claim was not released")
+	}
+}
