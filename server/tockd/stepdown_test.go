@@ -62,8 +62,8 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	if ps[0].err != nil {
 		t.Fatal(ps[0].err)
 	}
-	// A later term of this node: the same election key and revision would not do in
-	// etcd, but the server tells terms apart by the fence it stored at each election.
+	// A later term of this node, as the server sees one: a fresh fence stored at an
+	// election (terms are told apart by that pointer, so its values do not matter here).
 	old := s.fence.Load()
 	next := *old
 	s.fence.Store(&next)
