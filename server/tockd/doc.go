@@ -61,8 +61,8 @@
 //
 // Durable tasks (durable.go). Without Options.Store a SUBMIT with durability "durable" is
 // refused (INVALID_TASK, field task.durability). With a Store (server/store, etcd):
-//   - A durable SUBMIT is written to the store (Store.Put; the durable items of a
-//     SUBMIT_BATCH in one Store.PutBatch) before the engine gets it and before the reply,
+//   - A durable SUBMIT is written to the store (Store.PutBatchFenced, shared with
+//     concurrent requests; the durable items of a SUBMIT_BATCH together) before the engine gets it and before the reply,
 //     which says durable. The record's body is the wire task encoded as a SUBMIT frame
 //     body (the codec's own encoding); an "after" delay is recorded as the absolute "at"
 //     time it stands for, so a restart does not start it over. Record version = the
@@ -94,12 +94,13 @@
 //   - The engine's OnEvent hook (New needs to make the engine; an OnEvent in
 //     EngineOptions is still called) queues the record's deletion when a durable task
 //     ends for good: SUCCEEDED or DEAD for a one-shot task, CANCELLED for any. A
-//     goroutine deletes them in order, retries a failed Delete with backoff (5 tries),
+//     goroutine deletes them in order, retries a failed delete with backoff (5 tries),
 //     and logs at Error one it gives up on (the task then comes back at the next start).
 //     Every delete names the version that ended (store.DeleteBatchFenced), so a durable
 //     resubmit of the same key at a later version, queued or in flight beside the old
-//     version's delete, keeps its new record. After that the task reads as ephemeral (GET of a retained finished
-//     task, dead letters, a requeued dead task: it is no longer recorded).
+//     version's delete, keeps its new record. After that the task reads as ephemeral
+//     (GET of a retained finished task, dead letters, a requeued dead task: it is no
+//     longer recorded).
 //   - New loads every record and submits it to the engine before it returns (so before
 //     any connection): due times in the past fire at once, recurring tasks continue from
 //     the start. A record that cannot be decoded or that the engine refuses is logged and
