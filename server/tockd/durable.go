@@ -601,7 +601,7 @@ func (s *Server) writeRecords(ps []prepared) {
 		}
 		if p.term != term { // the term changed while the request was prepared
 			p.err = storeError(store.ErrFenced)
-			s.dur.release(p.key, p.entry)
+			s.releaseClaim(p)
 			continue
 		}
 		idx = append(idx, i)
@@ -616,8 +616,19 @@ func (s *Server) writeRecords(ps []prepared) {
 	for j, i := range idx {
 		if errs[j] != nil && !ps[i].retried(recs[j], errs[j]) {
 			ps[i].err = storeError(errs[j])
-			s.dur.release(ps[i].key, ps[i].entry)
+			s.releaseClaim(&ps[i])
 		}
+	}
+}
+
+// releaseClaim undoes p's claim (its write or submit failed) if p's term still holds:
+// once it has ended, dropDurable has dropped the claim, and an entry of the same key
+// and version is a later term's (loaded from a record that did land), not p's to undo.
+func (s *Server) releaseClaim(p *prepared) {
+	s.dur.term.RLock() // a step-down's dropDurable waits, so the term cannot end meanwhile
+	defer s.dur.term.RUnlock()
+	if s.fence.Load() == p.term {
+		s.dur.release(p.key, p.entry)
 	}
 }
 
@@ -680,7 +691,7 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	in, err := s.engine.Submit(p.t)
 	d.term.RUnlock()
 	if err != nil {
-		s.dur.release(p.key, p.entry)
+		s.releaseClaim(p)
 		derr := store.ErrFenced
 		if f := p.term; s.fence.Load() == f {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)

@@ -1,10 +1,13 @@
 package tockd
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // A durable SUBMIT whose record was written in this node's term, and that reaches the
@@ -50,7 +53,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 
 // A durable submit claimed in one term is never written in a later one of the same node
 // (that term's load may be done already, and would miss it): the write is refused
-// NOT_LEADER, nothing recorded, and the claim released.
+// NOT_LEADER, nothing recorded, and the claim (dropped at the step-down) is not held.
 func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
@@ -62,12 +65,15 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	if ps[0].err != nil {
 		t.Fatal(ps[0].err)
 	}
-	// A later term of this node, as the server sees one: a fresh fence stored at an
-	// election (terms are told apart by that pointer, so its values do not matter here).
+	// The term ends, and a later one of this node begins, as the server sees one: a
+	// fresh fence stored at an election (terms are told apart by that pointer, so its
+	// values do not matter here).
 	old := s.fence.Load()
+	_, epoch := s.leadership()
+	s.stepDown(epoch)
 	next := *old
 	s.fence.Store(&next)
-	defer s.fence.Store(old)
+	defer s.fence.Store(nil)
 	s.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeNotLeader {
 		t.Fatalf("write of the old term's claim: %v, want NOT_LEADER", ps[0].err)
@@ -77,5 +83,44 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	}
 	if s.dur.held(taskKey{"default", "old-term"}) {
 		t.Fatal("the claim was not released")
+	}
+}
+
+// A write answered with an uncertain error that did land, while the node stepped down,
+// was elected again and loaded that record: the failed submit must not undo the claim,
+// which is now the new term's entry for the loaded task.
+func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	ds := startDurable(t, st, nil)
+	defer ds.stop(t)
+	s := ds.srv
+	old := s.fence.Load()
+	defer s.fence.Store(nil)
+	s.committer.afterPut = func(recs []store.Record, errs []error) []error {
+		// Between the write and its answer: a step-down, a new term, its load.
+		_, epoch := s.leadership()
+		s.stepDown(epoch)
+		next := *old
+		s.fence.Store(&next)
+		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		defer cancel()
+		if err := s.loadDurable(ctx, epoch+1); err != nil {
+			t.Errorf("load: %v", err)
+		}
+		for i := range errs {
+			errs[i] = fmt.Errorf("%w: %w", store.ErrUncertain, context.DeadlineExceeded)
+		}
+		return errs
+	}
+	w := durableTask("landed", time.Hour)
+	ps := []prepared{s.prepare(&w)}
+	s.writeRecords(ps)
+	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeUncertain {
+		t.Fatalf("write answered %v, want UNCERTAIN", ps[0].err)
+	}
+	in, err := s.engine.Get("default", "landed")
+	if err != nil || s.durabilityOf(in) != protocol.Durable {
+		t.Fatalf("the new term's loaded task: %+v (%v), want it held durable", in, err)
 	}
 }
