@@ -125,9 +125,12 @@
 //     RESUME and gaining leadership fire waiting runs, oldest first, each one's timeout
 //     (time to run) started afresh at its FIRE (Engine.StartTimeout). A run whose task
 //     was cancelled or replaced meanwhile is dropped when its turn comes. At most
-//     Options.MaxWaitingRuns wait; a run coming due beyond that fails at once, retryably
-//     ("no worker available": back-pressure through the task's retry policy). The handler
-//     never waits, so it never holds an engine worker.
+//     Options.MaxWaitingRuns wait, and at most Options.MaxWaitingRunsPerType of one type
+//     (so that a type nobody serves cannot take every place from the others); a run
+//     coming due beyond either fails at once, retryably ("no worker available":
+//     back-pressure through the task's retry policy). A queue's stale runs (cancelled
+//     meanwhile) count until their turn. The handler never waits, so it never holds an
+//     engine worker.
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run
@@ -144,6 +147,12 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
+// snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot
+// whose error texts do not fit (truncated), or as a last resort leaves its payload out
+// (payload_len, also on request: omit_payload); LIST and DLQ_LIST end a page early where
+// its next item would not fit, after at least one.
+//
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
 //     handles each request synchronously against the engine (every engine call is O(1)
@@ -157,8 +166,14 @@
 //     handshake) closes only the connection that committed it; no other connection
 //     shares any per-connection state or lock with it.
 //   - A client that does not read never blocks another connection or the engine: its
-//     reply queue holds Options.MaxPendingPerConn replies; when the queue stays full for
-//     Options.WriteTimeout, or one Write takes longer than that, its connection is closed.
+//     reply queue holds Options.MaxPendingPerConn replies and Options.MaxQueuedReplyBytes
+//     bytes (each message counted as replyCost, an upper bound of its frame, reserved in
+//     conn.queued before it is queued and released once written; one larger reply goes
+//     alone). A reply that does not fit makes the reader wait, reading nothing (the
+//     back-pressure a pipelining client feels; STATS counts reply_stalls); a FIRE that
+//     does not fit is not queued (the run goes to another worker or waits). When the
+//     queue stays full for Options.WriteTimeout, or one Write takes longer than that,
+//     the connection is closed.
 //   - Every goroutine the server starts has exited when Shutdown returns.
 //   - Only the reader sends replies on a connection's reply queue, and it alone closes it
 //     (under the connection's outMu); engine handlers push FIREs on it, non-blocking,
@@ -168,5 +183,7 @@
 //   - A worker that stops reading never blocks the engine: FIREs are never waited for.
 //   - A frame's memory is bounded by Options.MaxFrame (the length prefix is checked
 //     before the body is awaited), so a connection holds at most one frame, one 32 KiB
-//     read buffer and MaxPendingPerConn replies.
+//     read buffer, MaxQueuedReplyBytes of queued replies (plus the ACK answers that
+//     waited for etcd, at most maxLateReplies) and the writer's buffer (64 KiB, or one
+//     reply).
 package tockd

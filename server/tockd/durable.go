@@ -523,6 +523,9 @@ type prepared struct {
 // prepare converts w and, for a durable task, checks it can be recorded and claims it.
 func (s *Server) prepare(w *protocol.Task) prepared {
 	p := prepared{w: w}
+	if p.err = s.checkPayload(w); p.err != nil {
+		return p
+	}
 	p.t, p.err = protocol.ToTask(w)
 	if p.err != nil {
 		return p

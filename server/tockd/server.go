@@ -35,6 +35,7 @@ type Server struct {
 	fired       atomic.Uint64 // FIREs queued to workers
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
+	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
 
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
@@ -236,6 +237,18 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// queuedReplyBytes is the replyCost of the replies queued on every connection and not
+// yet written. Cost: O(connections).
+func (s *Server) queuedReplyBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for c := range s.conns {
+		n += c.queued.Load()
+	}
+	return n
 }
 
 // numConns returns how many connections are being served.
