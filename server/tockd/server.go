@@ -48,6 +48,9 @@ type Server struct {
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
+	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
+	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
+	standbyHook func(ctx context.Context, c store.Change)
 
 	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 	committer    committer   // groups durable record writes of concurrent requests (commit.go)
