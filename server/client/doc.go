@@ -24,6 +24,14 @@
 //     ReconnectInitial doubling up to ReconnectMax), bounded by its own context. A call
 //     whose request was never written (the connection was found dead first) redials and
 //     sends it: that is not a resend.
+//   - Heartbeats: when WELCOME states a heartbeat interval H, a pinger goroutine per
+//     connection PINGs whenever nothing has arrived for H, and the reader bounds each
+//     Read by 3 H (protocol.HeartbeatMisses): a node that sends nothing at all for that
+//     long (frozen, or cut off while its socket stays open) is declared dead
+//     (ErrHeartbeat), exactly as a lost connection: waiting calls fail with
+//     ErrConnectionLost and the next call, or the Worker, dials the next address. Later
+//     handshakes are bounded by 3 H too, and retry pauses by H, so that the next leader
+//     is found soon after its election.
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs FIREs on at most Options.Concurrency runner goroutines,

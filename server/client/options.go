@@ -34,8 +34,9 @@ type Options struct {
 	// least max_frame). Between 1024 and protocol.MaxFrameLimit; default the limit.
 	MaxFrame int
 	// ReconnectInitial and ReconnectMax bound the wait between failed (re)dials: the
-	// first wait is ReconnectInitial, each next one doubles, up to ReconnectMax.
-	// Defaults 50 ms and 5 s.
+	// first wait is ReconnectInitial, each next one doubles, up to ReconnectMax, and
+	// never longer than the heartbeat interval the last WELCOME stated (so that a
+	// cluster's next leader is found soon after its election). Defaults 50 ms and 5 s.
 	ReconnectInitial time.Duration
 	ReconnectMax     time.Duration
 	// RequestTimeout bounds a call whose context has no deadline (and each write and

@@ -120,7 +120,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	fails, redirects := 0, 0
 	for {
-		cn, err := dialConn(ctx, w.eps.pick(), &w.opts, protocol.RoleWorker)
+		cn, err := dialConn(ctx, w.eps, &w.opts, protocol.RoleWorker)
 		if err == nil {
 			err = w.serve(ctx, cn, types, &fails)
 		}
@@ -142,7 +142,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		redirects = 0
 		fails++
-		t := time.NewTimer(w.opts.backoff(fails))
+		t := time.NewTimer(w.eps.retryPause(w.opts.backoff(fails)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -208,7 +208,7 @@ func (c *conn) hello(m protocol.Message) bool {
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame)})
+		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
 }
 
 // send queues a reply for the writer. A full queue means the peer is not reading its

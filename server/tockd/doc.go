@@ -17,6 +17,10 @@
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).
+//   - Every WELCOME states a heartbeat interval (Options.Heartbeat: a quarter of the
+//     session TTL), so that clients and workers notice a frozen leader (nothing, not
+//     even a PONG, arrives for three intervals) and leave it for the next leader while
+//     it is elected, whatever the frozen process does.
 //   - Shutdown resigns first, so that another node need not wait for the session to
 //     expire.
 //   - A durable run in flight when its leader dies is redelivered by the next leader

@@ -23,9 +23,14 @@ const (
 	DefaultMaxPendingPerConn = 1024
 	DefaultTTR               = 30 * time.Second
 	DefaultMaxWaitingRuns    = 1 << 20
+	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
+	// one, the default is a quarter of the store's session TTL.
+	DefaultHeartbeat = 5 * time.Second
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
 	minMaxFrame = 1024
+	// minHeartbeat keeps clients' PINGs from being a load of their own.
+	minHeartbeat = 10 * time.Millisecond
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -142,6 +147,13 @@ type Options struct {
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
 	OnLeadership func(leading bool, epoch uint64)
+	// Heartbeat is the interval WELCOME states (heartbeat_ns, PROTOCOL.md): a client
+	// PINGs when nothing has arrived for this long and declares the connection dead when
+	// nothing has arrived for protocol.HeartbeatMisses (3) of them, then dials another
+	// node. Default: a quarter of the Store's session TTL (500 ms for 2 s), so that
+	// clients leave a frozen leader before the next one is elected; DefaultHeartbeat (5 s)
+	// without a Store. At least 10 ms.
+	Heartbeat time.Duration
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -181,6 +193,13 @@ func (o *Options) setDefaults() {
 	if o.MaxWaitingRuns == 0 {
 		o.MaxWaitingRuns = DefaultMaxWaitingRuns
 	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+		if o.Store != nil {
+			o.Heartbeat = o.Store.SessionTTL() / 4
+		}
+	}
+
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -215,6 +234,8 @@ func (o *Options) validate() error {
 		return bad("TLS has no certificate")
 	case int(o.Dispatch) >= len(dispatchNames):
 		return bad("Dispatch %d is not a known strategy", o.Dispatch)
+	case o.Heartbeat < minHeartbeat:
+		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:

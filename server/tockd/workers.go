@@ -71,7 +71,7 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	due, _ := protocol.UnixNano(run.Due)
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
-		Durability: protocol.Ephemeral}
+		Durability: protocol.Ephemeral, Version: t.Version}
 	if s.dur.isDurable(t.Namespace, t.ID, t.Version) {
 		fire.Durability = protocol.Durable
 		if t.Exclusive {
