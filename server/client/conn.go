@@ -362,6 +362,11 @@ func (c *conn) roundTripWithin(d time.Duration, build func(id uint64) protocol.M
 	if err != nil {
 		return nil, err
 	}
+	return c.await(id, ch, d)
+}
+
+// await waits up to d for the reply to the call id (from call) on ch.
+func (c *conn) await(id uint64, ch chan reply, d time.Duration) (protocol.Message, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

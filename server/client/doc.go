@@ -36,8 +36,12 @@
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs FIREs on at most Options.Concurrency runner goroutines,
 //     which live as long as the connection; its acker alone sends reports (ACKS, NACK)
-//     and grants credits, and every run's outcome is reported at most once, on the
-//     connection its FIRE came on (never after a reconnect: the server redelivers).
+//     and grants credits, and every run's outcome is reported once on the connection
+//     its FIRE came on. A report that got no definite answer (the connection was lost,
+//     or the leader stepped down first) leaves the outcome in the Worker's carry set
+//     (carry.go, at most Options.MaxCarried), handed in (CARRY) on the next connection
+//     before its SUBSCRIBE, so that the next leader does not run the task again.
+//     OnAcked is called once per finished run, with its final answer.
 //
 // Costs: a call is one frame each way plus one map insert and delete; encoding appends
 // into the bufio.Writer's free space (protocol.AppendFrame), so small requests are not

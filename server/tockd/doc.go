@@ -51,12 +51,21 @@
 //     credits, runs in flight), brought up to date every second; entries go when the
 //     worker does, and with the lease if the leader dies.
 //
+//   - Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
+//     hands the outcome to the next leader (CARRY) before it subscribes; the leader
+//     ends the run with it, instead of running it again, when it holds the task
+//     unchanged (version, attempt; for a recurring task the occurrence). Because its
+//     loaded runs come due at once, a new leader holds them back (unfired, in the
+//     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
+//     as the previous leader had in the registry (read by followers every second).
+//
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
-// leader redelivers every unfinished durable task. It does so at once, not after the old
-// run's time to run: that run's ACK cannot reach the new leader anyway (its worker's
-// connection died with the old leader, and a stale epoch is refused), so waiting would
-// only delay recovery. Where two runs of a task must never overlap, the task is
+// leader redelivers every unfinished durable task. It does so at once (after the carry
+// grace above), not after the old run's time to run: that run's ACK cannot reach the new
+// leader (its worker's connection died with the old leader, and a stale epoch is
+// refused; only a finished run's outcome is carried), so waiting would only delay
+// recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until

@@ -26,11 +26,16 @@ const (
 	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
 	// one, the default is a quarter of the store's session TTL.
 	DefaultHeartbeat = 5 * time.Second
+	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
+	// for its workers' carried outcomes (Options.CarryGrace).
+	DefaultCarryGrace = 500 * time.Millisecond
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
 	minMaxFrame = 1024
 	// minHeartbeat keeps clients' PINGs from being a load of their own.
 	minHeartbeat = 10 * time.Millisecond
+	// maxCarryGrace: a longer hold would delay every takeover past any session TTL.
+	maxCarryGrace = 10 * time.Second
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -154,6 +159,16 @@ type Options struct {
 	// clients leave a frozen leader before the next one is elected; DefaultHeartbeat (5 s)
 	// without a Store. At least 10 ms.
 	Heartbeat time.Duration
+	// CarryGrace bounds how long a newly elected leader holds back the runs it loaded
+	// (they wait, unfired) for the workers registered at the previous leader to
+	// reconnect and hand in the outcomes of runs whose ACK that leader never confirmed
+	// (CARRY, PROTOCOL.md): a run whose outcome arrives is ended with it, not run again.
+	// The hold ends sooner when every such worker has sent its CARRY. It delays the
+	// first FIRE after a takeover by at most this much; keep it well under a second, so
+	// that dispatching resumes within the session TTL + 1 s. Only used with a Store.
+	// Default 500 ms; at most 10 s; negative: no hold (outcomes are then accepted only
+	// for runs that have not come due yet at the new leader).
+	CarryGrace time.Duration
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -199,7 +214,9 @@ func (o *Options) setDefaults() {
 			o.Heartbeat = o.Store.SessionTTL() / 4
 		}
 	}
-
+	if o.CarryGrace == 0 {
+		o.CarryGrace = DefaultCarryGrace
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -236,6 +253,8 @@ func (o *Options) validate() error {
 		return bad("Dispatch %d is not a known strategy", o.Dispatch)
 	case o.Heartbeat < minHeartbeat:
 		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
+	case o.CarryGrace > maxCarryGrace:
+		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:

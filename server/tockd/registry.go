@@ -25,7 +25,9 @@ type workerEntry struct {
 }
 
 // reportWorkers keeps the registry current until ctx ends, then removes this node's
-// entries.
+// entries. While this node does not lead, it reads the registry instead, every
+// workerReportInterval, and remembers how many workers the leader has registered
+// (noteRegistry): a takeover waits for that many CARRYs (carry.go).
 func (s *Server) reportWorkers(ctx context.Context) {
 	node := s.opts.NodeName
 	if strings.Contains(node, "/") {
@@ -36,6 +38,9 @@ func (s *Server) reportWorkers(ctx context.Context) {
 	t := time.NewTicker(workerReportInterval)
 	defer t.Stop()
 	for {
+		if leading, _ := s.leadership(); !leading {
+			s.noteRegistry(ctx, node)
+		}
 		now := s.workerEntries()
 		for name, v := range now {
 			if reported[name] != v {
@@ -98,4 +103,33 @@ func (s *Server) workerEntries() map[string]string {
 		}
 	}
 	return entries
+}
+
+// noteRegistry reads the registry and remembers the number of entries of other nodes
+// (the leader's workers) when there are any. A count of none is not remembered: the
+// read may come just after the leader's lease expired (its entries go with it) and
+// before this node has taken over; a stale higher count costs at most one CarryGrace.
+func (s *Server) noteRegistry(ctx context.Context, node string) {
+	c, cancel := context.WithTimeout(ctx, workerReportInterval)
+	defer cancel()
+	ws, err := s.opts.Store.Workers(c)
+	if err != nil {
+		s.log.Debug("tockd: worker registry read failed", "err", err)
+		return
+	}
+	n := 0
+	for _, w := range ws {
+		if w.Node != node {
+			n++
+		}
+	}
+	if n > 0 {
+		s.registered.Store(int64(n))
+	}
+}
+
+// registeredBefore is how many workers the previous leader had registered, as last read
+// (at most workerReportInterval old), and forgets it: a takeover calls it once.
+func (s *Server) registeredBefore() int {
+	return int(s.registered.Swap(0))
 }

@@ -35,6 +35,8 @@ type Server struct {
 	fired       atomic.Uint64 // FIREs queued to workers
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
+	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
 
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown

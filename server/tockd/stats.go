@@ -20,6 +20,7 @@ type Stats struct {
 	Acked       uint64 // ACKs accepted
 	Nacked      uint64 // NACKs accepted
 	Redelivered uint64 // runs failed because their worker disconnected
+	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
 
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
@@ -39,6 +40,7 @@ func (s *Server) Stats() Stats {
 		Acked:          s.acked.Load(),
 		Nacked:         s.nacked.Load(),
 		Redelivered:    s.redelivered.Load(),
+		Carried:        s.carried.Load(),
 		IsLeader:       leading,
 		Epoch:          epoch,
 		LeaderChanges:  s.leaderChanges.Load(),
