@@ -66,10 +66,11 @@ func (co *carried) matches(f *protocol.Fire, recurring bool) bool {
 	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || f.Due == co.o.Due)
 }
 
-// heldRun is a run held back at a takeover (holdState.held).
+// heldRun is a run held back at a takeover (holdState.held). known is false for the
+// runs found waiting when the hold began (recurring is then read from the engine).
 type heldRun struct {
-	f         *protocol.Fire
-	recurring bool
+	f                *protocol.Fire
+	recurring, known bool
 }
 
 // result is the outcome as the attempt's result: nil (ACK) or the worker's error (NACK).
@@ -101,6 +102,13 @@ func (s *Server) startHoldLocked(expect int) {
 		return
 	}
 	h.on = true
+	// The runs the load brought due before leadership was set wait already: they are
+	// held too (oldest first, so that a task's latest run wins).
+	for _, q := range s.disp.waiting {
+		for _, f := range q.items[q.head:] {
+			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
+		}
+	}
 	term := h.term
 	h.grace = time.AfterFunc(s.opts.CarryGrace, func() {
 		s.disp.mu.Lock()
@@ -145,7 +153,7 @@ func (s *Server) stopCarryLocked() []*carried {
 // is on. Requires d.mu.
 func (s *Server) heldLocked(f *protocol.Fire, recurring bool) {
 	if h := &s.disp.hold; h.on {
-		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f, recurring}
+		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f, recurring: recurring, known: true}
 	}
 }
 
@@ -240,6 +248,10 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		} else if hr, ok := d.hold.held[k]; ok {
 			seen[o.RunID] = true
 			f := hr.f
+			if !hr.known {
+				in, err := s.engine.Get(k.ns, k.id)
+				hr.recurring = err == nil && in.Task.Schedule.Recurring()
+			}
 			if co.matches(f, hr.recurring) {
 				delete(d.hold.held, k)
 				complete = append(complete, found{co, k, f})

@@ -48,8 +48,9 @@
 //
 //   - Worker registry (registry.go): the leader keeps an entry per worker connection in
 //     etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
-//     credits, runs in flight), brought up to date every second; entries go when the
-//     worker does, and with the lease if the leader dies.
+//     credits, runs in flight), brought up to date every second and as a worker
+//     subscribes; entries go when the worker does, and with the lease if the leader
+//     dies. Followers read it every 200 ms (how many workers a takeover waits for).
 //
 //   - Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
 //     hands the outcome to the next leader (CARRY) before it subscribes; the leader
@@ -57,7 +58,7 @@
 //     unchanged (version, attempt; for a recurring task the occurrence). Because its
 //     loaded runs come due at once, a new leader holds them back (unfired, in the
 //     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
-//     as the previous leader had in the registry (read by followers every second).
+//     as the previous leader had in the registry (read by followers every 200 ms).
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next

@@ -336,6 +336,10 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 	if c.w.seq == 0 {
 		d.nextSeq++
 		c.w.seq, c.w.weight, c.w.since = d.nextSeq, xxhash.Sum64String(c.name), time.Now()
+		select {
+		case s.registryKick <- struct{}{}: // registered at once, so that a takeover soon after waits for it
+		default:
+		}
 	}
 	for _, typ := range c.w.types {
 		if d.byType[typ] == nil {
