@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -77,4 +78,47 @@ func TestWorkerLeavesASilentNode(t *testing.T) {
 		t.Fatal("the worker did not run the task at the live node")
 	}
 	waitState(t, c, "w", task.Succeeded)
+}
+
+// A node that accepts connections but never answers HELLO (a frozen process: the kernel
+// still completes the TCP handshake) holds a redial for no longer than the heartbeat
+// deadline the last WELCOME stated, not for the whole DialTimeout (5 s).
+func TestRedialSkipsANodeFrozenAtTheHandshake(t *testing.T) {
+	silent := startFakeHB(t, "127.0.0.1:0", silentHB)
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			nc, err := frozen.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, nc) // read nothing, answer nothing
+		}
+	}()
+	t.Cleanup(func() {
+		frozen.Close()
+		<-accepted
+		for _, nc := range held {
+			nc.Close()
+		}
+	})
+	live := startServer(t, "127.0.0.1:0", tockd.Options{})
+	c := dialT(t, silent.ln.Addr().String()+","+frozen.Addr().String()+","+live.addr)
+	start := time.Now()
+	if _, err := c.Submit(bounded(t), oneShot("a", "job", time.Hour), protocol.Ephemeral); !errors.Is(err, ErrHeartbeat) {
+		t.Fatalf("Submit to the silent node: %v, want ErrHeartbeat", err)
+	}
+	// The redial tries the frozen node first, then the live one.
+	if _, err := c.Submit(bounded(t), oneShot("a", "job", time.Hour), protocol.Ephemeral); err != nil {
+		t.Fatalf("Submit after leaving the silent node: %v", err)
+	}
+	if took := time.Since(start); took > leaveBound {
+		t.Fatalf("reaching the live node past a frozen one took %v; want within %v (DialTimeout is %v)", took, leaveBound, DefaultDialTimeout)
+	}
 }
