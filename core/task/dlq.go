@@ -19,7 +19,7 @@ type AttemptRecord struct {
 // DeadLetter is an occurrence of a task that failed for good, with everything needed to
 // understand it and to run it again.
 type DeadLetter struct {
-	// Task is the task as submitted; Requeue resubmits it. Task.Namespace and Task.ID key
+	// Task is the task as submitted; Engine.Requeue runs the occurrence again. Task.Namespace and Task.ID key
 	// the entry: a task has at most one dead letter.
 	Task     Task
 	Attempts []AttemptRecord // every attempt of the occurrence, oldest first

@@ -28,6 +28,12 @@
 //   - A record's runID names the one attempt whose result counts; a handler that returns
 //     after a timeout, a cancel or a replacing Submit finds another runID and its result
 //     is counted as late, never applied.
+//   - A recurring task's next occurrence follows from its current occurrence's due time
+//     (record.due, or rare.occurrence once a retry has moved record.due), never from a
+//     retry's: retries do not shift the schedule, and occurrences that passed meanwhile
+//     are armed in the past, where the misfire policy takes them. A requeued dead
+//     occurrence is no occurrence of the schedule: while it is armed or running,
+//     rare.resume holds the next one, which the task returns to afterwards.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
 //     shard's lock can refer to it (record.use, reuse.go): no run item of it is queued,

@@ -40,11 +40,13 @@ type record struct {
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
 	state State
 	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
-	// before that return (the outcome, rare.earlyErr, then applies when it does).
-	filed, early bool
-	use          use       // what outside the lock may refer to the record (reuse.go)
-	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
-	due          time.Time // the current occurrence's (or retry's) due time
+	// before that return (the outcome, rare.earlyErr, then applies when it does). owed: a
+	// recurring task's dead occurrence was requeued while another occurrence was in
+	// progress; it runs as soon as that one ends (nextOccurrence).
+	filed, early, owed bool
+	use                use       // what outside the lock may refer to the record (reuse.go)
+	hash               uint64    // keyHash of the task's namespace and ID: its key in the shard's index
+	due                time.Time // the current occurrence's (or retry's) due time
 	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
 	// measured from it); startNs is the clock reading at the running attempt's start.
 	// Times of the engine's own bookkeeping stay clock readings: converting them to
@@ -67,10 +69,18 @@ type record struct {
 // rareState is what a record keeps only once an attempt of its current occurrence has
 // failed or been completed early: a task that succeeds at once never allocates it.
 type rareState struct {
-	firstStart time.Time       // start of the occurrence's first attempt (set at its first failure)
-	lastErr    string          // of the latest failed attempt
-	history    []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
-	earlyErr   error           // Complete's outcome, when it came before the handler returned
+	firstStart time.Time // start of the occurrence's first attempt (set at its first failure)
+	// occurrence is the due time of the occurrence whose retry record.due now names (set
+	// when its first retry is armed): a recurring schedule goes on from it, not from the
+	// retry's time. Zero while no retry has been armed.
+	occurrence time.Time
+	// resume is set while a requeued dead occurrence of a recurring task is armed or
+	// running: the due time of the schedule's next occurrence, where the task goes on
+	// once this run ends (instead of the schedule's Next). Zero otherwise.
+	resume   time.Time
+	lastErr  string          // of the latest failed attempt
+	history  []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
+	earlyErr error           // Complete's outcome, when it came before the handler returned
 }
 
 // rareState returns rec.rare, allocating it on first use. Requires sh.mu.

@@ -37,7 +37,13 @@ type harness struct {
 
 func newHarness(t *testing.T, opts ...Option) *harness {
 	t.Helper()
-	h := &harness{t: t, fake: clock.NewFake(epoch.UnixNano()), events: make(chan Event, 1<<16)}
+	return newHarnessAt(t, epoch, opts...)
+}
+
+// newHarnessAt is newHarness with the fake clock starting at start.
+func newHarnessAt(t *testing.T, start time.Time, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{t: t, fake: clock.NewFake(start.UnixNano()), events: make(chan Event, 1<<16)}
 	opts = append([]Option{WithClock(h.fake), WithOnEvent(func(ev Event) { h.events <- ev })}, opts...)
 	e, err := New(opts...)
 	if err != nil {

@@ -26,7 +26,8 @@ type Task struct {
 	// context. 0 means Options.DefaultTimeout.
 	Timeout time.Duration
 	// Misfire says what happens to occurrences of a recurring task that came due while
-	// the engine was behind by more than Options.MisfireThreshold.
+	// the engine was behind, or while an earlier occurrence was still running or waiting
+	// out a retry's backoff, by more than Options.MisfireThreshold.
 	Misfire MisfirePolicy
 	// Exclusive asks that no two runs of the task ever overlap, even across a failover of
 	// the server that dispatches it. The engine alone needs nothing more (a task never has

@@ -404,6 +404,84 @@ func TestCloseDropsPendingAndWaitsForRunningCallbacks(t *testing.T) {
 	}
 }
 
+// TestCloseReleasesDroppedTimers: a timer Close dropped is gone. Cancel and Reset of it
+// change nothing and say so, and Len and Stats.Pending no longer count it, whether it sat
+// in the wheel, on the due list (due, not yet collected), in the heap, or was periodic or
+// a closure.
+func TestCloseReleasesDroppedTimers(t *testing.T) {
+	fake := clock.NewFake(start)
+	// One batch of one timer: while the slow callback holds it, a second due timer waits
+	// on the due list.
+	s, err := New(WithClock(fake), WithShards(1), WithInflightBatches(1), WithMaxBatch(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow, _ := s.Register(func(Event) { close(entered); <-release })
+	idle, _ := s.Register(func(Event) {})
+	precise, _ := s.Register(func(Event) {}, Precise())
+	var timers []Timer
+	add := func(tm Timer, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		timers = append(timers, tm)
+	}
+	if _, err := s.After(time.Millisecond, slow, 0); err != nil {
+		t.Fatal(err)
+	}
+	add(s.After(time.Millisecond, idle, 0)) // collected after slow's: left on the due list
+	fake.Advance(time.Millisecond)
+	<-entered
+	sh := s.shards[0]
+	sh.mu.Lock()
+	onDue := sh.slab.at(dueList).next == timers[0].idx
+	sh.mu.Unlock()
+	if !onDue {
+		t.Fatal("setup: the second due timer is not on the due list")
+	}
+	for i := range 5 {
+		add(s.After(time.Duration(i+1)*time.Hour, idle, uint64(i)))
+	}
+	add(s.After(365*24*time.Hour, idle, 0)) // a high wheel level
+	add(s.After(time.Hour, precise, 0))
+	add(s.Every(time.Minute, idle, 0))
+	add(s.AfterFunc(time.Hour, func() {}))
+	add(s.EveryFunc(time.Minute, func() {}))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a callback still running: %v, want deadline exceeded", err)
+	}
+	defer func() {
+		close(release)
+		// Let the released worker goroutine exit before goleak looks.
+		deadline := time.Now().Add(eventWait)
+		for s.pool.Running() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	if err := s.verify(); err != nil {
+		t.Fatal(err)
+	}
+	for i, tm := range timers {
+		if s.Cancel(tm) {
+			t.Errorf("timer %d: Cancel after Close = true; Close already dropped it", i)
+		}
+		if s.Reset(tm, time.Second) {
+			t.Errorf("timer %d: Reset after Close = true; Close already dropped it", i)
+		}
+	}
+	st := s.Stats()
+	if n := s.Len(); n != 0 || st.Pending != 0 {
+		t.Errorf("after Close: Len %d, Stats.Pending %d; want 0 (every timer was dropped)", n, st.Pending)
+	}
+	if st.Dropped != uint64(len(timers)) || st.Cancelled != 0 {
+		t.Errorf("after Close: Dropped %d, Cancelled %d; want %d, 0", st.Dropped, st.Cancelled, len(timers))
+	}
+}
+
 // TestRealClockNeverEarly runs timers on the system clock from several goroutines and
 // checks each against an independent monotonic reading taken when it was scheduled.
 func TestRealClockNeverEarly(t *testing.T) {
