@@ -113,3 +113,40 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 		t.Fatalf("new leader: Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
 	}
 }
+
+// An outcome carried before its run has reached the handler (the engine had not brought
+// it due yet: at a takeover, the loaded runs go through the engine one by one) waits for
+// it: the handler ends the run with the outcome instead of FIREing it, and the ACKED
+// comes once the record is deleted. An outcome of the same task at another attempt is
+// refused when the run comes.
+func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 10)
+	soon := durableWorkTask("soon")
+	soon.Schedule = protocol.Schedule{Kind: task.KindAfter, Delay: int64(300 * time.Millisecond)}
+	submit(t, c, 2, soon)
+	other := durableWorkTask("other")
+	other.Schedule = soon.Schedule
+	submit(t, c, 3, other)
+	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{
+		{RunID: 1, Epoch: 1, TaskID: "soon", Attempt: 1, Due: 1},
+		{RunID: 2, Epoch: 1, TaskID: "other", Attempt: 2, Due: 1},
+	}})
+	acked, ok := r.(*protocol.Acked)
+	if !ok || len(acked.Failed) != 1 || acked.Failed[0].RunID != 2 || acked.Failed[0].Code != protocol.CodeUnknownRun {
+		t.Fatalf("CARRY answered %v %+v; want ACKED refusing run 2 (attempt 2) only", r.Type(), r)
+	}
+	if storedIDs(t, st)["default/soon"] {
+		t.Fatal("CARRY answered while the accepted task's record was still stored")
+	}
+	f := w.fire()
+	if f.TaskID != "other" {
+		t.Fatalf("FIREd %s; want only other (soon's outcome was carried)", f.TaskID)
+	}
+	wantOK(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	if in := c.waitState(4, "soon", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("soon: %d runs, want the one carried", in.Runs)
+	}
+	if st := ds.srv.Stats(); st.Fired != 1 || st.Carried != 1 {
+		t.Fatalf("Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
+	}
+}
