@@ -137,17 +137,37 @@ func carryMsg(id uint64, frame []outcome) *protocol.Carry {
 // RequestTimeout. It returns an error only when cn is dead (nothing more can be sent).
 func (w *Worker) handIn(cn *conn, wg *sync.WaitGroup) error {
 	for _, frame := range w.carryFrames() {
-		id, ch, err := cn.call(func(id uint64) protocol.Message { return carryMsg(id, frame) })
-		if err != nil {
+		if err := w.sendCarry(cn, frame, wg); err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reply, err := cn.await(id, ch, w.opts.RequestTimeout)
-			w.carryAnswered(frame, reply, err)
-		}()
 	}
+	return nil
+}
+
+// sendCarry sends frame as one CARRY, or, when it does not fit the server's max_frame,
+// as two halves; an outcome that does not fit alone is given up (settled with the
+// encoding error: its task may run again).
+func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup) error {
+	id, ch, err := cn.call(func(id uint64) protocol.Message { return carryMsg(id, frame) })
+	var perr *protocol.Error
+	switch {
+	case errors.Is(err, errNotSent):
+		return err
+	case errors.As(err, &perr) && len(frame) > 1: // too large for the server's max_frame
+		if err := w.sendCarry(cn, frame[:len(frame)/2], wg); err != nil {
+			return err
+		}
+		return w.sendCarry(cn, frame[len(frame)/2:], wg)
+	case err != nil:
+		w.settleAll(frame, func(uint64) error { return err })
+		return nil
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		reply, err := cn.await(id, ch, w.opts.RequestTimeout)
+		w.carryAnswered(frame, reply, err)
+	}()
 	return nil
 }
 
@@ -157,28 +177,30 @@ func (w *Worker) handIn(cn *conn, wg *sync.WaitGroup) error {
 // settles nothing: the outcomes are carried to the next connection.
 func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err error) {
 	var perr *protocol.Error
-	older := errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType
-	acked, err := expect[*protocol.Acked](reply, err)
-	if err != nil && !older {
+	if errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType {
+		w.settleAll(frame, func(uint64) error { return err })
 		return
 	}
-	var failed map[uint64]error
-	if acked != nil && len(acked.Failed) > 0 {
-		failed = make(map[uint64]error, len(acked.Failed))
-		for _, f := range acked.Failed {
-			failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
-		}
+	acked, err := expect[*protocol.Acked](reply, err)
+	if err != nil {
+		return
 	}
+	failed := make(map[uint64]error, len(acked.Failed))
+	for _, f := range acked.Failed {
+		failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
+	}
+	w.settleAll(frame, func(run uint64) error { return failed[run] })
+}
+
+// settleAll removes frame's outcomes from the set and tells OnAcked of each, with the
+// answer ackErr gives for its run ID (nil: accepted).
+func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
 	cs := &w.carry
 	for _, o := range frame {
-		ackErr := err // UNKNOWN_TYPE from an older server
-		if ackErr == nil {
-			ackErr = failed[o.fire.RunID]
-		}
 		cs.mu.Lock()
 		delete(cs.runs, runRef{o.fire.Epoch, o.fire.RunID})
 		cs.mu.Unlock()
-		w.settled(o, ackErr)
+		w.settled(o, ackErr(o.fire.RunID))
 	}
 }
 

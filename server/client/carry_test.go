@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +116,49 @@ func TestWorkerCarriesUnconfirmedOutcomes(t *testing.T) {
 	r = f.next(t)
 	if carry, ok := r.m.(*protocol.Carry); !ok || len(carry.Outcomes) != 0 {
 		t.Fatalf("third connection's first request: %v %+v, want an empty CARRY", r.m.Type(), r.m)
+	}
+}
+
+// Outcomes that do not fit one CARRY within the server's max_frame go in several, each
+// within it, together all of them.
+func TestWorkerSplitsACarryToFitMaxFrame(t *testing.T) {
+	const n, maxFrame = 12, 1024
+	f := startFakeWelcome(t, "127.0.0.1:0", 0, maxFrame)
+	w := newWorkerT(t, f.ln.Addr().String(), WithConcurrency(n), WithReconnectBackoff(time.Millisecond, time.Millisecond))
+	fw := runOnFake(t, f, w, func(context.Context, *Fire) error { return nil })
+	long := strings.Repeat("x", 200) // 12 outcomes of ~250 bytes: 3 KB, three times max_frame
+	for run := uint64(1); run <= n; run++ {
+		f.send(fw.nc, &protocol.Fire{TaskID: fmt.Sprintf("%s-%d", long, run), TaskType: "w", RunID: run, Attempt: 1, Due: 1,
+			Epoch: 3, TTR: int64(wait), Durability: protocol.Durable})
+	}
+	for reported := 0; reported < n; {
+		r := f.next(t)
+		switch m := r.m.(type) {
+		case *protocol.Acks:
+			f.send(r.nc, &protocol.Error{ID: m.ID, Code: protocol.CodeStaleEpoch, Message: "stepped down"})
+			reported += len(m.RunIDs)
+		case *protocol.Credit:
+		default:
+			t.Fatalf("got %v, want ACKS", r.m.Type())
+		}
+	}
+	fw.nc.Close()
+	carried := map[uint64]bool{}
+	for frames := 0; len(carried) < n; frames++ {
+		r := f.next(t)
+		if _, ok := r.m.(*protocol.Credit); ok {
+			continue
+		}
+		c, ok := r.m.(*protocol.Carry)
+		if !ok || frames > n {
+			t.Fatalf("got %v after %d CARRY frames carrying %d runs, want CARRY", r.m.Type(), frames, len(carried))
+		}
+		if b, err := protocol.AppendFrame(nil, c, maxFrame); err != nil || len(b) > maxFrame+4 {
+			t.Fatalf("a CARRY of %d outcomes does not fit max_frame %d: %v", len(c.Outcomes), maxFrame, err)
+		}
+		for _, o := range c.Outcomes {
+			carried[o.RunID] = true
+		}
+		f.send(r.nc, &protocol.Acked{ID: c.ID})
 	}
 }
