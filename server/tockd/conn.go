@@ -246,12 +246,29 @@ func (c *conn) writeLoop() {
 	defer c.s.forget(c)
 	defer close(c.done)
 	buf := make([]byte, 0, 4096)
+	// Heartbeat: a PONG with ID 0 whenever nothing was written for an interval, once
+	// something (WELCOME) was, so that a client sees this node alive even while its
+	// reader waits on a slow request (a durable submit's etcd write) and cannot answer
+	// PING; a frozen process sends nothing and is left (PROTOCOL.md, Heartbeats).
+	var beat <-chan time.Time
+	if hb := c.s.opts.Heartbeat; hb > 0 {
+		t := time.NewTicker(hb)
+		defer t.Stop()
+		beat = t.C
+	}
+	wrote, quiet := false, false // something was written; nothing was since the last beat
 	for {
 		var m protocol.Message
 		ok := true
 		select {
 		case m, ok = <-c.out:
 		case <-c.lateReady:
+		case <-beat:
+			if !wrote || !quiet {
+				quiet = true
+				continue
+			}
+			m = &protocol.Pong{}
 		}
 		buf = c.appendLate(buf[:0])
 		if !ok {
@@ -286,6 +303,7 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 			return
 		}
+		wrote, quiet = true, false
 		if closing {
 			c.closeGracefully()
 			return

@@ -145,7 +145,9 @@
 //     but LIST and DLQ_LIST, which are administrative), and queues the reply;
 //   - the writer owns the write side: it takes replies from the bounded queue, encodes
 //     them with protocol.AppendFrame into one reused buffer, and coalesces whatever is
-//     queued into one Write.
+//     queued into one Write; after WELCOME, it writes a heartbeat (PONG, ID 0) when it
+//     has written nothing for Options.Heartbeat, so that a reader busy with a slow
+//     request (a durable submit's etcd write) does not look like a frozen node.
 //
 // Invariants:
 //   - A protocol violation (an ERROR whose code closes, or any error before the
