@@ -98,10 +98,11 @@ func (w *Worker) Handle(taskType string, h HandlerFunc) error {
 // Run serves until ctx is done, then returns ctx.Err(). When the connection is lost it
 // redials with backoff, hands in the outcomes whose reports were not answered (CARRY)
 // and subscribes again; handlers running on the lost connection have their contexts
-// cancelled and their results are not reported (the server redelivers those runs). When ctx is done, Run cancels the handlers in flight, reports
-// the runs that had finished (waiting for the answers, each up to RequestTimeout), then
-// closes the connection, waits for the handlers to return and abandons their results:
-// the server redelivers them to another worker ("worker disconnected", retryable). Errors that
+// cancelled and their results are not reported (the server redelivers those runs).
+// When ctx is done, Run cancels the handlers in flight, reports the runs that had
+// finished (waiting for the answers, each up to RequestTimeout), then closes the
+// connection, waits for the handlers to return and abandons their results: the server
+// redelivers them to another worker ("worker disconnected", retryable). Errors that
 // retrying cannot fix (UNAUTHORIZED, a refused handshake, no handler) end Run at once.
 // Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
