@@ -29,9 +29,19 @@
 //     etcd ops (counting the nested levels, as etcd does) and at most
 //     Options.MaxTxnBytes of keys and values; each record succeeds or fails on
 //     its own.
+//   - A write whose transaction fails returns an error wrapping ErrUncertain
+//     (it may have committed: a timeout, a lost connection) unless etcd refused
+//     it before proposing it (no space, too many requests or ops, too large, no
+//     leader, permission), which is known not to have written. A put refused
+//     for an equal or higher stored version reports the stored record
+//     (*ExistsError).
+//   - A delete (DeleteBatch) names the version it removes: it applies only while
+//     the record is stored at exactly that version (be64(v) <= value < be64(v+1)),
+//     so the end of a replaced version never removes its successor's record.
 //   - Load reads the whole record range at one revision, in pages of
 //     Options.LoadPageSize, and returns that revision: a later watch from
-//     rev+1 sees every change after the snapshot.
+//     rev+1 sees every change after the snapshot. Revision reads etcd's
+//     revision now: every write committed before the call is at or below it.
 //
 // # Leadership
 //

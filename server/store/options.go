@@ -107,8 +107,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTxnOps == 0 {
 		o.MaxTxnOps = DefaultMaxTxnOps
 	}
-	if o.MaxTxnOps <= txnDepth {
-		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, txnDepth)
+	if o.MaxTxnOps <= max(txnDepth, deleteDepth) {
+		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepth, deleteDepth))
 	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = DefaultMaxTxnBytes

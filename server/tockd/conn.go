@@ -54,6 +54,18 @@ type conn struct {
 	// backedUp is set when a FIRE found the reply queue full; the writer, having made
 	// room, clears it and offers the waiting runs again (Server.offerWaiting).
 	backedUp atomic.Bool
+	// queued is the replyCost of the messages queued on out and late and not yet
+	// written: at most MaxQueuedReplyBytes, but for one larger reply queued alone and
+	// for late replies, which are never refused. Atomic: reserved before a message is
+	// queued (reserve), released by the writer once its frame is written (release).
+	queued atomic.Int64
+	// queuedPeak is the largest queued has been; atomic.
+	queuedPeak atomic.Int64
+	// drained is signalled, without blocking, by every release: it wakes a reader
+	// waiting in reserve.
+	drained chan struct{}
+	// wcost is the replyCost of the frames in the writer's buffer; owned by the writer.
+	wcost int64
 	// w is the worker dispatch state; guarded by s.disp.mu.
 	w workerState
 	// evicted is set when this node stops leading: the reader then answers ERROR
@@ -71,8 +83,8 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		lateReady: make(chan struct{}, 1),
-		w:         workerState{inflight: map[uint64]taskKey{}}}
+		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1),
+		w: workerState{inflight: map[uint64]taskKey{}}}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -211,12 +223,19 @@ func (c *conn) hello(m protocol.Message) bool {
 		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
 }
 
-// send queues a reply for the writer. A full queue means the peer is not reading its
-// replies: send waits up to WriteTimeout (the reader reads nothing meanwhile, which is
-// the back-pressure a pipelining client feels), then closes the connection so that this
-// slow client holds no more memory; other connections are never involved. It returns
-// false when the reply was not queued and the connection is ending.
+// send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or
+// of bytes (MaxQueuedReplyBytes) means the peer is not reading its replies: send waits
+// (the reader reads nothing meanwhile, which is the back-pressure a pipelining client
+// feels) for the writer to make room. A peer that reads nothing for WriteTimeout is
+// closed, so that this slow client holds no more memory: by the writer, whose Write
+// times out, or here, when the queue stays full of replies that long. Other
+// connections are never involved. It returns false when the reply was not queued and
+// the connection is ending.
 func (c *conn) send(m protocol.Message) bool {
+	cost := int64(replyCost(m))
+	if !c.reserve(cost, true) {
+		return false
+	}
 	select {
 	case c.out <- m:
 		return true
@@ -228,12 +247,63 @@ func (c *conn) send(m protocol.Message) bool {
 	case c.out <- m:
 		return true
 	case <-c.done:
-		return false
 	case <-t.C:
 		c.s.log.Warn("tockd: closing connection: client is not reading its replies",
 			"remote", c.nc.RemoteAddr(), "name", c.name, "queued", len(c.out), "write_timeout", c.s.opts.WriteTimeout)
 		c.nc.Close()
-		return false
+	}
+	c.release(cost)
+	return false
+}
+
+// reserve counts cost bytes into c.queued if they fit MaxQueuedReplyBytes, or if nothing
+// is queued (one larger reply goes alone). Otherwise, with wait (the reader), it waits
+// for the writer to release bytes, counting the stall once in STATS' reply_stalls, and
+// returns false if the connection ends first; without wait (a FIRE) it returns false at
+// once.
+func (c *conn) reserve(cost int64, wait bool) bool {
+	limit := int64(c.s.opts.MaxQueuedReplyBytes)
+	stalled := false
+	for {
+		q := c.queued.Load()
+		if q > 0 && q+cost > limit {
+			if !wait {
+				return false
+			}
+			if !stalled {
+				stalled = true
+				c.s.replyStalls.Add(1)
+			}
+			select {
+			case <-c.drained:
+			case <-c.done:
+				return false
+			}
+			continue
+		}
+		if c.queued.CompareAndSwap(q, q+cost) {
+			c.notePeak(q + cost)
+			return true
+		}
+	}
+}
+
+// release uncounts cost bytes from c.queued and wakes a reader waiting in reserve.
+func (c *conn) release(cost int64) {
+	c.queued.Add(-cost)
+	select {
+	case c.drained <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// notePeak records n in queuedPeak if it is the largest yet.
+func (c *conn) notePeak(n int64) {
+	for {
+		p := c.queuedPeak.Load()
+		if n <= p || c.queuedPeak.CompareAndSwap(p, n) {
+			return
+		}
 	}
 }
 
@@ -260,6 +330,7 @@ func (c *conn) writeLoop() {
 	for {
 		var m protocol.Message
 		ok := true
+		beating := false
 		select {
 		case m, ok = <-c.out:
 		case <-c.lateReady:
@@ -268,9 +339,12 @@ func (c *conn) writeLoop() {
 				quiet = true
 				continue
 			}
-			m = &protocol.Pong{}
+			beating = true
 		}
 		buf = c.appendLate(buf[:0])
+		if beating { // not a queued reply: no reply bytes to release (appendReply)
+			buf, _ = protocol.AppendFrame(buf, heartbeatPong, 0)
+		}
 		if !ok {
 			// The reader is done; replies that waited for etcd still go out.
 			if len(buf) > 0 {
@@ -303,6 +377,8 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 			return
 		}
+		c.release(c.wcost)
+		c.wcost = 0
 		wrote, quiet = true, false
 		if closing {
 			c.closeGracefully()
@@ -318,6 +394,9 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// heartbeatPong is the writer's heartbeat (PONG, ID 0); only read.
+var heartbeatPong = &protocol.Pong{}
+
 // appendLate appends the late replies queued by pushReply.
 func (c *conn) appendLate(buf []byte) []byte {
 	c.outMu.Lock()
@@ -330,9 +409,11 @@ func (c *conn) appendLate(buf []byte) []byte {
 	return buf
 }
 
-// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame: a
-// page of tasks with big payloads) is replaced by an ERROR INTERNAL that says so.
+// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame:
+// pages and snapshots are built to fit, so only a FIRE of a payload recorded under a
+// larger MaxFrame) is replaced by an ERROR INTERNAL that says so.
 func (c *conn) appendReply(buf []byte, m protocol.Message) []byte {
+	c.wcost += int64(replyCost(m)) // released once buf is written
 	out, err := protocol.AppendFrame(buf, m, c.s.opts.MaxFrame)
 	if err == nil {
 		return out

@@ -66,35 +66,11 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		w, err := protocol.FromInfo(in, s.durabilityOf(in))
-		if err != nil {
-			return internal(id, err), false
-		}
-		return &protocol.TaskInfo{ID: id, Info: w}, false
+		return s.getReply(id, in, m.OmitPayload), false
 	case *protocol.List:
-		page, next, err := s.engine.List(m.State, m.Cursor, int(m.Limit))
-		if err != nil {
-			return engineError(id, err, "cursor")
-		}
-		items := make([]protocol.Info, len(page))
-		for i, in := range page {
-			if items[i], err = protocol.FromInfo(in, s.durabilityOf(in)); err != nil {
-				return internal(id, err), false
-			}
-		}
-		return &protocol.TaskPage{ID: id, Items: items, Next: next}, false
+		return s.listReply(m)
 	case *protocol.DLQList:
-		page, next, err := s.engine.DeadLetters(m.Cursor, int(m.Limit))
-		if err != nil {
-			return engineError(id, err, "cursor")
-		}
-		items := make([]protocol.DeadLetter, len(page))
-		for i, dl := range page {
-			if items[i], err = protocol.FromDeadLetter(dl, protocol.Ephemeral); err != nil {
-				return internal(id, err), false
-			}
-		}
-		return &protocol.DLQPage{ID: id, Items: items, Next: next}, false
+		return s.dlqReply(m)
 	case *protocol.DLQRequeue:
 		in, err := s.engine.Requeue(m.Namespace, m.TaskID)
 		if err != nil {
@@ -335,6 +311,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
 			"durable_commits": s.committer.commits.Load(),
+			"reply_stalls":    ss.ReplyStalls,
 		},
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
@@ -343,7 +320,8 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"is_leader": leader,
 			// Beyond the documented names:
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
-			"pending_deletes": int64(ss.PendingDeletes),
+			"pending_deletes":    int64(ss.PendingDeletes),
+			"queued_reply_bytes": ss.QueuedReplyBytes,
 		},
 	}
 }

@@ -21,8 +21,12 @@ const (
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxPendingPerConn = 1024
-	DefaultTTR               = 30 * time.Second
-	DefaultMaxWaitingRuns    = 1 << 20
+	// DefaultMaxQueuedReplyBytes is 4 MiB (or MaxFrame, if larger).
+	DefaultMaxQueuedReplyBytes = 4 << 20
+	DefaultTTR                 = 30 * time.Second
+	DefaultMaxWaitingRuns      = 1 << 20
+	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
+	DefaultMaxWaitingRunsPerType = 1 << 18
 	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
 	// one, the default is a quarter of the store's session TTL.
 	DefaultHeartbeat = 5 * time.Second
@@ -30,8 +34,10 @@ const (
 	// for its workers' carried outcomes (Options.CarryGrace).
 	DefaultCarryGrace = 500 * time.Millisecond
 
-	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
-	minMaxFrame = 1024
+	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit,
+	// and every task's snapshot once its payload is left out and its texts cut (every
+	// other field of a task is bounded; pages.go).
+	minMaxFrame = 4096
 	// minHeartbeat keeps clients' PINGs from being a load of their own.
 	minHeartbeat = 10 * time.Millisecond
 	// maxCarryGrace: a longer hold would delay every takeover past any session TTL.
@@ -95,8 +101,10 @@ type Options struct {
 	// OVERLOADED and closed. Default 1024.
 	MaxConns int
 	// MaxFrame is the largest frame body accepted (and announced in WELCOME), in bytes,
-	// between 1024 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
-	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound.
+	// between 4096 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
+	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound: a
+	// SUBMIT's payload may take at most MaxFrame - 4096 bytes, so that every reply
+	// carrying it fits, and pages end early where the next item would not fit.
 	// Default 1 MiB.
 	MaxFrame int
 	// IdleTimeout closes a connection (without an ERROR) that sends nothing for this long
@@ -118,6 +126,15 @@ type Options struct {
 	// reading, so a pipelining client is slowed by TCP back-pressure, and after
 	// WriteTimeout it is disconnected. Default 1024.
 	MaxPendingPerConn int
+	// MaxQueuedReplyBytes bounds the bytes of the replies and pushes (FIREs) queued on
+	// one connection and not yet written, counted as an upper bound of their encoded
+	// frames: a reply that would take the queue past it waits, and the connection's
+	// reader reads no further request meanwhile (back-pressure, not an error: it resumes
+	// as the writer drains; the peer that never reads is closed after WriteTimeout like
+	// one whose queue is full). A FIRE that does not fit goes to another worker or waits.
+	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
+	// or MaxFrame, whichever is larger.
+	MaxQueuedReplyBytes int
 	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
@@ -148,6 +165,13 @@ type Options struct {
 	// many waiting fails at once, retryably ("no worker available"), and its task's retry
 	// policy decides. Each waiting run costs about 200 bytes. Default 1,048,576.
 	MaxWaitingRuns int
+	// MaxWaitingRunsPerType bounds the due runs of one task type held waiting for a
+	// worker, so that a type nobody serves (or a paused one) cannot take every waiting
+	// place and make the other types' runs fail: a run of a type that has this many
+	// waiting fails at once, retryably ("no worker available"), like one beyond
+	// MaxWaitingRuns. At most MaxWaitingRuns. Default min(262,144, MaxWaitingRuns): with
+	// the default total, four unserved types fill it.
+	MaxWaitingRunsPerType int
 	// OnLeadership, if set, is called after every change of this node's leadership
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
@@ -202,11 +226,17 @@ func (o *Options) setDefaults() {
 	if o.MaxPendingPerConn == 0 {
 		o.MaxPendingPerConn = DefaultMaxPendingPerConn
 	}
+	if o.MaxQueuedReplyBytes == 0 {
+		o.MaxQueuedReplyBytes = max(DefaultMaxQueuedReplyBytes, o.MaxFrame)
+	}
 	if o.DefaultTTR == 0 {
 		o.DefaultTTR = DefaultTTR
 	}
 	if o.MaxWaitingRuns == 0 {
 		o.MaxWaitingRuns = DefaultMaxWaitingRuns
+	}
+	if o.MaxWaitingRunsPerType == 0 {
+		o.MaxWaitingRunsPerType = min(DefaultMaxWaitingRunsPerType, o.MaxWaitingRuns)
 	}
 	if o.Heartbeat == 0 {
 		o.Heartbeat = DefaultHeartbeat
@@ -257,8 +287,12 @@ func (o *Options) validate() error {
 		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
+	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:
+		return bad("MaxWaitingRunsPerType %d outside [1, MaxWaitingRuns %d]", o.MaxWaitingRunsPerType, o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
+	case o.MaxQueuedReplyBytes < o.MaxFrame:
+		return bad("MaxQueuedReplyBytes %d is below MaxFrame %d: a reply of MaxFrame bytes must fit", o.MaxQueuedReplyBytes, o.MaxFrame)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:

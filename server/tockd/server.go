@@ -35,6 +35,7 @@ type Server struct {
 	fired       atomic.Uint64 // FIREs queued to workers
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
+	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
 	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
 	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
 	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
@@ -46,6 +47,9 @@ type Server struct {
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
+	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
+	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
+	standbyHook func(ctx context.Context, c store.Change)
 
 	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 	committer    committer   // groups durable record writes of concurrent requests (commit.go)
@@ -238,6 +242,18 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// queuedReplyBytes is the replyCost of the replies queued on every connection and not
+// yet written. Cost: O(connections).
+func (s *Server) queuedReplyBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for c := range s.conns {
+		n += c.queued.Load()
+	}
+	return n
 }
 
 // numConns returns how many connections are being served.
