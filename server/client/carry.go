@@ -193,14 +193,19 @@ func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err erro
 }
 
 // settleAll removes frame's outcomes from the set and tells OnAcked of each, with the
-// answer ackErr gives for its run ID (nil: accepted).
+// answer ackErr gives for its run ID (nil: accepted); one answered STALE_EPOCH (the
+// leader stepped down before recording it) stays in the set, for the next connection.
 func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
 	cs := &w.carry
 	for _, o := range frame {
+		err := ackErr(o.fire.RunID)
+		if unsettled(err) {
+			continue
+		}
 		cs.mu.Lock()
 		delete(cs.runs, runRef{o.fire.Epoch, o.fire.RunID})
 		cs.mu.Unlock()
-		w.settled(o, ackErr(o.fire.RunID))
+		w.settled(o, err)
 	}
 }
 

@@ -18,6 +18,21 @@
 // lets one transaction decide "create, or replace a lower version" with no
 // prior read.
 //
+// # Access
+//
+// An external etcd (Options.Endpoints) is reached as Options.Username with
+// Options.Password when its auth is on, and over TLS with Options.TLS (its CA,
+// and a client certificate where etcd wants one). The embedded etcd
+// (Options.Embedded) listens on 127.0.0.1, which every user of the host can
+// reach, so it always runs with etcd's auth on: Open makes a root password of
+// 256 random bits on the first start, keeps it in RootPasswordFile in the data
+// directory (mode 0600; a file others may read is refused), creates user root
+// with it and enables auth; later starts log in with it. A client without it is
+// refused (user name is empty). ClientOptions gives another Store (a test's
+// second node) the same way in. The embedded etcd's peer port, also on
+// 127.0.0.1, is not covered: it serves etcd's member-to-member API (raft,
+// lease forwarding), not the key-value API, and has no password.
+//
 // # Write invariants
 //
 //   - A record is written only if its key is absent (CreateRevision == 0) or

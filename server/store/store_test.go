@@ -39,7 +39,8 @@ func openEmbedded(t *testing.T, o Options) *Store {
 
 func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
 	t.Helper()
-	o.Endpoints = []string{first.ClientURL()}
+	co := first.ClientOptions()
+	o.Endpoints, o.Username, o.Password, o.TLS = co.Endpoints, co.Username, co.Password, co.TLS
 	o.Node = node
 	s, err := Open(ctxT(t), o)
 	if err != nil {

@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,12 @@ type conn struct {
 	// evicted is set when this node stops leading: the reader then answers ERROR
 	// NOT_LEADER and closes, so that a worker goes to the next leader.
 	evicted atomic.Bool
+	// crowded is set when MaxHandshakes newer sockets arrived before this one's HELLO:
+	// the reader then answers ERROR OVERLOADED and closes.
+	crowded atomic.Bool
+	// established: the handshake is done and the connection counts against MaxConns.
+	// Guarded by s.mu.
+	established bool
 	// done is closed by the writer when it exits: the socket is closed or closing, and
 	// nothing more will be written.
 	done chan struct{}
@@ -108,6 +115,10 @@ func (c *conn) readLoop() {
 	log.Debug("tockd: connection accepted")
 	dec := protocol.NewDecoder(c.s.opts.MaxFrame)
 	buf := make([]byte, readBufSize)
+	// head collects the stream's first 4 bytes, the HELLO's length prefix, which is held
+	// to MaxHelloFrame before its body is awaited.
+	var head [4]byte
+	headN := 0
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout))
 	for {
 		if c.ready {
@@ -123,7 +134,21 @@ func (c *conn) readLoop() {
 			c.notLeading()
 			return
 		}
+		if c.crowded.Load() {
+			c.send(c.crowdedOut())
+			return
+		}
 		n, rerr := c.nc.Read(buf)
+		if !c.ready && headN < len(head) {
+			headN += copy(head[headN:], buf[:n])
+			if size := binary.BigEndian.Uint32(head[:]); headN == len(head) && size > uint32(c.s.opts.MaxHelloFrame) {
+				c.s.log.Info("tockd: protocol violation; closing connection: a large frame before HELLO",
+					"remote", c.nc.RemoteAddr(), "size", size, "max_hello_frame", c.s.opts.MaxHelloFrame)
+				c.send(&protocol.Error{Code: protocol.CodeFrameTooLarge,
+					Message: fmt.Sprintf("a frame of %d bytes before the handshake; at most %d (MaxHelloFrame) until WELCOME", size, c.s.opts.MaxHelloFrame)})
+				return
+			}
+		}
 		dec.Feed(buf[:n])
 		for {
 			m, err := dec.Next()
@@ -140,6 +165,8 @@ func (c *conn) readLoop() {
 				c.shuttingDown()
 			case c.evicted.Load():
 				c.notLeading()
+			case c.crowded.Load():
+				c.send(c.crowdedOut())
 			case errors.Is(rerr, os.ErrDeadlineExceeded) && !c.ready:
 				// No protocol code means "too slow"; the peer sees the connection close.
 				log.Info("tockd: closing connection: no HELLO within HandshakeTimeout", "timeout", c.s.opts.HandshakeTimeout)
@@ -166,6 +193,13 @@ func (c *conn) notLeading() {
 	c.send(&protocol.Error{Code: protocol.CodeNotLeader, Message: "this node no longer leads; reconnect to the leader"})
 }
 
+// crowdedOut is the ERROR that closes a socket crowded out of the handshake.
+func (c *conn) crowdedOut() *protocol.Error {
+	c.s.log.Info("tockd: connection refused: too many sockets in the handshake", "remote", c.nc.RemoteAddr(), "max_handshakes", c.s.opts.MaxHandshakes)
+	return &protocol.Error{Code: protocol.CodeOverloaded,
+		Message: fmt.Sprintf("too many connections without HELLO (MaxHandshakes %d); send HELLO as soon as connected", c.s.opts.MaxHandshakes)}
+}
+
 // shuttingDown queues the ERROR that tells the peer the server is draining.
 func (c *conn) shuttingDown() {
 	c.send(&protocol.Error{Code: protocol.CodeShuttingDown, Message: "the server is shutting down; reconnect elsewhere or later"})
@@ -190,6 +224,7 @@ func (c *conn) handle(m protocol.Message, err error) bool {
 		return c.hello(m)
 	}
 	reply, closes := c.s.dispatch(c, m)
+	c.s.checkReply(m, reply)
 	if reply == nil {
 		return true
 	}
@@ -214,13 +249,18 @@ func (c *conn) hello(m protocol.Message) bool {
 		c.send(&protocol.Error{ID: h.ID, Code: protocol.CodeUnauthorized, Message: "missing or wrong token"})
 		return false
 	}
+	if e := c.s.establish(c); e != nil {
+		e.ID = h.ID
+		c.send(e)
+		return false
+	}
 	c.ready, c.role, c.name = true, h.Role, h.Name
 	if c.role == protocol.RoleWorker {
 		c.s.workers.Add(1)
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
+		Epoch: c.s.currentEpoch(), MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
 }
 
 // send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or

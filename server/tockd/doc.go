@@ -167,6 +167,13 @@
 // (payload_len, also on request: omit_payload); LIST and DLQ_LIST end a page early where
 // its next item would not fit, after at least one.
 //
+// Replies (replies.go): one table says, for each request type, its reply and every error
+// code it can get; PROTOCOL.md's "Replies to X:" lines say the same (a test compares
+// them), and conn.handle checks every reply against it (an unlisted one is a bug, logged
+// at Error; the package's tests panic on it). CANCEL of a finished task answers its
+// final state (TASK_STATUS), DLQ_PURGE of an absent dead letter count 0: neither is an
+// error.
+//
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
 //     handles each request synchronously against the engine (every engine call is O(1)
@@ -202,4 +209,10 @@
 //     read buffer, MaxQueuedReplyBytes of queued replies (plus the ACK answers that
 //     waited for etcd, at most maxLateReplies) and the writer's buffer (64 KiB, or one
 //     reply).
+//   - Before the handshake (conn.go, server.go): the first frame is held to
+//     Options.MaxHelloFrame (4 KiB), checked on its length prefix; at most
+//     Options.MaxHandshakes sockets are in the handshake at once (a new one crowds out
+//     the oldest, answered OVERLOADED), each for at most HandshakeTimeout; and only
+//     connections that completed HELLO count against MaxConns. So sockets without the
+//     token hold at most MaxHandshakes x (4 KiB + buffers) and never a slot of MaxConns.
 package tockd

@@ -39,6 +39,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
+		{"MaxHandshakes", Options{MaxHandshakes: -1}},
+		{"MaxHelloFrame", Options{MaxHelloFrame: 1000}},
+		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
 	}
 	for _, c := range cases {
 		_, err := New(c.opts)

@@ -40,6 +40,7 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
 			addr, epoch, err := st.Leader(rctx)
 			cancel()
+			s.noteEtcdRead(err)
 			if err != nil || addr == advertise { // unknown, or this node's own lapsed term
 				s.leaderSeen.Store(nil)
 			} else {

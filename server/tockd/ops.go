@@ -34,7 +34,14 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		}
 		if err := s.engine.Cancel(m.Namespace, m.TaskID); err != nil {
 			if errors.Is(err, task.ErrIllegalTransition) {
-				err = fmt.Errorf("cannot cancel %s/%s, it has finished: %w", nsOrDefault(m.Namespace), m.TaskID, err)
+				// It has finished (SUCCEEDED or DEAD): nothing to cancel. The answer is its
+				// final state, as for a task cancelled before; no ERROR, since the request
+				// is no misuse of the protocol.
+				if in, gerr := s.engine.Get(m.Namespace, m.TaskID); gerr == nil {
+					st := s.status(id, in)
+					st.Durability = dur
+					return st, false
+				}
 			}
 			return engineError(id, err, "")
 		}
@@ -56,6 +63,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			e := storeError(deleteErr)
 			e.ID = id
 			e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
+			s.checkReply(m, e) // a reply sent later, outside conn.handle's check
 			c.pushReply(e)
 		}) {
 			return nil, false
@@ -213,8 +221,8 @@ func engineError(id uint64, err error, prefixOrField string) (protocol.Message, 
 //	ErrInvalidRetry                    INVALID_TASK, field "retry"
 //	ErrOverloaded                      OVERLOADED
 //	ErrClosed                          SHUTTING_DOWN (closes)
-//	ErrIllegalTransition               UNEXPECTED: the request is well-formed but not valid
-//	                                   in the task's state (cancel of a finished task)
+//	ErrIllegalTransition               INTERNAL: CANCEL, the one request that meets it (a
+//	                                   finished task), answers the task's state instead
 //	ErrBadCursor                       BAD_FIELD, field "cursor"
 //	anything else                      INTERNAL
 //
@@ -243,8 +251,6 @@ func mapEngineError(err error, pf string) *protocol.Error {
 		e.Code = protocol.CodeOverloaded
 	case errors.Is(err, task.ErrClosed):
 		e.Code, e.Message = protocol.CodeShuttingDown, "the engine is closed: "+err.Error()
-	case errors.Is(err, task.ErrIllegalTransition):
-		e.Code = protocol.CodeUnexpected
 	case errors.Is(err, task.ErrBadCursor):
 		e.Code, e.Field = protocol.CodeBadField, pf
 	default:

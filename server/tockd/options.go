@@ -27,12 +27,18 @@ const (
 	DefaultMaxWaitingRuns      = 1 << 20
 	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
 	DefaultMaxWaitingRunsPerType = 1 << 18
+	DefaultMaxHelloFrame         = 4 << 10
+	DefaultMaxHandshakes         = 128
 	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
 	// one, the default is a quarter of the store's session TTL.
 	DefaultHeartbeat = 5 * time.Second
 	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
 	// for its workers' carried outcomes (Options.CarryGrace).
 	DefaultCarryGrace = 500 * time.Millisecond
+
+	// minMaxHelloFrame is the smallest MaxHelloFrame accepted: the largest valid HELLO
+	// (a 128-byte name, a 1024-byte token, the keys) is about 1.2 KiB.
+	minMaxHelloFrame = 2 << 10
 
 	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit,
 	// and every task's snapshot once its payload is left out and its texts cut (every
@@ -97,9 +103,25 @@ type Options struct {
 	// GetCertificate); set ClientAuth and ClientCAs to require client certificates.
 	// Default: plain TCP.
 	TLS *tls.Config
-	// MaxConns bounds the connections served at once; one more is answered ERROR
-	// OVERLOADED and closed. Default 1024.
+	// MaxConns bounds the connections served at once that have completed the handshake
+	// (HELLO answered WELCOME); a connection accepted while MaxConns are served, or a
+	// HELLO that would make one more, is answered ERROR OVERLOADED and closed. Sockets
+	// still in the handshake count against MaxHandshakes instead, so that sockets without
+	// the token cannot take these slots. Default 1024.
 	MaxConns int
+	// MaxHandshakes bounds the sockets accepted that have not completed the handshake
+	// (TLS and HELLO). When one more is accepted, the oldest of them is answered ERROR
+	// OVERLOADED and closed (the newest stays: a client that sends its HELLO at once gets
+	// in even while idle sockets keep arriving, unless MaxHandshakes more arrive within
+	// its round trip). Each costs one connection's buffers until HandshakeTimeout.
+	// Default 128.
+	MaxHandshakes int
+	// MaxHelloFrame is the largest frame body accepted before the handshake completes,
+	// in bytes, between 2048 and MaxFrame: a larger length prefix on a connection that has
+	// not been WELCOMEd is answered FRAME_TOO_LARGE and closed without its body being
+	// read, so a socket without the token cannot make the server buffer MaxFrame bytes.
+	// Default 4096.
+	MaxHelloFrame int
 	// MaxFrame is the largest frame body accepted (and announced in WELCOME), in bytes,
 	// between 4096 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
 	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound: a
@@ -214,6 +236,12 @@ func (o *Options) setDefaults() {
 	if o.MaxFrame == 0 {
 		o.MaxFrame = DefaultMaxFrame
 	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if o.MaxHelloFrame == 0 {
+		o.MaxHelloFrame = min(DefaultMaxHelloFrame, o.MaxFrame)
+	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -269,6 +297,10 @@ func (o *Options) validate() error {
 		return bad("MaxConns %d is not positive", o.MaxConns)
 	case o.MaxFrame < minMaxFrame || o.MaxFrame > protocol.MaxFrameLimit:
 		return bad("MaxFrame %d outside [%d, %d]", o.MaxFrame, minMaxFrame, protocol.MaxFrameLimit)
+	case o.MaxHandshakes < 1:
+		return bad("MaxHandshakes %d is not positive", o.MaxHandshakes)
+	case o.MaxHelloFrame < minMaxHelloFrame || o.MaxHelloFrame > o.MaxFrame:
+		return bad("MaxHelloFrame %d outside [%d, MaxFrame %d]", o.MaxHelloFrame, minMaxHelloFrame, o.MaxFrame)
 	case o.IdleTimeout < 0:
 		return bad("IdleTimeout %v is negative", o.IdleTimeout)
 	case o.HandshakeTimeout < 0:
