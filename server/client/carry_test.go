@@ -162,3 +162,50 @@ func TestWorkerSplitsACarryToFitMaxFrame(t *testing.T) {
 		f.send(r.nc, &protocol.Acked{ID: c.ID})
 	}
 }
+
+// A carried outcome the leader lists STALE_EPOCH (it stepped down before recording the
+// end) is not settled: the next connection carries it again, and OnAcked waits for that.
+func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
+	f := startFake(t, "127.0.0.1:0")
+	acked := make(chan error, 2)
+	w := newWorkerT(t, f.ln.Addr().String(), WithReconnectBackoff(time.Millisecond, time.Millisecond),
+		WithOnAcked(func(_ *Fire, _, ackErr error) { acked <- ackErr }))
+	fw := runOnFake(t, f, w, func(context.Context, *Fire) error { return nil })
+	fw.fire(7)
+	nextCarry := func() (fakeReq, *protocol.Carry) {
+		for {
+			r := f.next(t)
+			switch m := r.m.(type) {
+			case *protocol.Carry:
+				return r, m
+			case *protocol.Acks:
+				f.send(r.nc, &protocol.Error{ID: m.ID, Code: protocol.CodeStaleEpoch})
+				r.nc.Close()
+			}
+		}
+	}
+	r, c := nextCarry()
+	if len(c.Outcomes) != 1 || c.Outcomes[0].RunID != 7 {
+		t.Fatalf("first CARRY: %+v", c.Outcomes)
+	}
+	f.send(r.nc, &protocol.Acked{ID: c.ID, Failed: []protocol.AckFailure{{RunID: 7, Code: protocol.CodeStaleEpoch}}})
+	r.nc.Close()
+	r, c = nextCarry()
+	if len(c.Outcomes) != 1 || c.Outcomes[0].RunID != 7 {
+		t.Fatalf("CARRY after STALE_EPOCH: %+v, want run 7 again", c.Outcomes)
+	}
+	select {
+	case err := <-acked:
+		t.Fatalf("OnAcked called (%v) while the outcome was still carried", err)
+	default:
+	}
+	f.send(r.nc, &protocol.Acked{ID: c.ID})
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("OnAcked not called")
+	}
+}
