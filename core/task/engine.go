@@ -137,7 +137,7 @@ type Engine struct {
 	hLimit timer.Handler // a running attempt's timeout has passed
 	hDrop  timer.Handler // a finished task's retention has passed
 	shards [numShards]shard
-	dlq    *DLQ
+	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
@@ -178,7 +178,7 @@ func New(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task: timers: %w", err)
 	}
-	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: NewDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
+	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
 		shardLimit: (o.MaxTasks + numShards - 1) / numShards}
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
@@ -398,7 +398,7 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
 // in the engine, reported as an error and never applied.
 func setState(rec *record, to State) error {
-	if err := Transition(rec.state, to); err != nil {
+	if err := transition(rec.state, to); err != nil {
 		return fmt.Errorf("task %s/%s: %w", rec.task.Namespace, rec.task.ID, err)
 	}
 	rec.state = to

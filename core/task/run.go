@@ -178,7 +178,7 @@ func (e *Engine) catchUp(sh *shard, rec *record, ev timer.Event) (misfire, dead 
 // it reports whether it did. Requires sh.mu (so it never waits for room: a full queue
 // leaves the record to the timer's path, which does).
 func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
-	if !CanTransition(rec.state, Due) {
+	if !canTransition(rec.state, Due) {
 		return false
 	}
 	item := runItem{sh: sh, rec: rec, runID: sh.nextRunID(rec.slot)}
@@ -456,7 +456,13 @@ func (e *Engine) onDrop(ev timer.Event) {
 	sh.mu.Unlock()
 }
 
-// DeadLetters lists the dead-letter queue, oldest first; see DLQ.List for paging.
+// DeadLetters lists the dead-letter queue, oldest first: up to limit entries after cursor
+// ("" for the start), and the cursor of the next page ("" when there is none). limit <= 0
+// means DefaultDLQPageSize; it is capped at MaxDLQPageSize. A cursor the engine did not
+// issue is ErrBadCursor. Cursors name a position in the queue's order, not an entry, so
+// entries added or removed between pages never make a remaining one show twice or go
+// missing; a dead letter that replaces one of the same ID moves to the end. Cost:
+// O(log n + limit), plus the removed entries crossed; it allocates the page.
 func (e *Engine) DeadLetters(cursor string, limit int) ([]DeadLetter, string, error) {
 	return e.dlq.List(cursor, limit)
 }
