@@ -39,14 +39,14 @@ type record struct {
 	task  Task
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
 	state State
-	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
-	// before that return (the outcome, rare.earlyErr, then applies when it does). owed: a
-	// recurring task's dead occurrence was requeued while another occurrence was in
-	// progress; it runs as soon as that one ends (nextOccurrence).
-	filed, early, owed bool
-	use                use       // what outside the lock may refer to the record (reuse.go)
-	hash               uint64    // keyHash of the task's namespace and ID: its key in the shard's index
-	due                time.Time // the current occurrence's (or retry's) due time
+	phase phase // where the current attempt stands: what outside the lock refers to the record (reuse.go)
+	// kept: an attempt ended while its handler could still run, which may still use the
+	// record: it is never reused (reuse.go). owed: a recurring task's dead occurrence was
+	// requeued while another occurrence was in progress; it runs as soon as that one
+	// ends (nextOccurrence).
+	kept, owed bool
+	hash       uint64    // keyHash of the task's namespace and ID: its key in the shard's index
+	due        time.Time // the current occurrence's (or retry's) due time
 	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
 	// measured from it); startNs is the clock reading at the running attempt's start.
 	// Times of the engine's own bookkeeping stay clock readings: converting them to
@@ -363,7 +363,7 @@ func (e *Engine) retire(sh *shard, rec *record) {
 	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
 	if rec.attempt != nil {
 		rec.attempt.ctx.cancel(context.Canceled)
-		rec.detach()
+		rec.abandon()
 		rec.attempt = nil
 	}
 	rec.runID = 0
