@@ -55,8 +55,9 @@
 //     one's place (Options.MaxHungWorkers bounds the goroutines left behind); retries are
 //     bounded by the RetryPolicy and end in the dead-letter queue.
 //   - Back-pressure: Options.QueueSize bounds due tasks waiting for a worker (the timer
-//     pool waits when it is full); Options.MaxTasks bounds records (Submit returns
-//     ErrOverloaded); the dead-letter queue is bounded (oldest evicted, counted).
+//     pool waits when it is full); Options.MaxTasks bounds records and
+//     Options.MaxPayloadBytes their payloads' bytes (Submit returns ErrOverloaded); the
+//     dead-letter queue is bounded (oldest evicted, counted).
 //   - Nothing is lost silently: every task that is submitted either runs, is cancelled by
 //     the user, or ends in the dead-letter queue, except at Close, which drops what is
 //     pending (the engine is in-process and holds no durable state).

@@ -146,6 +146,7 @@ type Engine struct {
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
+	payloads    atomic.Int64 // payload bytes held by records, at most Options.MaxPayloadBytes
 	hung        atomic.Int64 // workers replaced while stuck in a handler, not yet returned
 	loopWorkers atomic.Int64 // workers that will come back for the next item
 
@@ -291,21 +292,37 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	sh := e.shardOf(h)
 	rec := e.newRecord(&t, h) // filled outside the lock
 	sh.mu.Lock()
-	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
+	old := sh.index.find(sh.slots, h, t.Namespace, t.ID)
+	if old != nil {
 		if t.Version <= old.task.Version {
 			err := fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
 			e.recycle(rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
-		// The replacement is another record: a run of the old version still in its
-		// handler keeps reading the old, unchanged Task (the old record is kept from
-		// reuse until nothing refers to it).
-		e.remove(sh, old)
 	} else if sh.tasks >= e.shardLimit {
 		e.recycle(rec)
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
+	}
+	if n := int64(len(t.Payload)); n > 0 {
+		freed := int64(0)
+		if old != nil {
+			freed = int64(len(old.task.Payload))
+		}
+		if held := e.payloads.Add(n); held-freed > int64(e.opts.MaxPayloadBytes) {
+			e.payloads.Add(-n)
+			e.recycle(rec)
+			sh.mu.Unlock()
+			return Info{}, fmt.Errorf("%w: a payload of %d bytes would take the payloads held past Options.MaxPayloadBytes (%d held of %d)",
+				ErrOverloaded, n, held-n, e.opts.MaxPayloadBytes)
+		}
+	}
+	if old != nil {
+		// The replacement is another record: a run of the old version still in its
+		// handler keeps reading the old, unchanged Task (the old record is kept from
+		// reuse until nothing refers to it).
+		e.remove(sh, old)
 	}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
@@ -377,6 +394,9 @@ func (e *Engine) remove(sh *shard, rec *record) {
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
+	if n := len(rec.task.Payload); n > 0 {
+		e.payloads.Add(-int64(n))
+	}
 	e.recycle(rec)
 }
 

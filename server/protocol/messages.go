@@ -391,14 +391,35 @@ func (m *Cancel) encode(c *enc)            { m.TaskRef.encode(c, TypeCancel, m.I
 type Get struct {
 	ID uint64
 	TaskRef
+	OmitPayload bool // "omit_payload": leave the payload out (the snapshot's PayloadLen says its length)
 }
 
-func (m *Get) Type() Type               { return TypeGet }
-func (m *Get) RequestID() uint64        { return m.ID }
-func (m *Get) setID(id uint64)          { m.ID = id }
-func (m *Get) fields() *fieldTable      { return &taskRefFields }
-func (m *Get) set(d *dec, i int) *Error { return m.TaskRef.set(d, i) }
-func (m *Get) encode(c *enc)            { m.TaskRef.encode(c, TypeGet, m.ID) }
+var getFields = fieldTable{keys: []string{"ns", "tid", "omit_payload"}, required: 2}
+
+func (m *Get) Type() Type          { return TypeGet }
+func (m *Get) RequestID() uint64   { return m.ID }
+func (m *Get) setID(id uint64)     { m.ID = id }
+func (m *Get) fields() *fieldTable { return &getFields }
+func (m *Get) set(d *dec, i int) (err *Error) {
+	if i == 2 {
+		m.OmitPayload, err = d.bool()
+		return err
+	}
+	return m.TaskRef.set(d, i)
+}
+func (m *Get) encode(c *enc) {
+	if !m.OmitPayload {
+		m.TaskRef.encode(c, TypeGet, m.ID)
+		return
+	}
+	c.envelope(TypeGet, m.ID, 2+count(m.Namespace != ""))
+	if m.Namespace != "" {
+		c.kStr("ns", m.Namespace)
+	}
+	c.kStr("tid", m.TaskID)
+	c.str("omit_payload")
+	c.bool(true)
+}
 
 // DLQRequeue resubmits a dead letter's task and removes the dead letter.
 type DLQRequeue struct {
@@ -419,9 +440,12 @@ type List struct {
 	State  task.State // "state": only tasks in this state; 0 (absent) means all
 	Cursor string     // "cursor": the previous page's "next"; empty for the first page
 	Limit  uint64     // "limit": page size; 0 means the server's default
+	// OmitPayload ("omit_payload") leaves every payload out (each snapshot's PayloadLen
+	// says its length), so that a page holds many tasks with large payloads.
+	OmitPayload bool
 }
 
-var listFields = fieldTable{keys: []string{"state", "cursor", "limit"}}
+var listFields = fieldTable{keys: []string{"state", "cursor", "limit", "omit_payload"}}
 
 func (m *List) Type() Type          { return TypeList }
 func (m *List) RequestID() uint64   { return m.ID }
@@ -435,11 +459,13 @@ func (m *List) set(d *dec, i int) (err *Error) {
 		m.Cursor, err = d.str(MaxCursorLen)
 	case 2:
 		m.Limit, err = d.uintMax(MaxPageItems)
+	case 3:
+		m.OmitPayload, err = d.bool()
 	}
 	return err
 }
 func (m *List) encode(c *enc) {
-	c.envelope(TypeList, m.ID, count(m.State != 0, m.Cursor != "", m.Limit != 0))
+	c.envelope(TypeList, m.ID, count(m.State != 0, m.Cursor != "", m.Limit != 0, m.OmitPayload))
 	if m.State != 0 {
 		putState(c, "state", m.State)
 	}
@@ -448,6 +474,10 @@ func (m *List) encode(c *enc) {
 	}
 	if m.Limit != 0 {
 		c.kUint("limit", m.Limit)
+	}
+	if m.OmitPayload {
+		c.str("omit_payload")
+		c.bool(true)
 	}
 }
 
@@ -577,29 +607,38 @@ type DLQList struct {
 	ID     uint64
 	Cursor string // "cursor"
 	Limit  uint64 // "limit"; 0 means the server's default
+	// OmitPayload ("omit_payload") leaves every payload out, as List's does.
+	OmitPayload bool
 }
 
-var dlqListFields = fieldTable{keys: []string{"cursor", "limit"}}
+var dlqListFields = fieldTable{keys: []string{"cursor", "limit", "omit_payload"}}
 
 func (m *DLQList) Type() Type          { return TypeDLQList }
 func (m *DLQList) RequestID() uint64   { return m.ID }
 func (m *DLQList) setID(id uint64)     { m.ID = id }
 func (m *DLQList) fields() *fieldTable { return &dlqListFields }
 func (m *DLQList) set(d *dec, i int) (err *Error) {
-	if i == 0 {
+	switch i {
+	case 0:
 		m.Cursor, err = d.str(MaxCursorLen)
-	} else {
+	case 1:
 		m.Limit, err = d.uintMax(MaxPageItems)
+	case 2:
+		m.OmitPayload, err = d.bool()
 	}
 	return err
 }
 func (m *DLQList) encode(c *enc) {
-	c.envelope(TypeDLQList, m.ID, count(m.Cursor != "", m.Limit != 0))
+	c.envelope(TypeDLQList, m.ID, count(m.Cursor != "", m.Limit != 0, m.OmitPayload))
 	if m.Cursor != "" {
 		c.kStr("cursor", m.Cursor)
 	}
 	if m.Limit != 0 {
 		c.kUint("limit", m.Limit)
+	}
+	if m.OmitPayload {
+		c.str("omit_payload")
+		c.bool(true)
 	}
 }
 

@@ -20,12 +20,13 @@ import (
 type Store struct {
 	opts    Options
 	cli     *clientv3.Client
-	etcd    *embed.Etcd // nil with external Endpoints
-	tasks   string      // Prefix + "tasks/"
-	locks   string      // Prefix + "locks/": run locks of exclusive tasks
-	next    string      // Prefix + "next/": recurring tasks' progress (next.go)
-	workers string      // Prefix + "workers/": the worker registry (workers.go)
-	leader  string      // Prefix + "leader"
+	cfg     clientv3.Config // how cli was made (ClientOptions)
+	etcd    *embed.Etcd     // nil with external Endpoints
+	tasks   string          // Prefix + "tasks/"
+	locks   string          // Prefix + "locks/": run locks of exclusive tasks
+	next    string          // Prefix + "next/": recurring tasks' progress (next.go)
+	workers string          // Prefix + "workers/": the worker registry (workers.go)
+	leader  string          // Prefix + "leader"
 
 	mu      sync.Mutex
 	session *session // nil until the first Campaign
@@ -41,20 +42,38 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", next: o.Prefix + "next/",
 		workers: o.Prefix + "workers/", leader: o.Prefix + "leader"}
-	endpoints := o.Endpoints
+	cfg := clientv3.Config{
+		Endpoints:   o.Endpoints,
+		Username:    o.Username,
+		Password:    o.Password,
+		TLS:         o.TLS,
+		DialTimeout: o.DialTimeout,
+		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
+	}
 	if o.Embedded != "" {
+		if cfg.Password, err = rootPassword(o.Embedded); err != nil {
+			return nil, fmt.Errorf("store: embedded etcd root password: %w", err)
+		}
+		cfg.Username = rootUser
 		s.etcd, err = startEmbedded(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		endpoints = []string{s.ClientURL()}
+		cfg.Endpoints = []string{s.ClientURL()}
 	}
-	s.cli, err = clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: o.DialTimeout,
-		Logger:      zap.NewNop(),
-		Context:     context.WithoutCancel(ctx),
-	})
+	s.cfg = cfg
+	s.cli, err = clientv3.New(cfg)
+	if err == nil && s.etcd != nil {
+		if err = enableAuth(ctx, s.cli, cfg.Password); err == nil {
+			// Reconnect, so that the client authenticates now that auth is on (a client
+			// made while it was off holds no token).
+			s.cli.Close()
+			s.cli, err = clientv3.New(cfg)
+		} else {
+			s.cli.Close()
+		}
+	}
 	if err != nil {
 		if s.etcd != nil {
 			s.etcd.Close()
@@ -62,6 +81,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
 	return s, nil
+}
+
+// ClientOptions returns the Options another Store needs to reach the same etcd: this
+// one's endpoints (the embedded etcd's URL), user, password and TLS configuration.
+// Everything else is zero, to be filled in (Node, at least).
+func (s *Store) ClientOptions() Options {
+	return Options{Endpoints: s.cfg.Endpoints, Username: s.cfg.Username, Password: s.cfg.Password, TLS: s.cfg.TLS}
 }
 
 // Client returns the etcd client, for callers that watch the record range.
@@ -125,6 +151,10 @@ func startEmbedded(ctx context.Context, o Options) (*embed.Etcd, error) {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.EmbeddedLog)
 	}
 	cfg.MaxTxnOps = uint(o.MaxTxnOps)
+	// The only password is root's, 256 random bits (RootPasswordFile): bcrypt's cost
+	// adds nothing against guessing it, and its minimum keeps each login (a start, a
+	// token refresh) from taking tens of milliseconds.
+	cfg.BcryptCost = embeddedBcryptCost
 	if o.EmbeddedTick > 0 {
 		cfg.TickMs = uint(o.EmbeddedTick / time.Millisecond)
 	}
@@ -151,6 +181,9 @@ func startEmbedded(ctx context.Context, o Options) (*embed.Etcd, error) {
 		return nil, fmt.Errorf("store: embedded etcd start: %w", ctx.Err())
 	}
 }
+
+// embeddedBcryptCost is bcrypt.MinCost.
+const embeddedBcryptCost = 4
 
 // freePorts returns the given ports, replacing each 0 with a port the kernel
 // reports free on 127.0.0.1 (both listeners are held at once so they differ).

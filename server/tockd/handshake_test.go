@@ -18,7 +18,8 @@ func TestOptionsValidate(t *testing.T) {
 	if o.Addr != DefaultAddr || o.MaxConns != DefaultMaxConns || o.MaxFrame != protocol.DefaultMaxFrame ||
 		o.IdleTimeout != DefaultIdleTimeout || o.HandshakeTimeout != DefaultHandshakeTimeout ||
 		o.WriteTimeout != DefaultWriteTimeout || o.MaxPendingPerConn != DefaultMaxPendingPerConn ||
-		o.NodeName == "" || o.Logger == nil {
+		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType ||
+		o.MaxQueuedReplyBytes != DefaultMaxQueuedReplyBytes || o.NodeName == "" || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
 	cases := []struct {
@@ -27,13 +28,20 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"MaxConns", Options{MaxConns: -1}},
 		{"MaxFrame", Options{MaxFrame: 100}},
+		{"MaxFrame", Options{MaxFrame: minMaxFrame - 1}},
 		{"MaxFrame", Options{MaxFrame: protocol.MaxFrameLimit + 1}},
 		{"IdleTimeout", Options{IdleTimeout: -time.Second}},
 		{"HandshakeTimeout", Options{HandshakeTimeout: -time.Second}},
 		{"WriteTimeout", Options{WriteTimeout: -time.Second}},
 		{"Token", Options{Token: strings.Repeat("x", protocol.MaxTokenLen+1)}},
 		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},
+		{"MaxQueuedReplyBytes", Options{MaxQueuedReplyBytes: protocol.DefaultMaxFrame - 1}},
+		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
+		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
+		{"MaxHandshakes", Options{MaxHandshakes: -1}},
+		{"MaxHelloFrame", Options{MaxHelloFrame: 1000}},
+		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
 	}
 	for _, c := range cases {
 		_, err := New(c.opts)

@@ -40,6 +40,7 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
 			addr, epoch, err := st.Leader(rctx)
 			cancel()
+			s.noteEtcdRead(err)
 			if err != nil || addr == advertise { // unknown, or this node's own lapsed term
 				s.leaderSeen.Store(nil)
 			} else {
@@ -83,7 +84,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		sb := newStandby()
 		sctx, stopStandby := context.WithCancel(ctx)
 		mirrored := make(chan struct{})
-		go func() { defer close(mirrored); sb.run(sctx, st, s.log) }()
+		go func() { defer close(mirrored); sb.run(sctx, st, s.log, s.standbyHook) }()
 		l, err := st.CampaignAs(ctx, advertise)
 		if err != nil {
 			stopStandby()
@@ -96,7 +97,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		epoch := uint64(l.Epoch())
 		fence := l.Fence()
 		s.fence.Store(&fence)
-		records, locked, next, caughtUp := sb.snapshotAt(l.Epoch(), standbyCatchUp)
+		records, locked, next, caughtUp := sb.current(ctx, st)
 		stopStandby()
 		<-mirrored
 		if caughtUp {
@@ -175,6 +176,8 @@ func (s *Server) evictWorkers() {
 // durable entries here when the engine forgets them).
 func (s *Server) dropDurable() {
 	d := s.dur
+	d.term.Lock() // no durable submit is entering the engine (durability.term)
+	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
 	for k := range d.tasks {

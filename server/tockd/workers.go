@@ -15,8 +15,9 @@ import (
 )
 
 // errNoWorker fails an attempt (retryably) when it cannot wait for a worker: the
-// server already holds Options.MaxWaitingRuns runs waiting. The task's retry policy
-// decides what follows.
+// server already holds Options.MaxWaitingRuns runs waiting, or
+// Options.MaxWaitingRunsPerType of the attempt's type. The task's retry policy decides
+// what follows.
 var errNoWorker = errors.New("tockd: no worker available")
 
 // errWorkerGone fails (retryably) every run in flight on a worker connection that closed,
@@ -32,8 +33,8 @@ var errWorkerGone = errors.New("tockd: worker disconnected")
 type dispatcher struct {
 	mu       sync.Mutex
 	byType   map[string]map[*conn]struct{} // subscribed, open worker connections per type
-	waiting  map[string]*runQueue          // due runs per type that no worker has taken yet
-	nWaiting int                           // runs in all waiting queues (some may be stale)
+	waiting  map[string]*runQueue          // due runs per type that no worker has taken yet; each at most MaxWaitingRunsPerType
+	nWaiting int                           // runs in all waiting queues (some may be stale); at most MaxWaitingRuns
 	paused   map[string]bool               // types not dispatched until RESUME
 	leading  bool                          // this node dispatches; FIREs carry epoch
 	epoch    uint64
@@ -93,6 +94,9 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
 	if d.nWaiting >= s.opts.MaxWaitingRuns {
 		return fmt.Errorf("%w for type %q: %d runs are already waiting (MaxWaitingRuns)", errNoWorker, t.Type, d.nWaiting)
+	}
+	if q != nil && q.len() >= s.opts.MaxWaitingRunsPerType {
+		return fmt.Errorf("%w for type %q: %d runs of the type are already waiting (MaxWaitingRunsPerType)", errNoWorker, t.Type, q.len())
 	}
 	if err := s.engine.HoldTimeout(run.RunID); err != nil {
 		return err
@@ -279,7 +283,8 @@ func (s *Server) leadership() (bool, uint64) {
 }
 
 // push queues a server push (FIRE) on c without blocking: false when the reply queue is
-// full or the connection is closing. Safe from any goroutine.
+// full (of replies, or of bytes: MaxQueuedReplyBytes) or the connection is closing. Safe
+// from any goroutine.
 func (c *conn) push(m protocol.Message) bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
@@ -291,10 +296,15 @@ func (c *conn) push(m protocol.Message) bool {
 		return false
 	default:
 	}
+	cost := int64(replyCost(m))
+	if !c.reserve(cost, false) {
+		return false
+	}
 	select {
 	case c.out <- m:
 		return true
 	default:
+		c.release(cost)
 		return false
 	}
 }
@@ -516,12 +526,16 @@ func (c *conn) pushReply(m protocol.Message) {
 	if c.outClosed {
 		return
 	}
+	// Counted but never refused: it answers a request already taken from the peer.
+	cost := int64(replyCost(m))
+	c.notePeak(c.queued.Add(cost))
 	select {
 	case c.out <- m:
 		return
 	default:
 	}
 	if len(c.late) >= maxLateReplies {
+		c.release(cost)
 		c.s.log.Warn("tockd: closing connection: it does not read the answers to its ACKs",
 			"remote", c.nc.RemoteAddr(), "name", c.name, "late", len(c.late))
 		c.nc.Close()

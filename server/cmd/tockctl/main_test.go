@@ -561,3 +561,40 @@ func TestPauseResume(t *testing.T) {
 		}
 	}
 }
+
+// -omit-payload leaves payloads out of get, list and dlq list, which show their lengths.
+func TestOmitPayload(t *testing.T) {
+	_, addr := startServer(t)
+	big := strings.Repeat("x", 3000)
+	ok(t, addr, "submit", "-id", "p1", "-type", "t", "-after", "1h", "-payload", big)
+	ok(t, addr, "submit", "-id", "p2", "-type", "fail", "-after", "0s", "-payload", big)
+	waitState(t, addr, "p2", "DEAD")
+	if got := field(t, ok(t, addr, "get", "-omit-payload", "p1"), "payload"); got != "(3000 bytes, left out)" {
+		t.Errorf("get -omit-payload: payload row %q", got)
+	}
+	if got := field(t, ok(t, addr, "get", "p1"), "payload"); !strings.Contains(got, "(3000 bytes)") || !strings.HasPrefix(got, `"xxx`) {
+		t.Errorf("get: payload row %q", got)
+	}
+	var page struct {
+		Items []struct {
+			ID         string
+			Payload    []byte
+			PayloadLen uint64 `json:"payload_len"`
+			Task       struct{ Payload []byte }
+		}
+	}
+	for _, args := range [][]string{{"list"}, {"dlq", "list"}} {
+		out := ok(t, addr, append([]string{"-json"}, append(args, "-omit-payload")...)...)
+		if err := json.Unmarshal([]byte(out), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) == 0 {
+			t.Fatalf("%v -omit-payload: no items:\n%s", args, out)
+		}
+		for _, it := range page.Items {
+			if it.PayloadLen != 3000 || it.Payload != nil || it.Task.Payload != nil {
+				t.Errorf("%v -omit-payload: %s payload_len %d, payload %d bytes", args, it.ID, it.PayloadLen, len(it.Payload)+len(it.Task.Payload))
+			}
+		}
+	}
+}
