@@ -39,11 +39,14 @@
 //     rare.resume holds the next one, which the task returns to afterwards.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
-//     shard's lock can refer to it (record.use, reuse.go): no run item of it is queued,
-//     no worker is between taking one and its last locked use of it, and no handler it
-//     gave a context or Run to can still be running. An attempt that ends while its
-//     handler may still run (timed out, cancelled, dropped, replaced), or a first
-//     attempt whose handler asked for ctx.Done(), keeps its record from reuse for good.
+//     shard's lock can refer to it (record.recyclable, reuse.go): its attempt phase is
+//     idle (no run item of it is queued, no worker is between taking one and its last
+//     locked use of it), and no handler it gave a context or Run to can still be
+//     running. An attempt that ends while its handler may still run (timed out,
+//     cancelled, dropped, replaced), or a first attempt whose handler asked for
+//     ctx.Done(), keeps its record from reuse for good (record.kept). The phase moves
+//     idle -> queued -> running [-> early | -> filed] -> idle, checked against a table
+//     as states are (phaseMoves).
 //     So a handler's ctx and *Run are its own until it returns (Handler), and what the
 //     engine hands out otherwise (Info, Event, DeadLetter) is a copy.
 //

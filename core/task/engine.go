@@ -39,14 +39,14 @@ type record struct {
 	task  Task
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
 	state State
-	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
-	// before that return (the outcome, rare.earlyErr, then applies when it does). owed: a
-	// recurring task's dead occurrence was requeued while another occurrence was in
-	// progress; it runs as soon as that one ends (nextOccurrence).
-	filed, early, owed bool
-	use                use       // what outside the lock may refer to the record (reuse.go)
-	hash               uint64    // keyHash of the task's namespace and ID: its key in the shard's index
-	due                time.Time // the current occurrence's (or retry's) due time
+	phase phase // where the current attempt stands: what outside the lock refers to the record (reuse.go)
+	// kept: an attempt ended while its handler could still run, which may still use the
+	// record: it is never reused (reuse.go). owed: a recurring task's dead occurrence was
+	// requeued while another occurrence was in progress; it runs as soon as that one
+	// ends (nextOccurrence).
+	kept, owed bool
+	hash       uint64    // keyHash of the task's namespace and ID: its key in the shard's index
+	due        time.Time // the current occurrence's (or retry's) due time
 	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
 	// measured from it); startNs is the clock reading at the running attempt's start.
 	// Times of the engine's own bookkeeping stay clock readings: converting them to
@@ -152,7 +152,7 @@ type Engine struct {
 	hLimit timer.Handler // a running attempt's timeout has passed
 	hDrop  timer.Handler // a finished task's retention has passed
 	shards [numShards]shard
-	dlq    *DLQ
+	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
 	// runBase qualifies every run ID this engine issues (see nextRunID): random, drawn
 	// once by New, so that run IDs differ across engines. Read-only after New.
@@ -197,7 +197,7 @@ func New(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task: timers: %w", err)
 	}
-	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: NewDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
+	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
 		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64()}
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
@@ -414,7 +414,7 @@ func (e *Engine) retire(sh *shard, rec *record) {
 	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
 	if rec.attempt != nil {
 		rec.attempt.ctx.cancel(context.Canceled)
-		rec.detach()
+		rec.abandon()
 		rec.attempt = nil
 	}
 	rec.runID = 0
@@ -452,7 +452,7 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
 // in the engine, reported as an error and never applied.
 func setState(rec *record, to State) error {
-	if err := Transition(rec.state, to); err != nil {
+	if err := transition(rec.state, to); err != nil {
 		return fmt.Errorf("task %s/%s: %w", rec.task.Namespace, rec.task.ID, err)
 	}
 	rec.state = to

@@ -127,7 +127,7 @@ func (e *Engine) onDue(ev timer.Event) {
 		return
 	}
 	rec.runID = sh.nextRunID(rec.slot)
-	rec.hold() // the item names rec until its worker's last locked use of it
+	rec.setPhase(phaseQueued) // the item names rec until its worker's last locked use of it
 	item := runItem{sh: sh, rec: rec, runID: rec.runID}
 	sh.mu.Unlock()
 	if misfire != nil {
@@ -178,7 +178,7 @@ func (e *Engine) catchUp(sh *shard, rec *record, ev timer.Event) (misfire, dead 
 // it reports whether it did. Requires sh.mu (so it never waits for room: a full queue
 // leaves the record to the timer's path, which does).
 func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
-	if !CanTransition(rec.state, Due) {
+	if !canTransition(rec.state, Due) {
 		return false
 	}
 	item := runItem{sh: sh, rec: rec, runID: sh.nextRunID(rec.slot)}
@@ -189,30 +189,33 @@ func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
 	}
 	// The worker that takes the item waits for sh.mu, so it finds the record DUE.
 	rec.state, rec.runID, rec.dueNs = Due, item.runID, dueNs // the move checked above
-	rec.hold()
+	rec.setPhase(phaseQueued)
 	return true
 }
 
 // runOne runs one attempt on worker w. It reports whether w was replaced while its
-// handler hung (then w must exit).
+// handler hung (then w must exit). The record's phase is phaseQueued when it takes the
+// lock the first time; in its second locked section it is the attempt's phase only if
+// the attempt is still item's (runID, and RUNNING): otherwise the attempt ended
+// meanwhile (abandon) and the record may be on to another one.
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	sh, rec := item.sh, item.rec
 	sh.mu.Lock()
 	if rec.runID != item.runID || setState(rec, Running) != nil {
 		// Cancelled, dropped or replaced while queued: this item was the last thing to
 		// refer to the record if it is no longer in the table.
-		rec.release()
+		rec.setPhase(phaseIdle)
 		if sh.slots[rec.slot] != rec {
 			e.recycle(rec)
 		}
 		sh.mu.Unlock()
 		return false
 	}
+	rec.setPhase(phaseRunning)
 	startNs := e.clock.Now()
 	rec.attempts++
 	rec.runs++
 	rec.startNs = startNs
-	rec.filed, rec.early = false, false
 	var a *attempt
 	if rec.runs == 1 {
 		a = &rec.first
@@ -248,9 +251,9 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 
 	sh.mu.Lock()
-	// If the attempt ended meanwhile (timed out, cancelled, replaced), detach kept the
+	// If the attempt ended meanwhile (timed out, cancelled, replaced), abandon kept the
 	// record from reuse, so this worker may still read it. Otherwise this locked section
-	// is the worker's last use of the record (release).
+	// is the worker's last use of the record: it leaves phaseRunning or phaseEarly.
 	if a.replaced {
 		sh.mu.Unlock()
 		e.hung.Add(-1)
@@ -262,16 +265,16 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
 		return false
 	}
-	rec.release()
 	if errors.Is(err, ErrDeferred) {
-		if !rec.early {
+		if rec.phase == phaseRunning {
 			// The outcome comes later through Complete; the timeout timer stays armed.
-			rec.filed = true
+			rec.setPhase(phaseFiled)
 			sh.mu.Unlock()
 			return false
 		}
 		err = rec.rare.earlyErr // Complete came first
 	}
+	rec.setPhase(phaseIdle) // an early outcome is dropped if the handler did not defer
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	var es events
@@ -324,7 +327,6 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: time.Duration(endNs - startNs),
 		RunID: rec.runID}
-	rec.filed, rec.early = false, false
 	if rec.rare != nil {
 		rec.rare.earlyErr = nil
 	}
@@ -422,12 +424,12 @@ func (e *Engine) onTimeout(ev timer.Event) {
 		return
 	}
 	a := rec.attempt
-	rec.detach()
+	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
+	replace := rec.handlerRunning() && e.hung.Load() < int64(e.opts.MaxHungWorkers)
+	rec.abandon()
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++
-	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
-	replace := !rec.filed && e.hung.Load() < int64(e.opts.MaxHungWorkers)
 	if replace {
 		a.replaced = true
 		e.hung.Add(1)
@@ -456,7 +458,13 @@ func (e *Engine) onDrop(ev timer.Event) {
 	sh.mu.Unlock()
 }
 
-// DeadLetters lists the dead-letter queue, oldest first; see DLQ.List for paging.
+// DeadLetters lists the dead-letter queue, oldest first: up to limit entries after cursor
+// ("" for the start), and the cursor of the next page ("" when there is none). limit <= 0
+// means DefaultDLQPageSize; it is capped at MaxDLQPageSize. A cursor the engine did not
+// issue is ErrBadCursor. Cursors name a position in the queue's order, not an entry, so
+// entries added or removed between pages never make a remaining one show twice or go
+// missing; a dead letter that replaces one of the same ID moves to the end. Cost:
+// O(log n + limit), plus the removed entries crossed; it allocates the page.
 func (e *Engine) DeadLetters(cursor string, limit int) ([]DeadLetter, string, error) {
 	return e.dlq.List(cursor, limit)
 }
@@ -592,15 +600,17 @@ func (e *Engine) Complete(runID uint64, err error) error {
 	if uerr != nil {
 		return uerr
 	}
-	if rec.early { // a second Complete before the handler returned
+	switch rec.phase {
+	case phaseEarly: // a second Complete before the handler returned
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
-	}
-	if !rec.filed {
-		rec.early, rec.rareState().earlyErr = true, err
+	case phaseRunning:
+		rec.setPhase(phaseEarly)
+		rec.rareState().earlyErr = err
 		sh.mu.Unlock()
 		return nil
 	}
+	rec.setPhase(phaseIdle) // phaseFiled: this is the outcome
 	if !rec.deadline.IsZero() {
 		e.timers.Cancel(rec.deadline)
 	}

@@ -2,7 +2,6 @@ package task
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,15 +23,6 @@ const (
 	KindCron                  // at the occurrences of Schedule.Cron in Schedule.Location
 )
 
-var kindNames = [...]string{KindAt: "at", KindAfter: "after", KindEvery: "every", KindCron: "cron"}
-
-func (k Kind) String() string {
-	if k >= KindAt && int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Anchor says what an interval (KindEvery) is measured from.
 type Anchor uint8
 
@@ -44,16 +34,6 @@ const (
 	// least Interval apart; the schedule drifts by every run's duration.
 	FixedDelay
 )
-
-func (a Anchor) String() string {
-	switch a {
-	case FixedRate:
-		return "fixed-rate"
-	case FixedDelay:
-		return "fixed-delay"
-	}
-	return "Anchor(" + strconv.Itoa(int(a)) + ")"
-}
 
 // MisfirePolicy says what happens to the occurrences of a recurring task that came due
 // while the engine was stopped or behind, or while an earlier occurrence was still
@@ -68,16 +48,6 @@ const (
 	// MisfireSkip runs none of them and waits for the next occurrence in the future.
 	MisfireSkip
 )
-
-func (p MisfirePolicy) String() string {
-	switch p {
-	case MisfireFireOnce:
-		return "fire-once"
-	case MisfireSkip:
-		return "skip"
-	}
-	return "MisfirePolicy(" + strconv.Itoa(int(p)) + ")"
-}
 
 // Limits on schedules.
 const (

@@ -660,8 +660,8 @@ func TestScheduleEnumStrings(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{KindAt.String(), "at"}, {KindAfter.String(), "after"}, {KindEvery.String(), "every"}, {KindCron.String(), "cron"},
 		{Kind(0).String(), "Kind(0)"}, {Kind(5).String(), "Kind(5)"},
-		{FixedRate.String(), "fixed-rate"}, {FixedDelay.String(), "fixed-delay"}, {Anchor(2).String(), "Anchor(2)"},
-		{MisfireFireOnce.String(), "fire-once"}, {MisfireSkip.String(), "skip"}, {MisfirePolicy(9).String(), "MisfirePolicy(9)"},
+		{FixedRate.String(), "rate"}, {FixedDelay.String(), "delay"}, {Anchor(2).String(), "Anchor(2)"},
+		{MisfireFireOnce.String(), "once"}, {MisfireSkip.String(), "skip"}, {MisfirePolicy(9).String(), "MisfirePolicy(9)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

@@ -12,16 +12,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/core/clock"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // ants starts a package-level default pool (two goroutines) at init; IgnoreCurrent leaves
 // those alone and still catches every goroutine a test leaves behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// eventWait bounds how long a test waits for an event that must arrive. It is generous
-// because a loaded 2-core CI machine may not schedule the driver and pool goroutines for
-// a long while; a correct scheduler delivers in microseconds, a broken one never.
-const eventWait = 30 * time.Second
+// eventWait bounds how long a test waits for an event that must arrive: core's one bound.
+const eventWait = waitfor.Limit
 
 const start = int64(1_000_000_000) // fake clocks start at 1 s so that ticks are not 0
 
@@ -397,11 +396,7 @@ func TestCloseDropsPendingAndWaitsForRunningCallbacks(t *testing.T) {
 		t.Fatalf("dropped %d, want the 10 pending timers", st.Dropped)
 	}
 	close(release)
-	// Let the released worker goroutine exit before goleak looks.
-	deadline := time.Now().Add(eventWait)
-	for s.pool.Running() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitPoolIdle(t, s)
 }
 
 // TestCloseReleasesDroppedTimers: a timer Close dropped is gone. Cancel and Reset of it
@@ -456,11 +451,7 @@ func TestCloseReleasesDroppedTimers(t *testing.T) {
 	}
 	defer func() {
 		close(release)
-		// Let the released worker goroutine exit before goleak looks.
-		deadline := time.Now().Add(eventWait)
-		for s.pool.Running() > 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		waitPoolIdle(t, s)
 	}()
 	if err := s.verify(); err != nil {
 		t.Fatal(err)
@@ -525,6 +516,12 @@ func TestRealClockNeverEarly(t *testing.T) {
 	if early.Load() != 0 {
 		t.Fatalf("%d timers fired early", early.Load())
 	}
+}
+
+// waitPoolIdle lets released callback goroutines exit before goleak looks.
+func waitPoolIdle(t *testing.T, s *Scheduler) {
+	t.Helper()
+	waitfor.Until(t, "callback pool idle", func() bool { return s.pool.Running() == 0 })
 }
 
 func waitGroup(t *testing.T, wg *sync.WaitGroup) {

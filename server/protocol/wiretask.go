@@ -18,11 +18,8 @@ const (
 )
 
 func (d Durability) String() string {
-	switch d {
-	case Ephemeral:
-		return "ephemeral"
-	case Durable:
-		return "durable"
+	if n := enumName(durNames[:], d); n != "" {
+		return n
 	}
 	return "Durability(" + strconv.Itoa(int(d)) + ")"
 }
@@ -36,11 +33,8 @@ const (
 )
 
 func (r Role) String() string {
-	switch r {
-	case RoleClient:
-		return "client"
-	case RoleWorker:
-		return "worker"
+	if n := enumName(roleNames[:], r); n != "" {
+		return n
 	}
 	return "Role(" + strconv.Itoa(int(r)) + ")"
 }
@@ -158,10 +152,13 @@ type ItemResult struct {
 	Field      string
 }
 
+// The names of each enum on the wire, indexed by value: core/task's own tables for the
+// schedule model's enums (one table each, which String also reads), this package's for
+// its own.
 var (
-	kindNames    = [...]string{task.KindAt: "at", task.KindAfter: "after", task.KindEvery: "every", task.KindCron: "cron"}
-	anchorNames  = [...]string{task.FixedRate: "rate", task.FixedDelay: "delay"}
-	misfireNames = [...]string{task.MisfireFireOnce: "once", task.MisfireSkip: "skip"}
+	kindNames    = task.KindNames()
+	anchorNames  = task.AnchorNames()
+	misfireNames = task.MisfireNames()
 	durNames     = [...]string{Ephemeral: "ephemeral", Durable: "durable"}
 	roleNames    = [...]string{RoleClient: "client", RoleWorker: "worker"}
 )

@@ -234,13 +234,8 @@ func (f *submitFlags) check(args []string) error {
 		s = task.Cron(f.cron, loc)
 	}
 	var misfire task.MisfirePolicy
-	switch f.misfire {
-	case "once", "fire-once":
-		misfire = task.MisfireFireOnce
-	case "skip":
-		misfire = task.MisfireSkip
-	default:
-		return usagef("-misfire %q: want once or skip", f.misfire)
+	if err := misfire.UnmarshalText([]byte(f.misfire)); err != nil {
+		return usagef("-misfire: %v", err)
 	}
 	payload := []byte(f.payload)
 	if f.file != "" {

@@ -426,6 +426,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"submit", "-id", "x", "-type", "t", "-cron", "@daily", "-tz", "Mars/Olympus"}, []string{"-tz"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-tz", "UTC"}, []string{"-tz goes with -cron"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-fixed-delay"}, []string{"-fixed-delay goes with -every"}},
+		{[]string{"submit", "-id", "x", "-type", "t", "-every", "1m", "-misfire", "fire-once"}, []string{"-misfire:", `"fire-once" is not a MisfirePolicy (want once, skip)`}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-backoff", "1s"}, []string{"-backoff and -max-backoff need -attempts"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-attempts", "5000"}, []string{"-attempts:"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-payload", "a", "-payload-file", "f"}, []string{"exclusive"}},
