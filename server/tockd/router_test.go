@@ -492,3 +492,44 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 		t.Fatalf("leadership %v %d", leading, epoch)
 	}
 }
+
+func TestRouterTakeoverHold(t *testing.T) {
+	// The grace outlasts the test: the hold ends by the workers' CARRYs alone, and the
+	// step-down at the end stops the grace timer before it fires.
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace})
+	tr.r.setLeading(false, 0, nil)
+	w1 := tr.worker("w1", 10, "a")
+	w2 := &fakeWorker{name: "w2", room: -1}
+	tr.route(1, "a") // due before the takeover: waits, and is held once it begins
+	tr.r.setLeading(true, 5, func() int { return 2 })
+	tr.route(2, "a") // due during the hold: held back although w1 has credits
+	tr.verify()
+	wantRuns(t, w1)
+	tr.wantWaiting(2)
+	tr.r.mu.Lock()
+	held := len(tr.r.hold.held)
+	first := tr.r.handInLocked(w1)
+	again := tr.r.handInLocked(w1) // a connection's second CARRY counts once
+	last := tr.r.handInLocked(w2)  // w2 has not subscribed: a CARRY comes first
+	if last {
+		tr.r.endHoldLocked()
+	}
+	tr.r.mu.Unlock()
+	if held != 2 || first || again || !last {
+		t.Fatalf("held %d runs (want 2); hand-ins ended the hold: %v %v %v, want only the second worker's", held, first, again, last)
+	}
+	tr.verify()
+	wantRuns(t, w1, 1, 2)
+	if f := w1.fires[0]; f.Epoch != 5 {
+		t.Fatalf("a held run fired at epoch %d, want 5", f.Epoch)
+	}
+	if _, refused := tr.r.setLeading(false, 5, nil); len(refused) != 0 {
+		t.Fatalf("%d outcomes refused at the step-down, none pending", len(refused))
+	}
+	tr.r.mu.Lock()
+	grace := tr.r.hold.grace
+	tr.r.mu.Unlock()
+	if grace != nil {
+		t.Fatal("the step-down left the grace timer running")
+	}
+}
