@@ -40,6 +40,8 @@ var wantScalars = map[string]struct {
 	"tock_connections":                {dto.MetricType_GAUGE, 3001},
 	"tock_workers_connected":          {dto.MetricType_GAUGE, 3002},
 	"tock_durable_pending_deletes":    {dto.MetricType_GAUGE, 3010},
+	"tock_queued_reply_bytes":         {dto.MetricType_GAUGE, 3011},
+	"tock_reply_stalls_total":         {dto.MetricType_COUNTER, 3012},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
 	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
 	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},
