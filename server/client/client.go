@@ -45,7 +45,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	var cn *conn
 	for range eps.count() {
-		if cn, err = dialConn(ctx, eps.pick(), &o, protocol.RoleClient); err == nil || permanent(err) || ctx.Err() != nil {
+		if cn, err = dialConn(ctx, eps, &o, protocol.RoleClient); err == nil || permanent(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -106,10 +106,10 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 				return nil, ErrClosed
 			}
 		}
-		cn, err := dialConn(ctx, c.eps.pick(), &c.opts, protocol.RoleClient)
+		cn, err := dialConn(ctx, c.eps, &c.opts, protocol.RoleClient)
 		if err != nil {
 			c.fails++
-			c.retryAt = time.Now().Add(c.opts.backoff(c.fails))
+			c.retryAt = time.Now().Add(c.eps.retryPause(c.opts.backoff(c.fails)))
 			c.dialMu.Unlock()
 			if permanent(err) || ctx.Err() != nil {
 				return nil, err
@@ -169,7 +169,7 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 			redirects++
 			c.eps.redirect(perr.Leader)
 			cn.retire()
-			if perr.Leader == "" && !c.sleep(ctx, c.opts.backoff(redirects)) {
+			if perr.Leader == "" && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
 				return nil, err
 			}
 			continue

@@ -28,7 +28,7 @@ func samples() []Message {
 	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
 	return []Message{
 		&Hello{ID: 1, Version: Version, Name: "billing-svc", Token: "s3cret", Role: RoleClient},
-		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame},
+		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame, Heartbeat: int64(500 * time.Millisecond)},
 		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5},
 		&OK{ID: 2},
 		&Ping{ID: 3},
@@ -57,10 +57,14 @@ func samples() []Message {
 		&Subscribe{ID: 16, Types: []string{"email", "send-invoice"}, Credits: 64},
 		&Credit{ID: 17, Credits: 8},
 		&Fire{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 77, Attempt: 1,
-			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable},
+			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3},
 		&Ack{ID: 18, RunID: 77, Epoch: 7},
 		&Nack{ID: 19, RunID: 78, Epoch: 7, Err: "smtp down", Retryable: true},
 		&Acks{ID: 20, RunIDs: []uint64{79, 80, 1 << 40}, Epoch: 7, Credits: 3},
 		&Acked{ID: 20, Failed: []AckFailure{{RunID: 80, Code: CodeUnknownRun, Message: "run 80 is not outstanding"}, {RunID: 1 << 40, Code: CodeStaleEpoch}}},
+		&Carry{ID: 21, Outcomes: []Outcome{
+			{RunID: 77, Epoch: 7, Namespace: "billing", TaskID: "invoice-42", Version: 3, Attempt: 1, Due: 1_767_225_600_000_000_000},
+			{RunID: 78, Epoch: 6, TaskID: "t1", Attempt: 2, Due: 5, Failed: true, Err: "smtp down", Retryable: true},
+		}},
 	}
 }

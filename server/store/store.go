@@ -96,6 +96,10 @@ func (s *Store) ClientOptions() Options {
 // Client returns the etcd client, for callers that watch the record range.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
+// SessionTTL is the leadership session's lease TTL (Options.SessionTTL, in whole
+// seconds): how long a leader that stops answering keeps its leadership.
+func (s *Store) SessionTTL() time.Duration { return s.opts.SessionTTL }
+
 // ClientURL returns the embedded etcd's client URL, or "" with Endpoints.
 func (s *Store) ClientURL() string {
 	if s.etcd == nil {

@@ -260,7 +260,7 @@ func (c *conn) hello(m protocol.Message) bool {
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: c.s.currentEpoch(), MaxFrame: uint64(c.s.opts.MaxFrame)})
+		Epoch: c.s.currentEpoch(), MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
 }
 
 // send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or
@@ -356,14 +356,35 @@ func (c *conn) writeLoop() {
 	defer c.s.forget(c)
 	defer close(c.done)
 	buf := make([]byte, 0, 4096)
+	// Heartbeat: a PONG with ID 0 whenever nothing was written for an interval, once
+	// something (WELCOME) was, so that a client sees this node alive even while its
+	// reader waits on a slow request (a durable submit's etcd write) and cannot answer
+	// PING; a frozen process sends nothing and is left (PROTOCOL.md, Heartbeats).
+	var beat <-chan time.Time
+	if hb := c.s.opts.Heartbeat; hb > 0 {
+		t := time.NewTicker(hb)
+		defer t.Stop()
+		beat = t.C
+	}
+	wrote, quiet := false, false // something was written; nothing was since the last beat
 	for {
 		var m protocol.Message
 		ok := true
+		beating := false
 		select {
 		case m, ok = <-c.out:
 		case <-c.lateReady:
+		case <-beat:
+			if !wrote || !quiet {
+				quiet = true
+				continue
+			}
+			beating = true
 		}
 		buf = c.appendLate(buf[:0])
+		if beating { // not a queued reply: no reply bytes to release (appendReply)
+			buf, _ = protocol.AppendFrame(buf, heartbeatPong, 0)
+		}
 		if !ok {
 			// The reader is done; replies that waited for etcd still go out.
 			if len(buf) > 0 {
@@ -398,6 +419,7 @@ func (c *conn) writeLoop() {
 		}
 		c.release(c.wcost)
 		c.wcost = 0
+		wrote, quiet = true, false
 		if closing {
 			c.closeGracefully()
 			return
@@ -411,6 +433,9 @@ func (c *conn) writeLoop() {
 		}
 	}
 }
+
+// heartbeatPong is the writer's heartbeat (PONG, ID 0); only read.
+var heartbeatPong = &protocol.Pong{}
 
 // appendLate appends the late replies queued by pushReply.
 func (c *conn) appendLate(buf []byte) []byte {

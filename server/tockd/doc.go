@@ -17,6 +17,10 @@
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).
+//   - Every WELCOME states a heartbeat interval (Options.Heartbeat: a quarter of the
+//     session TTL), so that clients and workers notice a frozen leader (nothing, not
+//     even a PONG, arrives for three intervals) and leave it for the next leader while
+//     it is elected, whatever the frozen process does.
 //   - Shutdown resigns first, so that another node need not wait for the session to
 //     expire.
 //   - A durable run in flight when its leader dies is redelivered by the next leader
@@ -45,15 +49,25 @@
 //
 //   - Worker registry (registry.go): the leader keeps an entry per worker connection in
 //     etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
-//     credits, runs in flight), brought up to date every second; entries go when the
-//     worker does, and with the lease if the leader dies.
+//     credits, runs in flight), brought up to date every second and as a worker
+//     subscribes; entries go when the worker does, and with the lease if the leader
+//     dies. Followers read it every 200 ms (how many workers a takeover waits for).
+//
+//   - Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
+//     hands the outcome to the next leader (CARRY) before it subscribes; the leader
+//     ends the run with it, instead of running it again, when it holds the task
+//     unchanged (version, attempt; for a recurring task the occurrence). Because its
+//     loaded runs come due at once, a new leader holds them back (unfired, in the
+//     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
+//     as the previous leader had in the registry (read by followers every 200 ms).
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
-// leader redelivers every unfinished durable task. It does so at once, not after the old
-// run's time to run: that run's ACK cannot reach the new leader anyway (its worker's
-// connection died with the old leader, and a stale epoch is refused), so waiting would
-// only delay recovery. Where two runs of a task must never overlap, the task is
+// leader redelivers every unfinished durable task. It does so at once (after the carry
+// grace above), not after the old run's time to run: that run's ACK cannot reach the new
+// leader (its worker's connection died with the old leader, and a stale epoch is
+// refused; only a finished run's outcome is carried), so waiting would only delay
+// recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
@@ -166,7 +180,9 @@
 //     but LIST and DLQ_LIST, which are administrative), and queues the reply;
 //   - the writer owns the write side: it takes replies from the bounded queue, encodes
 //     them with protocol.AppendFrame into one reused buffer, and coalesces whatever is
-//     queued into one Write.
+//     queued into one Write; after WELCOME, it writes a heartbeat (PONG, ID 0) when it
+//     has written nothing for Options.Heartbeat, so that a reader busy with a slow
+//     request (a durable submit's etcd write) does not look like a frozen node.
 //
 // Invariants:
 //   - A protocol violation (an ERROR whose code closes, or any error before the

@@ -124,3 +124,36 @@ func TestWorkerRole(t *testing.T) {
 		t.Fatalf("gauges %v, want workers 1, connections 1", st.Gauges)
 	}
 }
+
+// WELCOME states the heartbeat, and a connection the server has written nothing to for
+// an interval gets a PONG with ID 0 (never before WELCOME, however long HELLO takes):
+// clients see the node alive even while its reader is busy with a slow request.
+func TestQuietConnectionGetsHeartbeats(t *testing.T) {
+	const hb = 20 * time.Millisecond
+	ts := startServer(t, Options{Heartbeat: hb})
+	c := dial(t, ts.addr)
+	time.Sleep(3 * hb) // a silence before HELLO: the first frame must still be WELCOME
+	w := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "quiet", Role: protocol.RoleClient})
+	if w.Heartbeat != int64(hb) || c.beats != 0 {
+		t.Fatalf("WELCOME heartbeat_ns = %d, want %d; %d heartbeats before it, want none", w.Heartbeat, hb, c.beats)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(replyWait))
+	for {
+		m, err := c.dec.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == nil {
+			n, rerr := c.nc.Read(c.buf)
+			if rerr != nil && n == 0 {
+				t.Fatalf("no heartbeat within %v: %v", replyWait, rerr)
+			}
+			c.dec.Feed(c.buf[:n])
+			continue
+		}
+		if p, ok := m.(*protocol.Pong); !ok || p.ID != 0 {
+			t.Fatalf("got %v %+v on a quiet connection, want PONG with ID 0", m.Type(), m)
+		}
+		return
+	}
+}

@@ -102,7 +102,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		return nil, false // the server never answers ERROR frames
 	case *protocol.Hello:
 		return unexpected(id, "a second HELLO: the handshake is done"), false
-	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Acks, *protocol.Nack:
+	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Acks, *protocol.Nack, *protocol.Carry:
 		if c.role != protocol.RoleWorker {
 			return unexpected(id, fmt.Sprintf("%v is a worker message; this connection's role is %v", m.Type(), c.role)), false
 		}
@@ -115,6 +115,8 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			return s.finish(c, id, m.RunID, m.Epoch, nil)
 		case *protocol.Acks:
 			return s.finishAcks(c, m)
+		case *protocol.Carry:
+			return s.carry(c, m)
 		case *protocol.Nack:
 			msg := m.Err
 			if msg == "" {

@@ -29,6 +29,12 @@ const (
 	DefaultMaxWaitingRunsPerType = 1 << 18
 	DefaultMaxHelloFrame         = 4 << 10
 	DefaultMaxHandshakes         = 128
+	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
+	// one, the default is a quarter of the store's session TTL.
+	DefaultHeartbeat = 5 * time.Second
+	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
+	// for its workers' carried outcomes (Options.CarryGrace).
+	DefaultCarryGrace = 500 * time.Millisecond
 
 	// minMaxHelloFrame is the smallest MaxHelloFrame accepted: the largest valid HELLO
 	// (a 128-byte name, a 1024-byte token, the keys) is about 1.2 KiB.
@@ -38,6 +44,10 @@ const (
 	// and every task's snapshot once its payload is left out and its texts cut (every
 	// other field of a task is bounded; pages.go).
 	minMaxFrame = 4096
+	// minHeartbeat keeps clients' PINGs from being a load of their own.
+	minHeartbeat = 10 * time.Millisecond
+	// maxCarryGrace: a longer hold would delay every takeover past any session TTL.
+	maxCarryGrace = 10 * time.Second
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -188,6 +198,23 @@ type Options struct {
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
 	OnLeadership func(leading bool, epoch uint64)
+	// Heartbeat is the interval WELCOME states (heartbeat_ns, PROTOCOL.md): a client
+	// PINGs when nothing has arrived for this long and declares the connection dead when
+	// nothing has arrived for protocol.HeartbeatMisses (3) of them, then dials another
+	// node. Default: a quarter of the Store's session TTL (500 ms for 2 s), so that
+	// clients leave a frozen leader before the next one is elected; DefaultHeartbeat (5 s)
+	// without a Store. At least 10 ms.
+	Heartbeat time.Duration
+	// CarryGrace bounds how long a newly elected leader holds back the runs it loaded
+	// (they wait, unfired) for the workers registered at the previous leader to
+	// reconnect and hand in the outcomes of runs whose ACK that leader never confirmed
+	// (CARRY, PROTOCOL.md): a run whose outcome arrives is ended with it, not run again.
+	// The hold ends sooner when every such worker has sent its CARRY. It delays the
+	// first FIRE after a takeover by at most this much; keep it well under a second, so
+	// that dispatching resumes within the session TTL + 1 s. Only used with a Store.
+	// Default 500 ms; at most 10 s; negative: no hold (outcomes are then accepted only
+	// for runs that have not come due yet at the new leader).
+	CarryGrace time.Duration
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -239,6 +266,15 @@ func (o *Options) setDefaults() {
 	if o.MaxWaitingRunsPerType == 0 {
 		o.MaxWaitingRunsPerType = min(DefaultMaxWaitingRunsPerType, o.MaxWaitingRuns)
 	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+		if o.Store != nil {
+			o.Heartbeat = o.Store.SessionTTL() / 4
+		}
+	}
+	if o.CarryGrace == 0 {
+		o.CarryGrace = DefaultCarryGrace
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -277,6 +313,10 @@ func (o *Options) validate() error {
 		return bad("TLS has no certificate")
 	case int(o.Dispatch) >= len(dispatchNames):
 		return bad("Dispatch %d is not a known strategy", o.Dispatch)
+	case o.Heartbeat < minHeartbeat:
+		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
+	case o.CarryGrace > maxCarryGrace:
+		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:

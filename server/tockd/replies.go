@@ -76,6 +76,8 @@ var replies = map[protocol.Type]replySpec{
 		protocol.CodeUnknownRun)},
 	protocol.TypeAcks: {reply: protocol.TypeAcked, errs: every | codes(protocol.CodeUnexpected, protocol.CodeStaleEpoch),
 		items: codes(protocol.CodeUnknownRun, protocol.CodeStaleEpoch, protocol.CodeInternal)},
+	protocol.TypeCarry: {reply: protocol.TypeAcked, errs: every | codes(protocol.CodeUnexpected, protocol.CodeNotLeader),
+		items: codes(protocol.CodeUnknownRun, protocol.CodeStaleEpoch, protocol.CodeInternal)},
 }
 
 // serverSent is answered UNEXPECTED whatever it is: the types only the server sends.

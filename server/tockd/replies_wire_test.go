@@ -45,6 +45,8 @@ func notProvoked() map[listedReply]string {
 		{protocol.TypeDLQRequeue, protocol.CodeOverloaded, false}: "the requeued task replaces its own retained record, so no limit is crossed by it alone",
 		{protocol.TypeAcks, protocol.CodeStaleEpoch, true}:        "a run of the current epoch turning stale mid-frame: a leader change during the ACKS",
 		{protocol.TypeAcks, protocol.CodeInternal, true}:          "etcd failing to record a durable run's end",
+		{protocol.TypeCarry, protocol.CodeStaleEpoch, true}:       "a leader change before a carried durable run's end is recorded",
+		{protocol.TypeCarry, protocol.CodeInternal, true}:         "etcd failing to record a carried durable run's end",
 	}
 	for req := range replies {
 		m[listedReply{req, protocol.CodeInternal, false}] = "a server bug, or a reply that cannot be encoded"
@@ -195,7 +197,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	// Worker messages: UNEXPECTED on the client connection, then as a worker.
 	workerMsgs := []protocol.Message{&protocol.Subscribe{ID: 20, Types: []string{"w"}, Credits: 1},
 		&protocol.Credit{ID: 21, Credits: 1}, &protocol.Ack{ID: 22, RunID: 1}, &protocol.Nack{ID: 23, RunID: 1},
-		&protocol.Acks{ID: 24, RunIDs: []uint64{1}}}
+		&protocol.Acks{ID: 24, RunIDs: []uint64{1}}, &protocol.Carry{ID: 25}}
 	for _, m := range workerMsgs {
 		got.add(m.Type(), c.call(m))
 	}
@@ -203,7 +205,8 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	w := &wkr{client: wc, id: 1}
 	for typ, fields := range map[protocol.Type]map[string]any{protocol.TypeSubscribe: {"types": []string{""}, "credits": 1},
 		protocol.TypeCredit: {"credits": "x"}, protocol.TypeAck: {"run": "x", "epoch": 0},
-		protocol.TypeNack: {"run": 1, "epoch": 0, "retryable": "x"}, protocol.TypeAcks: {"runs": 5, "epoch": 0}} {
+		protocol.TypeNack: {"run": 1, "epoch": 0, "retryable": "x"}, protocol.TypeAcks: {"runs": 5, "epoch": 0},
+		protocol.TypeCarry: {"outcomes": 5}} {
 		got.add(typ, wc.raw(typ, fields))
 	}
 	got.add(protocol.TypeSubscribe, w.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 2}))
@@ -219,6 +222,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got.add(protocol.TypeNack, w.req(&protocol.Nack{RunID: f2.RunID, Err: "x", Retryable: false}))
 	got.add(protocol.TypeAcks, w.req(&protocol.Acks{RunIDs: []uint64{999}}))
 	got.add(protocol.TypeAcks, w.req(&protocol.Acks{RunIDs: []uint64{999}, Epoch: 5}))
+	got.add(protocol.TypeCarry, w.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: 999, TaskID: "none", Attempt: 1, Due: 1}}}))
 
 	// A closed engine: SUBMIT gets SHUTTING_DOWN.
 	e, err := task.New(task.WithWorkers(1))
@@ -244,6 +248,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	fw := dial(t, n.fd.addr)
 	fw.hello(hello("", protocol.Version, protocol.RoleWorker))
 	got.add(protocol.TypeSubscribe, fw.call(&protocol.Subscribe{ID: 2, Types: []string{"w"}, Credits: 1}))
+	got.add(protocol.TypeCarry, fw.call(&protocol.Carry{ID: 3}))
 
 	// Every listed reply was seen or is excused; nothing unlisted came (checkReply
 	// panics on that); no excuse is stale.

@@ -41,6 +41,11 @@ type Server struct {
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
 	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
+	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
+	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
+	// subscribed.
+	registryKick chan struct{}
 
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
@@ -80,7 +85,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1),
 		disp: dispatcher{byType: map[string]map[*conn]struct{}{},
 			waiting: map[string]*runQueue{}, paused: map[string]bool{}, lastRR: map[string]uint64{}}}
 	// Without a store this node is alone and always leads, at epoch 0; with one it leads

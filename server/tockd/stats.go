@@ -25,6 +25,7 @@ type Stats struct {
 	Nacked      uint64 // NACKs accepted
 	Redelivered uint64 // runs failed because their worker disconnected
 	ReplyStalls uint64 // times a connection's reader stopped reading: over MaxQueuedReplyBytes
+	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
 
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
@@ -46,6 +47,7 @@ func (s *Server) Stats() Stats {
 		Nacked:           s.nacked.Load(),
 		Redelivered:      s.redelivered.Load(),
 		ReplyStalls:      s.replyStalls.Load(),
+		Carried:          s.carried.Load(),
 		IsLeader:         leading,
 		Epoch:            epoch,
 		LeaderChanges:    s.leaderChanges.Load(),

@@ -40,6 +40,7 @@ type dispatcher struct {
 	epoch    uint64
 	nextSeq  uint64            // numbers worker connections in subscription order
 	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
+	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
 }
 
 // waitingLen is the number of due runs waiting for a worker.
@@ -57,6 +58,7 @@ type workerState struct {
 	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
 	since    time.Time          // first SUBSCRIBE (the registry)
 	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
+	carried  bool               // it sent a CARRY (carry.go)
 }
 
 // handler is the engine's fallback Handler (every type without an in-process handler of
@@ -72,7 +74,12 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	due, _ := protocol.UnixNano(run.Due)
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
-		Durability: protocol.Ephemeral}
+		Durability: protocol.Ephemeral, Version: t.Version}
+	if s.disp.hold.nPending.Load() > 0 {
+		if handled, err := s.takeCarried(fire, t.Schedule.Recurring()); handled {
+			return err // a worker handed in this run's outcome: it is not run again
+		}
+	}
 	if s.dur.isDurable(t.Namespace, t.ID, t.Version) {
 		fire.Durability = protocol.Durable
 		if t.Exclusive {
@@ -88,7 +95,7 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := d.waiting[t.Type]
-	if d.leading && !d.paused[t.Type] && (q == nil || q.len() == 0) && s.fireLocked(fire) {
+	if d.leading && !d.hold.on && !d.paused[t.Type] && (q == nil || q.len() == 0) && s.fireLocked(fire) {
 		return task.ErrDeferred
 	}
 	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
@@ -107,6 +114,7 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 	}
 	q.push(fire)
 	d.nWaiting++
+	s.heldLocked(fire, t.Schedule.Recurring())
 	return task.ErrDeferred
 }
 
@@ -188,12 +196,13 @@ func mix64(x uint64) uint64 {
 func (s *Server) drainLocked(typ string) {
 	d := &s.disp
 	q := d.waiting[typ]
-	for q != nil && q.len() > 0 && d.leading && !d.paused[typ] {
+	for q != nil && q.len() > 0 && d.leading && !d.hold.on && !d.paused[typ] {
 		f := q.front()
 		if err := s.engine.StartTimeout(f.RunID); err != nil {
 			q.pop()
 			d.nWaiting--
-			continue // gone from the engine: nothing to fire
+			s.unheldLocked(f)
+			continue // gone from the engine (or ended by a carried outcome): nothing to fire
 		}
 		if !s.fireLocked(f) {
 			// No credit (or every worker is backed up): wait again, with no time limit.
@@ -202,6 +211,7 @@ func (s *Server) drainLocked(typ string) {
 		}
 		q.pop()
 		d.nWaiting--
+		s.unheldLocked(f)
 	}
 	if q != nil && q.len() == 0 {
 		delete(d.waiting, typ)
@@ -261,18 +271,26 @@ func (s *Server) pause(typ string, paused bool) {
 }
 
 // setLeading records a change of leadership: FIREs carry the new epoch, and runs wait
-// while this node does not lead.
+// while this node does not lead. Gaining it with a Store starts the takeover's hold for
+// carried outcomes (carry.go); losing it ends the hold and refuses the outcomes pending.
 func (s *Server) setLeading(leading bool, epoch uint64) {
 	d := &s.disp
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	var refused []*carried
 	if d.leading != leading {
 		s.leaderChanges.Add(1)
+		if leading && s.opts.Store != nil {
+			s.startHoldLocked(s.registeredBefore())
+		} else if !leading {
+			refused = s.stopCarryLocked()
+		}
 	}
 	d.leading, d.epoch = leading, epoch
 	if leading {
 		s.drainAllLocked()
 	}
+	d.mu.Unlock()
+	refuseCarried(refused, "this node stopped leading before the run came due")
 }
 
 // leadership returns whether this node leads, and its epoch.
@@ -328,6 +346,10 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 	if c.w.seq == 0 {
 		d.nextSeq++
 		c.w.seq, c.w.weight, c.w.since = d.nextSeq, xxhash.Sum64String(c.name), time.Now()
+		select {
+		case s.registryKick <- struct{}{}: // registered at once, so that a takeover soon after waits for it
+		default:
+		}
 	}
 	for _, typ := range c.w.types {
 		if d.byType[typ] == nil {

@@ -116,6 +116,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.server.HandshakeTimeout, "handshake-timeout", tockd.DefaultHandshakeTimeout, "time allowed for the handshake (TLS and HELLO)")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", tockd.DefaultWriteTimeout, "drop a connection that cannot take replies this long")
 	fs.DurationVar(&engineTTR, "default-ttr", tockd.DefaultTTR, "time-to-run of a FIRE whose task has no timeout")
+	fs.DurationVar(&c.server.Heartbeat, "heartbeat", 0, "heartbeat interval stated to clients, who leave a node silent for 3 of them (default: a quarter of -session-ttl with etcd, else 5s)")
+	fs.DurationVar(&c.server.CarryGrace, "carry-grace", tockd.DefaultCarryGrace, "how long a new leader holds back the runs it loaded for its workers' carried outcomes (negative: no hold)")
 	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
 	fs.IntVar(&maxBytes, "max-payload-bytes", 0, "most payload bytes held by task records together before submits are OVERLOADED (default 1 GiB)")
