@@ -103,6 +103,8 @@ var metrics = []metric{
 		func(s *tockd.Stats) float64 { return float64(s.Nacked) }),
 	counter("runs_redelivered_total", "Runs failed because their worker disconnected, to be retried on another.",
 		func(s *tockd.Stats) float64 { return float64(s.Redelivered) }),
+	counter("runs_carried_total", "Outcomes of runs a worker carried (CARRY) from the previous leader and this one accepted: runs not run again after a failover.",
+		func(s *tockd.Stats) float64 { return float64(s.Carried) }),
 
 	// Leadership.
 	gauge("is_leader", "1 while this node is the leader and dispatches, else 0. Exactly one node of a cluster should report 1.",

@@ -42,6 +42,7 @@ var wantScalars = map[string]struct {
 	"tock_durable_pending_deletes":    {dto.MetricType_GAUGE, 3010},
 	"tock_queued_reply_bytes":         {dto.MetricType_GAUGE, 3011},
 	"tock_reply_stalls_total":         {dto.MetricType_COUNTER, 3012},
+	"tock_runs_carried_total":         {dto.MetricType_COUNTER, 3013},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
 	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
 	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},
