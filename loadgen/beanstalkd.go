@@ -174,6 +174,9 @@ func (b *beanstalkdTarget) stop() {
 	}
 }
 
+// settle has nothing to wait for: a run is counted once its delete is confirmed.
+func (b *beanstalkdTarget) settle(context.Context, bool) int64 { return 0 }
+
 // notes are the summary's remarks on how the peer was driven.
 func (b *beanstalkdTarget) notes() []string {
 	where := "a running beanstalkd at " + b.addr

@@ -699,12 +699,13 @@ func retrying(submit submitter, rec *Recorder, window time.Duration) submitter {
 
 // retryable reports whether a submit error leaves the task's fate open or refused it for
 // a passing reason: a failed call (not an ERROR the server answered for the whole
-// frame), OVERLOADED, NOT_LEADER, SHUTTING_DOWN.
+// frame), OVERLOADED, NOT_LEADER, SHUTTING_DOWN, and UNCERTAIN (the record may have been
+// written: the task may run, so it is resubmitted, which the server makes idempotent).
 func retryable(err error) bool {
 	var perr *protocol.Error
 	if errors.As(err, &perr) {
 		switch perr.Code {
-		case protocol.CodeOverloaded, protocol.CodeNotLeader, protocol.CodeShuttingDown:
+		case protocol.CodeOverloaded, protocol.CodeNotLeader, protocol.CodeShuttingDown, protocol.CodeUncertain:
 			return true
 		}
 		return false

@@ -333,21 +333,22 @@ func TestRetrying(t *testing.T) {
 			errs[0] = &protocol.Error{Code: protocol.CodeExists}     // "0": the first try got through
 			errs[1] = &protocol.Error{Code: protocol.CodeOverloaded} // "2": again
 			errs[2] = &protocol.Error{Code: protocol.CodeInvalidTask}
+			errs[3] = &protocol.Error{Code: protocol.CodeUncertain} // "4": may have landed
 			return errs, nil
 		default:
 			return make([]error, len(ts)), nil
 		}
 	}
-	ts := []task.Task{{ID: "0"}, {ID: "1"}, {ID: "2"}, {ID: "3"}}
+	ts := []task.Task{{ID: "0"}, {ID: "1"}, {ID: "2"}, {ID: "3"}, {ID: "4"}}
 	errs, err := retrying(fake, rec, 10*time.Second)(context.Background(), 0, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "[0 1 2 3] [0 2 3] [2]"
+	want := "[0 1 2 3 4] [0 2 3 4] [2 4]"
 	if got := fmt.Sprint(calls); got != "["+want+"]" {
 		t.Fatalf("calls %s, want [%s]", got, want)
 	}
-	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], protocol.ErrInvalidTask) {
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], protocol.ErrInvalidTask) || errs[4] != nil {
 		t.Fatalf("errs %v", errs)
 	}
 

@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
-	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
 )
 
@@ -74,40 +71,11 @@ func run(ctx context.Context, c config) (*result, error) {
 		rec.Record(i, due, ran)
 	}
 
-	var (
-		submit  submitter
-		cleanup func()
-		err     error
-		notes   []string
-	)
-	switch c.target {
-	case "core":
-		submit, cleanup, err = coreTarget(handle, ack)
-	case "server":
-		// The Worker reports each ACK's answer: a confirmed one means the task must
-		// never run again.
-		acked := func(p []byte, confirmed bool) {
-			if run, i, _, ok := decodePayload(p); ok && run == runTag {
-				rec.Acked(i, confirmed)
-			}
-		}
-		submit, cleanup, err = serverTarget(ctx, c, handle, ack, acked)
-		if err == nil && c.submitRetry > 0 {
-			submit = retrying(submit, rec, c.submitRetry)
-		}
-	case "beanstalkd":
-		var bt *beanstalkdTarget
-		bt, err = newBeanstalkdTarget(ctx, c, clk, strconv.FormatUint(runTag, 36), handle, ack)
-		if err == nil {
-			submit, cleanup, notes = bt.submit, bt.stop, bt.notes()
-		}
-	default:
-		err = fmt.Errorf("unknown target %q", c.target)
-	}
+	tg, err := newTarget(ctx, c, clk, runTag, rec, hooks{handle: handle, ack: ack})
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
+	defer tg.stop()
 
 	var (
 		submitted atomic.Int64
@@ -189,7 +157,7 @@ func run(ctx context.Context, c config) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			produce(ctx, c, clk, lo, hi, base, runTag, tag, submit, rec, &submitted, &lastDue, noteErr)
+			produce(ctx, c, clk, lo, hi, base, runTag, tag, tg.submit, rec, &submitted, &lastDue, noteErr)
 		}()
 	}
 	wg.Wait()
@@ -227,10 +195,7 @@ waiting:
 		chaos.end()
 	}
 	end := clk.now()
-	var unconfirmed int64
-	if c.target == "server" && c.durable && !timedOut {
-		unconfirmed = waitConfirmed(ctx, rec, c.grace)
-	}
+	unconfirmed := tg.settle(ctx, timedOut)
 	rec.Freeze()
 	close(stopProgress)
 	<-progressDone
@@ -245,7 +210,7 @@ waiting:
 		Foreign:    foreign.Load(),
 		Counts:     rec.Summary(),
 		Throughput: ticks,
-		Notes:      notes,
+		Notes:      tg.notes(),
 	}
 	res.Unconfirmed = unconfirmed
 	if chaos != nil {
@@ -338,158 +303,5 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 	}
 	if ctx.Err() != nil {
 		noteErr(ctx.Err())
-	}
-}
-
-// coreTarget starts an in-process task engine whose loadgen handler calls handle.
-func coreTarget(handle func([]byte), ack func()) (submitter, func(), error) {
-	// Finished tasks are dropped at once (Retention < 0), as in the engine benchmark:
-	// loadgen never reads one back, and a service running a million tasks a second
-	// would not keep a million finished records queryable either.
-	e, err := task.New(task.WithRetention(-1))
-	if err != nil {
-		return nil, nil, err
-	}
-	err = e.Register(taskType, func(_ context.Context, r *task.Run) error {
-		handle(r.Task.Payload)
-		ack() // the engine records the success as this returns
-		return nil
-	})
-	if err != nil {
-		_ = e.Close(context.Background())
-		return nil, nil, err
-	}
-	submit := func(_ context.Context, _ int, ts []task.Task) ([]error, error) {
-		errs := make([]error, len(ts))
-		for k := range ts {
-			_, errs[k] = e.Submit(ts[k])
-		}
-		return errs, nil
-	}
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Close(ctx)
-	}
-	return submit, stop, nil
-}
-
-// serverTarget starts c.workers Workers against the tockd at c.addr and dials one Client
-// per producer; submits go round-robin over the clients by producer index. acked is
-// told each ACK's answer (confirmed or not) with the run's payload.
-func serverTarget(ctx context.Context, c config, handle func([]byte), ack func(), acked func(p []byte, confirmed bool)) (submitter, func(), error) {
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var clients []*client.Client
-	stop := func() {
-		cancel()
-		wg.Wait()
-		for _, cl := range clients {
-			_ = cl.Close()
-		}
-	}
-	var backoff client.Option // client defaults
-	if c.chaos != "" {
-		backoff = client.WithReconnectBackoff(chaosReconnectInitial, chaosReconnectMax)
-	}
-	onAcked := client.WithOnAcked(func(f *client.Fire, result, ackErr error) {
-		if result == nil {
-			acked(f.Payload, ackErr == nil)
-		}
-	})
-	for range c.workers {
-		w, err := client.NewWorker(c.addr, client.WithConcurrency(c.concurrency), client.WithClientName("loadgen-worker"), onAcked, backoff)
-		if err == nil {
-			err = w.Handle(taskType, func(_ context.Context, f *client.Fire) error {
-				handle(f.Payload)
-				ack() // the Worker sends the ACK as this returns
-				return nil
-			})
-		}
-		if err != nil {
-			stop()
-			return nil, nil, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(wctx); err != nil && !errors.Is(err, context.Canceled) {
-				fmt.Fprintln(os.Stderr, "loadgen: worker:", err) // a permanent error: the runs will be lost
-			}
-		}()
-	}
-	for range c.producers {
-		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		cl, err := client.Dial(dctx, c.addr, client.WithClientName("loadgen"), backoff)
-		dcancel()
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("dial %s: %w", c.addr, err)
-		}
-		clients = append(clients, cl)
-	}
-	d := protocol.Ephemeral
-	if c.durable {
-		d = protocol.Durable
-	}
-	submit := func(ctx context.Context, lo int, ts []task.Task) ([]error, error) {
-		cl := clients[producerOf(c, lo)]
-		if len(ts) == 1 && c.batch == 1 {
-			_, err := cl.Submit(ctx, ts[0], d)
-			return []error{err}, nil
-		}
-		items, err := cl.SubmitBatch(ctx, ts, d)
-		if err != nil {
-			return nil, err
-		}
-		errs := make([]error, len(items))
-		for k, it := range items {
-			errs[k] = it.Err
-		}
-		return errs, nil
-	}
-	return submit, stop, nil
-}
-
-// producerOf returns the producer that submits task lo: producer p submits tasks from
-// p*n/P on.
-func producerOf(c config, lo int) int {
-	p := lo * c.producers / c.tasks
-	for p+1 < c.producers && (p+1)*c.tasks/c.producers <= lo {
-		p++
-	}
-	for p > 0 && p*c.tasks/c.producers > lo {
-		p--
-	}
-	return p
-}
-
-// waitConfirmed waits, after every task of a durable run has run, until every one has a
-// confirmed ACK: a task whose ACK was unconfirmed when leadership moved may run again
-// under the next leader, and the workers must still be there for it, or the cluster
-// keeps its record (it still owes it a run) after loadgen is gone. A task whose end was
-// recorded but whose answer was lost never gets a confirmation, so the wait gives up
-// after a grace with no new confirmation (or when ctx ends) and returns the tasks still
-// unconfirmed.
-func waitConfirmed(ctx context.Context, rec *Recorder, grace time.Duration) int64 {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	last, _ := rec.Confirmed()
-	quiet := time.Now()
-	for {
-		got, want := rec.Confirmed()
-		if got >= want {
-			return 0
-		}
-		if got != last {
-			last, quiet = got, time.Now()
-		} else if time.Since(quiet) > grace {
-			return want - got
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return want - got
-		}
 	}
 }

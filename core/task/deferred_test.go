@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // deferring registers a handler that defers every attempt and hands its run ID to the test.
@@ -100,13 +102,7 @@ func TestDeferredAttemptTimesOutAndCannotCompleteAfter(t *testing.T) {
 	// If the timeout fired before the worker had filed the attempt as deferred, it counted
 	// the worker as stuck and started a replacement (correctly: its handler had not yet
 	// returned); once the handler has returned, no worker may stay counted as hung.
-	deadline := time.Now().Add(eventWait)
-	for h.e.Stats().HungWorkers != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a deferred attempt left a worker counted as hung: %+v", h.e.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, "no worker counted as hung after a deferred attempt", func() bool { return h.e.Stats().HungWorkers == 0 })
 }
 
 func TestCancelEndsADeferredAttempt(t *testing.T) {

@@ -19,7 +19,7 @@ type AttemptRecord struct {
 // DeadLetter is an occurrence of a task that failed for good, with everything needed to
 // understand it and to run it again.
 type DeadLetter struct {
-	// Task is the task as submitted; Requeue resubmits it. Task.Namespace and Task.ID key
+	// Task is the task as submitted; Engine.Requeue runs the occurrence again. Task.Namespace and Task.ID key
 	// the entry: a task has at most one dead letter.
 	Task     Task
 	Attempts []AttemptRecord // every attempt of the occurrence, oldest first
@@ -35,7 +35,7 @@ const (
 	MaxDLQPageSize     = 1000
 )
 
-// DLQ is a bounded dead-letter queue, oldest first. It is safe for concurrent use.
+// dlq is a bounded dead-letter queue, oldest first. It is safe for concurrent use.
 //
 // When full, Add evicts the oldest entry rather than refusing the new one: a queue that
 // refuses loses the newest failures, which are the ones an operator is looking at, and it
@@ -50,7 +50,7 @@ const (
 //
 // Entries hold their own copies of Payload and Attempts (Add clones them). The slices in
 // DeadLetters returned by Get, List and Remove are shared with the queue and read-only.
-type DLQ struct {
+type dlq struct {
 	capacity int // immutable
 
 	mu    sync.Mutex
@@ -68,7 +68,7 @@ type dlqKey struct{ ns, id string }
 
 type dlqEntry struct {
 	d   DeadLetter
-	pos int // index in DLQ.order
+	pos int // index in dlq.order
 }
 
 // dlqSlot is one position in Add order; e == nil marks a removed entry (a tombstone).
@@ -77,20 +77,20 @@ type dlqSlot struct {
 	e   *dlqEntry
 }
 
-// NewDLQ returns an empty queue holding at most capacity entries; capacity <= 0 means
+// newDLQ returns an empty queue holding at most capacity entries; capacity <= 0 means
 // DefaultDLQCapacity.
-func NewDLQ(capacity int) *DLQ {
+func newDLQ(capacity int) *dlq {
 	if capacity <= 0 {
 		capacity = DefaultDLQCapacity
 	}
-	return &DLQ{capacity: capacity, byKey: make(map[dlqKey]*dlqEntry)}
+	return &dlq{capacity: capacity, byKey: make(map[dlqKey]*dlqEntry)}
 }
 
 // Add appends d as the newest entry. An entry for the same (namespace, ID) is replaced:
 // it leaves its old position and is not counted as evicted. If the queue is full, the
 // oldest entry is evicted and returned (nil otherwise). O(1) amortized; it allocates the
 // entry and the copies of d's slices.
-func (q *DLQ) Add(d DeadLetter) (evicted *DeadLetter) {
+func (q *dlq) Add(d DeadLetter) (evicted *DeadLetter) {
 	// Copy outside the lock: the caller may reuse its buffers once Add returns.
 	d.Task.Payload = slices.Clone(d.Task.Payload)
 	d.Attempts = slices.Clone(d.Attempts)
@@ -115,7 +115,7 @@ func (q *DLQ) Add(d DeadLetter) (evicted *DeadLetter) {
 }
 
 // unlink removes a live entry, leaving a tombstone. Requires q.mu. O(1) amortized.
-func (q *DLQ) unlink(e *dlqEntry) {
+func (q *dlq) unlink(e *dlqEntry) {
 	delete(q.byKey, dlqKey{e.d.Task.Namespace, e.d.Task.ID})
 	q.order[e.pos].e = nil
 	for q.head < len(q.order) && q.order[q.head].e == nil {
@@ -129,7 +129,7 @@ func (q *DLQ) unlink(e *dlqEntry) {
 
 // compact drops spent slots and tombstones, in place. Requires q.mu. O(len(order)), paid
 // for by the at least len(order)/2 removals since the last compaction.
-func (q *DLQ) compact() {
+func (q *dlq) compact() {
 	n := 0
 	for i := q.head; i < len(q.order); i++ {
 		if s := q.order[i]; s.e != nil {
@@ -143,21 +143,21 @@ func (q *DLQ) compact() {
 }
 
 // Len returns the number of entries. O(1).
-func (q *DLQ) Len() int {
+func (q *dlq) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.byKey)
 }
 
 // Evicted returns how many entries Add has evicted to make room, over the queue's life.
-func (q *DLQ) Evicted() uint64 {
+func (q *dlq) Evicted() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.evicted
 }
 
 // Get returns the entry for (ns, id). O(1).
-func (q *DLQ) Get(ns, id string) (DeadLetter, bool) {
+func (q *dlq) Get(ns, id string) (DeadLetter, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e := q.byKey[dlqKey{ns, id}]; e != nil {
@@ -168,7 +168,7 @@ func (q *DLQ) Get(ns, id string) (DeadLetter, bool) {
 
 // Remove takes the entry for (ns, id) out of the queue and returns it (requeue uses it).
 // O(1) amortized.
-func (q *DLQ) Remove(ns, id string) (DeadLetter, bool) {
+func (q *dlq) Remove(ns, id string) (DeadLetter, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e := q.byKey[dlqKey{ns, id}]
@@ -180,7 +180,7 @@ func (q *DLQ) Remove(ns, id string) (DeadLetter, bool) {
 }
 
 // Purge deletes the entry for (ns, id) and reports whether there was one. O(1) amortized.
-func (q *DLQ) Purge(ns, id string) bool {
+func (q *dlq) Purge(ns, id string) bool {
 	_, ok := q.Remove(ns, id)
 	return ok
 }
@@ -188,7 +188,7 @@ func (q *DLQ) Purge(ns, id string) bool {
 // PurgeAll deletes every entry and returns how many there were. Cursors issued before
 // stay valid (sequence numbers are never reused); they simply find nothing older. O(1)
 // (the old storage is left to the collector).
-func (q *DLQ) PurgeAll() int {
+func (q *dlq) PurgeAll() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := len(q.byKey)
@@ -209,7 +209,7 @@ func (q *DLQ) PurgeAll() int {
 //
 // Cost: O(log n + limit + t), t the tombstones crossed, which compaction keeps below
 // max(64, n); it allocates the page.
-func (q *DLQ) List(cursor string, limit int) (page []DeadLetter, next string, err error) {
+func (q *dlq) List(cursor string, limit int) (page []DeadLetter, next string, err error) {
 	if limit <= 0 {
 		limit = DefaultDLQPageSize
 	}
@@ -242,9 +242,9 @@ func (q *DLQ) List(cursor string, limit int) (page []DeadLetter, next string, er
 	return page, next, nil
 }
 
-// verify checks the invariants listed on DLQ and returns the first violation. Tests call
+// verify checks the invariants listed on dlq and returns the first violation. Tests call
 // it after mutations; it is O(n) and never runs on a hot path.
-func (q *DLQ) verify() error {
+func (q *dlq) verify() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.head > len(q.order) {

@@ -28,7 +28,7 @@ func ids(page []DeadLetter) []string {
 	return out
 }
 
-func mustVerify(t *testing.T, q *DLQ) {
+func mustVerify(t *testing.T, q *dlq) {
 	t.Helper()
 	if err := q.verify(); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func mustVerify(t *testing.T, q *DLQ) {
 }
 
 // listAll pages through q with the given limit and returns every ID in order.
-func listAll(t *testing.T, q *DLQ, limit int) []string {
+func listAll(t *testing.T, q *dlq, limit int) []string {
 	t.Helper()
 	var out []string
 	cursor := ""
@@ -54,7 +54,7 @@ func listAll(t *testing.T, q *DLQ, limit int) []string {
 }
 
 func TestDLQEvictsOldest(t *testing.T) {
-	q := NewDLQ(3)
+	q := newDLQ(3)
 	for _, id := range []string{"a", "b", "c"} {
 		if ev := q.Add(letter("ns", id)); ev != nil {
 			t.Fatalf("Add(%s) evicted %s below capacity", id, ev.Task.ID)
@@ -81,14 +81,14 @@ func TestDLQEvictsOldest(t *testing.T) {
 
 func TestDLQDefaultCapacity(t *testing.T) {
 	for _, c := range []int{0, -1} {
-		if q := NewDLQ(c); q.capacity != DefaultDLQCapacity {
-			t.Errorf("NewDLQ(%d) capacity %d", c, q.capacity)
+		if q := newDLQ(c); q.capacity != DefaultDLQCapacity {
+			t.Errorf("newDLQ(%d) capacity %d", c, q.capacity)
 		}
 	}
 }
 
 func TestDLQReplaceSameID(t *testing.T) {
-	q := NewDLQ(2)
+	q := newDLQ(2)
 	q.Add(letter("ns", "a"))
 	q.Add(letter("ns", "b"))
 	again := letter("ns", "a")
@@ -118,7 +118,7 @@ func TestDLQReplaceSameID(t *testing.T) {
 }
 
 func TestDLQCopiesSlices(t *testing.T) {
-	q := NewDLQ(0)
+	q := newDLQ(0)
 	d := letter("ns", "a")
 	q.Add(d)
 	d.Task.Payload[0] = 'X'
@@ -130,7 +130,7 @@ func TestDLQCopiesSlices(t *testing.T) {
 }
 
 func TestDLQGetRemovePurge(t *testing.T) {
-	q := NewDLQ(10)
+	q := newDLQ(10)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		q.Add(letter("ns", id))
 	}
@@ -175,7 +175,7 @@ func TestDLQGetRemovePurge(t *testing.T) {
 }
 
 func TestDLQBadCursor(t *testing.T) {
-	q := NewDLQ(10)
+	q := newDLQ(10)
 	for i := range 5 {
 		q.Add(letter("ns", strconv.Itoa(i)))
 	}
@@ -192,7 +192,7 @@ func TestDLQBadCursor(t *testing.T) {
 }
 
 func TestDLQListLimits(t *testing.T) {
-	q := NewDLQ(2000)
+	q := newDLQ(2000)
 	for i := range 1500 {
 		q.Add(letter("ns", strconv.Itoa(i)))
 	}
@@ -215,7 +215,7 @@ func TestDLQListLimits(t *testing.T) {
 // TestDLQPagingWithConcurrentChanges pages through 2.5 pages while entries are removed
 // (including the one the cursor names), evicted and added between pages.
 func TestDLQPagingWithConcurrentChanges(t *testing.T) {
-	q := NewDLQ(252)
+	q := newDLQ(252)
 	for i := 1; i <= 250; i++ {
 		q.Add(letter("ns", strconv.Itoa(i)))
 	}
@@ -273,7 +273,7 @@ func TestDLQModel(t *testing.T) {
 	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		capacity := 1 + rng.IntN(200)
-		q := NewDLQ(capacity)
+		q := newDLQ(capacity)
 		var model []string // live IDs in order, oldest first
 		var evicted uint64
 		var cursor string
@@ -347,7 +347,7 @@ func TestDLQModel(t *testing.T) {
 }
 
 func TestDLQConcurrent(t *testing.T) {
-	q := NewDLQ(64)
+	q := newDLQ(64)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(3)
@@ -393,21 +393,21 @@ func TestDLQConcurrent(t *testing.T) {
 
 // TestDLQVerifyCatches: the checker is only worth its keep if it notices corruption.
 func TestDLQVerifyCatches(t *testing.T) {
-	fresh := func() *DLQ {
-		q := NewDLQ(10)
+	fresh := func() *dlq {
+		q := newDLQ(10)
 		for _, id := range []string{"a", "b", "c"} {
 			q.Add(letter("ns", id))
 		}
 		return q
 	}
-	for name, corrupt := range map[string]func(q *DLQ){
-		"pos":           func(q *DLQ) { q.order[1].e.pos = 2 },
-		"seq order":     func(q *DLQ) { q.order[1].seq, q.order[2].seq = q.order[2].seq, q.order[1].seq },
-		"head":          func(q *DLQ) { q.order[0].e = nil },
-		"unmapped":      func(q *DLQ) { delete(q.byKey, dlqKey{"ns", "b"}) },
-		"entry seq":     func(q *DLQ) { q.order[2].e.d.seq = 99 },
-		"future seq":    func(q *DLQ) { q.seq = 1 },
-		"over capacity": func(q *DLQ) { q.capacity = 2 },
+	for name, corrupt := range map[string]func(q *dlq){
+		"pos":           func(q *dlq) { q.order[1].e.pos = 2 },
+		"seq order":     func(q *dlq) { q.order[1].seq, q.order[2].seq = q.order[2].seq, q.order[1].seq },
+		"head":          func(q *dlq) { q.order[0].e = nil },
+		"unmapped":      func(q *dlq) { delete(q.byKey, dlqKey{"ns", "b"}) },
+		"entry seq":     func(q *dlq) { q.order[2].e.d.seq = 99 },
+		"future seq":    func(q *dlq) { q.seq = 1 },
+		"over capacity": func(q *dlq) { q.capacity = 2 },
 	} {
 		q := fresh()
 		corrupt(q)

@@ -27,14 +27,26 @@
 //     is stale and does nothing.
 //   - A record's runID names the one attempt whose result counts; a handler that returns
 //     after a timeout, a cancel or a replacing Submit finds another runID and its result
-//     is counted as late, never applied.
+//     is counted as late, never applied. Run IDs do not repeat within an engine (until
+//     a shard has issued 2^32 attempts) and are qualified by a random per-engine base,
+//     so another engine's (a restart's, another leader's) differ too, but for a bounded
+//     chance (engine.go, nextRunID).
+//   - A recurring task's next occurrence follows from its current occurrence's due time
+//     (record.due, or rare.occurrence once a retry has moved record.due), never from a
+//     retry's: retries do not shift the schedule, and occurrences that passed meanwhile
+//     are armed in the past, where the misfire policy takes them. A requeued dead
+//     occurrence is no occurrence of the schedule: while it is armed or running,
+//     rare.resume holds the next one, which the task returns to afterwards.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
-//     shard's lock can refer to it (record.use, reuse.go): no run item of it is queued,
-//     no worker is between taking one and its last locked use of it, and no handler it
-//     gave a context or Run to can still be running. An attempt that ends while its
-//     handler may still run (timed out, cancelled, dropped, replaced), or a first
-//     attempt whose handler asked for ctx.Done(), keeps its record from reuse for good.
+//     shard's lock can refer to it (record.recyclable, reuse.go): its attempt phase is
+//     idle (no run item of it is queued, no worker is between taking one and its last
+//     locked use of it), and no handler it gave a context or Run to can still be
+//     running. An attempt that ends while its handler may still run (timed out,
+//     cancelled, dropped, replaced), or a first attempt whose handler asked for
+//     ctx.Done(), keeps its record from reuse for good (record.kept). The phase moves
+//     idle -> queued -> running [-> early | -> filed] -> idle, checked against a table
+//     as states are (phaseMoves).
 //     So a handler's ctx and *Run are its own until it returns (Handler), and what the
 //     engine hands out otherwise (Info, Event, DeadLetter) is a copy.
 //
@@ -46,8 +58,9 @@
 //     one's place (Options.MaxHungWorkers bounds the goroutines left behind); retries are
 //     bounded by the RetryPolicy and end in the dead-letter queue.
 //   - Back-pressure: Options.QueueSize bounds due tasks waiting for a worker (the timer
-//     pool waits when it is full); Options.MaxTasks bounds records (Submit returns
-//     ErrOverloaded); the dead-letter queue is bounded (oldest evicted, counted).
+//     pool waits when it is full); Options.MaxTasks bounds records and
+//     Options.MaxPayloadBytes their payloads' bytes (Submit returns ErrOverloaded); the
+//     dead-letter queue is bounded (oldest evicted, counted).
 //   - Nothing is lost silently: every task that is submitted either runs, is cancelled by
 //     the user, or ends in the dead-letter queue, except at Close, which drops what is
 //     pending (the engine is in-process and holds no durable state).

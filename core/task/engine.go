@@ -39,12 +39,14 @@ type record struct {
 	task  Task
 	slot  uint32 // index in shard.slots: the timer argument names the record by it
 	state State
-	// filed: the running attempt's handler returned ErrDeferred. early: Complete came
-	// before that return (the outcome, rare.earlyErr, then applies when it does).
-	filed, early bool
-	use          use       // what outside the lock may refer to the record (reuse.go)
-	hash         uint64    // keyHash of the task's namespace and ID: its key in the shard's index
-	due          time.Time // the current occurrence's (or retry's) due time
+	phase phase // where the current attempt stands: what outside the lock refers to the record (reuse.go)
+	// kept: an attempt ended while its handler could still run, which may still use the
+	// record: it is never reused (reuse.go). owed: a recurring task's dead occurrence was
+	// requeued while another occurrence was in progress; it runs as soon as that one
+	// ends (nextOccurrence).
+	kept, owed bool
+	hash       uint64    // keyHash of the task's namespace and ID: its key in the shard's index
+	due        time.Time // the current occurrence's (or retry's) due time
 	// dueNs is due as a clock reading, set when the occurrence comes due (lateness is
 	// measured from it); startNs is the clock reading at the running attempt's start.
 	// Times of the engine's own bookkeeping stay clock readings: converting them to
@@ -67,10 +69,18 @@ type record struct {
 // rareState is what a record keeps only once an attempt of its current occurrence has
 // failed or been completed early: a task that succeeds at once never allocates it.
 type rareState struct {
-	firstStart time.Time       // start of the occurrence's first attempt (set at its first failure)
-	lastErr    string          // of the latest failed attempt
-	history    []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
-	earlyErr   error           // Complete's outcome, when it came before the handler returned
+	firstStart time.Time // start of the occurrence's first attempt (set at its first failure)
+	// occurrence is the due time of the occurrence whose retry record.due now names (set
+	// when its first retry is armed): a recurring schedule goes on from it, not from the
+	// retry's time. Zero while no retry has been armed.
+	occurrence time.Time
+	// resume is set while a requeued dead occurrence of a recurring task is armed or
+	// running: the due time of the schedule's next occurrence, where the task goes on
+	// once this run ends (instead of the schedule's Next). Zero otherwise.
+	resume   time.Time
+	lastErr  string          // of the latest failed attempt
+	history  []AttemptRecord // failed attempts of the occurrence, oldest first; at most maxHistory
+	earlyErr error           // Complete's outcome, when it came before the handler returned
 }
 
 // rareState returns rec.rare, allocating it on first use. Requires sh.mu.
@@ -88,7 +98,10 @@ type shard struct {
 	slots []*record
 	free  []uint32
 	runs  uint64 // attempts issued: with idx, makes run IDs unique per engine
-	tasks int    // records held (MaxTasks is enforced per shard)
+	// runBase is the engine's run-ID base (Engine.runBase), copied here so that
+	// nextRunID needs nothing but the shard; written once by New.
+	runBase uint64
+	tasks   int // records held (MaxTasks is enforced per shard)
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -96,9 +109,16 @@ type shard struct {
 	_                                                                          [64]byte
 }
 
-// Run IDs name the attempt and where its record is: bits 0-5 the shard, 6-31 the record's
-// slot, 32-63 a per-shard attempt counter. So Complete finds a record from the ID alone,
-// and IDs are unique within the engine until a shard has issued 2^32 attempts.
+// Run IDs name the attempt and where its record is. An engine-local ID l has bits 0-5
+// the shard, 6-31 the record's slot, 32-63 a per-shard attempt counter (from 1), so it
+// is unique within the engine until a shard has issued 2^32 attempts; the run ID is
+// l XOR the engine's run-ID base, a random 64-bit value drawn by New. So Complete finds
+// a record from the ID alone (one XOR, no allocation), and two engines (two starts of a
+// server, two leaders) share a run ID only if their bases differ by exactly l1 XOR l2
+// for some pair of their local IDs: with slots below m and attempt counters below s in
+// every shard (m and s powers of two), a chance of at most 64*m*s / 2^64 per pair of
+// engines (2^-28 at m = 1,024 and s = 2^20), and never within one engine. 0 is never a
+// run ID (it means none).
 const (
 	runSlotBits  = 26
 	runSlotShift = 6 // log2(numShards)
@@ -109,13 +129,18 @@ const (
 
 // nextRunID issues a run ID for the record in slot. Requires sh.mu.
 func (sh *shard) nextRunID(slot uint32) uint64 {
-	sh.runs++
-	return sh.runs<<runSeqShift | uint64(slot)<<runSlotShift | sh.idx
+	for {
+		sh.runs++
+		if id := (sh.runs<<runSeqShift | uint64(slot)<<runSlotShift | sh.idx) ^ sh.runBase; id != 0 {
+			return id
+		}
+	}
 }
 
 // runRecord resolves a run ID to its shard and slot.
 func (e *Engine) runRecord(runID uint64) (*shard, uint32) {
-	return &e.shards[runID&(numShards-1)], uint32(runID>>runSlotShift) & (maxSlots - 1)
+	l := runID ^ e.runBase
+	return &e.shards[l&(numShards-1)], uint32(l>>runSlotShift) & (maxSlots - 1)
 }
 
 // Engine runs tasks on the timer core. All methods are safe for concurrent use.
@@ -127,8 +152,11 @@ type Engine struct {
 	hLimit timer.Handler // a running attempt's timeout has passed
 	hDrop  timer.Handler // a finished task's retention has passed
 	shards [numShards]shard
-	dlq    *DLQ
+	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
+	// runBase qualifies every run ID this engine issues (see nextRunID): random, drawn
+	// once by New, so that run IDs differ across engines. Read-only after New.
+	runBase uint64
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
 	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
@@ -136,6 +164,7 @@ type Engine struct {
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
+	payloads    atomic.Int64 // payload bytes held by records, at most Options.MaxPayloadBytes
 	hung        atomic.Int64 // workers replaced while stuck in a handler, not yet returned
 	loopWorkers atomic.Int64 // workers that will come back for the next item
 
@@ -168,13 +197,14 @@ func New(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task: timers: %w", err)
 	}
-	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: NewDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
-		shardLimit: (o.MaxTasks + numShards - 1) / numShards}
+	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
+		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64()}
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
 	e.handlers.Store(&handlers)
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
+		e.shards[i].runBase = e.runBase
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -243,7 +273,7 @@ func (e *Engine) now() (int64, time.Time) {
 // is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
 // a one-shot task already due is queued for a worker at once (see the package doc).
 // Cost: one index insert and one timer, or for a task already due one queue send, O(1).
-func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
+func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}) }
 
 // Resume is Submit for a recurring task handed over from another engine (a server that
 // took over from a node that died): its schedule continues from nextDue, the due time of
@@ -252,13 +282,23 @@ func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) 
 // task's Misfire policy (one run now, or none) as for an engine that fell behind. A zero
 // nextDue, or a one-shot task, is plain Submit.
 func (e *Engine) Resume(t Task, nextDue time.Time) (Info, error) {
+	return e.ResumeNotBefore(t, nextDue, time.Time{})
+}
+
+// ResumeNotBefore is Resume whose first run does not start before notBefore (a server
+// taking over a task whose last run may still execute elsewhere waits it out so). The
+// engine holds the task meanwhile: Get shows it PENDING, its next run the occurrence it
+// holds back, and Cancel ends it. Held past its due time, a recurring task's first run
+// is a misfire (its Misfire policy applies to the occurrences due meanwhile); a one-shot
+// task runs once the hold ends. A zero notBefore holds nothing. Cost: as Submit.
+func (e *Engine) ResumeNotBefore(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if !t.Schedule.Recurring() {
 		nextDue = time.Time{}
 	}
-	return e.submit(t, nextDue)
+	return e.submit(t, nextDue, notBefore)
 }
 
-func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
+func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
@@ -281,21 +321,37 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	sh := e.shardOf(h)
 	rec := e.newRecord(&t, h) // filled outside the lock
 	sh.mu.Lock()
-	if old := sh.index.find(sh.slots, h, t.Namespace, t.ID); old != nil {
+	old := sh.index.find(sh.slots, h, t.Namespace, t.ID)
+	if old != nil {
 		if t.Version <= old.task.Version {
 			err := fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
 			e.recycle(rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
-		// The replacement is another record: a run of the old version still in its
-		// handler keeps reading the old, unchanged Task (the old record is kept from
-		// reuse until nothing refers to it).
-		e.remove(sh, old)
 	} else if sh.tasks >= e.shardLimit {
 		e.recycle(rec)
 		sh.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
+	}
+	if n := int64(len(t.Payload)); n > 0 {
+		freed := int64(0)
+		if old != nil {
+			freed = int64(len(old.task.Payload))
+		}
+		if held := e.payloads.Add(n); held-freed > int64(e.opts.MaxPayloadBytes) {
+			e.payloads.Add(-n)
+			e.recycle(rec)
+			sh.mu.Unlock()
+			return Info{}, fmt.Errorf("%w: a payload of %d bytes would take the payloads held past Options.MaxPayloadBytes (%d held of %d)",
+				ErrOverloaded, n, held-n, e.opts.MaxPayloadBytes)
+		}
+	}
+	if old != nil {
+		// The replacement is another record: a run of the old version still in its
+		// handler keeps reading the old, unchanged Task (the old record is kept from
+		// reuse until nothing refers to it).
+		e.remove(sh, old)
 	}
 	if n := len(sh.free); n > 0 {
 		rec.slot = sh.free[n-1]
@@ -309,12 +365,17 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	sh.tasks++
 	rec.due = first
 	info := rec.info() // as accepted: PENDING, due at first
-	if dueNs := nowNs + int64(first.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
-		if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
+	armAt := first
+	if notBefore.After(first) {
+		armAt = notBefore
+	}
+	if dueNs := nowNs + int64(armAt.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+		if err := e.armFrom(sh, rec, armAt, e.hDue, nowNs, wall); err != nil {
 			e.remove(sh, rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
+		rec.due = first // held back past it: the run is late (a misfire, if recurring)
 	}
 	sh.submitted++
 	sh.mu.Unlock()
@@ -353,7 +414,7 @@ func (e *Engine) retire(sh *shard, rec *record) {
 	rec.timer, rec.deadline = timer.Timer{}, timer.Timer{}
 	if rec.attempt != nil {
 		rec.attempt.ctx.cancel(context.Canceled)
-		rec.detach()
+		rec.abandon()
 		rec.attempt = nil
 	}
 	rec.runID = 0
@@ -367,6 +428,9 @@ func (e *Engine) remove(sh *shard, rec *record) {
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
+	if n := len(rec.task.Payload); n > 0 {
+		e.payloads.Add(-int64(n))
+	}
 	e.recycle(rec)
 }
 
@@ -388,7 +452,7 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
 // in the engine, reported as an error and never applied.
 func setState(rec *record, to State) error {
-	if err := Transition(rec.state, to); err != nil {
+	if err := transition(rec.state, to); err != nil {
 		return fmt.Errorf("task %s/%s: %w", rec.task.Namespace, rec.task.ID, err)
 	}
 	rec.state = to

@@ -14,15 +14,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/core/clock"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // ants starts a package-level default pool at init; IgnoreCurrent leaves it alone.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-// eventWait bounds waits for events that must come; generous because a loaded 2-core CI
-// machine may not run the engine's goroutines for a long while. A correct engine delivers
-// in microseconds, a broken one never.
-const eventWait = 30 * time.Second
+// eventWait bounds waits for events that must come: core's one bound.
+const eventWait = waitfor.Limit
 
 // epoch is where the fake clocks start: a plain UTC day.
 var epoch = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -37,7 +36,13 @@ type harness struct {
 
 func newHarness(t *testing.T, opts ...Option) *harness {
 	t.Helper()
-	h := &harness{t: t, fake: clock.NewFake(epoch.UnixNano()), events: make(chan Event, 1<<16)}
+	return newHarnessAt(t, epoch, opts...)
+}
+
+// newHarnessAt is newHarness with the fake clock starting at start.
+func newHarnessAt(t *testing.T, start time.Time, opts ...Option) *harness {
+	t.Helper()
+	h := &harness{t: t, fake: clock.NewFake(start.UnixNano()), events: make(chan Event, 1<<16)}
 	opts = append([]Option{WithClock(h.fake), WithOnEvent(func(ev Event) { h.events <- ev })}, opts...)
 	e, err := New(opts...)
 	if err != nil {

@@ -11,6 +11,9 @@ var (
 	ErrIllegalTransition = errors.New("task: illegal state transition")
 	// ErrUnknownState: ParseState was given a name that is not a State.
 	ErrUnknownState = errors.New("task: unknown state")
+	// ErrUnknownName: UnmarshalText of a Kind, Anchor or MisfirePolicy was given a name
+	// that is none of its values' (or MarshalText a value that has no name).
+	ErrUnknownName = errors.New("task: unknown name")
 	// ErrInvalidSchedule: Schedule.Validate (or First) rejected a schedule; the message
 	// names the field, and for cron the expression and the parser's complaint.
 	ErrInvalidSchedule = errors.New("task: invalid schedule")

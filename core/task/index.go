@@ -196,16 +196,27 @@ func (ix *index) verify(slots []*record) error {
 }
 
 // verify checks each shard's table: its index, its free slots, its count, and that every
-// record's hash is its key's and picks this shard. Cost: O(records); tests call it.
+// record's hash is its key's and picks this shard; and that the payload bytes counted
+// (Options.MaxPayloadBytes) are those the records hold. Cost: O(records); tests call it.
 func (e *Engine) verify() error {
+	var payloads int64
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		err := sh.verify()
+		for _, rec := range sh.slots {
+			if rec != nil {
+				payloads += int64(len(rec.task.Payload))
+			}
+		}
 		sh.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", i, err)
 		}
+	}
+	// Exact only while no Submit runs (it counts a payload before inserting its record).
+	if held := e.payloads.Load(); held != payloads {
+		return fmt.Errorf("payload bytes held: counter %d, records %d", held, payloads)
 	}
 	return nil
 }

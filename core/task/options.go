@@ -31,6 +31,12 @@ type Options struct {
 	MaxTasks int
 	// MaxPayload bounds a task's payload in bytes. Default 1 MiB.
 	MaxPayload int
+	// MaxPayloadBytes bounds the payload bytes held by all task records together (as
+	// MaxTasks bounds their number; dead letters' copies are bounded by DLQCapacity
+	// instead): a Submit that would take the total past it returns ErrOverloaded, and
+	// nothing held changes (a replaced version stays). One atomic counter, touched only
+	// by submits and removals of records with a payload. Default 1 GiB.
+	MaxPayloadBytes int
 	// DefaultTimeout applies to tasks submitted without a Timeout. Default 0: no timeout.
 	DefaultTimeout time.Duration
 	// Retention is how long a finished task (SUCCEEDED, DEAD, CANCELLED) stays queryable
@@ -71,6 +77,9 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *Options) { o.De
 // WithMaxTasks sets Options.MaxTasks.
 func WithMaxTasks(n int) Option { return func(o *Options) { o.MaxTasks = n } }
 
+// WithMaxPayloadBytes sets Options.MaxPayloadBytes.
+func WithMaxPayloadBytes(n int) Option { return func(o *Options) { o.MaxPayloadBytes = n } }
+
 // WithDLQCapacity sets Options.DLQCapacity.
 func WithDLQCapacity(n int) Option { return func(o *Options) { o.DLQCapacity = n } }
 
@@ -99,6 +108,9 @@ func (o *Options) setDefaults() {
 	if o.MaxPayload == 0 {
 		o.MaxPayload = 1 << 20
 	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = 1 << 30
+	}
 	if o.Retention == 0 {
 		o.Retention = time.Minute
 	}
@@ -122,6 +134,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: MaxTasks %d outside [1, %d]", ErrInvalidOption, o.MaxTasks, numShards*maxSlots)
 	case o.MaxPayload < 0:
 		return fmt.Errorf("%w: MaxPayload %d is negative", ErrInvalidOption, o.MaxPayload)
+	case o.MaxPayloadBytes < 0:
+		return fmt.Errorf("%w: MaxPayloadBytes %d is negative", ErrInvalidOption, o.MaxPayloadBytes)
 	case o.DefaultTimeout < 0 || o.DefaultTimeout > MaxTimeout:
 		return fmt.Errorf("%w: DefaultTimeout %v outside [0, %v]", ErrInvalidOption, o.DefaultTimeout, MaxTimeout)
 	case o.MisfireThreshold < 0:

@@ -234,3 +234,49 @@ func TestStaleQueuedRunFreesItsRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestPhaseMoves: setPhase applies exactly the moves of phaseMoves and panics on any
+// other (self-loops and values that are not phases included); every phase leads back to
+// idle, and only an idle record that nothing kept is recyclable.
+func TestPhaseMoves(t *testing.T) {
+	try := func(from, to phase) (panicked bool) {
+		defer func() { panicked = recover() != nil }()
+		rec := &record{phase: from}
+		rec.setPhase(to)
+		if rec.phase != to {
+			t.Errorf("%s -> %s applied as %s", from, to, rec.phase)
+		}
+		return false
+	}
+	for from := range numPhases + 1 {
+		for to := range numPhases + 1 {
+			legal := from < numPhases && to < numPhases && phaseMoves[from][to]
+			if panicked := try(from, to); panicked == legal {
+				t.Errorf("%s -> %s: panicked %v, legal %v", from, to, panicked, legal)
+			}
+		}
+	}
+	for p := range numPhases {
+		reach := map[phase]bool{p: true}
+		for q := []phase{p}; len(q) > 0; q = q[1:] {
+			for to := range numPhases {
+				if phaseMoves[q[0]][to] && !reach[to] {
+					reach[to] = true
+					q = append(q, to)
+				}
+			}
+		}
+		if !reach[phaseIdle] {
+			t.Errorf("%s never gets back to idle", p)
+		}
+		for _, kept := range []bool{false, true} {
+			rec := &record{phase: p, kept: kept}
+			if got, want := rec.recyclable(), p == phaseIdle && !kept; got != want {
+				t.Errorf("phase %s kept %v: recyclable %v", p, kept, got)
+			}
+		}
+	}
+	if s := phase(9).String(); s != "phase(9)" {
+		t.Errorf("phase(9).String() = %q", s)
+	}
+}

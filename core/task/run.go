@@ -107,7 +107,9 @@ func (e *Engine) onDue(ev timer.Event) {
 	rec.timer = timer.Timer{}
 	rec.dueNs = ev.Due
 	var misfire *Event
-	if rec.state == Pending && rec.task.Schedule.Recurring() {
+	// A requeued dead occurrence (rare.resume) is no occurrence of the schedule: it runs
+	// however late it is.
+	if rec.state == Pending && rec.task.Schedule.Recurring() && (rec.rare == nil || rec.rare.resume.IsZero()) {
 		var dead *Event
 		var skipped bool
 		if misfire, dead, skipped = e.catchUp(sh, rec, ev); skipped {
@@ -125,7 +127,7 @@ func (e *Engine) onDue(ev timer.Event) {
 		return
 	}
 	rec.runID = sh.nextRunID(rec.slot)
-	rec.hold() // the item names rec until its worker's last locked use of it
+	rec.setPhase(phaseQueued) // the item names rec until its worker's last locked use of it
 	item := runItem{sh: sh, rec: rec, runID: rec.runID}
 	sh.mu.Unlock()
 	if misfire != nil {
@@ -176,7 +178,7 @@ func (e *Engine) catchUp(sh *shard, rec *record, ev timer.Event) (misfire, dead 
 // it reports whether it did. Requires sh.mu (so it never waits for room: a full queue
 // leaves the record to the timer's path, which does).
 func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
-	if !CanTransition(rec.state, Due) {
+	if !canTransition(rec.state, Due) {
 		return false
 	}
 	item := runItem{sh: sh, rec: rec, runID: sh.nextRunID(rec.slot)}
@@ -187,30 +189,33 @@ func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
 	}
 	// The worker that takes the item waits for sh.mu, so it finds the record DUE.
 	rec.state, rec.runID, rec.dueNs = Due, item.runID, dueNs // the move checked above
-	rec.hold()
+	rec.setPhase(phaseQueued)
 	return true
 }
 
 // runOne runs one attempt on worker w. It reports whether w was replaced while its
-// handler hung (then w must exit).
+// handler hung (then w must exit). The record's phase is phaseQueued when it takes the
+// lock the first time; in its second locked section it is the attempt's phase only if
+// the attempt is still item's (runID, and RUNNING): otherwise the attempt ended
+// meanwhile (abandon) and the record may be on to another one.
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	sh, rec := item.sh, item.rec
 	sh.mu.Lock()
 	if rec.runID != item.runID || setState(rec, Running) != nil {
 		// Cancelled, dropped or replaced while queued: this item was the last thing to
 		// refer to the record if it is no longer in the table.
-		rec.release()
+		rec.setPhase(phaseIdle)
 		if sh.slots[rec.slot] != rec {
 			e.recycle(rec)
 		}
 		sh.mu.Unlock()
 		return false
 	}
+	rec.setPhase(phaseRunning)
 	startNs := e.clock.Now()
 	rec.attempts++
 	rec.runs++
 	rec.startNs = startNs
-	rec.filed, rec.early = false, false
 	var a *attempt
 	if rec.runs == 1 {
 		a = &rec.first
@@ -246,9 +251,9 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 
 	sh.mu.Lock()
-	// If the attempt ended meanwhile (timed out, cancelled, replaced), detach kept the
+	// If the attempt ended meanwhile (timed out, cancelled, replaced), abandon kept the
 	// record from reuse, so this worker may still read it. Otherwise this locked section
-	// is the worker's last use of the record (release).
+	// is the worker's last use of the record: it leaves phaseRunning or phaseEarly.
 	if a.replaced {
 		sh.mu.Unlock()
 		e.hung.Add(-1)
@@ -260,16 +265,16 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		w.stats.lateResults.Add(1) // timed out, cancelled or replaced meanwhile
 		return false
 	}
-	rec.release()
 	if errors.Is(err, ErrDeferred) {
-		if !rec.early {
+		if rec.phase == phaseRunning {
 			// The outcome comes later through Complete; the timeout timer stays armed.
-			rec.filed = true
+			rec.setPhase(phaseFiled)
 			sh.mu.Unlock()
 			return false
 		}
 		err = rec.rare.earlyErr // Complete came first
 	}
+	rec.setPhase(phaseIdle) // an early outcome is dropped if the handler did not defer
 	e.timers.Cancel(rec.deadline)
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	var es events
@@ -322,7 +327,6 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: time.Duration(endNs - startNs),
 		RunID: rec.runID}
-	rec.filed, rec.early = false, false
 	if rec.rare != nil {
 		rec.rare.earlyErr = nil
 	}
@@ -351,6 +355,9 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 	r.history = append(r.history, AttemptRecord{Attempt: rec.attempts, Start: start, End: end, Err: r.lastErr})
 	retry, delay, reason := t.Retry.Decide(rec.attempts, err, r.firstStart, end, jitter())
 	if retry {
+		if r.occurrence.IsZero() {
+			r.occurrence = rec.due // arm moves rec.due to the retry's time
+		}
 		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
 			reason = "the retry could not be scheduled: " + armErr.Error()
 		} else if setState(rec, Failed) == nil {
@@ -376,14 +383,32 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 }
 
 // nextOccurrence moves a recurring task to its next occurrence after the one that just
-// ended at `end`. Requires sh.mu.
+// ended at `end`. The schedule goes on from the occurrence's due time, never from a
+// retry's: retries do not shift it. Occurrences that came due while the ended one was
+// running or backing off are armed in the past, so that onDue handles them as misfires
+// (catchUp: the task's MisfirePolicy, counted). Requires sh.mu.
 func (e *Engine) nextOccurrence(sh *shard, rec *record, end time.Time, es *events) {
-	next, ok := rec.task.Schedule.Next(rec.due, end)
+	var next time.Time
+	ok := true
+	switch r := rec.rare; {
+	case r != nil && !r.resume.IsZero(): // a requeued occurrence ended: back to the schedule
+		next = r.resume
+	case r != nil && !r.occurrence.IsZero():
+		next, ok = rec.task.Schedule.Next(r.occurrence, end)
+	default:
+		next, ok = rec.task.Schedule.Next(rec.due, end)
+	}
 	if !ok || setState(rec, Pending) != nil {
 		return
 	}
 	rec.attempts, rec.rare = 0, nil
-	if err := e.arm(sh, rec, next, e.hDue); err != nil {
+	at := next
+	if rec.owed { // a requeued dead occurrence waited for this one: it runs now
+		rec.owed = false
+		rec.rare = &rareState{resume: next}
+		at = end
+	}
+	if err := e.arm(sh, rec, at, e.hDue); err != nil {
 		es.add(Event{Kind: EventDead, Namespace: rec.task.Namespace, ID: rec.task.ID, Version: rec.task.Version, Type: rec.task.Type, Err: err})
 	}
 }
@@ -399,12 +424,12 @@ func (e *Engine) onTimeout(ev timer.Event) {
 		return
 	}
 	a := rec.attempt
-	rec.detach()
+	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
+	replace := rec.handlerRunning() && e.hung.Load() < int64(e.opts.MaxHungWorkers)
+	rec.abandon()
 	rec.deadline, rec.attempt = timer.Timer{}, nil
 	a.ctx.cancel(context.DeadlineExceeded)
 	sh.timedOut++
-	// A deferred attempt's handler has returned: no worker is stuck, none to replace.
-	replace := !rec.filed && e.hung.Load() < int64(e.opts.MaxHungWorkers)
 	if replace {
 		a.replaced = true
 		e.hung.Add(1)
@@ -433,56 +458,122 @@ func (e *Engine) onDrop(ev timer.Event) {
 	sh.mu.Unlock()
 }
 
-// DeadLetters lists the dead-letter queue, oldest first; see DLQ.List for paging.
+// DeadLetters lists the dead-letter queue, oldest first: up to limit entries after cursor
+// ("" for the start), and the cursor of the next page ("" when there is none). limit <= 0
+// means DefaultDLQPageSize; it is capped at MaxDLQPageSize. A cursor the engine did not
+// issue is ErrBadCursor. Cursors name a position in the queue's order, not an entry, so
+// entries added or removed between pages never make a remaining one show twice or go
+// missing; a dead letter that replaces one of the same ID moves to the end. Cost:
+// O(log n + limit), plus the removed entries crossed; it allocates the page.
 func (e *Engine) DeadLetters(cursor string, limit int) ([]DeadLetter, string, error) {
 	return e.dlq.List(cursor, limit)
 }
 
-// Requeue takes a task out of the dead-letter queue and runs it again now, with its
-// attempts reset. The task's record may still be retained (DEAD) or already dropped; a
-// different live task that has since taken the same ID is ErrExists.
+// Requeue takes a dead letter out of the dead-letter queue and runs its occurrence again
+// now, with its attempts reset (and its retry policy, as for any occurrence).
+//
+//   - A one-shot task runs again; its retained record (DEAD) is reused.
+//   - A recurring task's dead letter is one of its occurrences: Requeue runs it once and
+//     leaves the schedule as it is. If the task is waiting for its next occurrence, the
+//     requeued one runs now and the schedule then goes on at that next occurrence (one
+//     that passed meanwhile is a misfire, as ever); if an occurrence is due, running or
+//     backing off between retries, the requeued one runs as soon as it ends.
+//   - A task whose record is gone (dropped after its retention) or that was cancelled
+//     comes back as it was submitted, recurring schedule included, at Version+1 (so that
+//     its events are told from its predecessor's): the requeued occurrence runs now, and
+//     a recurring schedule starts again from now, as for a Submit (its old phase was in
+//     the record).
+//
+// A different task holding the ID (another version of it, submitted since) is
+// ErrExists; no dead letter for the ID is ErrNotFound. Info describes the task after
+// the requeue. Cost: O(1), plus a Submit when the record is gone.
 func (e *Engine) Requeue(namespace, id string) (Info, error) {
-	if namespace == "" {
-		namespace = DefaultNamespace
-	}
+	namespace = nsOrDefault(namespace)
 	dl, ok := e.dlq.Get(namespace, id)
 	if !ok {
 		return Info{}, fmt.Errorf("%w: %s/%s in the dead-letter queue", ErrNotFound, namespace, id)
 	}
-	h := keyHash(namespace, id)
-	sh := e.shardOf(h)
-	sh.mu.Lock()
-	_, now := e.now()
-	if rec := sh.index.find(sh.slots, h, namespace, id); rec != nil {
-		if rec.state != Dead {
-			sh.mu.Unlock()
-			return Info{}, fmt.Errorf("%w: %s/%s is %s", ErrExists, namespace, id, rec.state)
-		}
-		e.retire(sh, rec)
-		if err := setState(rec, Pending); err != nil {
-			sh.mu.Unlock()
-			return Info{}, err
-		}
-		rec.attempts, rec.rare = 0, nil
-		if err := e.arm(sh, rec, now, e.hDue); err != nil {
-			sh.mu.Unlock()
-			return Info{}, err
-		}
-		info := rec.info()
+	if sh, rec, err := e.locked(namespace, id); err == nil {
+		info, done, err := e.requeueRecord(sh, rec, dl.Task.Version)
 		sh.mu.Unlock()
-		e.dlq.Remove(namespace, id)
-		return info, nil
+		if done {
+			if err == nil {
+				e.dlq.Remove(namespace, id)
+			}
+			return info, err
+		}
 	}
-	sh.mu.Unlock()
 	t := dl.Task
-	t.Schedule = At(now)
 	t.Version++
+	if !t.Schedule.Recurring() {
+		_, now := e.now()
+		t.Schedule = At(now)
+	}
 	info, err := e.Submit(t)
 	if err != nil {
 		return Info{}, err
 	}
+	if t.Schedule.Recurring() {
+		// Its first occurrence is armed; the requeued one runs before it. Another Submit
+		// may have replaced it meanwhile: then that task stands, and this one is gone.
+		if sh, rec, err := e.locked(namespace, id); err == nil {
+			if rec.task.Version == t.Version && e.requeueLocked(sh, rec) == nil {
+				info = rec.info()
+			}
+			sh.mu.Unlock()
+		}
+	}
 	e.dlq.Remove(namespace, id)
 	return info, nil
+}
+
+// requeueRecord requeues the dead occurrence of version v of rec's task. done is false
+// when the record was finished (CANCELLED, SUCCEEDED): it is removed, for the task to be
+// submitted again. Requires sh.mu.
+func (e *Engine) requeueRecord(sh *shard, rec *record, v uint64) (info Info, done bool, err error) {
+	switch {
+	case rec.task.Version != v:
+		return Info{}, true, fmt.Errorf("%w: %s/%s is version %d, the dead letter's is version %d", ErrExists, rec.task.Namespace, rec.task.ID, rec.task.Version, v)
+	case rec.state == Cancelled || rec.state == Succeeded:
+		e.remove(sh, rec)
+		return Info{}, false, nil
+	}
+	if err := e.requeueLocked(sh, rec); err != nil {
+		return Info{}, true, err
+	}
+	return rec.info(), true, nil
+}
+
+// requeueLocked runs a requeued dead occurrence of rec's task now (a DEAD one-shot, or a
+// recurring task waiting for its next occurrence, to which it then returns), or, for a
+// recurring task with an occurrence in progress, once that ends (owed). Requires sh.mu.
+func (e *Engine) requeueLocked(sh *shard, rec *record) error {
+	_, now := e.now()
+	if !rec.task.Schedule.Recurring() {
+		if rec.state != Dead {
+			return fmt.Errorf("%w: %s/%s is %s", ErrExists, rec.task.Namespace, rec.task.ID, rec.state)
+		}
+		e.retire(sh, rec)
+		if err := setState(rec, Pending); err != nil {
+			return err
+		}
+		rec.attempts, rec.rare = 0, nil
+		return e.arm(sh, rec, now, e.hDue)
+	}
+	if rec.state != Pending {
+		rec.owed = true // DUE, RUNNING or FAILED: nextOccurrence runs it
+		return nil
+	}
+	resume := rec.due
+	if rec.rare != nil && !rec.rare.resume.IsZero() {
+		resume = rec.rare.resume // a requeued occurrence is armed already; this one replaces it
+	}
+	if !rec.timer.IsZero() {
+		e.timers.Cancel(rec.timer) // if it already fired, onDue finds it stale
+	}
+	rec.timer = timer.Timer{}
+	rec.attempts, rec.rare = 0, &rareState{resume: resume}
+	return e.arm(sh, rec, now, e.hDue)
 }
 
 // PurgeDeadLetter deletes one dead letter; PurgeDeadLetters deletes them all and returns
@@ -509,15 +600,17 @@ func (e *Engine) Complete(runID uint64, err error) error {
 	if uerr != nil {
 		return uerr
 	}
-	if rec.early { // a second Complete before the handler returned
+	switch rec.phase {
+	case phaseEarly: // a second Complete before the handler returned
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %d", ErrUnknownRun, runID)
-	}
-	if !rec.filed {
-		rec.early, rec.rareState().earlyErr = true, err
+	case phaseRunning:
+		rec.setPhase(phaseEarly)
+		rec.rareState().earlyErr = err
 		sh.mu.Unlock()
 		return nil
 	}
+	rec.setPhase(phaseIdle) // phaseFiled: this is the outcome
 	if !rec.deadline.IsZero() {
 		e.timers.Cancel(rec.deadline)
 	}

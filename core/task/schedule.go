@@ -2,7 +2,6 @@ package task
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,15 +23,6 @@ const (
 	KindCron                  // at the occurrences of Schedule.Cron in Schedule.Location
 )
 
-var kindNames = [...]string{KindAt: "at", KindAfter: "after", KindEvery: "every", KindCron: "cron"}
-
-func (k Kind) String() string {
-	if k >= KindAt && int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Anchor says what an interval (KindEvery) is measured from.
 type Anchor uint8
 
@@ -45,18 +35,11 @@ const (
 	FixedDelay
 )
 
-func (a Anchor) String() string {
-	switch a {
-	case FixedRate:
-		return "fixed-rate"
-	case FixedDelay:
-		return "fixed-delay"
-	}
-	return "Anchor(" + strconv.Itoa(int(a)) + ")"
-}
-
 // MisfirePolicy says what happens to the occurrences of a recurring task that came due
-// while the engine was stopped or behind. See Schedule.CatchUp.
+// while the engine was stopped or behind, or while an earlier occurrence was still
+// running or backing off between its retries (a task never has two attempts at once).
+// Each occurrence missed is counted (Stats.Misfired, EventMisfired). See
+// Schedule.CatchUp.
 type MisfirePolicy uint8
 
 const (
@@ -65,16 +48,6 @@ const (
 	// MisfireSkip runs none of them and waits for the next occurrence in the future.
 	MisfireSkip
 )
-
-func (p MisfirePolicy) String() string {
-	switch p {
-	case MisfireFireOnce:
-		return "fire-once"
-	case MisfireSkip:
-		return "skip"
-	}
-	return "MisfirePolicy(" + strconv.Itoa(int(p)) + ")"
-}
 
 // Limits on schedules.
 const (
@@ -120,7 +93,9 @@ func At(t time.Time) Schedule { return Schedule{Kind: KindAt, At: t} }
 func After(d time.Duration) Schedule { return Schedule{Kind: KindAfter, Delay: d} }
 
 // Every schedules a run every d at a fixed rate: occurrence n is due at submission + n*d,
-// however long each run takes.
+// however long each run takes and however its retries went (a retry belongs to its
+// occurrence and never moves the ones after it; those that come due while it runs or
+// backs off are misfires, handled by the task's MisfirePolicy).
 func Every(d time.Duration) Schedule { return Schedule{Kind: KindEvery, Interval: d} }
 
 // EveryAfterDone schedules a run d after the previous run completed (fixed delay); the
@@ -135,22 +110,32 @@ func EveryAfterDone(d time.Duration) Schedule {
 // needs d to be a whole number of seconds of at least 1s (the library would silently
 // round anything else); use Every for other intervals.
 //
-// An occurrence is an instant whose wall clock in loc matches the expression. So across
-// daylight-saving changes (pinned by tests in Europe/Berlin, and the same in every zone,
-// half-hour shifts included):
+// Daylight saving time (and any other change of loc's offset) follows Vixie cron and
+// cronie. A job is fixed-time when neither its minute field nor its hour field is a
+// wildcard or a step: no "*", "?" or "/" in either ("30 2 * * *", "0 9,17 * * 1-5",
+// "*/10 30 2 * * *": a seconds field does not count; @daily, @weekly, @monthly, @yearly).
+// Every other job has a wildcard or step ("0 * * * *", "*/5 * * * *", "30 */2 * * *",
+// "0-59/5 2 * * *", @hourly).
 //
-//   - A wall time that does not exist is skipped, not moved. On 2026-03-29 clocks jump
-//     from 02:00 CET to 03:00 CEST, and "30 2 * * *" does not run that day: its runs are
-//     2026-03-28 02:30 CET (01:30 UTC) and then 2026-03-30 02:30 CEST (00:30 UTC).
-//     "0 * * * *" runs 23 times that day (no 02:00).
-//   - A wall time that occurs twice runs twice. On 2026-10-25 clocks fall back from
-//     03:00 CEST to 02:00 CET, and "30 2 * * *" runs at 02:30 CEST (00:30 UTC) and again
-//     at 02:30 CET (01:30 UTC), an hour apart. "0 * * * *" runs 25 times that day.
-//   - Wall times outside the changed hour are unaffected: "30 1 * * *" runs once on both
+//   - Clocks jump forward, and wall times in between never happen. A fixed-time job
+//     whose time falls there runs at the first instant after the jump, once however many
+//     of its times fell there. On 2026-03-29 Berlin's clocks jump from 02:00 CET to
+//     03:00 CEST: "30 2 * * *" runs at 03:00 CEST (01:00 UTC), as does "0,30 2 * * *",
+//     once. A job with a wildcard or step runs at the wall times that happen: "0 * * * *"
+//     runs 23 times that day (no 02:00), "*/20 2 * * *" not at all.
+//   - Clocks fall back, and wall times in between happen twice. A fixed-time job runs
+//     once, on the first pass. On 2026-10-25 Berlin's clocks fall back from 03:00 CEST to
+//     02:00 CET: "30 2 * * *" runs at 02:30 CEST (00:30 UTC) and not at 02:30 CET (a task
+//     submitted after 02:30 CEST, on either pass, next runs the next day). A job with a
+//     wildcard or step runs on both passes: "0 * * * *" runs 25 times that day,
+//     "*/20 2 * * *" six times.
+//   - Wall times outside the changed span are unaffected: "30 1 * * *" runs once on both
 //     days (2026-10-25 01:30 CEST = 2026-10-24 23:30 UTC).
 //
-// A job that must run exactly once a day should avoid 02:00-03:00 in zones with DST, or
-// use UTC. Every and EveryAfterDone measure real elapsed time and ignore DST altogether.
+// So a job meant to run once a day at a fixed time does, every day. The rules are the same in every
+// zone, half-hour changes included (pinned by tests across both 2026 changes of
+// Europe/Berlin, America/New_York and Australia/Lord_Howe, on the engine's fake clock
+// too). Every and EveryAfterDone measure real elapsed time and ignore DST altogether.
 func Cron(expr string, loc *time.Location) Schedule {
 	return Schedule{Kind: KindCron, Cron: expr, Location: loc}
 }
@@ -285,10 +270,18 @@ type compiled struct {
 	// times (see next). Valid when every == 0 and the kind is KindCron.
 	spec cron.SpecSchedule
 	loc  *time.Location // KindCron: the zone whose wall clock spec describes
+	// fixed: spec is a fixed-time job, whose minute and hour fields are neither wildcards
+	// nor steps (cronie's rule): it follows the daylight-saving rules on Cron.
+	fixed bool
 	// every is the period of a lattice schedule: KindEvery's Interval (FixedRate and
 	// FixedDelay alike, for CatchUp's count) or a cron "@every" duration.
 	every time.Duration
 }
+
+// maxOffsetChange bounds how far one change of a zone's offset can move its clocks: the
+// span of offsets in use, UTC-12 to UTC+14. A span that began longer ago than this
+// holds no wall time repeated from the one before.
+const maxOffsetChange = 26 * time.Hour
 
 // maxZoneSpans bounds next's walk over a zone's offset changes: five years (the
 // library's own search limit) of the busiest real zones (four changes a year) need 21.
@@ -298,19 +291,30 @@ const maxZoneSpans = 64
 // none within the library's 5-year search. For "@every d" occurrences are whole seconds:
 // t truncated to the second, plus d (robfig/cron's ConstantDelaySchedule).
 //
-// An occurrence is an instant whose wall clock in loc matches the expression. The
-// library is asked only about wall clocks, in UTC, where no clock ever changes, and the
-// zone's offsets are applied here, one span of constant offset at a time: the first
-// matching wall clock whose instant lies inside the span it was computed for wins, else
-// the search goes on from the start of the next span. This gives the documented DST
-// behaviour in every zone. (robfig/cron v3.0.1 evaluated in the zone itself gets it
-// right in whole-hour zones such as Europe/Berlin, but skips occurrences and even
-// returns t itself around the 30-minute and 02:45 changes of Australia/Lord_Howe and
-// Pacific/Chatham; an engine given t back would fire in a loop.)
+// Occurrences are those documented on Cron. The library is asked only about wall clocks,
+// in UTC, where no clock ever changes, and the zone's offsets are applied here, one span
+// of constant offset at a time: the first matching wall clock whose instant lies inside
+// the span it was computed for wins, else the search goes on from the start of the next
+// span. For a fixed-time job (c.fixed) two more rules apply at the span's edges:
+//
+//   - a forward change at the span's end skips the wall times [end+off, end+nextOff):
+//     a match among them (the first one past the span is the one found) runs at end,
+//     the first instant after the jump, and once: the search after end starts from
+//     end's own wall clock, past the gap;
+//   - after a backward change at the span's start, the wall times below start+prevOff
+//     came on the previous span already: the search starts above them.
+//
+// This holds in every zone (pinned by tests in Berlin, New York and Lord Howe, and
+// against a brute-force oracle in five zones). (robfig/cron v3.0.1 evaluated in the zone
+// itself skips occurrences and even returns t itself around the 30-minute and 02:45
+// changes of Australia/Lord_Howe and Pacific/Chatham; an engine given t back would fire
+// in a loop.)
 //
 // Cost: one library call per span crossed (0.15 to 4 µs, depending on how far the
-// library steps field by field); one on the common path, where no clock change lies
-// between t and the result. No allocation.
+// library steps field by field), plus for a fixed-time job a zone lookup per span that
+// began within maxOffsetChange or ends in a jump forward; one call and no lookup on the
+// common path, where no clock change lies near t or between t and the result. No
+// allocation.
 func (c *compiled) next(t time.Time) time.Time {
 	if c.every > 0 {
 		return t.Add(c.every - time.Duration(t.Nanosecond()))
@@ -319,7 +323,7 @@ func (c *compiled) next(t time.Time) time.Time {
 	for range maxZoneSpans {
 		z := x.In(c.loc)
 		_, off := z.Zone()
-		_, end := z.ZoneBounds() // zero: the offset never changes again
+		start, end := z.ZoneBounds() // zero: the offset never changed, or never changes again
 		offset := time.Duration(off) * time.Second
 		from := x.Add(offset).UTC() // x's wall clock, as a UTC time
 		if !first {
@@ -327,12 +331,27 @@ func (c *compiled) next(t time.Time) time.Time {
 			// whole seconds and the library searches from the next whole second.
 			from = from.Add(-time.Second)
 		}
+		if c.fixed && !start.IsZero() && x.Sub(start) < maxOffsetChange {
+			if _, prev := start.Add(-1).In(c.loc).Zone(); prev > off {
+				// The clocks went back at start: wall times below start+prev were on
+				// the previous span, and a fixed-time job does not run them again.
+				if lo := start.Add(time.Duration(prev)*time.Second - time.Second).UTC(); lo.After(from) {
+					from = lo
+				}
+			}
+		}
 		w := c.spec.Next(from)
 		if w.IsZero() {
 			return time.Time{}
 		}
 		if at := w.Add(-offset); end.IsZero() || at.Before(end) {
 			return at.In(c.loc)
+		}
+		if c.fixed {
+			// The clocks go forward at end: a wall time they skip runs at end.
+			if _, nextOff := end.In(c.loc).Zone(); nextOff > off && w.Before(end.Add(time.Duration(nextOff)*time.Second).UTC()) {
+				return end.In(c.loc)
+			}
 		}
 		// That wall clock falls in a later span (or in a gap, where it never happens):
 		// search again from where the offset changes.
@@ -371,7 +390,7 @@ func (s Schedule) compile() (compiled, error) {
 		if p.err != nil {
 			return compiled{}, p.err
 		}
-		c := compiled{spec: p.spec, every: p.every, loc: s.Location}
+		c := compiled{spec: p.spec, every: p.every, loc: s.Location, fixed: p.fixed}
 		if c.loc == nil {
 			c.loc = time.UTC
 		}
@@ -387,6 +406,7 @@ func (s Schedule) compile() (compiled, error) {
 type parsedCron struct {
 	spec  cron.SpecSchedule
 	every time.Duration
+	fixed bool // see compiled.fixed
 	err   error
 }
 
@@ -466,6 +486,7 @@ func parseCronUncached(expr string) (p *parsedCron) {
 			}
 		}
 		p.spec.Location = time.UTC // wall clocks are evaluated as UTC times (compiled.next)
+		p.fixed = fixedTime(expr)
 		if p.spec.Next(referenceTime).IsZero() {
 			return bad("never fires (no day matches its day-of-month, month and day-of-week fields)")
 		}
@@ -473,6 +494,23 @@ func parseCronUncached(expr string) (p *parsedCron) {
 		return bad("unsupported schedule type %T", sched)
 	}
 	return p
+}
+
+// fixedTime reports whether expr, a field expression the library has parsed, is a
+// fixed-time job in cronie's sense: neither its minute nor its hour field is a wildcard
+// or a step (has no "*", "?" or "/"). The parsed fields cannot tell: the library keeps
+// its "*" marker for neither "*/5" nor "0-59/5", so the text is read (5 fields, or 6
+// with seconds first, as the parser splits them). Of the descriptors, @hourly is not
+// fixed-time; @daily, @midnight, @weekly, @monthly, @yearly and @annually are.
+func fixedTime(expr string) bool {
+	if strings.HasPrefix(expr, "@") {
+		return expr != "@hourly"
+	}
+	f := strings.Fields(expr)
+	if len(f) == 6 {
+		f = f[1:] // the seconds field
+	}
+	return len(f) >= 2 && !strings.ContainsAny(f[0], "*?/") && !strings.ContainsAny(f[1], "*?/")
 }
 
 // safeParse calls the library's parser, turning a panic into an error: the public API

@@ -14,14 +14,7 @@ func utc(y int, mo time.Month, d, h, mi, s int) time.Time {
 	return time.Date(y, mo, d, h, mi, s, 0, time.UTC)
 }
 
-func berlin(t *testing.T) *time.Location {
-	t.Helper()
-	loc, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loc
-}
+func berlin(t testing.TB) *time.Location { t.Helper(); return zone(t, "Europe/Berlin") }
 
 func TestScheduleValidate(t *testing.T) {
 	valid := []Schedule{
@@ -224,84 +217,164 @@ func utcStrings(ts []time.Time) string {
 	return b.String()
 }
 
-// TestCronDST pins what robfig/cron v3.0.1 does across Europe/Berlin's 2026 transitions,
-// as documented on Cron. If an upgrade changes any of it, the doc must change too.
-func TestCronDST(t *testing.T) {
-	loc := berlin(t)
-	tests := []struct {
-		name     string
-		expr     string
-		from, to time.Time // local wall times
-		want     string    // the occurrences in UTC
-	}{
-		{
-			// 2026-03-29 02:00 CET -> 03:00 CEST: 02:30 does not exist and is skipped.
-			name: "spring forward: a nonexistent time is skipped",
-			expr: "30 2 * * *", from: time.Date(2026, 3, 27, 12, 0, 0, 0, loc), to: time.Date(2026, 3, 31, 12, 0, 0, 0, loc),
-			want: "03-28 01:30Z, 03-30 00:30Z, 03-31 00:30Z",
-		},
-		{
-			// 2026-10-25 03:00 CEST -> 02:00 CET: 02:30 happens twice, and so does the job.
-			name: "fall back: a repeated time runs twice",
-			expr: "30 2 * * *", from: time.Date(2026, 10, 23, 12, 0, 0, 0, loc), to: time.Date(2026, 10, 26, 12, 0, 0, 0, loc),
-			want: "10-24 00:30Z, 10-25 00:30Z, 10-25 01:30Z, 10-26 01:30Z",
-		},
-		{
-			name: "fall back: 01:30 is outside the repeated hour and runs once",
-			expr: "30 1 * * *", from: time.Date(2026, 10, 23, 12, 0, 0, 0, loc), to: time.Date(2026, 10, 26, 12, 0, 0, 0, loc),
-			want: "10-23 23:30Z, 10-24 23:30Z, 10-26 00:30Z",
-		},
-		{
-			name: "spring forward: 01:30 runs once",
-			expr: "30 1 * * *", from: time.Date(2026, 3, 27, 12, 0, 0, 0, loc), to: time.Date(2026, 3, 30, 12, 0, 0, 0, loc),
-			want: "03-28 00:30Z, 03-29 00:30Z, 03-29 23:30Z", // 01:30 CET, 01:30 CET, 01:30 CEST
-		},
-		{
-			name: "fall back: every 20 minutes in hour 2 covers both 02:00 hours",
-			expr: "*/20 2 * * *", from: time.Date(2026, 10, 25, 0, 0, 0, 0, loc), to: time.Date(2026, 10, 25, 12, 0, 0, 0, loc),
-			want: "10-25 00:00Z, 10-25 00:20Z, 10-25 00:40Z, 10-25 01:00Z, 10-25 01:20Z, 10-25 01:40Z",
-		},
-		{
-			name: "spring forward: hour 2 simply does not happen",
-			expr: "*/20 2 * * *", from: time.Date(2026, 3, 29, 0, 0, 0, 0, loc), to: time.Date(2026, 3, 29, 23, 0, 0, 0, loc),
-			want: "",
-		},
+// zone loads a time zone or fails the test.
+func zone(t testing.TB, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		got := utcStrings(occurrences(t, Cron(tc.expr, loc), tc.from, tc.to))
-		if got != tc.want {
-			t.Errorf("%s: %q\n got  %s\n want %s", tc.name, tc.expr, got, tc.want)
+	return loc
+}
+
+// utcSeconds formats due times in UTC, to the second.
+func utcSeconds(ts []time.Time) string {
+	var b strings.Builder
+	for i, x := range ts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(x.UTC().Format("01-02 15:04:05Z"))
+	}
+	return b.String()
+}
+
+// dstCase is a cron expression's occurrences across one clock change: from and to are
+// wall times in the zone, want the occurrences in UTC.
+type dstCase struct {
+	zone, name, expr string
+	from, to         [5]int // month, day, hour, minute, second of 2026
+	want             string
+}
+
+// dstCases are the daylight-saving rules documented on Cron, across both 2026 changes
+// of three zones (whole-hour changes in both hemispheres' senses, and Lord Howe's 30
+// minutes). The 2026 changes, in UTC:
+//
+//	Europe/Berlin       03-29 01:00 (02:00 CET -> 03:00 CEST)   10-25 01:00 (03:00 CEST -> 02:00 CET)
+//	America/New_York    03-08 07:00 (02:00 EST -> 03:00 EDT)    11-01 06:00 (02:00 EDT -> 01:00 EST)
+//	Australia/Lord_Howe 10-03 15:30 (02:00 +1030 -> 02:30 +11)  04-04 15:00 (02:00 +11 -> 01:30 +1030)
+var dstCases = []dstCase{
+	// Berlin, spring forward: 02:00-02:59 does not exist on 03-29.
+	{"Europe/Berlin", "fixed time in the gap runs at the jump (03:00 CEST)", "30 2 * * *", [5]int{3, 27, 12}, [5]int{3, 30, 12},
+		"03-28 01:30:00Z, 03-29 01:00:00Z, 03-30 00:30:00Z"},
+	{"Europe/Berlin", "two fixed times in the gap run once", "0,30 2 * * *", [5]int{3, 28, 12}, [5]int{3, 30, 1},
+		"03-29 01:00:00Z"},
+	{"Europe/Berlin", "03:00 itself, the jump's first instant", "0 3 * * *", [5]int{3, 28, 12}, [5]int{3, 30, 12},
+		"03-29 01:00:00Z, 03-30 01:00:00Z"},
+	{"Europe/Berlin", "fixed time outside the gap", "30 1 * * *", [5]int{3, 27, 12}, [5]int{3, 30, 12},
+		"03-28 00:30:00Z, 03-29 00:30:00Z, 03-29 23:30:00Z"},
+	{"Europe/Berlin", "seconds field, fixed minute and hour: once at the jump", "*/30 30 2 * * *", [5]int{3, 28, 12}, [5]int{3, 30, 1},
+		"03-29 01:00:00Z"},
+	{"Europe/Berlin", "minute step: hour 2 does not happen", "*/20 2 * * *", [5]int{3, 29, 0}, [5]int{3, 29, 23},
+		""},
+	{"Europe/Berlin", "hour wildcard: no 02:30", "30 * * * *", [5]int{3, 29, 0, 15}, [5]int{3, 29, 4},
+		"03-28 23:30:00Z, 03-29 00:30:00Z, 03-29 01:30:00Z"},
+	{"Europe/Berlin", "@daily is fixed-time, and untouched", "@daily", [5]int{3, 28, 12}, [5]int{3, 30, 12},
+		"03-28 23:00:00Z, 03-29 22:00:00Z"},
+	// Berlin, fall back: 02:00-02:59 happens twice on 10-25.
+	{"Europe/Berlin", "fixed time in the repeated hour runs once, on the first pass", "30 2 * * *", [5]int{10, 23, 12}, [5]int{10, 26, 12},
+		"10-24 00:30:00Z, 10-25 00:30:00Z, 10-26 01:30:00Z"},
+	{"Europe/Berlin", "seconds field in the repeated hour: first pass only", "*/30 30 2 * * *", [5]int{10, 25, 0}, [5]int{10, 25, 12},
+		"10-25 00:30:00Z, 10-25 00:30:30Z"},
+	{"Europe/Berlin", "fixed time outside the repeated hour", "30 1 * * *", [5]int{10, 23, 12}, [5]int{10, 26, 12},
+		"10-23 23:30:00Z, 10-24 23:30:00Z, 10-26 00:30:00Z"},
+	{"Europe/Berlin", "minute step covers both passes", "*/20 2 * * *", [5]int{10, 25, 0}, [5]int{10, 25, 12},
+		"10-25 00:00:00Z, 10-25 00:20:00Z, 10-25 00:40:00Z, 10-25 01:00:00Z, 10-25 01:20:00Z, 10-25 01:40:00Z"},
+	{"Europe/Berlin", "hour step covers both passes", "30 */2 * * *", [5]int{10, 25, 1}, [5]int{10, 25, 5},
+		"10-25 00:30:00Z, 10-25 01:30:00Z, 10-25 03:30:00Z"}, // 02:30 CEST, 02:30 CET, 04:30 CET
+	// New York, spring forward: 02:00-02:59 does not exist on 03-08.
+	{"America/New_York", "fixed time in the gap runs at the jump (03:00 EDT)", "30 2 * * *", [5]int{3, 6, 12}, [5]int{3, 9, 12},
+		"03-07 07:30:00Z, 03-08 07:00:00Z, 03-09 06:30:00Z"},
+	{"America/New_York", "fixed time after the gap", "30 3 * * *", [5]int{3, 7, 12}, [5]int{3, 9, 12},
+		"03-08 07:30:00Z, 03-09 07:30:00Z"},
+	{"America/New_York", "every minute: 02:00-02:59 simply does not happen", "* * * * *", [5]int{3, 8, 1, 58}, [5]int{3, 8, 3, 1},
+		"03-08 06:59:00Z, 03-08 07:00:00Z, 03-08 07:01:00Z"},
+	// New York, fall back: 01:00-01:59 happens twice on 11-01.
+	{"America/New_York", "fixed time in the repeated hour runs once, on the first pass", "30 1 * * *", [5]int{10, 30, 12}, [5]int{11, 2, 12},
+		"10-31 05:30:00Z, 11-01 05:30:00Z, 11-02 06:30:00Z"},
+	{"America/New_York", "fixed time outside the repeated hour", "30 2 * * *", [5]int{10, 31, 12}, [5]int{11, 2, 12},
+		"11-01 07:30:00Z, 11-02 07:30:00Z"},
+	{"America/New_York", "minute step covers both passes", "*/15 1 * * *", [5]int{11, 1, 0}, [5]int{11, 1, 12},
+		"11-01 05:00:00Z, 11-01 05:15:00Z, 11-01 05:30:00Z, 11-01 05:45:00Z, 11-01 06:00:00Z, 11-01 06:15:00Z, 11-01 06:30:00Z, 11-01 06:45:00Z"},
+	// Lord Howe, spring forward by 30 minutes: 02:00-02:29 does not exist on 10-04.
+	{"Australia/Lord_Howe", "fixed time in the half-hour gap runs at the jump (02:30 +11)", "15 2 * * *", [5]int{10, 2, 12}, [5]int{10, 5, 12},
+		"10-02 15:45:00Z, 10-03 15:30:00Z, 10-04 15:15:00Z"},
+	{"Australia/Lord_Howe", "fixed time in the hour's surviving half", "45 2 * * *", [5]int{10, 3, 12}, [5]int{10, 5, 12},
+		"10-03 15:45:00Z, 10-04 15:45:00Z"},
+	{"Australia/Lord_Howe", "half-hourly: 02:00 does not happen", "0,30 * * * *", [5]int{10, 4, 1, 15}, [5]int{10, 4, 3, 15},
+		"10-03 15:00:00Z, 10-03 15:30:00Z, 10-03 16:00:00Z"}, // 01:30 +1030, 02:30 +11, 03:00 +11
+	// Lord Howe, fall back by 30 minutes: 01:30-01:59 happens twice on 04-05.
+	{"Australia/Lord_Howe", "fixed time in the repeated half hour runs once, on the first pass", "45 1 * * *", [5]int{4, 3, 12}, [5]int{4, 6, 12},
+		"04-03 14:45:00Z, 04-04 14:45:00Z, 04-05 15:15:00Z"},
+	{"Australia/Lord_Howe", "fixed time before the repeated half hour", "15 1 * * *", [5]int{4, 4, 12}, [5]int{4, 6, 12},
+		"04-04 14:15:00Z, 04-05 14:45:00Z"},
+	{"Australia/Lord_Howe", "minute step covers both passes", "*/10 1 * * *", [5]int{4, 5, 0}, [5]int{4, 5, 12},
+		"04-04 14:00:00Z, 04-04 14:10:00Z, 04-04 14:20:00Z, 04-04 14:30:00Z, 04-04 14:40:00Z, 04-04 14:50:00Z, 04-04 15:00:00Z, 04-04 15:10:00Z, 04-04 15:20:00Z"},
+}
+
+func (tc dstCase) bounds(t testing.TB) (loc *time.Location, from, to time.Time) {
+	loc = zone(t, tc.zone)
+	at := func(f [5]int) time.Time { return time.Date(2026, time.Month(f[0]), f[1], f[2], f[3], f[4], 0, loc) }
+	return loc, at(tc.from), at(tc.to)
+}
+
+// TestCronDST pins the daylight-saving rules documented on Cron (Vixie cron / cronie):
+// a fixed-time job whose time falls in a skipped hour runs at the jump, a fixed-time job
+// runs once in a repeated hour, and jobs with a wildcard or step in the minute or hour
+// field run at every wall time that happens.
+func TestCronDST(t *testing.T) {
+	for _, tc := range dstCases {
+		loc, from, to := tc.bounds(t)
+		if got := utcSeconds(occurrences(t, Cron(tc.expr, loc), from, to)); got != tc.want {
+			t.Errorf("%s, %s: %q\n got  %s\n want %s", tc.zone, tc.name, tc.expr, got, tc.want)
 		}
 	}
 
-	// Hourly: 23 runs on the short day, 25 on the long one.
+	// Whole days: hourly runs 23 times on the short day and 25 on the long one; a daily
+	// fixed-time job in the changed hour runs once on both.
+	berlin := berlin(t)
 	for _, day := range []struct {
-		date time.Time
-		want int
+		date         time.Time
+		hourly, once int
 	}{
-		{time.Date(2026, 3, 29, 0, 0, 0, 0, loc), 23},
-		{time.Date(2026, 10, 25, 0, 0, 0, 0, loc), 25},
-		{time.Date(2026, 6, 1, 0, 0, 0, 0, loc), 24},
+		{time.Date(2026, 3, 29, 0, 0, 0, 0, berlin), 23, 1},
+		{time.Date(2026, 10, 25, 0, 0, 0, 0, berlin), 25, 1},
+		{time.Date(2026, 6, 1, 0, 0, 0, 0, berlin), 24, 1},
 	} {
 		end := day.date.AddDate(0, 0, 1).Add(-time.Second)
-		if got := len(occurrences(t, Cron("0 * * * *", loc), day.date.Add(-time.Second), end)); got != day.want {
-			t.Errorf("hourly on %s: %d runs, want %d", day.date.Format("2006-01-02"), got, day.want)
+		if got := len(occurrences(t, Cron("0 * * * *", berlin), day.date.Add(-time.Second), end)); got != day.hourly {
+			t.Errorf("hourly on %s: %d runs, want %d", day.date.Format("2006-01-02"), got, day.hourly)
+		}
+		if got := len(occurrences(t, Cron("@hourly", berlin), day.date.Add(-time.Second), end)); got != day.hourly {
+			t.Errorf("@hourly on %s: %d runs, want %d", day.date.Format("2006-01-02"), got, day.hourly)
+		}
+		if got := len(occurrences(t, Cron("30 2 * * *", berlin), day.date.Add(-time.Second), end)); got != day.once {
+			t.Errorf("30 2 * * * on %s: %d runs, want %d", day.date.Format("2006-01-02"), got, day.once)
 		}
 	}
 
-	// Submitted inside the repeated hour: the second 02:30 (CET) is still to come,
-	// whether now reads 02:40 CEST (the first pass) or 02:10 CET (the second).
+	// Submitted inside the repeated hour, on either pass: 02:30 has had its run (on the
+	// first pass), so the next is the next day's.
 	for _, now := range []time.Time{utc(2026, 10, 25, 0, 40, 0), utc(2026, 10, 25, 1, 10, 0)} {
-		first, err := Cron("30 2 * * *", loc).First(now)
-		if err != nil || !first.Equal(utc(2026, 10, 25, 1, 30, 0)) {
-			t.Errorf("First(%v) = %v, %v; want 01:30Z (02:30 CET)", now.In(loc), first, err)
+		first, err := Cron("30 2 * * *", berlin).First(now)
+		if err != nil || !first.Equal(utc(2026, 10, 26, 1, 30, 0)) {
+			t.Errorf("First(%v) = %v, %v; want 10-26 01:30Z (02:30 CET)", now.In(berlin), first, err)
 		}
+	}
+	// Submitted on the first pass before 02:30: that run is still to come.
+	if first, _ := Cron("30 2 * * *", berlin).First(utc(2026, 10, 25, 0, 10, 0)); !first.Equal(utc(2026, 10, 25, 0, 30, 0)) {
+		t.Errorf("First(02:10 CEST) = %v; want 00:30Z (02:30 CEST)", first)
+	}
+	// Submitted on the spring-forward day after the jump: the gap's run has been.
+	if first, _ := Cron("30 2 * * *", berlin).First(utc(2026, 3, 29, 1, 0, 0)); !first.Equal(utc(2026, 3, 30, 0, 30, 0)) {
+		t.Errorf("First(03:00 CEST) = %v; want 03-30 00:30Z", first)
 	}
 
 	// Intervals are real time: 24h after 12:00 CET on the eve of spring-forward is 13:00 CEST.
-	eve := time.Date(2026, 3, 28, 12, 0, 0, 0, loc)
-	if first, _ := Every(24 * time.Hour).First(eve); first.In(loc).Hour() != 13 {
-		t.Errorf("Every(24h) from %v = %v; want 13:00 CEST", eve, first.In(loc))
+	eve := time.Date(2026, 3, 28, 12, 0, 0, 0, berlin)
+	if first, _ := Every(24 * time.Hour).First(eve); first.In(berlin).Hour() != 13 {
+		t.Errorf("Every(24h) from %v = %v; want 13:00 CEST", eve, first.In(berlin))
 	}
 }
 
@@ -330,8 +403,10 @@ func TestCronOddZones(t *testing.T) {
 	}{
 		// 2026-10-04 02:00 +1030 -> 02:30 +1100: 13:19:52 that afternoon is unaffected.
 		{"lord howe, after a 30-minute spring forward", "52 19 13 * * *", lordHowe, at(2026, 10, 4, 0, 51, 25, 10*h+30*time.Minute), at(2026, 10, 4, 13, 19, 52, 11*h)},
-		// 2026-09-27 02:45 +1245 -> 03:45 +1345: 02:54 does not exist that day.
-		{"chatham, a wall time in the gap", "31 54 2 * * *", chatham, at(2026, 9, 27, 2, 43, 46, 12*h+45*time.Minute), at(2026, 9, 28, 2, 54, 31, 13*h+45*time.Minute)},
+		// 2026-09-27 02:45 +1245 -> 03:45 +1345: 02:54 does not exist that day, and the
+		// fixed-time job runs at the jump.
+		{"chatham, a wall time in the gap", "31 54 2 * * *", chatham, at(2026, 9, 27, 2, 43, 46, 12*h+45*time.Minute), at(2026, 9, 27, 3, 45, 0, 13*h+45*time.Minute)},
+		{"chatham, after the gap's run", "31 54 2 * * *", chatham, at(2026, 9, 27, 3, 45, 0, 13*h+45*time.Minute), at(2026, 9, 28, 2, 54, 31, 13*h+45*time.Minute)},
 		// 2016-04-03 03:45 +1345 -> 02:45 +1245: 03:52 exists only after the change.
 		{"chatham, fall back", "24 52 3 * * *", chatham, at(2016, 4, 3, 2, 34, 56, 13*h+45*time.Minute), at(2016, 4, 3, 3, 52, 24, 12*h+45*time.Minute)},
 		{"chatham, fall back, inside the repeated span", "40-48 59 3 29 4 */6", chatham, at(2018, 4, 1, 2, 59, 40, 12*h+45*time.Minute), at(2018, 4, 1, 3, 59, 40, 12*h+45*time.Minute)},
@@ -344,11 +419,11 @@ func TestCronOddZones(t *testing.T) {
 	}
 }
 
-// wallMatches is the oracle: does the wall clock of x in loc satisfy expression c? It
-// reads the parsed fields directly, second by second, with no search to get wrong.
+// wallMatches reports whether wall clock w (read as it is: w.In(loc) for an instant, or
+// a UTC time that spells a wall clock) satisfies expression c. It reads the parsed fields
+// directly, with no search to get wrong.
 func wallMatches(c *compiled, x time.Time) bool {
 	s := &c.spec
-	x = x.In(c.loc)
 	dom := s.Dom&(1<<uint(x.Day())) != 0
 	dow := s.Dow&(1<<uint(x.Weekday())) != 0
 	day := dom || dow
@@ -359,8 +434,57 @@ func wallMatches(c *compiled, x time.Time) bool {
 		s.Minute&(1<<uint(x.Minute())) != 0 && s.Second&(1<<uint(x.Second())) != 0
 }
 
+// occurs is the oracle: is instant x an occurrence of c, by the rules on Cron? For a job
+// with a wildcard or step in its minute or hour field, exactly when its wall clock in
+// loc matches. For a fixed-time job, not on the second pass of a repeated wall time, and
+// also at the first instant after a forward jump when a wall time the jump skipped
+// matches (scanned second by second).
+// fixed is fixedTime(expr), from the text (TestFixedTime), not from c.
+func occurs(c *compiled, fixed bool, x time.Time) bool {
+	if x.Nanosecond() != 0 {
+		return false
+	}
+	z := x.In(c.loc)
+	if !fixed {
+		return wallMatches(c, z)
+	}
+	_, off := z.Zone()
+	if start, _ := z.ZoneBounds(); !start.IsZero() {
+		_, prev := start.Add(-1).In(c.loc).Zone()
+		switch {
+		case prev > off && x.Before(start.Add(time.Duration(prev-off)*time.Second)):
+			return false // the clocks went back at start: x's wall clock came before
+		case prev < off && x.Equal(start):
+			gapEnd := start.Add(time.Duration(off) * time.Second).UTC()
+			for w := start.Add(time.Duration(prev) * time.Second).UTC(); w.Before(gapEnd); w = w.Add(time.Second) {
+				if wallMatches(c, w) {
+					return true
+				}
+			}
+		}
+	}
+	return wallMatches(c, z)
+}
+
+func TestFixedTime(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"30 2 * * *": true, "0,30 1-3 * * *": true, "*/10 30 2 * * *": true, "0 0 12 * * ?": true, "@daily": true, "@midnight": true,
+		"@weekly": true, "@monthly": true, "@yearly": true, "@annually": true,
+		"* 2 * * *": false, "*/5 2 * * *": false, "30 * * * *": false, "30 */2 * * *": false, "0-59/5 2 * * *": false,
+		"30 0-23/2 * * *": false, "0 ? * * *": false, "5 30 * * * *": false, "@hourly": false,
+	} {
+		if err := Cron(expr, nil).Validate(); err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		if got := fixedTime(expr); got != want {
+			t.Errorf("fixedTime(%q) = %v, want %v", expr, got, want)
+		}
+	}
+}
+
 // TestCronAgainstBruteForce compares next with a second-by-second scan around every
-// 2026 clock change of five zones (whole-hour, half-hour, 02:45 and negative DST).
+// 2026 clock change of five zones (whole-hour, half-hour, 02:45 and negative DST), for
+// fixed-time jobs and jobs with wildcards or steps.
 func TestCronAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	checked := 0
@@ -381,7 +505,7 @@ func TestCronAgainstBruteForce(t *testing.T) {
 			t.Fatalf("%s: %d clock changes in 2026", name, len(changes))
 		}
 		for _, change := range changes {
-			for range 8 {
+			for range 16 {
 				// Hours near the changes, so that the oracle's scan stays short.
 				expr := fmt.Sprintf("%d %s %s * * *", rng.IntN(60), []string{"*", "*/7", "0", "30", "45", "59"}[rng.IntN(6)], []string{"*", "*/2", "0-3", "1,2", "2,3"}[rng.IntN(5)])
 				c, err := Cron(expr, loc).compile()
@@ -391,9 +515,9 @@ func TestCronAgainstBruteForce(t *testing.T) {
 				from := change.Add(time.Duration(rng.IntN(4*3600)-2*3600) * time.Second)
 				got := c.next(from)
 				want := from.Truncate(time.Second).Add(time.Second)
-				for ; !wallMatches(&c, want) && want.Before(got); want = want.Add(time.Second) {
+				for ; !occurs(&c, fixedTime(expr), want) && want.Before(got); want = want.Add(time.Second) {
 				}
-				if !got.Equal(want) || !wallMatches(&c, got) {
+				if !got.Equal(want) || !occurs(&c, fixedTime(expr), got) {
 					t.Errorf("%s %q: next(%v) = %v, want %v", name, expr, from.In(loc), got.In(loc), want.In(loc))
 				}
 				checked++
@@ -449,9 +573,12 @@ func TestCatchUp(t *testing.T) {
 		{"cron count saturates mid-second, fire once", Cron("* * * * * *", nil), MisfireFireOnce, due, sec(86400).Add(time.Millisecond), sec(86400).Add(time.Millisecond), MaxMissedCount, false},
 		{"interval count saturates, skip", Every(time.Millisecond), MisfireSkip, due, sec(86400).Add(500 * time.Microsecond), sec(86400).Add(time.Millisecond), MaxMissedCount, false},
 		{"interval count saturates, fire once", Every(time.Millisecond), MisfireFireOnce, due, sec(86400).Add(500 * time.Microsecond), sec(86400), MaxMissedCount, false},
-		// Fall back in Berlin: 02:30 CEST (00:30Z) and 02:30 CET (01:30Z) both missed.
-		{"dst fall back, fire once", Cron("30 2 * * *", loc), MisfireFireOnce, utc(2026, 10, 25, 0, 30, 0), utc(2026, 10, 25, 2, 0, 0), utc(2026, 10, 25, 1, 30, 0), 1, false},
-		{"dst fall back, skip", Cron("30 2 * * *", loc), MisfireSkip, utc(2026, 10, 25, 0, 30, 0), utc(2026, 10, 25, 2, 0, 0), utc(2026, 10, 26, 1, 30, 0), 2, false},
+		// Fall back in Berlin: 02:30 runs once on 10-25 (CEST, 00:30Z), not again at 02:30
+		// CET; then 10-26 01:30Z. Both missed by 10-26 02:00Z.
+		{"dst fall back, fire once", Cron("30 2 * * *", loc), MisfireFireOnce, utc(2026, 10, 25, 0, 30, 0), utc(2026, 10, 26, 2, 0, 0), utc(2026, 10, 26, 1, 30, 0), 1, false},
+		{"dst fall back, skip", Cron("30 2 * * *", loc), MisfireSkip, utc(2026, 10, 25, 0, 30, 0), utc(2026, 10, 26, 2, 0, 0), utc(2026, 10, 27, 1, 30, 0), 2, false},
+		// Spring forward: 02:30 runs at the jump, 03:00 CEST (01:00Z).
+		{"dst spring forward, skip", Cron("30 2 * * *", loc), MisfireSkip, utc(2026, 3, 28, 1, 30, 0), utc(2026, 3, 29, 2, 0, 0), utc(2026, 3, 30, 0, 30, 0), 2, false},
 		// One-shots are never skipped: they run late.
 		{"one-shot, fire once", At(due), MisfireFireOnce, due, sec(3600), sec(3600), 0, true},
 		{"one-shot, skip", After(time.Second), MisfireSkip, due, sec(3600), sec(3600), 0, true},
@@ -533,8 +660,8 @@ func TestScheduleEnumStrings(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{KindAt.String(), "at"}, {KindAfter.String(), "after"}, {KindEvery.String(), "every"}, {KindCron.String(), "cron"},
 		{Kind(0).String(), "Kind(0)"}, {Kind(5).String(), "Kind(5)"},
-		{FixedRate.String(), "fixed-rate"}, {FixedDelay.String(), "fixed-delay"}, {Anchor(2).String(), "Anchor(2)"},
-		{MisfireFireOnce.String(), "fire-once"}, {MisfireSkip.String(), "skip"}, {MisfirePolicy(9).String(), "MisfirePolicy(9)"},
+		{FixedRate.String(), "rate"}, {FixedDelay.String(), "delay"}, {Anchor(2).String(), "Anchor(2)"},
+		{MisfireFireOnce.String(), "once"}, {MisfireSkip.String(), "skip"}, {MisfirePolicy(9).String(), "MisfirePolicy(9)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -552,9 +679,10 @@ func FuzzCron(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	from := utc(2026, 10, 24, 23, 59, 59)
+	from := utc(2026, 10, 24, 23, 59, 59) // a day before Berlin's, a week before New York's fall back
+	zones := []*time.Location{nil, berlin(f), zone(f, "America/New_York"), zone(f, "Australia/Lord_Howe")}
 	f.Fuzz(func(t *testing.T, expr string) {
-		for _, loc := range []*time.Location{nil, berlin(t)} {
+		for _, loc := range zones {
 			s := Cron(expr, loc)
 			if err := s.Validate(); err != nil {
 				if !errors.Is(err, ErrInvalidSchedule) {

@@ -118,16 +118,16 @@ var transitions = [numStates][numStates]bool{
 	},
 }
 
-// CanTransition reports whether the table allows from -> to. Values that are not states
+// canTransition reports whether the table allows from -> to. Values that are not states
 // never transition. O(1).
-func CanTransition(from, to State) bool {
+func canTransition(from, to State) bool {
 	return from.valid() && to.valid() && transitions[from][to]
 }
 
 // Transition returns nil when from -> to is legal, and otherwise an error wrapping
 // ErrIllegalTransition that names both states. O(1); it allocates only on error.
-func Transition(from, to State) error {
-	if CanTransition(from, to) {
+func transition(from, to State) error {
+	if canTransition(from, to) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s -> %s", ErrIllegalTransition, from, to)

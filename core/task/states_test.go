@@ -34,17 +34,17 @@ func TestTransitionsEveryPair(t *testing.T) {
 	for _, from := range allStates {
 		for _, to := range allStates {
 			want := legalMoves[[2]State{from, to}]
-			if got := CanTransition(from, to); got != want {
-				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			if got := canTransition(from, to); got != want {
+				t.Errorf("canTransition(%s, %s) = %v, want %v", from, to, got, want)
 			}
-			err := Transition(from, to)
+			err := transition(from, to)
 			switch {
 			case want && err != nil:
-				t.Errorf("Transition(%s, %s) = %v, want nil", from, to, err)
+				t.Errorf("transition(%s, %s) = %v, want nil", from, to, err)
 			case !want && !errors.Is(err, ErrIllegalTransition):
-				t.Errorf("Transition(%s, %s) = %v, want ErrIllegalTransition", from, to, err)
+				t.Errorf("transition(%s, %s) = %v, want ErrIllegalTransition", from, to, err)
 			case !want && err.Error() != "task: illegal state transition: "+from.String()+" -> "+to.String():
-				t.Errorf("Transition(%s, %s) message %q", from, to, err)
+				t.Errorf("transition(%s, %s) message %q", from, to, err)
 			}
 			if want {
 				legal++
@@ -59,11 +59,11 @@ func TestTransitionsEveryPair(t *testing.T) {
 func TestTransitionsInvalidStates(t *testing.T) {
 	for _, bad := range []State{0, numStates, 255} {
 		for _, s := range allStates {
-			if CanTransition(bad, s) || CanTransition(s, bad) {
+			if canTransition(bad, s) || canTransition(s, bad) {
 				t.Errorf("a move between %s and %s is allowed", bad, s)
 			}
-			if err := Transition(bad, s); !errors.Is(err, ErrIllegalTransition) || !strings.Contains(err.Error(), bad.String()) {
-				t.Errorf("Transition(%s, %s) = %v", bad, s, err)
+			if err := transition(bad, s); !errors.Is(err, ErrIllegalTransition) || !strings.Contains(err.Error(), bad.String()) {
+				t.Errorf("transition(%s, %s) = %v", bad, s, err)
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func TestTransitionsReachability(t *testing.T) {
 	seen := map[State]bool{Pending: true}
 	for queue := []State{Pending}; len(queue) > 0; queue = queue[1:] {
 		for _, to := range allStates {
-			if CanTransition(queue[0], to) && !seen[to] {
+			if canTransition(queue[0], to) && !seen[to] {
 				seen[to] = true
 				queue = append(queue, to)
 			}
@@ -85,7 +85,7 @@ func TestTransitionsReachability(t *testing.T) {
 		if !seen[s] {
 			t.Errorf("%s is unreachable from PENDING", s)
 		}
-		if !CanTransition(s, Cancelled) && !s.Terminal() {
+		if !canTransition(s, Cancelled) && !s.Terminal() {
 			t.Errorf("non-terminal %s cannot be cancelled", s)
 		}
 	}
@@ -151,8 +151,8 @@ func TestParseStateBytes(t *testing.T) {
 
 func TestTransitionNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
-		_ = Transition(Pending, Due)
-		_ = CanTransition(Running, Dead)
+		_ = transition(Pending, Due)
+		_ = canTransition(Running, Dead)
 		_ = Running.String()
 	}); n != 0 {
 		t.Errorf("%v allocations per legal Transition", n)

@@ -26,7 +26,8 @@ type Task struct {
 	// context. 0 means Options.DefaultTimeout.
 	Timeout time.Duration
 	// Misfire says what happens to occurrences of a recurring task that came due while
-	// the engine was behind by more than Options.MisfireThreshold.
+	// the engine was behind, or while an earlier occurrence was still running or waiting
+	// out a retry's backoff, by more than Options.MisfireThreshold.
 	Misfire MisfirePolicy
 	// Exclusive asks that no two runs of the task ever overlap, even across a failover of
 	// the server that dispatches it. The engine alone needs nothing more (a task never has
@@ -95,7 +96,10 @@ type Run struct {
 	Task    *Task     // the task; read-only, and never changed while the handler runs
 	Attempt int       // 1 for the first attempt of an occurrence
 	Due     time.Time // when this occurrence (or retry) was due
-	RunID   uint64    // unique per attempt within the engine: handlers use it to be idempotent
+	// RunID is unique per attempt within the engine and, drawn from a random per-engine
+	// base, differs across engines but for a tiny chance (nextRunID states the bound):
+	// handlers use it to be idempotent. Never 0.
+	RunID uint64
 }
 
 // Handler executes one attempt. Returning nil succeeds; an error fails the attempt and

@@ -28,7 +28,7 @@
 //     generation, so a stale handle never cancels or resets the timer that reuses its node.
 //   - Allocation-free. After, At, Cancel, Reset and firing allocate nothing once the slab
 //     and batch buffers have grown to the working set (pinned by AllocsPerRun tests).
-//   - Invisible to the GC. Nodes hold no Go pointers; the slab is a list of 128 KiB
+//   - Invisible to the GC. Nodes hold no Go pointers; the slab is a list of 1 MiB
 //     pointer-free chunks that the collector never scans. Pending timers cost 32 B each.
 //   - Idle is idle. Each shard's driver sleeps until its next deadline (or the next
 //     cascade of a coarse wheel slot) and is woken early only by a timer due sooner; with
@@ -46,9 +46,10 @@
 // xxhash(key) % Shards instead, so one key's timers share a shard. Each shard has one mutex guarding a slab, a wheel, a heap and counters, and
 // one driver goroutine.
 //
-//   - slab: 32-byte nodes in fixed 4096-node chunks, addressed by uint32 index, with a LIFO
-//     free list. Each index is on exactly one of: a wheel slot list, the due list, the
-//     heap, the free list (checked by verify).
+//   - slab: 32-byte nodes in fixed 32768-node (1 MiB) chunks, addressed by uint32 index,
+//     with a LIFO free list; a shard's first chunk starts at 1024 nodes and doubles until
+//     it is full size. Each index is on exactly one of: a wheel slot list, the due list,
+//     the heap, the free list (checked by verify).
 //   - wheel: 6 levels × 64 slots; a slot is a circular doubly linked list with a sentinel
 //     node, so insert and remove are O(1); occupied[L] bit s is set iff slot (L, s) is
 //     non-empty, so the next expiration is found with a rotate and a trailing-zeros count.

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // TestIdleSchedulerSleeps holds a million far-future timers on the system clock and checks
@@ -30,13 +32,7 @@ func TestIdleSchedulerSleeps(t *testing.T) {
 	}
 	// Wait until every driver has taken its last signal and armed its sleep: sleepUntil
 	// holds a deadline (not the busy marker) and no wake signal is pending.
-	deadline := time.Now().Add(eventWait)
-	for !allAsleep(s) {
-		if time.Now().After(deadline) {
-			t.Fatal("drivers did not settle")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, "drivers settled", func() bool { return allAsleep(s) })
 	before := s.Stats().Wakeups
 	cpuBefore := processCPU()
 	const window = 500 * time.Millisecond

@@ -1,6 +1,9 @@
 package timer
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -8,6 +11,28 @@ import (
 func TestNodeLayout(t *testing.T) {
 	if got := unsafe.Sizeof(node{}); got != 32 {
 		t.Fatalf("sizeof(node) = %d, want 32: two nodes per cache line, 32 B per pending timer", got)
+	}
+}
+
+// TestDocStatesTheSlabLayout: doc.go's figures for the slab are the constants' (a chunk
+// size told two ways once: the doc said 4096-node chunks while node.go had 32768).
+func TestDocStatesTheSlabLayout(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(strings.ReplaceAll(string(doc), "//", " ")), " ")
+	size := unsafe.Sizeof(node{})
+	mib := chunkSize * int(size) >> 20
+	for _, want := range []string{
+		fmt.Sprintf("%d-byte nodes in fixed %d-node (%d MiB) chunks", size, chunkSize, mib),
+		fmt.Sprintf("first chunk starts at %d nodes", firstChunk),
+		fmt.Sprintf("list of %d MiB pointer-free chunks", mib),
+		fmt.Sprintf("Pending timers cost %d B each", size),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("doc.go does not say %q", want)
+		}
 	}
 }
 

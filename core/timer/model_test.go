@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/clock"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // TestConcurrentModel drives schedule / cancel / reset from several goroutines while
@@ -144,11 +145,10 @@ func TestConcurrentModel(t *testing.T) {
 		}
 	}
 	fake.Advance(time.Hour)
-	deadline := time.Now().Add(eventWait)
-	for firedTotal.Load() < want && time.Now().Before(deadline) {
+	waitfor.Until(t, "every live timer fired", func() bool {
 		fake.Advance(time.Millisecond) // wake drivers parked on a stale reading
-		time.Sleep(time.Millisecond)
-	}
+		return firedTotal.Load() >= want
+	})
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

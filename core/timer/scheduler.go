@@ -364,7 +364,7 @@ func (sh *shard) link(when int64, fn uint32, arg uint64, period int64) (Timer, b
 
 // Stats is a snapshot of the scheduler's counters, summed over shards.
 type Stats struct {
-	Pending   int    // timers scheduled and not yet fired or cancelled
+	Pending   int    // timers scheduled and not yet fired, cancelled or dropped by Close
 	Scheduled uint64 // timers scheduled
 	Cancelled uint64 // successful Cancel calls
 	Fired     uint64 // runs handed to workers (a periodic timer counts each run)
@@ -405,7 +405,8 @@ func (s *Scheduler) Stats() Stats {
 
 // Close stops the scheduler. From its start every schedule call returns ErrClosed;
 // pending timers, and due runs not yet handed to a worker, are dropped (counted in
-// Stats.Dropped) without running. Callbacks already running are not interrupted: Close
+// Stats.Dropped) without running. A dropped timer is gone as if it had fired: once Close
+// returns, Cancel and Reset of it return false, and Len and Stats.Pending do not count it. Callbacks already running are not interrupted: Close
 // waits for them until ctx is done and then returns ctx's error (they still finish in
 // the background). A second Close returns ErrClosed.
 func (s *Scheduler) Close(ctx context.Context) error {
@@ -421,7 +422,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	s.drivers.Wait()
 	for _, sh := range s.shards {
 		sh.mu.Lock()
-		sh.dropped.Add(uint64(sh.slab.live))
+		sh.dropped.Add(uint64(sh.dropAll()))
 		sh.mu.Unlock()
 	}
 	if err := s.pool.ReleaseContext(ctx); err != nil {

@@ -147,6 +147,28 @@ func (sh *shard) free(i uint32, n *node) {
 	sh.slab.release(i)
 }
 
+// dropAll frees every live node (wheel slots, due list and heap), so that every handle
+// to one is stale, and returns how many there were. It is for Close, once the driver has
+// stopped. Requires sh.mu. Cost: O(live + slots).
+func (sh *shard) dropAll() int {
+	dropped := sh.slab.live
+	for head := uint32(0); head < numSentinels; head++ {
+		for i := sh.slab.at(head).next; i != head; i = sh.slab.at(head).next {
+			n := sh.slab.at(i)
+			sh.wheel.remove(&sh.slab, i)
+			sh.free(i, n)
+		}
+	}
+	for {
+		i, _, ok := sh.heap.Pop()
+		if !ok {
+			break
+		}
+		sh.free(i, sh.slab.at(i))
+	}
+	return dropped
+}
+
 // lookup returns the live node a handle names, or nil when the handle is stale (the timer
 // fired, was cancelled, or the handle is the zero Timer). Requires sh.mu.
 func (sh *shard) lookup(t Timer) *node {

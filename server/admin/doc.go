@@ -2,6 +2,13 @@
 // /debug/pprof/, a health check at /healthz and an index of them at /. It also carries
 // the alerting rules for those metrics (AlertRules, alerts.yml).
 //
+// Security: the port listens on loopback by default. With Options.Token, /metrics,
+// /debug/pprof/ and / need "Authorization: Bearer <token>" (401 otherwise); /healthz is
+// always open. pprof's /debug/pprof/cmdline is never served (404): a command line holds
+// secrets passed as flags. The other profiles show memory and stacks, not the flags'
+// values, but they are still the process's internals: set a Token on any address other
+// hosts or users can reach.
+//
 // Usage, beside a tockd.Server srv:
 //
 //	adm, err := admin.New(admin.Options{Addr: addr, Snapshot: srv.Stats, Logger: log})

@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tock-sched/tock/server/tockd"
@@ -53,6 +54,14 @@ type Options struct {
 	// /healthz request, on that request's goroutine, so it must not block for long.
 	// Nil: always healthy (the process answers, so it is up).
 	Healthy func() error
+
+	// Token, if not empty, is the bearer token every request but /healthz must carry
+	// ("Authorization: Bearer <Token>", compared in constant time): /metrics, /debug/pprof/
+	// and the index answer 401 without it. /healthz stays open so that a load balancer's
+	// probe needs no secret; it tells only "ok" or why not. Prometheus sends it with
+	// authorization: {credentials: ...} (or credentials_file) in the scrape config.
+	// Default: none, and the port is as open as its address (loopback by default).
+	Token string
 
 	// Logger receives the HTTP server's errors (for example a failed write of a
 	// response) and metric-gathering errors, at Warn. Nil: discard.
@@ -121,6 +130,8 @@ func (o *Options) validate() error {
 		return bad("MetricsTimeout", fmt.Sprintf("is negative (%v)", o.MetricsTimeout))
 	case o.WriteTimeout <= o.MetricsTimeout:
 		return bad("WriteTimeout", fmt.Sprintf("(%v) must exceed MetricsTimeout (%v), or a slow scrape is cut off instead of answered 503", o.WriteTimeout, o.MetricsTimeout))
+	case strings.ContainsFunc(o.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return bad("Token", "has a space or control character (it travels in an HTTP header)")
 	case o.MetricsMaxInFlight < 0:
 		return bad("MetricsMaxInFlight", fmt.Sprintf("is negative (%d)", o.MetricsMaxInFlight))
 	}

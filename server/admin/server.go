@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,7 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server is the admin HTTP server: /metrics, /debug/pprof/, /healthz and an index at /.
+// Server is the admin HTTP server: /metrics, /debug/pprof/, /healthz and an index at /
+// (with Options.Token, all but /healthz behind a bearer token).
 // Create it with New, run it with Serve or ListenAndServe, stop it with Shutdown. All
 // methods are safe for concurrent use.
 type Server struct {
@@ -55,12 +57,15 @@ func New(opts Options) (*Server, error) {
 var endpoints = []struct{ path, what string }{
 	{"/metrics", "Prometheus metrics (tock_*, go_*, process_*)"},
 	{"/healthz", `health: 200 "ok", or 503 and the reason`},
-	{"/debug/pprof/", "pprof profiles (go tool pprof http://ADDR/debug/pprof/profile)"},
+	{"/debug/pprof/", "pprof profiles (go tool pprof http://ADDR/debug/pprof/profile); no cmdline"},
 }
 
 // routes builds the private mux. net/http/pprof's handlers are mounted on it one by one:
 // the package also registers itself on http.DefaultServeMux when imported, but that mux
-// is never served here.
+// is never served here. pprof's cmdline is not mounted (/debug/pprof/cmdline is 404: the
+// index serves only runtime profiles by that path): the command line carries secrets
+// (-token, -webhook, -webhook-secret). With Options.Token every route but /healthz is
+// wrapped in the bearer check.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// InstrumentMetricHandler adds promhttp_metric_handler_requests_total and
@@ -72,14 +77,33 @@ func (s *Server) routes() http.Handler {
 		MaxRequestsInFlight: s.opts.MetricsMaxInFlight,
 		Timeout:             s.opts.MetricsTimeout,
 	})))
-	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves /debug/pprof/{heap,goroutine,...}
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/{$}", index)
-	return mux
+	var h http.Handler = mux
+	if s.opts.Token != "" {
+		h = s.requireToken(mux)
+	}
+	open := http.NewServeMux()
+	open.HandleFunc("/healthz", s.healthz) // never behind the token
+	open.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+	open.Handle("/", h)
+	return open
+}
+
+// requireToken answers 401 to a request without "Authorization: Bearer <Options.Token>".
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tockd admin"`)
+			http.Error(w, "unauthorized: this admin port wants Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // index lists the endpoints, as plain text.

@@ -188,18 +188,17 @@ func reportOf(id uint64, o outcome) protocol.Message {
 	if o.result == nil {
 		return &protocol.Ack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch}
 	}
-	msg := o.result.Error()
-	if len(msg) > maxNackErr {
-		msg = msg[:maxNackErr]
-	}
-	return &protocol.Nack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch, Err: msg, Retryable: !task.IsNonRetryable(o.result)}
+	return &protocol.Nack{ID: id, RunID: o.fire.RunID, Epoch: o.fire.Epoch, Err: truncErr(o.result.Error()), Retryable: !task.IsNonRetryable(o.result)}
 }
 
-// acked tells OnAcked, if set, how o's report was answered. UNKNOWN_RUN (the TTR passed
-// and the run was redelivered) or STALE_EPOCH leave nothing else to do: the credit was
+// acked deals with how o's report was answered: a report with no definite answer (no
+// answer, STALE_EPOCH, NOT_LEADER: see unsettled) keeps o for the next connection
+// (carry.go); any other answer is final and goes to OnAcked, if set. UNKNOWN_RUN (the
+// TTR passed and the run was redelivered) leaves nothing else to do: the credit was
 // spent by the FIRE either way.
 func (a *acker) acked(o outcome, ackErr error) {
-	if a.w.opts.OnAcked != nil {
-		a.w.opts.OnAcked(o.fire, o.result, ackErr)
+	if unsettled(ackErr) && a.w.keep(o, ackErr) {
+		return
 	}
+	a.w.settled(o, ackErr)
 }

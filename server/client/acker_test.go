@@ -45,13 +45,20 @@ func runOnFakeStoppable(t *testing.T, f *fake, w *Worker, h HandlerFunc) (*fakeW
 	return subscribeFake(t, f), stop
 }
 
-// subscribeFake waits for the Worker's SUBSCRIBE and accepts it.
+// subscribeFake waits for the Worker's CARRY (with nothing to carry: a fresh Worker)
+// and its SUBSCRIBE, and accepts both.
 func subscribeFake(t *testing.T, f *fake) *fakeWorkerConn {
 	t.Helper()
 	r := f.next(t)
+	carry, ok := r.m.(*protocol.Carry)
+	if !ok || len(carry.Outcomes) != 0 {
+		t.Fatalf("first request %v %+v, want an empty CARRY", r.m.Type(), r.m)
+	}
+	f.send(r.nc, &protocol.Acked{ID: carry.ID})
+	r = f.next(t)
 	sub, ok := r.m.(*protocol.Subscribe)
 	if !ok {
-		t.Fatalf("first request %v, want SUBSCRIBE", r.m.Type())
+		t.Fatalf("request after CARRY: %v, want SUBSCRIBE", r.m.Type())
 	}
 	f.send(r.nc, &protocol.OK{ID: sub.ID})
 	return &fakeWorkerConn{t: t, f: f, nc: r.nc}

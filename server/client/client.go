@@ -45,7 +45,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	var cn *conn
 	for range eps.count() {
-		if cn, err = dialConn(ctx, eps.pick(), &o, protocol.RoleClient); err == nil || permanent(err) || ctx.Err() != nil {
+		if cn, err = dialConn(ctx, eps, &o, protocol.RoleClient); err == nil || permanent(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -106,10 +106,10 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 				return nil, ErrClosed
 			}
 		}
-		cn, err := dialConn(ctx, c.eps.pick(), &c.opts, protocol.RoleClient)
+		cn, err := dialConn(ctx, c.eps, &c.opts, protocol.RoleClient)
 		if err != nil {
 			c.fails++
-			c.retryAt = time.Now().Add(c.opts.backoff(c.fails))
+			c.retryAt = time.Now().Add(c.eps.retryPause(c.opts.backoff(c.fails)))
 			c.dialMu.Unlock()
 			if permanent(err) || ctx.Err() != nil {
 				return nil, err
@@ -169,7 +169,7 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 			redirects++
 			c.eps.redirect(perr.Leader)
 			cn.retire()
-			if perr.Leader == "" && !c.sleep(ctx, c.opts.backoff(redirects)) {
+			if perr.Leader == "" && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
 				return nil, err
 			}
 			continue
@@ -284,10 +284,12 @@ func (c *Client) Requeue(ctx context.Context, ns, id string) (protocol.TaskStatu
 	})
 }
 
-// Get returns a task's snapshot.
-func (c *Client) Get(ctx context.Context, ns, id string) (protocol.Info, error) {
+// Get returns a task's snapshot: whole, with its payload, unless OmitPayload is given or
+// the server had to cut it to fit its max_frame (Info.Truncated, Info.PayloadLen say so).
+func (c *Client) Get(ctx context.Context, ns, id string, opts ...ReadOption) (protocol.Info, error) {
+	omit := readOmitsPayload(opts)
 	r, err := expect[*protocol.TaskInfo](c.do(ctx, func(rid uint64) protocol.Message {
-		return &protocol.Get{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
+		return &protocol.Get{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}, OmitPayload: omit}
 	}))
 	if err != nil {
 		return protocol.Info{}, err
@@ -296,13 +298,17 @@ func (c *Client) Get(ctx context.Context, ns, id string) (protocol.Info, error) 
 }
 
 // List returns a page of snapshots in (namespace, ID) order: state 0 means every state,
-// cursor "" the first page, limit 0 the server's default. next is "" on the last page.
-func (c *Client) List(ctx context.Context, state task.State, cursor string, limit int) (items []protocol.Info, next string, err error) {
+// cursor "" the first page, limit 0 the server's default. next is "" on the last page; a
+// page may hold fewer than limit items before it (the server ends a page that would
+// not fit its max_frame early). An item the server had to cut says so (Info.Truncated,
+// Info.PayloadLen).
+func (c *Client) List(ctx context.Context, state task.State, cursor string, limit int, opts ...ReadOption) (items []protocol.Info, next string, err error) {
 	if limit < 0 {
 		return nil, "", fmt.Errorf("%w: limit %d is negative", ErrInvalidOption, limit)
 	}
+	omit := readOmitsPayload(opts)
 	r, err := expect[*protocol.TaskPage](c.do(ctx, func(id uint64) protocol.Message {
-		return &protocol.List{ID: id, State: state, Cursor: cursor, Limit: uint64(limit)}
+		return &protocol.List{ID: id, State: state, Cursor: cursor, Limit: uint64(limit), OmitPayload: omit}
 	}))
 	if err != nil {
 		return nil, "", err
@@ -310,18 +316,37 @@ func (c *Client) List(ctx context.Context, state task.State, cursor string, limi
 	return r.Items, r.Next, nil
 }
 
-// DeadLetters returns a page of the dead-letter queue, oldest first.
-func (c *Client) DeadLetters(ctx context.Context, cursor string, limit int) (items []protocol.DeadLetter, next string, err error) {
+// DeadLetters returns a page of the dead-letter queue, oldest first, paged as List is.
+func (c *Client) DeadLetters(ctx context.Context, cursor string, limit int, opts ...ReadOption) (items []protocol.DeadLetter, next string, err error) {
 	if limit < 0 {
 		return nil, "", fmt.Errorf("%w: limit %d is negative", ErrInvalidOption, limit)
 	}
+	omit := readOmitsPayload(opts)
 	r, err := expect[*protocol.DLQPage](c.do(ctx, func(id uint64) protocol.Message {
-		return &protocol.DLQList{ID: id, Cursor: cursor, Limit: uint64(limit)}
+		return &protocol.DLQList{ID: id, Cursor: cursor, Limit: uint64(limit), OmitPayload: omit}
 	}))
 	if err != nil {
 		return nil, "", err
 	}
 	return r.Items, r.Next, nil
+}
+
+// ReadOption changes what Get, List and DeadLetters ask the server for.
+type ReadOption func(*readOptions)
+
+type readOptions struct{ omitPayload bool }
+
+// OmitPayload leaves payloads out of the reply: each snapshot's or dead letter's
+// PayloadLen says how long its payload is (0: it had none). For listing tasks with
+// large payloads: a page then holds many more of them.
+func OmitPayload() ReadOption { return func(o *readOptions) { o.omitPayload = true } }
+
+func readOmitsPayload(opts []ReadOption) bool {
+	var o readOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.omitPayload
 }
 
 // Purge drops one dead letter and returns how many were removed.

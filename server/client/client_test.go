@@ -298,3 +298,50 @@ func TestCloseFailsWaitingCalls(t *testing.T) {
 	}
 	c.Close()
 }
+
+// Pages of tasks with large payloads end early to fit the server's max_frame, and
+// paging goes on; OmitPayload brings lengths instead of payloads, in fewer pages.
+func TestReadLargePayloads(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0", tockd.Options{MaxFrame: 64 << 10})
+	c := dialT(t, s.addr)
+	ctx := bounded(t)
+	const n, size = 5, 20 << 10
+	for i := range n {
+		tk := oneShot(fmt.Sprint("big", i), "t", time.Hour)
+		tk.Payload = make([]byte, size)
+		if _, err := c.Submit(ctx, tk, protocol.Ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, omit := range []bool{false, true} {
+		var opts []ReadOption
+		if omit {
+			opts = append(opts, OmitPayload())
+		}
+		var got []protocol.Info
+		pages := 0
+		for cursor := ""; ; pages++ {
+			items, next, err := c.List(ctx, 0, cursor, 100, opts...)
+			if err != nil {
+				t.Fatalf("List omit %v: %v", omit, err)
+			}
+			got = append(got, items...)
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if len(got) != n || omit != (pages == 0) {
+			t.Fatalf("List omit %v: %d tasks in %d pages after the first; want %d, in one page only with OmitPayload", omit, len(got), pages, n)
+		}
+		for _, in := range got {
+			if omit && (in.Task.Payload != nil || in.PayloadLen != size) || !omit && (len(in.Task.Payload) != size || in.PayloadLen != 0) {
+				t.Fatalf("List omit %v: %s has %d payload bytes, payload_len %d", omit, in.Task.ID, len(in.Task.Payload), in.PayloadLen)
+			}
+		}
+		in, err := c.Get(ctx, "", "big0", opts...)
+		if err != nil || omit && in.PayloadLen != size || !omit && len(in.Task.Payload) != size {
+			t.Fatalf("Get omit %v: payload %d bytes, payload_len %d, %v", omit, len(in.Task.Payload), in.PayloadLen, err)
+		}
+	}
+}

@@ -23,7 +23,9 @@ func twoNodes(t *testing.T) (leader, follower *server) {
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}
-	st2, err := store.Open(ctx, store.Options{Endpoints: []string{st1.ClientURL()}, Node: "n2"})
+	o2 := st1.ClientOptions() // the embedded etcd wants its root password
+	o2.Node = "n2"
+	st2, err := store.Open(ctx, o2)
 	if err != nil {
 		t.Fatal(err)
 	}

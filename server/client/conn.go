@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,10 @@ type Welcome struct {
 	Node     string // the node's ID
 	Epoch    uint64 // the leader epoch at the handshake
 	MaxFrame int    // the largest frame body the server accepts
+	// Heartbeat is the interval the server stated (0: none): the connection PINGs when
+	// nothing has arrived for this long, and is declared dead when nothing has arrived
+	// for protocol.HeartbeatMisses of them.
+	Heartbeat time.Duration
 }
 
 // reply is what a waiting call receives: a message, or an error (an ERROR reply, a
@@ -53,8 +58,20 @@ type conn struct {
 	err     error                 // guarded by mu; why the connection died
 	retired bool                  // guarded by mu; takes no new call, closes when idle
 
-	lastErr *protocol.Error // reader only: an ERROR with ID 0 (e.g. SHUTTING_DOWN)
-	done    chan struct{}   // closed when the reader has exited
+	lastErr  *protocol.Error // reader only: an ERROR with ID 0 (e.g. SHUTTING_DOWN)
+	done     chan struct{}   // closed when the reader has exited
+	lastRead atomic.Int64    // time.Now().UnixNano() of the last bytes read; written by the reader, read by the pinger
+}
+
+// ErrHeartbeat is why a connection is declared dead when nothing at all arrived from the
+// server within protocol.HeartbeatMisses heartbeat intervals (WELCOME heartbeat_ns): the
+// node is frozen or cut off. Calls waiting on it fail with ErrConnectionLost wrapping it.
+var ErrHeartbeat = errors.New("client: no frame from the server within its heartbeat deadline")
+
+// deadline is how long a connection waits for any byte before it is declared dead: the
+// stated heartbeat interval times protocol.HeartbeatMisses (0: no deadline).
+func (w Welcome) deadline() time.Duration {
+	return w.Heartbeat * protocol.HeartbeatMisses
 }
 
 // permanent reports whether a dial error will not go away by retrying.
@@ -64,10 +81,16 @@ func permanent(err error) bool {
 		errors.Is(err, ErrHandshake) || errors.Is(err, ErrInvalidOption) || errors.As(err, &badCert)
 }
 
-// dialConn dials addr and performs the handshake with role. It starts no goroutine:
-// the caller calls start.
-func dialConn(ctx context.Context, addr string, o *Options, role protocol.Role) (*conn, error) {
-	d := &net.Dialer{Timeout: o.DialTimeout}
+// dialConn dials the address eps picks and performs the handshake with role, within
+// Options.DialTimeout, and within the heartbeat deadline of the last WELCOME eps saw
+// when that is shorter (a frozen node accepts connections but never answers HELLO). It
+// starts no goroutine: the caller calls start.
+func dialConn(ctx context.Context, eps *endpoints, o *Options, role protocol.Role) (*conn, error) {
+	addr, limit := eps.pick(), o.DialTimeout
+	if hb := eps.deadline(); hb > 0 {
+		limit = min(limit, hb)
+	}
+	d := &net.Dialer{Timeout: limit}
 	var nc net.Conn
 	var err error
 	if o.TLS != nil {
@@ -78,7 +101,7 @@ func dialConn(ctx context.Context, addr string, o *Options, role protocol.Role) 
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
-	_ = nc.SetDeadline(time.Now().Add(o.DialTimeout))
+	_ = nc.SetDeadline(time.Now().Add(limit))
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	c := &conn{nc: nc, wtimeout: o.RequestTimeout, dec: protocol.NewDecoder(o.MaxFrame),
 		bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]chan reply), nextID: 1,
@@ -95,6 +118,8 @@ func dialConn(ctx context.Context, addr string, o *Options, role protocol.Role) 
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
+	eps.setDeadline(c.welcome.deadline())
+	c.lastRead.Store(time.Now().UnixNano())
 	return c, nil
 }
 
@@ -131,7 +156,8 @@ func (c *conn) handshake(o *Options, role protocol.Role) error {
 			if m.MaxFrame > uint64(o.MaxFrame) || m.MaxFrame < minMaxFrame {
 				return fmt.Errorf("%w: server max_frame %d outside [%d, Options.MaxFrame %d]", ErrHandshake, m.MaxFrame, minMaxFrame, o.MaxFrame)
 			}
-			c.welcome = Welcome{Version: m.Version, Server: m.Name, Node: m.Node, Epoch: m.Epoch, MaxFrame: int(m.MaxFrame)}
+			c.welcome = Welcome{Version: m.Version, Server: m.Name, Node: m.Node, Epoch: m.Epoch, MaxFrame: int(m.MaxFrame),
+				Heartbeat: time.Duration(m.Heartbeat)}
 			c.sendMax = int(m.MaxFrame)
 			return nil
 		default:
@@ -140,30 +166,69 @@ func (c *conn) handshake(o *Options, role protocol.Role) error {
 	}
 }
 
-// start launches the reader goroutine, counted in wg.
+// start launches the reader goroutine and, when the server states a heartbeat, the
+// pinger, each counted in wg.
 func (c *conn) start(wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		c.readLoop()
 	}()
+	if c.welcome.Heartbeat > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.pingLoop()
+		}()
+	}
 }
 
-// readLoop is the reader goroutine: it owns nc's read side and dec.
+// pingLoop sends a PING whenever nothing has arrived for a heartbeat interval, until the
+// reader exits. Its PONG (or any other frame) is what keeps the reader's deadline from
+// passing; the PONG itself is dropped (no call waits for it).
+func (c *conn) pingLoop() {
+	hb := c.welcome.Heartbeat
+	t := time.NewTicker(hb / 2) // checks twice an interval: a PING goes out at most 1.5 intervals into a silence
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			if now.UnixNano()-c.lastRead.Load() >= int64(hb) {
+				_ = c.post(func(id uint64) protocol.Message { return &protocol.Ping{ID: id} })
+			}
+		}
+	}
+}
+
+// readLoop is the reader goroutine: it owns nc's read side and dec. With a heartbeat,
+// each Read is bounded by the heartbeat deadline: a server that sends nothing at all for
+// that long (not even the PONG to the pinger's PING) is declared dead (ErrHeartbeat).
 func (c *conn) readLoop() {
 	defer close(c.done)
 	buf := make([]byte, 32<<10)
+	limit := c.welcome.deadline()
 	var cause error
 	for cause == nil {
+		if limit > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(limit))
+		}
 		n, err := c.nc.Read(buf)
 		if n > 0 {
+			if limit > 0 {
+				c.lastRead.Store(time.Now().UnixNano())
+			}
 			c.dec.Feed(buf[:n])
 			cause = c.drain()
 		}
 		if err != nil && cause == nil {
 			cause = err
-			if c.lastErr != nil {
+			switch {
+			case c.lastErr != nil:
 				cause = c.lastErr // the server said why it closed
+			case limit > 0 && errors.Is(err, os.ErrDeadlineExceeded):
+				cause = fmt.Errorf("%w (%v)", ErrHeartbeat, limit)
 			}
 		}
 	}
@@ -297,6 +362,11 @@ func (c *conn) roundTripWithin(d time.Duration, build func(id uint64) protocol.M
 	if err != nil {
 		return nil, err
 	}
+	return c.await(id, ch, d)
+}
+
+// await waits up to d for the reply to the call id (from call) on ch.
+func (c *conn) await(id uint64, ch chan reply, d time.Duration) (protocol.Message, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -24,12 +24,24 @@
 //     ReconnectInitial doubling up to ReconnectMax), bounded by its own context. A call
 //     whose request was never written (the connection was found dead first) redials and
 //     sends it: that is not a resend.
+//   - Heartbeats: when WELCOME states a heartbeat interval H, a pinger goroutine per
+//     connection PINGs whenever nothing has arrived for H, and the reader bounds each
+//     Read by 3 H (protocol.HeartbeatMisses): a node that sends nothing at all for that
+//     long (frozen, or cut off while its socket stays open) is declared dead
+//     (ErrHeartbeat), exactly as a lost connection: waiting calls fail with
+//     ErrConnectionLost and the next call, or the Worker, dials the next address. Later
+//     handshakes are bounded by 3 H too, and retry pauses by H, so that the next leader
+//     is found soon after its election.
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs FIREs on at most Options.Concurrency runner goroutines,
 //     which live as long as the connection; its acker alone sends reports (ACKS, NACK)
-//     and grants credits, and every run's outcome is reported at most once, on the
-//     connection its FIRE came on (never after a reconnect: the server redelivers).
+//     and grants credits, and every run's outcome is reported once on the connection
+//     its FIRE came on. A report that got no definite answer (the connection was lost,
+//     or the leader stepped down first) leaves the outcome in the Worker's carry set
+//     (carry.go, at most Options.MaxCarried), handed in (CARRY) on the next connection
+//     before its SUBSCRIBE, so that the next leader does not run the task again.
+//     OnAcked is called once per finished run, with its final answer.
 //
 // Costs: a call is one frame each way plus one map insert and delete; encoding appends
 // into the bufio.Writer's free space (protocol.AppendFrame), so small requests are not

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/tock-sched/tock/server/protocol"
 )
 
 // maxRedirects bounds how often one call follows NOT_LEADER (to the named leader, or,
@@ -18,7 +21,8 @@ type endpoints struct {
 	mu     sync.Mutex
 	addrs  []string
 	next   int
-	leader string // named by the last NOT_LEADER; tried once, first
+	leader string        // named by the last NOT_LEADER; tried once, first
+	hbWait time.Duration // the heartbeat deadline of the last WELCOME (0: none stated)
 }
 
 // newEndpoints parses addr: one address, or several separated by commas.
@@ -53,6 +57,32 @@ func (e *endpoints) redirect(leader string) {
 	e.mu.Lock()
 	e.leader = leader
 	e.mu.Unlock()
+}
+
+// setDeadline records the heartbeat deadline of a WELCOME: it bounds later handshakes
+// (dialConn) and the pause before retrying a node that knows no leader (retryPause).
+func (e *endpoints) setDeadline(d time.Duration) {
+	e.mu.Lock()
+	e.hbWait = d
+	e.mu.Unlock()
+}
+
+// deadline is the heartbeat deadline of the last WELCOME, 0 when none was stated.
+func (e *endpoints) deadline() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hbWait
+}
+
+// retryPause is the wait before the next try after a NOT_LEADER that named no leader
+// (an election is under way) or a failed dial: backoff, but no longer than a heartbeat
+// interval of the last WELCOME, so that the next leader is found within about that
+// much of its election, whatever the backoff had grown to while there was none.
+func (e *endpoints) retryPause(backoff time.Duration) time.Duration {
+	if hb := e.deadline() / protocol.HeartbeatMisses; hb > 0 {
+		return min(backoff, hb)
+	}
+	return backoff
 }
 
 // count is the number of configured addresses.

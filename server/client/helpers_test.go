@@ -113,6 +113,8 @@ func waitState(t *testing.T, c *Client, id string, want task.State) protocol.Inf
 // fake is a scripted server: it completes the handshake, then hands every request to
 // the test on reqs and answers only what the test tells it to.
 type fake struct {
+	hb   time.Duration // the heartbeat its WELCOME states (0: none)
+	max  uint64        // the max_frame its WELCOME states
 	ln   net.Listener
 	reqs chan fakeReq
 	wg   sync.WaitGroup
@@ -127,11 +129,24 @@ type fakeReq struct {
 
 func startFake(t *testing.T, addr string) *fake {
 	t.Helper()
+	return startFakeHB(t, addr, 0)
+}
+
+// startFakeHB is startFake with a WELCOME that states heartbeat hb.
+func startFakeHB(t *testing.T, addr string, hb time.Duration) *fake {
+	t.Helper()
+	return startFakeWelcome(t, addr, hb, 1<<20)
+}
+
+// startFakeWelcome is startFake with a WELCOME that states heartbeat hb and max_frame
+// maxFrame.
+func startFakeWelcome(t *testing.T, addr string, hb time.Duration, maxFrame uint64) *fake {
+	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fake{ln: ln, reqs: make(chan fakeReq, 64)}
+	f := &fake{hb: hb, max: maxFrame, ln: ln, reqs: make(chan fakeReq, 64)}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -166,7 +181,7 @@ func (f *fake) serve(nc net.Conn) {
 			}
 			if hello {
 				hello = false
-				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: 1 << 20})
+				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: f.max, Heartbeat: int64(f.hb)})
 				continue
 			}
 			f.reqs <- fakeReq{nc, m}

@@ -17,6 +17,7 @@ const (
 	DefaultReconnectMax     = 5 * time.Second
 	DefaultRequestTimeout   = 30 * time.Second
 	DefaultConcurrency      = 4
+	DefaultMaxCarried       = 1 << 16
 
 	minMaxFrame = 1024
 )
@@ -34,8 +35,9 @@ type Options struct {
 	// least max_frame). Between 1024 and protocol.MaxFrameLimit; default the limit.
 	MaxFrame int
 	// ReconnectInitial and ReconnectMax bound the wait between failed (re)dials: the
-	// first wait is ReconnectInitial, each next one doubles, up to ReconnectMax.
-	// Defaults 50 ms and 5 s.
+	// first wait is ReconnectInitial, each next one doubles, up to ReconnectMax, and
+	// never longer than the heartbeat interval the last WELCOME stated (so that a
+	// cluster's next leader is found soon after its election). Defaults 50 ms and 5 s.
 	ReconnectInitial time.Duration
 	ReconnectMax     time.Duration
 	// RequestTimeout bounds a call whose context has no deadline (and each write and
@@ -43,10 +45,17 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Concurrency is a Worker's number of concurrent runs, and so its credits. Default 4.
 	Concurrency int
-	// OnAcked, if set, is called by a Worker after each run's ACK (result nil) or NACK
-	// (result the handler's error) has been answered: ackErr nil means the server took
-	// it; otherwise it is the reason (STALE_EPOCH after a failover, UNKNOWN_RUN after the
-	// time to run, a lost connection). From the run's goroutine; keep it cheap.
+	// MaxCarried bounds the outcomes a Worker keeps for the next connection because
+	// their reports got no definite answer (a failover: PROTOCOL.md, CARRY); each costs
+	// its Fire. Beyond it, an unsettled run is given up (OnAcked gets the reason) and its
+	// task may run again. Default 65536; negative: none is kept (no carrying).
+	MaxCarried int
+	// OnAcked, if set, is called by a Worker once for each finished run, when its ACK
+	// (result nil) or NACK (result the handler's error) is finally answered: ackErr nil
+	// means a server took it (on the run's connection, or carried to the next leader);
+	// otherwise it is the reason (UNKNOWN_RUN after the time to run, a carried outcome
+	// refused, or, for a run still carried when Run returns, its last report's failure:
+	// STALE_EPOCH, a lost connection). From a Worker goroutine; keep it cheap.
 	OnAcked func(f *Fire, result, ackErr error)
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
@@ -84,6 +93,9 @@ func WithReconnectBackoff(initial, max time.Duration) Option {
 // WithRequestTimeout sets Options.RequestTimeout.
 func WithRequestTimeout(d time.Duration) Option { return func(o *Options) { o.RequestTimeout = d } }
 
+// WithMaxCarried sets Options.MaxCarried.
+func WithMaxCarried(n int) Option { return func(o *Options) { o.MaxCarried = n } }
+
 // WithConcurrency sets Options.Concurrency.
 func WithConcurrency(n int) Option { return func(o *Options) { o.Concurrency = n } }
 
@@ -120,6 +132,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxCarried == 0 {
+		o.MaxCarried = DefaultMaxCarried
 	}
 }
 

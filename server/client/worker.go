@@ -24,6 +24,7 @@ type Fire struct {
 	Epoch      uint64
 	TTR        time.Duration // the handler's context ends this long after the FIRE arrived
 	Durability protocol.Durability
+	Version    uint64 // the task's version (a carried outcome names it)
 }
 
 // HandlerFunc runs one task. nil is ACKed; an error is NACKed, retryably unless
@@ -50,6 +51,8 @@ type Worker struct {
 	mu       sync.Mutex
 	handlers map[string]HandlerFunc // written under mu until Run sets running; read-only after, read without the lock by runners, which Run starts after that
 	running  bool                   // guarded by mu
+
+	carry carrySet // outcomes whose reports got no definite answer, for the next connection (carry.go)
 
 	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
 	// accepted, by Run's goroutine.
@@ -93,12 +96,13 @@ func (w *Worker) Handle(taskType string, h HandlerFunc) error {
 }
 
 // Run serves until ctx is done, then returns ctx.Err(). When the connection is lost it
-// redials with backoff and subscribes again; handlers running on the lost connection
-// have their contexts cancelled and their results are not reported (the server
-// redelivers those runs). When ctx is done, Run cancels the handlers in flight, reports
-// the runs that had finished (waiting for the answers, each up to RequestTimeout), then
-// closes the connection, waits for the handlers to return and abandons their results:
-// the server redelivers them to another worker ("worker disconnected", retryable). Errors that
+// redials with backoff, hands in the outcomes whose reports were not answered (CARRY)
+// and subscribes again; handlers running on the lost connection have their contexts
+// cancelled and their results are not reported (the server redelivers those runs).
+// When ctx is done, Run cancels the handlers in flight, reports the runs that had
+// finished (waiting for the answers, each up to RequestTimeout), then closes the
+// connection, waits for the handlers to return and abandons their results: the server
+// redelivers them to another worker ("worker disconnected", retryable). Errors that
 // retrying cannot fix (UNAUTHORIZED, a refused handshake, no handler) end Run at once.
 // Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
@@ -117,10 +121,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: no handlers", ErrInvalidOption)
 	}
 	slices.Sort(types)
+	defer w.dropCarried()
 
 	fails, redirects := 0, 0
 	for {
-		cn, err := dialConn(ctx, w.eps.pick(), &w.opts, protocol.RoleWorker)
+		cn, err := dialConn(ctx, w.eps, &w.opts, protocol.RoleWorker)
 		if err == nil {
 			err = w.serve(ctx, cn, types, &fails)
 		}
@@ -142,7 +147,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		redirects = 0
 		fails++
-		t := time.NewTimer(w.opts.backoff(fails))
+		t := time.NewTimer(w.eps.retryPause(w.opts.backoff(fails)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -158,8 +163,9 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// runs counts runners (the reader alone calls its Add), answers the acker's answer
-	// waiters (its loop alone calls that Add), readers the reader and the acker's loop.
-	var runs, answers, readers sync.WaitGroup
+	// waiters (its loop alone calls that Add), carries the CARRY answer waiters (this
+	// goroutine alone), readers the reader, the pinger and the acker's loop.
+	var runs, answers, carries, readers sync.WaitGroup
 	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
 	ackerDone := make(chan struct{})
 	idle := make(chan *protocol.Fire) // unbuffered: a send succeeds only to an idle runner
@@ -190,10 +196,16 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 		<-ackerDone
 		answers.Wait()            // each bounded by RequestTimeout, and over at once if the connection dies
 		cn.close(ErrClosed, true) // no-op reason if already lost
+		carries.Wait()            // answered by the close, if not before: the outcomes stay carried
 		readers.Wait()
 		runs.Wait()
 	}()
 
+	// The outcomes an earlier connection left unsettled go first: the server deals with
+	// them before the SUBSCRIBE below grants credits (PROTOCOL.md, CARRY).
+	if err := w.handIn(cn, &carries); err != nil {
+		return fmt.Errorf("client: carry: %w", err)
+	}
 	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
 	_, err := expect[*protocol.OK](cn.roundTrip(sctx, func(id uint64) protocol.Message {
 		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency)}
@@ -219,6 +231,14 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 // maxNackErr keeps a NACK's error within the protocol's limit.
 const maxNackErr = protocol.MaxTextLen
 
+// truncErr cuts a handler's error message to maxNackErr bytes.
+func truncErr(msg string) string {
+	if len(msg) > maxNackErr {
+		return msg[:maxNackErr]
+	}
+	return msg
+}
+
 // runner runs f, then every FIRE handed to it through idle, until ctx ends.
 func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *protocol.Fire, ak *acker) {
 	for {
@@ -235,7 +255,7 @@ func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *prot
 func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
 	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
-		TTR: time.Duration(pf.TTR), Durability: pf.Durability}
+		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version}
 	h := w.handlers[f.Type] // read-only since Run started: no lock (Worker.handlers)
 	var err error
 	if h == nil {

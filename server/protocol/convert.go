@@ -30,7 +30,7 @@ func ToTask(w *Task) (task.Task, error) {
 	}
 	switch {
 	case w.Durability != Ephemeral && w.Durability != Durable:
-		return task.Task{}, bad("durability", "must be %q or %q", "ephemeral", "durable")
+		return task.Task{}, bad("durability", "must be %q or %q", durNames[Ephemeral], durNames[Durable])
 	case w.Partition != 0:
 		return task.Task{}, bad("partition", "must be 0: partitions are reserved for the cluster")
 	case w.ID == "":
@@ -46,7 +46,7 @@ func ToTask(w *Task) (task.Task, error) {
 	case w.Timeout < 0 || time.Duration(w.Timeout) > task.MaxTimeout:
 		return task.Task{}, invalid("timeout_ns", "%d outside [0, %d]", w.Timeout, int64(task.MaxTimeout))
 	case w.Misfire != task.MisfireFireOnce && w.Misfire != task.MisfireSkip:
-		return task.Task{}, bad("misfire", "must be %q or %q", "once", "skip")
+		return task.Task{}, bad("misfire", "must be %q or %q", misfireNames[task.MisfireFireOnce], misfireNames[task.MisfireSkip])
 	}
 	s, err := toSchedule(&w.Schedule)
 	if err != nil {

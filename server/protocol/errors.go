@@ -29,8 +29,9 @@ const (
 	CodeShuttingDown       Code = 14 // closes: the server is draining
 	CodeInternal           Code = 15 // a bug or an unexpected failure on the server
 	CodeUnexpected         Code = 16 // a message not valid here: a second HELLO, FIRE from a client, a worker message on a client connection
+	CodeUncertain          Code = 17 // the outcome is unknown (the durable store's write may have committed); resubmitting the same task is safe
 
-	numCodes = CodeUnexpected + 1
+	numCodes = CodeUncertain + 1
 )
 
 var codeNames = [numCodes]string{
@@ -50,6 +51,7 @@ var codeNames = [numCodes]string{
 	CodeShuttingDown:       "SHUTTING_DOWN",
 	CodeInternal:           "INTERNAL",
 	CodeUnexpected:         "UNEXPECTED",
+	CodeUncertain:          "UNCERTAIN",
 }
 
 // String returns the code's protocol name, or "Code(n)" for a number that is not a code.
@@ -89,6 +91,7 @@ var (
 	ErrShuttingDown       = errors.New("protocol: shutting down")
 	ErrInternal           = errors.New("protocol: internal error")
 	ErrUnexpected         = errors.New("protocol: unexpected message")
+	ErrUncertain          = errors.New("protocol: outcome uncertain")
 )
 
 var sentinels = [numCodes]error{
@@ -108,6 +111,7 @@ var sentinels = [numCodes]error{
 	CodeShuttingDown:       ErrShuttingDown,
 	CodeInternal:           ErrInternal,
 	CodeUnexpected:         ErrUnexpected,
+	CodeUncertain:          ErrUncertain,
 }
 
 // Error is both the ERROR message (type 3) and the Go error every decoding or conversion

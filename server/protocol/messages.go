@@ -45,9 +45,10 @@ const (
 	TypeAck         Type = 51 // -> worker: the run succeeded; reply OK
 	TypeNack        Type = 52 // -> worker: the run failed; reply OK
 	TypeAcks        Type = 53 // -> worker: up to MaxBatch runs succeeded; reply ACKED
-	TypeAcked       Type = 54 // <- reply to ACKS: the runs that could not be acknowledged
+	TypeAcked       Type = 54 // <- reply to ACKS and CARRY: the runs that could not be acknowledged
+	TypeCarry       Type = 55 // -> worker: outcomes of runs an earlier connection never confirmed; reply ACKED
 
-	numTypes = TypeAcked + 1
+	numTypes = TypeCarry + 1
 )
 
 var typeNames = [numTypes]string{
@@ -57,7 +58,7 @@ var typeNames = [numTypes]string{
 	TypeDLQList: "DLQ_LIST", TypeDLQPage: "DLQ_PAGE", TypeDLQRequeue: "DLQ_REQUEUE", TypeDLQPurge: "DLQ_PURGE",
 	TypePurged: "PURGED", TypePause: "PAUSE", TypeResume: "RESUME", TypeStats: "STATS", TypeStatsReply: "STATS_REPLY",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
-	TypeAcks: "ACKS", TypeAcked: "ACKED",
+	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY",
 }
 
 // String returns the type's protocol name, or "Type(n)".
@@ -145,6 +146,8 @@ func newMessage(t uint64) Message {
 		return new(Acks)
 	case TypeAcked:
 		return new(Acked)
+	case TypeCarry:
+		return new(Carry)
 	}
 	return nil
 }
@@ -199,9 +202,17 @@ type Welcome struct {
 	Node     string // "node": this node's ID
 	Epoch    uint64 // "epoch": the leader epoch now
 	MaxFrame uint64 // "max_frame": the largest frame body the server accepts
+	// Heartbeat ("heartbeat_ns", optional) is the interval, in ns, at which the client
+	// should PING while nothing arrives; 0 (absent) states none. A client declares the
+	// connection dead when nothing at all arrives for HeartbeatMisses intervals.
+	Heartbeat int64
 }
 
-var welcomeFields = fieldTable{keys: []string{"v", "name", "node", "epoch", "max_frame"}, required: 31}
+// HeartbeatMisses is how many heartbeat intervals (WELCOME "heartbeat_ns") may pass with
+// nothing at all arriving before a client declares the connection dead (PROTOCOL.md).
+const HeartbeatMisses = 3
+
+var welcomeFields = fieldTable{keys: []string{"v", "name", "node", "epoch", "max_frame", "heartbeat_ns"}, required: 31}
 
 func (m *Welcome) Type() Type          { return TypeWelcome }
 func (m *Welcome) RequestID() uint64   { return m.ID }
@@ -219,16 +230,23 @@ func (m *Welcome) set(d *dec, i int) (err *Error) {
 		m.Epoch, err = d.uint()
 	case 4:
 		m.MaxFrame, err = d.uintMax(MaxFrameLimit)
+	case 5:
+		if m.Heartbeat, err = d.int(); err == nil && m.Heartbeat < 0 {
+			err = d.badField("negative heartbeat")
+		}
 	}
 	return err
 }
 func (m *Welcome) encode(c *enc) {
-	c.envelope(TypeWelcome, m.ID, 5)
+	c.envelope(TypeWelcome, m.ID, 5+count(m.Heartbeat > 0))
 	c.kUint("v", m.Version)
 	c.kStr("name", m.Name)
 	c.kStr("node", m.Node)
 	c.kUint("epoch", m.Epoch)
 	c.kUint("max_frame", m.MaxFrame)
+	if m.Heartbeat > 0 {
+		c.kInt("heartbeat_ns", m.Heartbeat)
+	}
 }
 
 // Error (the ERROR message) is defined in errors.go.
@@ -391,14 +409,35 @@ func (m *Cancel) encode(c *enc)            { m.TaskRef.encode(c, TypeCancel, m.I
 type Get struct {
 	ID uint64
 	TaskRef
+	OmitPayload bool // "omit_payload": leave the payload out (the snapshot's PayloadLen says its length)
 }
 
-func (m *Get) Type() Type               { return TypeGet }
-func (m *Get) RequestID() uint64        { return m.ID }
-func (m *Get) setID(id uint64)          { m.ID = id }
-func (m *Get) fields() *fieldTable      { return &taskRefFields }
-func (m *Get) set(d *dec, i int) *Error { return m.TaskRef.set(d, i) }
-func (m *Get) encode(c *enc)            { m.TaskRef.encode(c, TypeGet, m.ID) }
+var getFields = fieldTable{keys: []string{"ns", "tid", "omit_payload"}, required: 2}
+
+func (m *Get) Type() Type          { return TypeGet }
+func (m *Get) RequestID() uint64   { return m.ID }
+func (m *Get) setID(id uint64)     { m.ID = id }
+func (m *Get) fields() *fieldTable { return &getFields }
+func (m *Get) set(d *dec, i int) (err *Error) {
+	if i == 2 {
+		m.OmitPayload, err = d.bool()
+		return err
+	}
+	return m.TaskRef.set(d, i)
+}
+func (m *Get) encode(c *enc) {
+	if !m.OmitPayload {
+		m.TaskRef.encode(c, TypeGet, m.ID)
+		return
+	}
+	c.envelope(TypeGet, m.ID, 2+count(m.Namespace != ""))
+	if m.Namespace != "" {
+		c.kStr("ns", m.Namespace)
+	}
+	c.kStr("tid", m.TaskID)
+	c.str("omit_payload")
+	c.bool(true)
+}
 
 // DLQRequeue resubmits a dead letter's task and removes the dead letter.
 type DLQRequeue struct {
@@ -419,9 +458,12 @@ type List struct {
 	State  task.State // "state": only tasks in this state; 0 (absent) means all
 	Cursor string     // "cursor": the previous page's "next"; empty for the first page
 	Limit  uint64     // "limit": page size; 0 means the server's default
+	// OmitPayload ("omit_payload") leaves every payload out (each snapshot's PayloadLen
+	// says its length), so that a page holds many tasks with large payloads.
+	OmitPayload bool
 }
 
-var listFields = fieldTable{keys: []string{"state", "cursor", "limit"}}
+var listFields = fieldTable{keys: []string{"state", "cursor", "limit", "omit_payload"}}
 
 func (m *List) Type() Type          { return TypeList }
 func (m *List) RequestID() uint64   { return m.ID }
@@ -435,11 +477,13 @@ func (m *List) set(d *dec, i int) (err *Error) {
 		m.Cursor, err = d.str(MaxCursorLen)
 	case 2:
 		m.Limit, err = d.uintMax(MaxPageItems)
+	case 3:
+		m.OmitPayload, err = d.bool()
 	}
 	return err
 }
 func (m *List) encode(c *enc) {
-	c.envelope(TypeList, m.ID, count(m.State != 0, m.Cursor != "", m.Limit != 0))
+	c.envelope(TypeList, m.ID, count(m.State != 0, m.Cursor != "", m.Limit != 0, m.OmitPayload))
 	if m.State != 0 {
 		putState(c, "state", m.State)
 	}
@@ -448,6 +492,10 @@ func (m *List) encode(c *enc) {
 	}
 	if m.Limit != 0 {
 		c.kUint("limit", m.Limit)
+	}
+	if m.OmitPayload {
+		c.str("omit_payload")
+		c.bool(true)
 	}
 }
 
@@ -577,29 +625,38 @@ type DLQList struct {
 	ID     uint64
 	Cursor string // "cursor"
 	Limit  uint64 // "limit"; 0 means the server's default
+	// OmitPayload ("omit_payload") leaves every payload out, as List's does.
+	OmitPayload bool
 }
 
-var dlqListFields = fieldTable{keys: []string{"cursor", "limit"}}
+var dlqListFields = fieldTable{keys: []string{"cursor", "limit", "omit_payload"}}
 
 func (m *DLQList) Type() Type          { return TypeDLQList }
 func (m *DLQList) RequestID() uint64   { return m.ID }
 func (m *DLQList) setID(id uint64)     { m.ID = id }
 func (m *DLQList) fields() *fieldTable { return &dlqListFields }
 func (m *DLQList) set(d *dec, i int) (err *Error) {
-	if i == 0 {
+	switch i {
+	case 0:
 		m.Cursor, err = d.str(MaxCursorLen)
-	} else {
+	case 1:
 		m.Limit, err = d.uintMax(MaxPageItems)
+	case 2:
+		m.OmitPayload, err = d.bool()
 	}
 	return err
 }
 func (m *DLQList) encode(c *enc) {
-	c.envelope(TypeDLQList, m.ID, count(m.Cursor != "", m.Limit != 0))
+	c.envelope(TypeDLQList, m.ID, count(m.Cursor != "", m.Limit != 0, m.OmitPayload))
 	if m.Cursor != "" {
 		c.kStr("cursor", m.Cursor)
 	}
 	if m.Limit != 0 {
 		c.kUint("limit", m.Limit)
+	}
+	if m.OmitPayload {
+		c.str("omit_payload")
+		c.bool(true)
 	}
 }
 
@@ -890,10 +947,11 @@ type Fire struct {
 	Epoch      uint64 // "epoch": the leader epoch that fired it; ACK and NACK echo it
 	TTR        int64  // "ttr": ns the worker has before the run is redelivered elsewhere
 	Durability Durability
+	Version    uint64 // "version" (optional, absent is 0): the task's version; a CARRY names it
 }
 
 var fireFields = fieldTable{
-	keys:     []string{"ns", "tid", "type", "payload", "run", "attempt", "due", "epoch", "ttr", "durability"},
+	keys:     []string{"ns", "tid", "type", "payload", "run", "attempt", "due", "epoch", "ttr", "durability", "version"},
 	required: 1 | 2 | 4 | 16 | 32 | 64 | 128 | 256 | 512,
 }
 
@@ -923,11 +981,13 @@ func (m *Fire) set(d *dec, i int) (err *Error) {
 		m.TTR, err = d.int()
 	case 9:
 		m.Durability, err = enum[Durability](d, durNames[:])
+	case 10:
+		m.Version, err = d.uint()
 	}
 	return err
 }
 func (m *Fire) encode(c *enc) {
-	c.envelope(TypeFire, m.ID, 9+count(len(m.Payload) > 0))
+	c.envelope(TypeFire, m.ID, 9+count(len(m.Payload) > 0)+count(m.Version != 0))
 	c.kStr("ns", m.Namespace)
 	c.kStr("tid", m.TaskID)
 	c.kStr("type", m.TaskType)
@@ -941,6 +1001,9 @@ func (m *Fire) encode(c *enc) {
 	c.kUint("epoch", m.Epoch)
 	c.kInt("ttr", m.TTR)
 	putEnum(c, "durability", durNames[:], m.Durability)
+	if m.Version != 0 {
+		c.kUint("version", m.Version)
+	}
 }
 
 // Ack reports a run's success.
@@ -1062,9 +1125,9 @@ func (m *Acks) encode(c *enc) {
 	}
 }
 
-// Acked answers ACKS: every run it does not list was acknowledged, as an ACK answered
-// OK would have been; each one it lists was refused, with the code and message an ACK
-// of that run alone would have got (STALE_EPOCH, UNKNOWN_RUN, INTERNAL).
+// Acked answers ACKS (and CARRY): every run it does not list was acknowledged, as an ACK
+// answered OK would have been; each one it lists was refused, with the code and message
+// an ACK of that run alone would have got (STALE_EPOCH, UNKNOWN_RUN, INTERNAL).
 type Acked struct {
 	ID     uint64
 	Failed []AckFailure // "failed": absent when every run was acknowledged
@@ -1118,5 +1181,101 @@ func (f *AckFailure) encode(c *enc) {
 	c.kUint("code", uint64(f.Code))
 	if f.Message != "" {
 		c.kStr("msg", f.Message)
+	}
+}
+
+// Carry hands in, on a worker's new connection (before it grants credits), the outcomes
+// of runs it finished whose ACK or NACK an earlier connection never confirmed (the
+// leader died or stepped down first). The leader accepts each outcome whose task it
+// holds unchanged (namespace, ID, version) with that attempt due at that time, instead
+// of running it again; ACKED lists those it refused.
+type Carry struct {
+	ID       uint64
+	Outcomes []Outcome // "outcomes": at most MaxBatch
+}
+
+// Outcome is one carried run: what its FIRE said of it, and how it ended.
+type Outcome struct {
+	RunID     uint64 // "run": the FIRE's run ID; ACKED names it
+	Epoch     uint64 // "epoch": the FIRE's epoch
+	Namespace string // "ns"
+	TaskID    string // "tid"
+	Version   uint64 // "version": the FIRE's (absent is 0)
+	Attempt   uint64 // "attempt": the FIRE's
+	Due       int64  // "due": the FIRE's
+	Failed    bool   // "failed": the run failed (a NACK); absent or false: it succeeded
+	Err       string // "err": a failure's error
+	Retryable bool   // "retryable": a failure may be retried (as NACK's)
+}
+
+var (
+	carryFields   = fieldTable{keys: []string{"outcomes"}, required: 1}
+	outcomeFields = fieldTable{
+		keys:     []string{"run", "epoch", "ns", "tid", "version", "attempt", "due", "failed", "err", "retryable"},
+		required: 1 | 2 | 8 | 32 | 64,
+	}
+)
+
+func (m *Carry) Type() Type          { return TypeCarry }
+func (m *Carry) RequestID() uint64   { return m.ID }
+func (m *Carry) setID(id uint64)     { m.ID = id }
+func (m *Carry) fields() *fieldTable { return &carryFields }
+func (m *Carry) set(d *dec, i int) (err *Error) {
+	m.Outcomes, err = readArray[Outcome](d, MaxBatch)
+	return err
+}
+func (m *Carry) encode(c *enc) {
+	c.envelope(TypeCarry, m.ID, 1)
+	if len(m.Outcomes) > MaxBatch {
+		c.fail("outcomes", "more than MaxBatch outcomes")
+	}
+	writeArray(c, "outcomes", m.Outcomes)
+}
+
+func (o *Outcome) fields() *fieldTable { return &outcomeFields }
+func (o *Outcome) set(d *dec, i int) (err *Error) {
+	switch i {
+	case 0:
+		o.RunID, err = d.uint()
+	case 1:
+		o.Epoch, err = d.uint()
+	case 2:
+		o.Namespace, err = d.name(task.MaxNamespaceLen)
+	case 3:
+		o.TaskID, err = d.str(task.MaxIDLen)
+	case 4:
+		o.Version, err = d.uint()
+	case 5:
+		o.Attempt, err = d.uint()
+	case 6:
+		o.Due, err = d.int()
+	case 7:
+		o.Failed, err = d.bool()
+	case 8:
+		o.Err, err = d.str(MaxTextLen)
+	case 9:
+		o.Retryable, err = d.bool()
+	}
+	return err
+}
+func (o *Outcome) encode(c *enc) {
+	c.mapLen(5 + count(o.Namespace != "") + count(o.Version != 0) + 3*count(o.Failed))
+	c.kUint("run", o.RunID)
+	c.kUint("epoch", o.Epoch)
+	if o.Namespace != "" {
+		c.kStr("ns", o.Namespace)
+	}
+	c.kStr("tid", o.TaskID)
+	if o.Version != 0 {
+		c.kUint("version", o.Version)
+	}
+	c.kUint("attempt", o.Attempt)
+	c.kInt("due", o.Due)
+	if o.Failed {
+		c.str("failed")
+		c.bool(true)
+		c.kStr("err", o.Err)
+		c.str("retryable")
+		c.bool(o.Retryable)
 	}
 }

@@ -28,7 +28,7 @@ func samples() []Message {
 	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
 	return []Message{
 		&Hello{ID: 1, Version: Version, Name: "billing-svc", Token: "s3cret", Role: RoleClient},
-		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame},
+		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame, Heartbeat: int64(500 * time.Millisecond)},
 		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5},
 		&OK{ID: 2},
 		&Ping{ID: 3},
@@ -36,17 +36,17 @@ func samples() []Message {
 		&Submit{ID: 4, Task: t},
 		&SubmitBatch{ID: 5, Tasks: []Task{minimal, every, at}},
 		&Cancel{ID: 6, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},
-		&Get{ID: 7, TaskRef: TaskRef{TaskID: "t1"}},
-		&List{ID: 8, State: task.Pending, Cursor: "abc", Limit: 100},
+		&Get{ID: 7, TaskRef: TaskRef{TaskID: "t1"}, OmitPayload: true},
+		&List{ID: 8, State: task.Pending, Cursor: "abc", Limit: 100, OmitPayload: true},
 		&TaskStatus{ID: 4, Namespace: "billing", TaskID: "invoice-42", Durability: Durable, State: task.Pending, NextRun: 1_767_225_600_000_000_000, Version: 3},
 		&BatchResult{ID: 5, Results: []ItemResult{
 			{ID: "t1", Durability: Ephemeral, State: task.Pending, NextRun: 1, Version: 1},
 			{Namespace: "x", ID: "t2", Durability: Ephemeral, Code: CodeInvalidTask, Message: "bad cron", Field: "schedule.cron"},
 		}},
 		&TaskInfo{ID: 7, Info: info},
-		&TaskPage{ID: 8, Items: []Info{info, {Task: minimal, State: task.Pending}}, Next: "cursor-2"},
-		&DLQList{ID: 10, Cursor: "c", Limit: 50},
-		&DLQPage{ID: 10, Items: []DeadLetter{{Task: t, Attempts: hist, DiedAt: 500, Reason: "attempts exhausted (2 of 2)"}}, Next: "n"},
+		&TaskPage{ID: 8, Items: []Info{info, {Task: minimal, State: task.Pending, Cut: Cut{PayloadLen: 1 << 20, Truncated: true}}}, Next: "cursor-2"},
+		&DLQList{ID: 10, Cursor: "c", Limit: 50, OmitPayload: true},
+		&DLQPage{ID: 10, Items: []DeadLetter{{Task: t, Attempts: hist, DiedAt: 500, Reason: "attempts exhausted (2 of 2)", Cut: Cut{PayloadLen: 4, Truncated: true}}}, Next: "n"},
 		&DLQRequeue{ID: 11, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},
 		&DLQPurge{ID: 12, Namespace: "billing", TaskID: "invoice-42"},
 		&Purged{ID: 12, Count: 1},
@@ -57,10 +57,14 @@ func samples() []Message {
 		&Subscribe{ID: 16, Types: []string{"email", "send-invoice"}, Credits: 64},
 		&Credit{ID: 17, Credits: 8},
 		&Fire{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 77, Attempt: 1,
-			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable},
+			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3},
 		&Ack{ID: 18, RunID: 77, Epoch: 7},
 		&Nack{ID: 19, RunID: 78, Epoch: 7, Err: "smtp down", Retryable: true},
 		&Acks{ID: 20, RunIDs: []uint64{79, 80, 1 << 40}, Epoch: 7, Credits: 3},
 		&Acked{ID: 20, Failed: []AckFailure{{RunID: 80, Code: CodeUnknownRun, Message: "run 80 is not outstanding"}, {RunID: 1 << 40, Code: CodeStaleEpoch}}},
+		&Carry{ID: 21, Outcomes: []Outcome{
+			{RunID: 77, Epoch: 7, Namespace: "billing", TaskID: "invoice-42", Version: 3, Attempt: 1, Due: 1_767_225_600_000_000_000},
+			{RunID: 78, Epoch: 6, TaskID: "t1", Attempt: 2, Due: 5, Failed: true, Err: "smtp down", Retryable: true},
+		}},
 	}
 }

@@ -18,11 +18,8 @@ const (
 )
 
 func (d Durability) String() string {
-	switch d {
-	case Ephemeral:
-		return "ephemeral"
-	case Durable:
-		return "durable"
+	if n := enumName(durNames[:], d); n != "" {
+		return n
 	}
 	return "Durability(" + strconv.Itoa(int(d)) + ")"
 }
@@ -36,11 +33,8 @@ const (
 )
 
 func (r Role) String() string {
-	switch r {
-	case RoleClient:
-		return "client"
-	case RoleWorker:
-		return "worker"
+	if n := enumName(roleNames[:], r); n != "" {
+		return n
 	}
 	return "Role(" + strconv.Itoa(int(r)) + ")"
 }
@@ -113,6 +107,18 @@ type Info struct {
 	NextRun   int64           // Unix ns; 0 when none is scheduled
 	Runs      uint64          // attempts over the task's life
 	History   []AttemptRecord // the current occurrence's failed attempts, oldest first
+	Cut
+}
+
+// Cut says what a server left out of a snapshot or dead letter, to honour the request's
+// omit_payload or to make the reply fit max_frame.
+type Cut struct {
+	// PayloadLen ("payload_len"), when not 0, says the task's payload was left out (its
+	// Payload is empty) and how long it is.
+	PayloadLen uint64
+	// Truncated ("truncated") says the error texts (last error, reason, each attempt's)
+	// were cut to their first bytes and the attempt list to its first and latest.
+	Truncated bool
 }
 
 // AttemptRecord is one attempt (task.AttemptRecord on the wire).
@@ -128,6 +134,7 @@ type DeadLetter struct {
 	Attempts []AttemptRecord
 	DiedAt   int64 // Unix ns
 	Reason   string
+	Cut
 }
 
 // ItemResult is the outcome of one task of a SUBMIT_BATCH, in the batch's order: on
@@ -145,10 +152,13 @@ type ItemResult struct {
 	Field      string
 }
 
+// The names of each enum on the wire, indexed by value: core/task's own tables for the
+// schedule model's enums (one table each, which String also reads), this package's for
+// its own.
 var (
-	kindNames    = [...]string{task.KindAt: "at", task.KindAfter: "after", task.KindEvery: "every", task.KindCron: "cron"}
-	anchorNames  = [...]string{task.FixedRate: "rate", task.FixedDelay: "delay"}
-	misfireNames = [...]string{task.MisfireFireOnce: "once", task.MisfireSkip: "skip"}
+	kindNames    = task.KindNames()
+	anchorNames  = task.AnchorNames()
+	misfireNames = task.MisfireNames()
 	durNames     = [...]string{Ephemeral: "ephemeral", Durable: "durable"}
 	roleNames    = [...]string{RoleClient: "client", RoleWorker: "worker"}
 )
@@ -508,7 +518,7 @@ func writeArray[T any, P interface {
 // ---- Info ----
 
 var infoFields = fieldTable{
-	keys:     []string{"task", "state", "attempts", "last_error", "next_run", "runs", "history"},
+	keys:     []string{"task", "state", "attempts", "last_error", "next_run", "runs", "history", "payload_len", "truncated"},
 	required: 1 | 2,
 }
 
@@ -530,12 +540,15 @@ func (in *Info) set(d *dec, i int) (err *Error) {
 		in.Runs, err = d.uint()
 	case 6:
 		in.History, err = readArray[AttemptRecord](d, task.MaxAttemptsLimit)
+	default:
+		err = in.Cut.set(d, i-7)
 	}
 	return err
 }
 
 func (in *Info) encode(c *enc) {
-	c.mapLen(2 + count(in.Attempts != 0, in.LastError != "", in.NextRun != 0, in.Runs != 0, len(in.History) > 0))
+	c.mapLen(2 + count(in.Attempts != 0, in.LastError != "", in.NextRun != 0, in.Runs != 0, len(in.History) > 0) +
+		in.Cut.keys())
 	c.str("task")
 	in.Task.encode(c)
 	putState(c, "state", in.State)
@@ -554,11 +567,35 @@ func (in *Info) encode(c *enc) {
 	if len(in.History) > 0 {
 		writeArray(c, "history", in.History)
 	}
+	in.Cut.encode(c)
+}
+
+// set reads key i of the Cut's keys (payload_len, truncated).
+func (ct *Cut) set(d *dec, i int) (err *Error) {
+	if i == 0 {
+		ct.PayloadLen, err = d.uint()
+	} else {
+		ct.Truncated, err = d.bool()
+	}
+	return err
+}
+
+// keys is the number of keys encode writes.
+func (ct *Cut) keys() int { return count(ct.PayloadLen != 0, ct.Truncated) }
+
+func (ct *Cut) encode(c *enc) {
+	if ct.PayloadLen != 0 {
+		c.kUint("payload_len", ct.PayloadLen)
+	}
+	if ct.Truncated {
+		c.str("truncated")
+		c.bool(true)
+	}
 }
 
 // ---- DeadLetter ----
 
-var deadLetterFields = fieldTable{keys: []string{"task", "attempts", "died_at", "reason"}, required: 1 | 4}
+var deadLetterFields = fieldTable{keys: []string{"task", "attempts", "died_at", "reason", "payload_len", "truncated"}, required: 1 | 4}
 
 func (dl *DeadLetter) fields() *fieldTable { return &deadLetterFields }
 
@@ -572,12 +609,14 @@ func (dl *DeadLetter) set(d *dec, i int) (err *Error) {
 		dl.DiedAt, err = d.int()
 	case 3:
 		dl.Reason, err = d.str(MaxTextLen)
+	default:
+		err = dl.Cut.set(d, i-4)
 	}
 	return err
 }
 
 func (dl *DeadLetter) encode(c *enc) {
-	c.mapLen(2 + count(len(dl.Attempts) > 0, dl.Reason != ""))
+	c.mapLen(2 + count(len(dl.Attempts) > 0, dl.Reason != "") + dl.Cut.keys())
 	c.str("task")
 	dl.Task.encode(c)
 	if len(dl.Attempts) > 0 {
@@ -587,6 +626,7 @@ func (dl *DeadLetter) encode(c *enc) {
 	if dl.Reason != "" {
 		c.kStr("reason", dl.Reason)
 	}
+	dl.Cut.encode(c)
 }
 
 // ---- ItemResult ----

@@ -6,6 +6,9 @@
 // Every key lives under Options.Prefix (default "/tock/"):
 //
 //	<prefix>tasks/<namespace>/<id>   one durable task record
+//	<prefix>locks/<namespace>/<id>   an exclusive task's run lock (locks.go)
+//	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (next.go)
+//	<prefix>workers/<node>/<name>    the worker registry (workers.go)
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
@@ -18,6 +21,25 @@
 // lets one transaction decide "create, or replace a lower version" with no
 // prior read.
 //
+// # Access
+//
+// An external etcd (Options.Endpoints) is reached as Options.Username with
+// Options.Password when its auth is on, and over TLS with Options.TLS (its CA,
+// and a client certificate where etcd wants one). The embedded etcd
+// (Options.Embedded) listens on 127.0.0.1, which every user of the host can
+// reach, so it always runs with etcd's auth on: Open makes a root password of
+// 256 random bits on the first start, keeps it in RootPasswordFile in the data
+// directory (mode 0600; a file others may read is refused), creates user root
+// with it and enables auth; later starts log in with it. A client without it is
+// refused (user name is empty). ClientOptions gives another Store (a test's
+// second node) the same way in. The embedded etcd's peer API (raft, lease
+// forwarding, member to member), which has no password, is on no TCP port: it
+// listens on the unix socket Embedded/PeerSocketDir/PeerSocket, whose directory
+// Open makes (or sets) mode 0700, so only this user can connect; its advertised
+// peer URL is a placeholder (unix://localhost:0), which the only member never
+// dials. A data directory whose socket path would pass the 107 bytes a unix
+// socket allows is refused with ErrConfig.
+//
 // # Write invariants
 //
 //   - A record is written only if its key is absent (CreateRevision == 0) or
@@ -29,9 +51,19 @@
 //     etcd ops (counting the nested levels, as etcd does) and at most
 //     Options.MaxTxnBytes of keys and values; each record succeeds or fails on
 //     its own.
+//   - A write whose transaction fails returns an error wrapping ErrUncertain
+//     (it may have committed: a timeout, a lost connection) unless etcd refused
+//     it before proposing it (no space, too many requests or ops, too large, no
+//     leader, permission), which is known not to have written. A put refused
+//     for an equal or higher stored version reports the stored record
+//     (*ExistsError).
+//   - A delete (DeleteBatch) names the version it removes: it applies only while
+//     the record is stored at exactly that version (be64(v) <= value < be64(v+1)),
+//     so the end of a replaced version never removes its successor's record.
 //   - Load reads the whole record range at one revision, in pages of
 //     Options.LoadPageSize, and returns that revision: a later watch from
-//     rev+1 sees every change after the snapshot.
+//     rev+1 sees every change after the snapshot. Revision reads etcd's
+//     revision now: every write committed before the call is at or below it.
 //
 // # Leadership
 //

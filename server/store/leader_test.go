@@ -177,7 +177,9 @@ func (p *cutProxy) cut() {
 func TestDoneWhenEtcdUnreachable(t *testing.T) {
 	a := openEmbedded(t, Options{})
 	p := newCutProxy(t, strings.TrimPrefix(a.ClientURL(), "http://"))
-	b, err := Open(ctxT(t), Options{Endpoints: []string{"http://" + p.ln.Addr().String()}, Node: "n2", SessionTTL: time.Second, LeaseGuard: 400 * time.Millisecond})
+	o := a.ClientOptions()
+	o.Endpoints, o.Node, o.SessionTTL, o.LeaseGuard = []string{"http://" + p.ln.Addr().String()}, "n2", time.Second, 400*time.Millisecond
+	b, err := Open(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -26,12 +27,21 @@ const (
 type Options struct {
 	// Endpoints of an external etcd cluster.
 	Endpoints []string
-	// Embedded is the data directory of an etcd started in-process on
-	// 127.0.0.1, listening on EmbeddedClientPort and EmbeddedPeerPort (0: a
-	// free port each).
+	// Username and Password log in to an external etcd with its own authentication
+	// (etcdctl user add, auth enable); both or neither. The user needs read and write
+	// on Prefix's keys (and the election's). Ignored with Embedded, which always runs
+	// with auth on as "root" (RootPasswordFile).
+	Username string
+	Password string
+	// TLS, if set, makes the connection to Endpoints TLS: RootCAs verifies the
+	// servers, Certificates is the client certificate where etcd wants one
+	// (--client-cert-auth). Default: plain TCP (http:// endpoints).
+	TLS *tls.Config
+	// Embedded is the data directory of an etcd started in-process, serving
+	// clients on 127.0.0.1:EmbeddedClientPort (0: a free port) and its peer API
+	// on the unix socket Embedded/PeerSocketDir/PeerSocket, not on TCP.
 	Embedded           string
 	EmbeddedClientPort int
-	EmbeddedPeerPort   int
 	// EmbeddedTick and EmbeddedElection are the embedded etcd's raft heartbeat
 	// and election timeout (0: etcd's 100 ms and 1 s).
 	EmbeddedTick     time.Duration
@@ -78,6 +88,12 @@ func (o Options) withDefaults() (Options, error) {
 	if (len(o.Endpoints) == 0) == (o.Embedded == "") {
 		return o, fmt.Errorf("%w: set exactly one of Endpoints and Embedded", ErrConfig)
 	}
+	if (o.Username == "") != (o.Password == "") {
+		return o, fmt.Errorf("%w: Username and Password go together", ErrConfig)
+	}
+	if o.Embedded != "" && (o.Username != "" || o.TLS != nil) {
+		return o, fmt.Errorf("%w: Username, Password and TLS are for Endpoints; the embedded etcd has its own root password (%s)", ErrConfig, RootPasswordFile)
+	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -107,8 +123,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTxnOps == 0 {
 		o.MaxTxnOps = DefaultMaxTxnOps
 	}
-	if o.MaxTxnOps <= txnDepth {
-		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, txnDepth)
+	if o.MaxTxnOps <= max(txnDepth, deleteDepth) {
+		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepth, deleteDepth))
 	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = DefaultMaxTxnBytes

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -79,10 +82,10 @@ type pending struct {
 
 // PutBatch stores recs as Put does, packed into transactions of at most
 // MaxTxnOps ops and MaxTxnBytes bytes. errs[i] is the outcome of recs[i]
-// (nil, ErrExists, ErrInvalid, ErrDuplicate, ErrTooLarge). err reports a
-// failed transaction: it stops the batch, and every record of that and later
-// transactions gets err in errs too (the failed one may or may not have
-// committed; retrying is safe, since rewriting an identical value succeeds).
+// (nil, an *ExistsError, ErrInvalid, ErrDuplicate, ErrTooLarge). err reports a
+// failed transaction, and every record of it gets err in errs too: wrapped in
+// ErrUncertain when it may have committed (retrying is safe, since rewriting an
+// identical value succeeds), otherwise known not to have written.
 func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
 	return s.PutBatchFenced(ctx, Fence{}, recs)
 }
@@ -166,7 +169,7 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 	}
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("store: put txn of %d records: %w", len(g), err)
+		return txnFailed(fmt.Sprintf("put txn of %d records", len(g)), err)
 	}
 	if !f.held(resp) {
 		return ErrFenced
@@ -190,26 +193,18 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 			continue // replaced a lower version
 		}
 		get := inner.Responses[0].GetResponseRange()
-		if get != nil && len(get.Kvs) == 1 && bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
+		if get == nil || len(get.Kvs) != 1 {
+			return fmt.Errorf("store: put txn: response %d has no stored value", i)
+		}
+		if bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
 			continue // identical value already stored: idempotent retry
 		}
-		errs[p.idx] = fmt.Errorf("%w: %s", ErrExists, p.key)
-	}
-	return nil
-}
-
-// Delete removes one record; ErrNotFound if it is absent.
-func (s *Store) Delete(ctx context.Context, ns, id string) error {
-	k, err := s.key(ns, id)
-	if err != nil {
-		return err
-	}
-	resp, err := s.cli.Delete(ctx, k)
-	if err != nil {
-		return fmt.Errorf("store: delete %s: %w", k, err)
-	}
-	if resp.Deleted == 0 {
-		return fmt.Errorf("%w: %s", ErrNotFound, k)
+		stored, err := s.decode(get.Kvs[0].Key, get.Kvs[0].Value)
+		if err != nil {
+			errs[p.idx] = err
+			continue
+		}
+		errs[p.idx] = &ExistsError{Stored: stored}
 	}
 	return nil
 }
@@ -235,22 +230,29 @@ func (f Fence) held(resp *clientv3.TxnResponse) bool { return f.Key == "" || res
 // Key names one record.
 type Key struct{ Namespace, ID string }
 
+// Versioned names one version of a record.
+type Versioned struct {
+	Key
+	Version uint64
+}
+
 // DeleteBatch removes records (each with its progress, next.go) in as few transactions
-// as Options.MaxTxnOps allows, up to
-// Options.TxnConcurrency of them in flight at once; absent records are no error. On an error some
-// transactions may have committed: deleting again is harmless.
-func (s *Store) DeleteBatch(ctx context.Context, keys []Key) error {
-	return s.DeleteBatchFenced(ctx, Fence{}, keys)
+// as Options.MaxTxnOps allows, up to Options.TxnConcurrency of them in flight at once.
+// Each record goes only while it is stored at the version named: a record replaced by
+// a later version meanwhile stays, and so does its progress. Absent records are no
+// error. On an error some transactions may have committed: deleting again is harmless.
+func (s *Store) DeleteBatch(ctx context.Context, recs []Versioned) error {
+	return s.DeleteBatchFenced(ctx, Fence{}, recs)
 }
 
 // DeleteBatchFenced is DeleteBatch that deletes only while f holds: otherwise it
 // returns ErrFenced (some transactions may have run before f stopped holding).
-func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) error {
+func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
-	for _, k := range keys {
-		key, err := s.key(k.Namespace, k.ID)
+	for _, r := range recs {
+		key, err := s.key(r.Namespace, r.ID)
 		if err != nil {
 			return err
 		}
@@ -258,9 +260,9 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 			continue
 		}
 		seen[key] = true
-		nk, _ := s.nextKey(k.Namespace, k.ID) // valid when key is
-		ops = append(ops, clientv3.OpDelete(key), clientv3.OpDelete(nk))
-		if len(ops) >= s.opts.MaxTxnOps-1 {
+		nk, _ := s.nextKey(r.Namespace, r.ID) // valid when key is
+		ops = append(ops, deleteOp(key, nk, r.Version))
+		if len(ops) == s.opts.MaxTxnOps-deleteDepth {
 			txns, ops = append(txns, ops), nil
 		}
 	}
@@ -270,19 +272,68 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, keys []Key) erro
 	return s.commitFenced(ctx, f, txns, "delete records")
 }
 
+// deleteDepth is what one deleteOp costs against MaxTxnOps beyond its slot in the
+// outer transaction: two nested levels, the inner one with two deletes (etcd charges
+// each level's largest branch against its parent's budget).
+const deleteDepth = 3
+
+// deleteOp deletes key and its progress nk if key holds version v (its value starts
+// with be64(v)):
+//
+//	txn( value < be64(v) ? nothing : txn( value < be64(v+1) ? delete key, nk : nothing ) )
+//
+// A compare of an absent key's value fails, so an absent record deletes nothing.
+func deleteOp(key, nk string, v uint64) clientv3.Op {
+	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(nk)}
+	if v < math.MaxUint64 {
+		del = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v+1)))}, del, nil)}
+	}
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v)))}, nil, del)
+}
+
 // commitFenced commits txns, each one transaction conditional on f, TxnConcurrency at
 // once; what names them in an error.
 func (s *Store) commitFenced(ctx context.Context, f Fence, txns [][]clientv3.Op, what string) error {
 	return s.concurrently(len(txns), func(i int) error {
 		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
 		if err != nil {
-			return fmt.Errorf("store: %s (%d ops): %w", what, len(txns[i]), err)
+			return txnFailed(fmt.Sprintf("%s (%d ops)", what, len(txns[i])), err)
 		}
 		if !f.held(resp) {
 			return ErrFenced
 		}
 		return nil
 	})
+}
+
+// refusedUnproposed are etcd's refusals of a request before it is proposed to raft: a
+// write that fails with one of them has not committed.
+var refusedUnproposed = []error{rpctypes.ErrNoSpace, rpctypes.ErrTooManyRequests, rpctypes.ErrTooManyOps,
+	rpctypes.ErrRequestTooLarge, rpctypes.ErrDuplicateKey, rpctypes.ErrNoLeader, rpctypes.ErrPermissionDenied}
+
+// txnFailed is the error of a write transaction (what names it) whose Commit failed:
+// wrapped in ErrUncertain unless etcd refused it unproposed. A timeout, a lost
+// connection, a cancelled context and any error this does not know leave the outcome
+// unknown: the request may have reached etcd and committed.
+func txnFailed(what string, err error) error {
+	for _, known := range refusedUnproposed {
+		if errors.Is(err, known) {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUncertain, what, err)
+}
+
+// Revision returns etcd's current revision (one linearizable read): every write
+// committed before the call is at or below it.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.tasks, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("store: read the revision: %w", err)
+	}
+	return resp.Header.Revision, nil
 }
 
 // Load calls fn for every record, in key order, from one snapshot read in

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 )
 
@@ -37,7 +39,8 @@ func openEmbedded(t *testing.T, o Options) *Store {
 
 func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
 	t.Helper()
-	o.Endpoints = []string{first.ClientURL()}
+	co := first.ClientOptions()
+	o.Endpoints, o.Username, o.Password, o.TLS = co.Endpoints, co.Username, co.Password, co.TLS
 	o.Node = node
 	s, err := Open(ctxT(t), o)
 	if err != nil {
@@ -83,26 +86,25 @@ func TestPutLoadRoundTrip(t *testing.T) {
 			t.Fatalf("loaded %+v, want %+v", g, r)
 		}
 	}
-	if err := s.Delete(ctx, "a", "1"); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if err := s.Delete(ctx, "a", "1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	for range 2 { // the second time, nothing to delete: no error either
+		if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "1"}, 1}}); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
 	}
 	if got, _ := loadAll(t, s); len(got) != 2 {
 		t.Fatalf("after delete: %d records, want 2", len(got))
 	}
 	// A batch of deletes: present, absent and repeated keys, over several transactions.
 	var many []Record
-	var keys []Key
+	var keys []Versioned
 	for i := range 300 {
 		many = append(many, Record{Namespace: "m", ID: fmt.Sprint(i), Version: 1, Body: []byte("x")})
-		keys = append(keys, Key{"m", fmt.Sprint(i)}, Key{"m", fmt.Sprint(i)})
+		keys = append(keys, Versioned{Key{"m", fmt.Sprint(i)}, 1}, Versioned{Key{"m", fmt.Sprint(i)}, 1})
 	}
 	if errs, err := s.PutBatch(ctx, many); err != nil || errors.Join(errs...) != nil {
 		t.Fatalf("put 300: %v %v", err, errors.Join(errs...))
 	}
-	if err := s.DeleteBatch(ctx, append(keys, Key{"m", "absent"})); err != nil {
+	if err := s.DeleteBatch(ctx, append(keys, Versioned{Key{"m", "absent"}, 1})); err != nil {
 		t.Fatalf("DeleteBatch: %v", err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 2 {
@@ -306,7 +308,7 @@ func TestFollow(t *testing.T) {
 	if err := s.PutLock(ctx, "a", "x", 7); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "a", "before"); err != nil {
+	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "before"}, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.Campaign(ctx)
@@ -362,7 +364,7 @@ func TestFencedWrites(t *testing.T) {
 	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "y", Version: 1}}); !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) {
 		t.Fatalf("fenced put after the term: %v %v, want ErrFenced", err, errs)
 	}
-	if err := s.DeleteBatchFenced(ctx, f, []Key{{"a", "x"}}); !errors.Is(err, ErrFenced) {
+	if err := s.DeleteBatchFenced(ctx, f, []Versioned{{Key{"a", "x"}, 1}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced delete after the term: %v, want ErrFenced", err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 1 {
@@ -370,7 +372,48 @@ func TestFencedWrites(t *testing.T) {
 	}
 }
 
-// Progress of recurring tasks: written fenced, read at a revision, deleted with the record.
+// Run locks written and deleted under a fence apply during the writer's term only: a
+// deposed leader can neither start an exclusive run (its lock write is refused) nor
+// remove the lock of the next leader's run.
+func TestFencedRunLocks(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.Fence()
+	if err := s.PutLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced lock while leading: %v", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 2); err != nil { // another run's: no effect
+		t.Fatalf("fenced unlock of another run while leading: %v", err)
+	}
+	if got, _ := s.Locks(ctx); !got[Key{"a", "x"}] {
+		t.Fatalf("locks %v: the unlock of another run removed a/x's", got)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced unlock while leading: %v", err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "y", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "x", 4); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced lock after the term: %v, want ErrFenced", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "y", 3); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced unlock after the term: %v, want ErrFenced", err)
+	}
+	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 1 {
+		t.Fatalf("locks after the term %v: want only a/y's, untouched", got)
+	}
+}
+
+// Progress of recurring tasks: written fenced with its task's version, read at a
+// revision, deleted with the record.
 func TestNextDue(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
@@ -378,27 +421,56 @@ func TestNextDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "r", Version: 1, Body: []byte("r")}); err != nil {
+	for _, r := range []Record{{Namespace: "a", ID: "r", Version: 3, Body: []byte("r")}, {Namespace: "a", ID: "s", Version: 1}, {Namespace: "a", ID: "v", Version: 2, Body: []byte("v")}} {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written only where the record holds the progress's version: not for a/v (stored at
+	// version 2, not 1 or 3), nor for a/none (no record).
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
+		{Key{"a", "v"}, 1, 5}, {Key{"a", "none"}, 1, 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 42}, {Key{"a", "s"}, 7}}); err != nil {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "v"}, 3, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextAt(ctx, 0)
-	if err != nil || next[Key{"a", "r"}] != 42 || next[Key{"a", "s"}] != 7 {
-		t.Fatalf("NextAt: %v, %v", next, err)
+	if err != nil || len(next) != 2 || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
+		t.Fatalf("NextAt: %v, %v; want a/r's and a/s's only", next, err)
 	}
-	if err := s.DeleteBatch(ctx, []Key{{"a", "r"}}); err != nil {
+	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}] != 7 {
+	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}].Due != -7 {
 		t.Fatalf("after deleting a/r: %v", next)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 8}}); !errors.Is(err, ErrFenced) {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
+	}
+}
+
+// Progress writes, each a nested transaction, fit etcd's --max-txn-ops however many
+// there are.
+func TestNextDueFitsMaxTxnOps(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnOps: 8})
+	ctx := ctxT(t)
+	var items []NextDue
+	for i := range 20 {
+		id := fmt.Sprint("r", i)
+		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 1, Body: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, NextDue{Key{"a", id}, 1, int64(i)})
+	}
+	if err := s.PutNextFenced(ctx, Fence{}, items); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := s.NextAt(ctx, 0); err != nil || len(next) != 20 {
+		t.Fatalf("NextAt: %d entries, %v; want 20", len(next), err)
 	}
 }
 
@@ -430,5 +502,80 @@ func TestWorkerRegistry(t *testing.T) {
 	}
 	if err := s.PutWorker(ctx, "n/1", "3", nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad node: %v", err)
+	}
+}
+
+// A delete names the version it removes: a record replaced by a later version stays,
+// with its progress; the version named (the highest too) goes.
+func TestDeleteOnlyItsVersion(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	for _, r := range []Record{{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")},
+		{Namespace: "a", ID: "top", Version: math.MaxUint64, Body: []byte("t")}} {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutNextFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 2, 42}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := []Versioned{{Key{"a", "x"}, 1}, {Key{"a", "x"}, 3}, {Key{"a", "top"}, math.MaxUint64 - 1}}
+	for _, v := range stale {
+		if err := s.DeleteBatch(ctx, []Versioned{v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := loadAll(t, s); len(got) != 2 || got["a/x"].Version != 2 {
+		t.Fatalf("after deletes of other versions: %v, want a/x@2 and a/top", got)
+	}
+	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "x"}].Due != 42 {
+		t.Fatalf("progress after deletes of other versions: %v", next)
+	}
+	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x"}, 2}, {Key{"a", "top"}, math.MaxUint64}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := loadAll(t, s); len(got) != 0 {
+		t.Fatalf("after deleting the versions stored: %v", got)
+	}
+	if next, _ := s.NextAt(ctx, 0); len(next) != 0 {
+		t.Fatalf("progress after its record went: %v", next)
+	}
+}
+
+// A refused put reports the record etcd holds, so that a caller can recognise its own
+// earlier write.
+func TestExistsCarriesTheStoredRecord(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("second")})
+	var ee *ExistsError
+	if !errors.Is(err, ErrExists) || !errors.As(err, &ee) || ee.Stored.Version != 3 || string(ee.Stored.Body) != "first" {
+		t.Fatalf("put over an equal version: %v (%+v), want an ExistsError holding the stored record", err, ee)
+	}
+}
+
+// A failed write is uncertain unless etcd refused it before proposing it.
+func TestTxnFailedClassifies(t *testing.T) {
+	for _, c := range []struct {
+		err       error
+		uncertain bool
+	}{
+		{context.DeadlineExceeded, true},
+		{context.Canceled, true},
+		{rpctypes.ErrTimeout, true},
+		{rpctypes.ErrTimeoutDueToConnectionLost, true},
+		{errors.New("rpc error: code = Unavailable desc = connection reset"), true},
+		{rpctypes.ErrNoSpace, false},
+		{rpctypes.ErrTooManyRequests, false},
+		{rpctypes.ErrTooManyOps, false},
+		{rpctypes.ErrNoLeader, false},
+	} {
+		err := txnFailed("put", c.err)
+		if errors.Is(err, ErrUncertain) != c.uncertain || !errors.Is(err, c.err) {
+			t.Errorf("txnFailed(%v) = %v: uncertain %v, want %v (and the cause kept)", c.err, err, errors.Is(err, ErrUncertain), c.uncertain)
+		}
 	}
 }

@@ -16,7 +16,9 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 	defer cancel()
-	peer, err := store.Open(ctx, store.Options{Endpoints: []string{st.ClientURL()}, Node: node})
+	o := st.ClientOptions()
+	o.Node = node
+	peer, err := store.Open(ctx, o)
 	if err != nil {
 		t.Fatalf("open a peer store: %v", err)
 	}

@@ -15,18 +15,25 @@ import (
 // splits it by MaxTxnOps and runs the parts concurrently). The first request to find no
 // write in flight commits for everyone queued, then returns its own result; the others
 // wait for theirs. A request that names a key already in the batch being formed waits for
-// the next one, so that each key's write keeps its own version check.
+// the next one, so that each key's write keeps its own version check. Each request
+// carries the term its tasks were claimed in (Server.fence when prepared): it is
+// written only in that term, never in a later one of the same node (whose load may
+// already be done).
 type committer struct {
 	mu      sync.Mutex
 	queue   []*commitReq
 	busy    bool          // a request's goroutine is committing
 	commits atomic.Uint64 // shared writes made (STATS durable_commits)
+	// afterPut, if set (by tests, before Serve), replaces each shared write's outcome
+	// once the write is done: a write that landed can be made to look as if it timed out.
+	afterPut func(recs []store.Record, errs []error) []error
 }
 
 type commitReq struct {
-	recs []store.Record
-	errs []error
-	done chan struct{}
+	fence *store.Fence // the term of the claims
+	recs  []store.Record
+	errs  []error
+	done  chan struct{}
 }
 
 // groupBelow is the size under which a request's records are grouped with others': a
@@ -34,14 +41,15 @@ type commitReq struct {
 // concurrent large requests in flight together rather than one after another.
 const groupBelow = 64
 
-// put writes recs, fenced by the server's term, and returns one error per record.
-func (c *committer) put(s *Server, recs []store.Record) []error {
+// put writes recs, fenced by term (the server's fence when they were claimed; it must
+// still be the server's), and returns one error per record.
+func (c *committer) put(s *Server, term *store.Fence, recs []store.Record) []error {
 	if len(recs) >= groupBelow {
-		r := &commitReq{recs: recs, done: make(chan struct{})}
+		r := &commitReq{fence: term, recs: recs, done: make(chan struct{})}
 		s.commit([]*commitReq{r})
 		return r.errs
 	}
-	req := &commitReq{recs: recs, done: make(chan struct{})}
+	req := &commitReq{fence: term, recs: recs, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, req)
 	if c.busy {
@@ -88,26 +96,37 @@ next:
 	return batch
 }
 
-// commit writes a batch's records in one fenced PutBatch and hands each request its errors.
+// commit writes a batch's records in one fenced PutBatch and hands each request its
+// errors; a request claimed in another term than the server's now gets ErrFenced.
 func (s *Server) commit(batch []*commitReq) {
-	s.committer.commits.Add(1)
+	f := s.fence.Load()
 	var all []store.Record
 	for _, r := range batch {
-		all = append(all, r.recs...)
+		if f != nil && r.fence == f {
+			all = append(all, r.recs...)
+		}
 	}
 	var errs []error
-	if f := s.fence.Load(); f != nil {
+	if len(all) > 0 {
+		s.committer.commits.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		var err error
+		errs, err = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
-	} else {
-		errs = make([]error, len(all))
-		for i := range errs {
-			errs[i] = store.ErrFenced
+		s.fencedOut(*f, err)
+		if s.committer.afterPut != nil {
+			errs = s.committer.afterPut(all, errs)
 		}
 	}
 	for _, r := range batch {
-		r.errs, errs = errs[:len(r.recs):len(r.recs)], errs[len(r.recs):]
+		if f != nil && r.fence == f {
+			r.errs, errs = errs[:len(r.recs):len(r.recs)], errs[len(r.recs):]
+		} else {
+			r.errs = make([]error, len(r.recs))
+			for i := range r.errs {
+				r.errs[i] = store.ErrFenced
+			}
+		}
 		close(r.done)
 	}
 }

@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -52,13 +53,29 @@ type conn struct {
 	late      []protocol.Message
 	lateReady chan struct{}
 	// backedUp is set when a FIRE found the reply queue full; the writer, having made
-	// room, clears it and offers the waiting runs again (Server.offerWaiting).
+	// room, clears it and offers the waiting runs again (router.offer).
 	backedUp atomic.Bool
-	// w is the worker dispatch state; guarded by s.disp.mu.
-	w workerState
+	// queued is the replyCost of the messages queued on out and late and not yet
+	// written: at most MaxQueuedReplyBytes, but for one larger reply queued alone and
+	// for late replies, which are never refused. Atomic: reserved before a message is
+	// queued (reserve), released by the writer once its frame is written (release).
+	queued atomic.Int64
+	// queuedPeak is the largest queued has been; atomic.
+	queuedPeak atomic.Int64
+	// drained is signalled, without blocking, by every release: it wakes a reader
+	// waiting in reserve.
+	drained chan struct{}
+	// wcost is the replyCost of the frames in the writer's buffer; owned by the writer.
+	wcost int64
 	// evicted is set when this node stops leading: the reader then answers ERROR
 	// NOT_LEADER and closes, so that a worker goes to the next leader.
 	evicted atomic.Bool
+	// crowded is set when MaxHandshakes newer sockets arrived before this one's HELLO:
+	// the reader then answers ERROR OVERLOADED and closes.
+	crowded atomic.Bool
+	// established: the handshake is done and the connection counts against MaxConns.
+	// Guarded by s.mu.
+	established bool
 	// done is closed by the writer when it exits: the socket is closed or closing, and
 	// nothing more will be written.
 	done chan struct{}
@@ -71,8 +88,7 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		lateReady: make(chan struct{}, 1),
-		w:         workerState{inflight: map[uint64]taskKey{}}}
+		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -88,7 +104,7 @@ func (c *conn) readLoop() {
 	}()
 	defer func() {
 		if c.ready && c.role == protocol.RoleWorker {
-			c.s.workerClosed(c)
+			c.s.disp.remove(c, c.s.draining.Load())
 			c.s.workers.Add(-1)
 		}
 	}()
@@ -96,6 +112,10 @@ func (c *conn) readLoop() {
 	log.Debug("tockd: connection accepted")
 	dec := protocol.NewDecoder(c.s.opts.MaxFrame)
 	buf := make([]byte, readBufSize)
+	// head collects the stream's first 4 bytes, the HELLO's length prefix, which is held
+	// to MaxHelloFrame before its body is awaited.
+	var head [4]byte
+	headN := 0
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout))
 	for {
 		if c.ready {
@@ -111,7 +131,21 @@ func (c *conn) readLoop() {
 			c.notLeading()
 			return
 		}
+		if c.crowded.Load() {
+			c.send(c.crowdedOut())
+			return
+		}
 		n, rerr := c.nc.Read(buf)
+		if !c.ready && headN < len(head) {
+			headN += copy(head[headN:], buf[:n])
+			if size := binary.BigEndian.Uint32(head[:]); headN == len(head) && size > uint32(c.s.opts.MaxHelloFrame) {
+				c.s.log.Info("tockd: protocol violation; closing connection: a large frame before HELLO",
+					"remote", c.nc.RemoteAddr(), "size", size, "max_hello_frame", c.s.opts.MaxHelloFrame)
+				c.send(&protocol.Error{Code: protocol.CodeFrameTooLarge,
+					Message: fmt.Sprintf("a frame of %d bytes before the handshake; at most %d (MaxHelloFrame) until WELCOME", size, c.s.opts.MaxHelloFrame)})
+				return
+			}
+		}
 		dec.Feed(buf[:n])
 		for {
 			m, err := dec.Next()
@@ -128,6 +162,8 @@ func (c *conn) readLoop() {
 				c.shuttingDown()
 			case c.evicted.Load():
 				c.notLeading()
+			case c.crowded.Load():
+				c.send(c.crowdedOut())
 			case errors.Is(rerr, os.ErrDeadlineExceeded) && !c.ready:
 				// No protocol code means "too slow"; the peer sees the connection close.
 				log.Info("tockd: closing connection: no HELLO within HandshakeTimeout", "timeout", c.s.opts.HandshakeTimeout)
@@ -154,6 +190,13 @@ func (c *conn) notLeading() {
 	c.send(&protocol.Error{Code: protocol.CodeNotLeader, Message: "this node no longer leads; reconnect to the leader"})
 }
 
+// crowdedOut is the ERROR that closes a socket crowded out of the handshake.
+func (c *conn) crowdedOut() *protocol.Error {
+	c.s.log.Info("tockd: connection refused: too many sockets in the handshake", "remote", c.nc.RemoteAddr(), "max_handshakes", c.s.opts.MaxHandshakes)
+	return &protocol.Error{Code: protocol.CodeOverloaded,
+		Message: fmt.Sprintf("too many connections without HELLO (MaxHandshakes %d); send HELLO as soon as connected", c.s.opts.MaxHandshakes)}
+}
+
 // shuttingDown queues the ERROR that tells the peer the server is draining.
 func (c *conn) shuttingDown() {
 	c.send(&protocol.Error{Code: protocol.CodeShuttingDown, Message: "the server is shutting down; reconnect elsewhere or later"})
@@ -178,6 +221,7 @@ func (c *conn) handle(m protocol.Message, err error) bool {
 		return c.hello(m)
 	}
 	reply, closes := c.s.dispatch(c, m)
+	c.s.checkReply(m, reply)
 	if reply == nil {
 		return true
 	}
@@ -202,21 +246,33 @@ func (c *conn) hello(m protocol.Message) bool {
 		c.send(&protocol.Error{ID: h.ID, Code: protocol.CodeUnauthorized, Message: "missing or wrong token"})
 		return false
 	}
+	if e := c.s.establish(c); e != nil {
+		e.ID = h.ID
+		c.send(e)
+		return false
+	}
 	c.ready, c.role, c.name = true, h.Role, h.Name
 	if c.role == protocol.RoleWorker {
 		c.s.workers.Add(1)
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: 0, MaxFrame: uint64(c.s.opts.MaxFrame)})
+		Epoch: c.s.currentEpoch(), MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)})
 }
 
-// send queues a reply for the writer. A full queue means the peer is not reading its
-// replies: send waits up to WriteTimeout (the reader reads nothing meanwhile, which is
-// the back-pressure a pipelining client feels), then closes the connection so that this
-// slow client holds no more memory; other connections are never involved. It returns
-// false when the reply was not queued and the connection is ending.
+// send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or
+// of bytes (MaxQueuedReplyBytes) means the peer is not reading its replies: send waits
+// (the reader reads nothing meanwhile, which is the back-pressure a pipelining client
+// feels) for the writer to make room. A peer that reads nothing for WriteTimeout is
+// closed, so that this slow client holds no more memory: by the writer, whose Write
+// times out, or here, when the queue stays full of replies that long. Other
+// connections are never involved. It returns false when the reply was not queued and
+// the connection is ending.
 func (c *conn) send(m protocol.Message) bool {
+	cost := int64(replyCost(m))
+	if !c.reserve(cost, true) {
+		return false
+	}
 	select {
 	case c.out <- m:
 		return true
@@ -228,12 +284,63 @@ func (c *conn) send(m protocol.Message) bool {
 	case c.out <- m:
 		return true
 	case <-c.done:
-		return false
 	case <-t.C:
 		c.s.log.Warn("tockd: closing connection: client is not reading its replies",
 			"remote", c.nc.RemoteAddr(), "name", c.name, "queued", len(c.out), "write_timeout", c.s.opts.WriteTimeout)
 		c.nc.Close()
-		return false
+	}
+	c.release(cost)
+	return false
+}
+
+// reserve counts cost bytes into c.queued if they fit MaxQueuedReplyBytes, or if nothing
+// is queued (one larger reply goes alone). Otherwise, with wait (the reader), it waits
+// for the writer to release bytes, counting the stall once in STATS' reply_stalls, and
+// returns false if the connection ends first; without wait (a FIRE) it returns false at
+// once.
+func (c *conn) reserve(cost int64, wait bool) bool {
+	limit := int64(c.s.opts.MaxQueuedReplyBytes)
+	stalled := false
+	for {
+		q := c.queued.Load()
+		if q > 0 && q+cost > limit {
+			if !wait {
+				return false
+			}
+			if !stalled {
+				stalled = true
+				c.s.replyStalls.Add(1)
+			}
+			select {
+			case <-c.drained:
+			case <-c.done:
+				return false
+			}
+			continue
+		}
+		if c.queued.CompareAndSwap(q, q+cost) {
+			c.notePeak(q + cost)
+			return true
+		}
+	}
+}
+
+// release uncounts cost bytes from c.queued and wakes a reader waiting in reserve.
+func (c *conn) release(cost int64) {
+	c.queued.Add(-cost)
+	select {
+	case c.drained <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// notePeak records n in queuedPeak if it is the largest yet.
+func (c *conn) notePeak(n int64) {
+	for {
+		p := c.queuedPeak.Load()
+		if n <= p || c.queuedPeak.CompareAndSwap(p, n) {
+			return
+		}
 	}
 }
 
@@ -246,14 +353,35 @@ func (c *conn) writeLoop() {
 	defer c.s.forget(c)
 	defer close(c.done)
 	buf := make([]byte, 0, 4096)
+	// Heartbeat: a PONG with ID 0 whenever nothing was written for an interval, once
+	// something (WELCOME) was, so that a client sees this node alive even while its
+	// reader waits on a slow request (a durable submit's etcd write) and cannot answer
+	// PING; a frozen process sends nothing and is left (PROTOCOL.md, Heartbeats).
+	var beat <-chan time.Time
+	if hb := c.s.opts.Heartbeat; hb > 0 {
+		t := time.NewTicker(hb)
+		defer t.Stop()
+		beat = t.C
+	}
+	wrote, quiet := false, false // something was written; nothing was since the last beat
 	for {
 		var m protocol.Message
 		ok := true
+		beating := false
 		select {
 		case m, ok = <-c.out:
 		case <-c.lateReady:
+		case <-beat:
+			if !wrote || !quiet {
+				quiet = true
+				continue
+			}
+			beating = true
 		}
 		buf = c.appendLate(buf[:0])
+		if beating { // not a queued reply: no reply bytes to release (appendReply)
+			buf, _ = protocol.AppendFrame(buf, heartbeatPong, 0)
+		}
 		if !ok {
 			// The reader is done; replies that waited for etcd still go out.
 			if len(buf) > 0 {
@@ -286,19 +414,25 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 			return
 		}
+		c.release(c.wcost)
+		c.wcost = 0
+		wrote, quiet = true, false
 		if closing {
 			c.closeGracefully()
 			return
 		}
 		if c.backedUp.Load() && len(c.out) < cap(c.out) {
 			c.backedUp.Store(false)
-			c.s.offerWaiting(c)
+			c.s.disp.offer(c)
 		}
 		if cap(buf) > keepBufSize {
 			buf = make([]byte, 0, 4096)
 		}
 	}
 }
+
+// heartbeatPong is the writer's heartbeat (PONG, ID 0); only read.
+var heartbeatPong = &protocol.Pong{}
 
 // appendLate appends the late replies queued by pushReply.
 func (c *conn) appendLate(buf []byte) []byte {
@@ -312,9 +446,11 @@ func (c *conn) appendLate(buf []byte) []byte {
 	return buf
 }
 
-// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame: a
-// page of tasks with big payloads) is replaced by an ERROR INTERNAL that says so.
+// appendReply appends m as a frame. A reply that cannot be sent (larger than MaxFrame:
+// pages and snapshots are built to fit, so only a FIRE of a payload recorded under a
+// larger MaxFrame) is replaced by an ERROR INTERNAL that says so.
 func (c *conn) appendReply(buf []byte, m protocol.Message) []byte {
+	c.wcost += int64(replyCost(m)) // released once buf is written
 	out, err := protocol.AppendFrame(buf, m, c.s.opts.MaxFrame)
 	if err == nil {
 		return out

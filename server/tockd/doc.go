@@ -17,6 +17,10 @@
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).
+//   - Every WELCOME states a heartbeat interval (Options.Heartbeat: a quarter of the
+//     session TTL), so that clients and workers notice a frozen leader (nothing, not
+//     even a PONG, arrives for three intervals) and leave it for the next leader while
+//     it is elected, whatever the frozen process does.
 //   - Shutdown resigns first, so that another node need not wait for the session to
 //     expire.
 //   - A durable run in flight when its leader dies is redelivered by the next leader
@@ -25,34 +29,52 @@
 //
 //   - Hot standby (standby.go): a node that does not lead mirrors the durable records
 //     and run locks (one paged read, then a watch of the store's prefix); elected, it
-//     loads from the mirror once the mirror has seen its own election key's write, and
-//     reads etcd only if the mirror lags.
-//   - Fencing: every durable write (a submit's record, a finished task's delete) is an
-//     etcd transaction conditional on this node's election key (store.Fence), so a
-//     deposed leader's late write is refused rather than landing after the next leader
-//     loaded the task set. An ACK whose delete was refused or failed is answered
-//     STALE_EPOCH or INTERNAL, never OK: only runs whose ACK was answered OK are never
-//     run again.
+//     reads etcd's revision (after Campaign returned, so after the last leader's final
+//     write), loads from the mirror once the mirror has applied every write up to it,
+//     and reads etcd only if the mirror lags.
+//   - Fencing: every durable write (a submit's record, a finished task's delete, a run
+//     lock and its delete, a recurring task's progress) is an etcd transaction
+//     conditional on this node's election key (store.Fence), so a deposed leader's late
+//     write is refused rather than landing after the next leader loaded the task set.
+//     A write refused so (store.ErrFenced) ends this node's term at once, as a lost
+//     session does (fencedOut, leader.go): a node whose term etcd ended behind its back
+//     (it stalled past its lease) stops at its first write. An ACK whose delete was
+//     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
+//     ACK was answered OK are never run again.
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
 //     leader waits one time to run before running a task whose lock it finds.
 //
-//   - Recurring durable tasks' progress (progress.go): when an occurrence ends, the
-//     leader records the next due time (<prefix>next/, at most every 100 ms, fenced);
-//     the next leader resumes the schedule from it (Engine.Resume), so occurrences that
-//     fell due while no node led get the task's misfire policy.
+//   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
+//     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
+//     ended), the leader records its due time with the task's version (<prefix>next/,
+//     coalesced to at most one write per task every 100 ms, fenced); the next leader
+//     resumes the schedule from it (Engine.Resume) when the version is its record's (a
+//     replacement never inherits its predecessor's schedule), so the schedule does not
+//     drift by the failover's gap and occurrences that fell due while no node led get
+//     the task's misfire policy.
 //   - Durable submits of concurrent requests share etcd transactions (commit.go).
 //
 //   - Worker registry (registry.go): the leader keeps an entry per worker connection in
 //     etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
-//     credits, runs in flight), brought up to date every second; entries go when the
-//     worker does, and with the lease if the leader dies.
+//     credits, runs in flight), brought up to date every second and as a worker
+//     subscribes; entries go when the worker does, and with the lease if the leader
+//     dies. Followers read it every 200 ms (how many workers a takeover waits for).
+//
+//   - Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
+//     hands the outcome to the next leader (CARRY) before it subscribes; the leader
+//     ends the run with it, instead of running it again, when it holds the task
+//     unchanged (version, attempt; for a recurring task the occurrence). Because its
+//     loaded runs come due at once, a new leader holds them back (unfired, in the
+//     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
+//     as the previous leader had in the registry (read by followers every 200 ms).
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
-// leader redelivers every unfinished durable task. It does so at once, not after the old
-// run's time to run: that run's ACK cannot reach the new leader anyway (its worker's
-// connection died with the old leader, and a stale epoch is refused), so waiting would
-// only delay recovery. Where two runs of a task must never overlap, the task is
+// leader redelivers every unfinished durable task. It does so at once (after the carry
+// grace above), not after the old run's time to run: that run's ACK cannot reach the new
+// leader (its worker's connection died with the old leader, and a stale epoch is
+// refused; only a finished run's outcome is carried), so waiting would only delay
+// recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
 
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
@@ -60,28 +82,46 @@
 //
 // Durable tasks (durable.go). Without Options.Store a SUBMIT with durability "durable" is
 // refused (INVALID_TASK, field task.durability). With a Store (server/store, etcd):
-//   - A durable SUBMIT is written to the store (Store.Put; the durable items of a
-//     SUBMIT_BATCH in one Store.PutBatch) before the engine gets it and before the reply,
+//   - A durable SUBMIT is written to the store (Store.PutBatchFenced, shared with
+//     concurrent requests; the durable items of a SUBMIT_BATCH together) before the engine gets it and before the reply,
 //     which says durable. The record's body is the wire task encoded as a SUBMIT frame
 //     body (the codec's own encoding); an "after" delay is recorded as the absolute "at"
 //     time it stands for, so a restart does not start it over. Record version = the
 //     task's version. Store errors: ErrExists EXISTS; ErrInvalid and ErrTooLarge
-//     INVALID_TASK; anything else (etcd unreachable, timeout) OVERLOADED, since the write
-//     is idempotent and a later retry is right. If the engine then refuses the task, its
-//     record is deleted again.
+//     INVALID_TASK; ErrFenced NOT_LEADER; ErrUncertain (a timeout, a connection lost
+//     mid-write: the record may exist) UNCERTAIN; anything else (etcd refused or could
+//     not be reached before writing) OVERLOADED. A retry is idempotent: a record already
+//     stored at the submit's version that differs from the retry's only in the "at" an
+//     "after" delay was stamped into counts as the retry's own, and the task takes the
+//     stored due time. If the engine then refuses the task, its record is deleted
+//     again: that version's record only (a later version that won meanwhile keeps its
+//     own), and fenced by this node's term; if that delete fails, the reply is
+//     UNCERTAIN, not the engine's refusal (the record stays for the next leader).
+//   - A durable submit is recorded in the term it was claimed in (the server's fence when
+//     it was prepared; commit.go refuses a later term's). If that term ends after the
+//     write but before the task enters the engine, the task stays out of this engine
+//     (it would be untracked there, as if ephemeral) and is answered as accepted: its
+//     record is the next leader's, which loads and runs it. durability.term orders a
+//     submit's entry into the engine against dropDurable, which drops every durable
+//     task at a step-down.
 //   - Before writing, a durable submit whose version is at or below one the engine holds
-//     (any class) is refused EXISTS, and an ephemeral submit that would replace a durable
-//     task is refused INVALID_TASK, field durability: one key has one class.
+//     (any class) is refused EXISTS, unless it is the durable task held at that version,
+//     as recorded (durEntry's print of the record; for an "after" task, ignoring the
+//     stamped due time): then it is a retry, answered with the task as held. An
+//     ephemeral submit that would replace a durable task is refused INVALID_TASK, field
+//     durability: one key has one class.
 //   - The server keeps the set of durable engine tasks (namespace/ID, version) and states
 //     the class from it in TASK_STATUS, BATCH_RESULT, GET and LIST.
 //   - The engine's OnEvent hook (New needs to make the engine; an OnEvent in
 //     EngineOptions is still called) queues the record's deletion when a durable task
 //     ends for good: SUCCEEDED or DEAD for a one-shot task, CANCELLED for any. A
-//     goroutine deletes them in order, retries a failed Delete with backoff (5 tries),
+//     goroutine deletes them in order, retries a failed delete with backoff (5 tries),
 //     and logs at Error one it gives up on (the task then comes back at the next start).
-//     A durable resubmit of the same key waits for a Delete in flight and cancels a
-//     queued one. After that the task reads as ephemeral (GET of a retained finished
-//     task, dead letters, a requeued dead task: it is no longer recorded).
+//     Every delete names the version that ended (store.DeleteBatchFenced), so a durable
+//     resubmit of the same key at a later version, queued or in flight beside the old
+//     version's delete, keeps its new record. After that the task reads as ephemeral
+//     (GET of a retained finished task, dead letters, a requeued dead task: it is no
+//     longer recorded).
 //   - New loads every record and submits it to the engine before it returns (so before
 //     any connection): due times in the past fire at once, recurring tasks continue from
 //     the start. A record that cannot be decoded or that the engine refuses is logged and
@@ -90,7 +130,9 @@
 //   - Events carry the task's version: the end of a replaced version never deletes its
 //     successor's record.
 //
-// Workers (workers.go). The server is the engine's fallback handler: every task type
+// Workers (workers.go answers the workers' requests; router.go's router, which talks to
+// connections and the engine through two small interfaces and is unit-tested with fakes
+// of both, routes the runs). The server is the engine's fallback handler: every task type
 // without an in-process handler of its own is run by FIREing the attempt at a subscribed
 // worker connection (the handler returns task.ErrDeferred); the worker's ACK or NACK ends
 // the attempt with Engine.Complete. Choices:
@@ -106,9 +148,12 @@
 //     RESUME and gaining leadership fire waiting runs, oldest first, each one's timeout
 //     (time to run) started afresh at its FIRE (Engine.StartTimeout). A run whose task
 //     was cancelled or replaced meanwhile is dropped when its turn comes. At most
-//     Options.MaxWaitingRuns wait; a run coming due beyond that fails at once, retryably
-//     ("no worker available": back-pressure through the task's retry policy). The handler
-//     never waits, so it never holds an engine worker.
+//     Options.MaxWaitingRuns wait, and at most Options.MaxWaitingRunsPerType of one type
+//     (so that a type nobody serves cannot take every place from the others); a run
+//     coming due beyond either fails at once, retryably ("no worker available":
+//     back-pressure through the task's retry policy). A queue's stale runs (cancelled
+//     meanwhile) count until their turn. The handler never waits, so it never holds an
+//     engine worker.
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run
@@ -125,21 +170,42 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
+// snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot
+// whose error texts do not fit (truncated), or as a last resort leaves its payload out
+// (payload_len, also on request: omit_payload); LIST and DLQ_LIST end a page early where
+// its next item would not fit, after at least one.
+//
+// Replies (replies.go): one table says, for each request type, its reply and every error
+// code it can get; PROTOCOL.md's "Replies to X:" lines say the same (a test compares
+// them), and conn.handle checks every reply against it (an unlisted one is a bug, logged
+// at Error; the package's tests panic on it). CANCEL of a finished task answers its
+// final state (TASK_STATUS), DLQ_PURGE of an absent dead letter count 0: neither is an
+// error.
+//
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
 //     handles each request synchronously against the engine (every engine call is O(1)
 //     but LIST and DLQ_LIST, which are administrative), and queues the reply;
 //   - the writer owns the write side: it takes replies from the bounded queue, encodes
 //     them with protocol.AppendFrame into one reused buffer, and coalesces whatever is
-//     queued into one Write.
+//     queued into one Write; after WELCOME, it writes a heartbeat (PONG, ID 0) when it
+//     has written nothing for Options.Heartbeat, so that a reader busy with a slow
+//     request (a durable submit's etcd write) does not look like a frozen node.
 //
 // Invariants:
 //   - A protocol violation (an ERROR whose code closes, or any error before the
 //     handshake) closes only the connection that committed it; no other connection
 //     shares any per-connection state or lock with it.
 //   - A client that does not read never blocks another connection or the engine: its
-//     reply queue holds Options.MaxPendingPerConn replies; when the queue stays full for
-//     Options.WriteTimeout, or one Write takes longer than that, its connection is closed.
+//     reply queue holds Options.MaxPendingPerConn replies and Options.MaxQueuedReplyBytes
+//     bytes (each message counted as replyCost, an upper bound of its frame, reserved in
+//     conn.queued before it is queued and released once written; one larger reply goes
+//     alone). A reply that does not fit makes the reader wait, reading nothing (the
+//     back-pressure a pipelining client feels; STATS counts reply_stalls); a FIRE that
+//     does not fit is not queued (the run goes to another worker or waits). When the
+//     queue stays full for Options.WriteTimeout, or one Write takes longer than that,
+//     the connection is closed.
 //   - Every goroutine the server starts has exited when Shutdown returns.
 //   - Only the reader sends replies on a connection's reply queue, and it alone closes it
 //     (under the connection's outMu); engine handlers push FIREs on it, non-blocking,
@@ -149,5 +215,13 @@
 //   - A worker that stops reading never blocks the engine: FIREs are never waited for.
 //   - A frame's memory is bounded by Options.MaxFrame (the length prefix is checked
 //     before the body is awaited), so a connection holds at most one frame, one 32 KiB
-//     read buffer and MaxPendingPerConn replies.
+//     read buffer, MaxQueuedReplyBytes of queued replies (plus the ACK answers that
+//     waited for etcd, at most maxLateReplies) and the writer's buffer (64 KiB, or one
+//     reply).
+//   - Before the handshake (conn.go, server.go): the first frame is held to
+//     Options.MaxHelloFrame (4 KiB), checked on its length prefix; at most
+//     Options.MaxHandshakes sockets are in the handshake at once (a new one crowds out
+//     the oldest, answered OVERLOADED), each for at most HandshakeTimeout; and only
+//     connections that completed HELLO count against MaxConns. So sockets without the
+//     token hold at most MaxHandshakes x (4 KiB + buffers) and never a slot of MaxConns.
 package tockd

@@ -1,9 +1,11 @@
 package tockd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,31 @@ type durEntry struct {
 	version   uint64
 	recurring bool // Every or Cron: only CANCELLED ends it
 	exclusive bool // its runs hold a run lock in etcd (exclusive.go)
+	fp        recordPrint
+}
+
+// recordPrint identifies a record's content, so that a resubmit of the very task a
+// durable entry holds is recognised as a retry (prepare): whole hashes the record's
+// body; noAt hashes it with an "at" schedule's due time zeroed, which is all an "after"
+// submit's records differ in from one attempt to the next (storedForm stamps the time).
+// The hashes are maphash's, seeded per process: they are compared within it only.
+type recordPrint struct{ whole, noAt uint64 }
+
+var printSeed = maphash.MakeSeed()
+
+// printOf is the print of the record whose body is body, sw decoded.
+func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
+	p := recordPrint{whole: maphash.Bytes(printSeed, body)}
+	p.noAt = p.whole
+	if sw.Schedule.Kind == task.KindAt {
+		sw.Schedule.At = 0
+		b, err := encodeTask(&sw)
+		if err != nil {
+			return recordPrint{}, err
+		}
+		p.noAt = maphash.Bytes(printSeed, b)
+	}
+	return p, nil
 }
 
 // durability tracks which engine tasks are durable and deletes the store records of
@@ -40,17 +67,25 @@ type durability struct {
 		Debug(string, ...any)
 	}
 
+	// term is held for reading across a durable submit's entry into the engine (with the
+	// check that its term still is the server's) and for writing by dropDurable: a task
+	// recorded in a term enters the engine only while that term's tasks are held, so
+	// dropDurable drops it with them. Lock order: term, then the engine, then mu.
+	term sync.RWMutex
+
 	mu     sync.Mutex
 	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
 	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
 	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	// occurrence and forgetProgress keep a recurring task's progress (progress.go).
-	occurrence     func(task.Event)
+	// armed and forgetProgress keep a recurring task's progress (progress.go);
+	// fencedOut ends the server's term when etcd refused a fenced write (leader.go).
+	armed          func(task.Event)
 	forgetProgress func(ns, id string)
+	fencedOut      func(store.Fence, error)
 	tasks          map[taskKey]durEntry
-	queue          []taskKey                 // records to delete, in event order
-	queued         map[taskKey]bool          // the keys in queue
-	deleting       map[taskKey]chan struct{} // a Delete in flight; closed when it ends
+	queue          []taskKey          // records to delete, in event order
+	queued         map[taskKey]uint64 // the keys in queue: the version whose record goes
+	deleting       map[taskKey]bool   // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
@@ -63,13 +98,14 @@ type durability struct {
 }
 
 func newDurability(st *store.Store, s *Server) *durability {
-	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]bool{},
-		deleting: map[taskKey]chan struct{}{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
+	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
+	d.fencedOut = s.fencedOut
 	d.fence = &s.fence
-	d.occurrence = s.onOccurrence
+	d.armed = s.onArmed
 	d.forgetProgress = s.progress.forget
 	return d
 }
@@ -107,7 +143,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if e.recurring && ev.Kind != task.EventCancelled {
 		d.mu.Unlock()
 		if ev.Kind != task.EventRetrying {
-			d.occurrence(ev) // an occurrence ended: its successor is armed
+			d.armed(ev) // an occurrence ended: its successor is armed
 		}
 		return
 	}
@@ -116,10 +152,10 @@ func (d *durability) onEvent(ev task.Event) {
 		return // a one-shot task's retry: it goes on
 	}
 	delete(d.tasks, k)
-	if !d.queued[k] {
-		d.queued[k] = true
+	if _, ok := d.queued[k]; !ok {
 		d.queue = append(d.queue, k)
 	}
+	d.queued[k] = e.version // an older version queued was replaced by this one's record
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
@@ -140,8 +176,9 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, busy := d.deleting[k]
+	_, queued := d.queued[k]
 	e, held := d.tasks[k]
-	if !d.queued[k] && !busy && !(ending && held && !e.recurring) {
+	if !queued && !busy && !(ending && held && !e.recurring) {
 		return false
 	}
 	d.waiters[k] = append(d.waiters[k], fn)
@@ -151,7 +188,8 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 // run is the deleter goroutine: it deletes the queued records in batches (one etcd
 // transaction per store.Options.MaxTxnOps keys: a group commit, so deletes keep up with
 // acknowledgements) until stop, and then the ones still queued; after each batch it runs
-// the batch's waiters.
+// the batch's waiters. Each delete names the version that ended, so a task resubmitted
+// at a later version meanwhile keeps its new record.
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -165,37 +203,25 @@ func (d *durability) run() {
 		}
 		batch := d.queue
 		d.queue = nil
-		var keys []store.Key
-		var now []func(error) // waiters of keys resubmitted meanwhile: nothing to delete
-		ch := make(chan struct{})
+		keys := make([]store.Versioned, 0, len(batch))
 		for _, k := range batch {
+			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k]})
 			delete(d.queued, k)
-			if _, again := d.tasks[k]; again {
-				// Resubmitted durable since it finished: the record is the new one.
-				now = append(now, d.waiters[k]...)
-				delete(d.waiters, k)
-				continue
-			}
-			d.deleting[k] = ch
-			keys = append(keys, store.Key{Namespace: k.ns, ID: k.id})
+			d.deleting[k] = true
 		}
 		d.mu.Unlock()
-		for _, fn := range now {
-			fn(nil)
-		}
-		var err error
-		if len(keys) > 0 {
-			err = d.deleteRecords(keys)
-		}
+		err := d.deleteRecords(keys)
 		d.mu.Lock()
 		var done []func(error)
 		for _, k := range keys {
 			tk := taskKey{k.Namespace, k.ID}
 			delete(d.deleting, tk)
+			if _, again := d.queued[tk]; again {
+				continue // a later version ended meanwhile: its waiters wait for its delete
+			}
 			done = append(done, d.waiters[tk]...)
 			delete(d.waiters, tk)
 		}
-		close(ch)
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
 		for _, fn := range done {
@@ -210,7 +236,7 @@ func (d *durability) run() {
 // failure it gave up on (logged at Error: those tasks come back at the next load), at
 // once for store.ErrFenced: a node that no longer leads must not delete records the next
 // leader may already have loaded.
-func (d *durability) deleteRecords(keys []store.Key) error {
+func (d *durability) deleteRecords(keys []store.Versioned) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		err := store.ErrFenced
@@ -218,6 +244,7 @@ func (d *durability) deleteRecords(keys []store.Key) error {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.DeleteBatchFenced(ctx, *f, keys)
 			cancel()
+			d.fencedOut(*f, err)
 		}
 		switch {
 		case err == nil:
@@ -306,20 +333,12 @@ func (d *durability) stop(ctx context.Context) {
 var errShutdownPending = errors.New("tockd: shutting down before the record was deleted")
 
 // claim registers ns/id at version v as a durable submit in progress. It refuses
-// (EXISTS) a version at or below a durable task already held, and waits for a Delete of
-// the same key in flight, so that the Delete cannot remove the new record.
+// (EXISTS) a version at or below a durable task already held. A delete of an earlier
+// version's record, queued or in flight, cannot remove the new record: it names its own
+// version.
 func (d *durability) claim(k taskKey, e durEntry) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for {
-		ch, busy := d.deleting[k]
-		if !busy {
-			break
-		}
-		d.mu.Unlock()
-		<-ch
-		d.mu.Lock()
-	}
 	if old, ok := d.tasks[k]; ok && e.version <= old.version {
 		return &protocol.Error{Code: protocol.CodeExists,
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
@@ -335,6 +354,22 @@ func (d *durability) release(k taskKey, e durEntry) {
 	if cur, ok := d.tasks[k]; ok && cur == e {
 		delete(d.tasks, k)
 	}
+}
+
+// holds reports whether the durable entry of k is at version v with a record whose
+// print is fp (its noAt hash if afterKind: the submit is an "after" task, whose
+// record's due time was stamped at its own attempt).
+func (d *durability) holds(k taskKey, v uint64, fp recordPrint, afterKind bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.tasks[k]
+	if !ok || e.version != v {
+		return false
+	}
+	if afterKind {
+		return e.fp.noAt == fp.noAt
+	}
+	return e.fp.whole == fp.whole
 }
 
 // held reports whether ns/id is a durable task the engine holds.
@@ -381,9 +416,11 @@ func storedForm(w *protocol.Task, now time.Time) protocol.Task {
 }
 
 // storeError maps a store error to the reply: ErrExists is EXISTS; ErrInvalid and
-// ErrTooLarge are INVALID_TASK (the client can fix them); anything else (etcd
-// unreachable, a timeout, a failed transaction) is OVERLOADED, because the write is
-// idempotent and a retry later is the right response.
+// ErrTooLarge are INVALID_TASK (the client can fix them); ErrFenced is NOT_LEADER
+// (nothing was written); ErrUncertain (a timeout, a connection lost mid-write) is
+// UNCERTAIN: the write may have committed, and a retry of the same submit is accepted
+// once either way (writeRecords); anything else (etcd refused or could not be reached
+// before writing) is OVERLOADED: nothing was written, and a retry later is right.
 func storeError(err error) *protocol.Error {
 	e := &protocol.Error{Message: err.Error()}
 	switch {
@@ -395,6 +432,8 @@ func storeError(err error) *protocol.Error {
 		e.Code, e.Field = protocol.CodeInvalidTask, "payload"
 	case errors.Is(err, store.ErrFenced):
 		e.Code, e.Message = protocol.CodeNotLeader, "this node stopped leading during the write; nothing was recorded: retry at the leader"
+	case errors.Is(err, store.ErrUncertain):
+		e.Code, e.Message = protocol.CodeUncertain, "the durable store's write may or may not have committed (repeating the request is safe): "+err.Error()
 	default:
 		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
 	}
@@ -404,7 +443,8 @@ func storeError(err error) *protocol.Error {
 // loadDurable submits every stored record to the engine, as the leader of epoch, reading
 // them (and the run locks) from etcd. A record that cannot be decoded or that the engine
 // refuses is logged and left in the store. An exclusive task with a run lock (its last
-// run may still execute) is submitted one time to run later (exclusive.go).
+// run may still execute) is submitted with its first run held back one time to run
+// (exclusive.go).
 func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	locked, err := s.runLocks(ctx)
 	if err != nil {
@@ -429,7 +469,7 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 }
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) {
+func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	n := 0
 	for _, r := range records {
 		if s.loadRecord(r, locked, next, epoch) {
@@ -440,7 +480,7 @@ func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool,
 }
 
 // loadRecord submits one record to the engine (see loadDurable); false if it was not.
-func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) bool {
+func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
@@ -448,15 +488,26 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 			k := taskKey{t.Namespace, t.ID}
 			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
-			var nextDue time.Time // a recurring task continues where its last leader was
-			if due, ok := next[sk]; ok {
-				nextDue = time.Unix(0, due)
+			// A recurring task continues where its last leader was, if that progress is of
+			// this version (a replacement's schedule is its own).
+			var nextDue time.Time
+			if nd, ok := next[sk]; ok && nd.Version == t.Version {
+				nextDue = time.Unix(0, nd.Due)
 			}
-			if err = s.dur.claim(k, e); err == nil {
+			if e.fp, err = printOf(w, r.Body); err == nil {
+				err = s.dur.claim(k, e)
+			}
+			if err == nil {
+				var in task.Info
 				if t.Exclusive && locked[sk] {
-					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
-				} else if _, err = s.engine.Resume(t, nextDue); err != nil {
+					in, err = s.parkLocked(t, nextDue, epoch)
+				} else {
+					in, err = s.engine.Resume(t, nextDue)
+				}
+				if err != nil {
 					s.dur.release(k, e)
+				} else {
+					s.noteArmed(in)
 				}
 			}
 		}
@@ -476,12 +527,18 @@ type prepared struct {
 	t     task.Task
 	key   taskKey
 	entry durEntry
-	err   error // conversion or refusal; the task is not submitted
+	rec   store.Record // durable: the record to write
+	term  *store.Fence // durable: Server.fence when claimed, the term it is recorded in
+	held  *task.Info   // durable: a retry of the task the engine holds, as it holds it
+	err   error        // conversion or refusal; the task is not submitted
 }
 
 // prepare converts w and, for a durable task, checks it can be recorded and claims it.
 func (s *Server) prepare(w *protocol.Task) prepared {
 	p := prepared{w: w}
+	if p.err = s.checkPayload(w); p.err != nil {
+		return p
+	}
 	p.t, p.err = protocol.ToTask(w)
 	if p.err != nil {
 		return p
@@ -502,28 +559,45 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
 		return p
 	}
+	var fp recordPrint
+	if p.rec, fp, p.err = p.record(time.Now()); p.err != nil {
+		p.err = fmt.Errorf("encode the durable record: %w", p.err)
+		return p
+	}
 	// The engine would refuse a version at or below one it holds (an ephemeral task, or
-	// a finished one it retains): refuse before writing a record.
+	// a finished one it retains): refuse before writing a record. A resubmit of the
+	// durable task it holds, as recorded (an earlier answer was lost, or UNCERTAIN and
+	// the record was loaded by this leader), is answered with the task as it is.
 	if in, err := s.engine.Get(p.t.Namespace, p.t.ID); err == nil && p.t.Version <= in.Task.Version {
+		if p.t.Version == in.Task.Version && s.dur.holds(p.key, p.t.Version, fp, w.Schedule.Kind == task.KindAfter) {
+			p.held = &in
+			return p
+		}
 		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
 		return p
 	}
-	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive}
+	// The term first: a claim made after it ended is refused at the write (commit.go).
+	if p.term = s.fence.Load(); p.term == nil {
+		p.err = storeError(store.ErrFenced)
+		return p
+	}
+	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp}
 	if err := s.dur.claim(p.key, p.entry); err != nil {
 		p.err = err
 	}
 	return p
 }
 
-// record builds p's store record (p is durable and claimed).
-func (p *prepared) record(now time.Time) (store.Record, error) {
+// record builds p's store record (p is durable) and its print.
+func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
 	sw := storedForm(p.w, now)
 	sw.Namespace = p.t.Namespace
 	body, err := encodeTask(&sw)
 	if err != nil {
-		return store.Record{}, err
+		return store.Record{}, recordPrint{}, err
 	}
-	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, nil
+	fp, err := printOf(sw, body)
+	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, fp, err
 }
 
 // writeRecords writes the records of the durable, claimed tasks of ps, in a transaction
@@ -532,50 +606,126 @@ func (p *prepared) record(now time.Time) (store.Record, error) {
 func (s *Server) writeRecords(ps []prepared) {
 	var idx []int
 	var recs []store.Record
-	now := time.Now()
+	var term *store.Fence
 	for i := range ps {
 		p := &ps[i]
-		if p.err != nil || p.w.Durability != protocol.Durable {
+		if p.err != nil || p.held != nil || p.w.Durability != protocol.Durable {
 			continue
 		}
-		r, err := p.record(now)
-		if err != nil {
-			p.err = fmt.Errorf("encode the durable record: %w", err)
-			s.dur.release(p.key, p.entry)
+		if term == nil {
+			term = p.term
+		}
+		if p.term != term { // the term changed while the request was prepared
+			p.err = storeError(store.ErrFenced)
+			s.releaseClaim(p)
 			continue
 		}
 		idx = append(idx, i)
-		recs = append(recs, r)
+		recs = append(recs, p.rec)
 	}
 	if len(recs) == 0 {
 		return
 	}
 	// Grouped with other requests' records (commit.go) and fenced by this node's term:
 	// a node deposed meanwhile writes nothing the next leader would not see.
-	errs := s.committer.put(s, recs)
+	errs := s.committer.put(s, term, recs)
 	for j, i := range idx {
-		if errs[j] != nil {
+		if errs[j] != nil && !ps[i].retried(recs[j], errs[j]) {
 			ps[i].err = storeError(errs[j])
-			s.dur.release(ps[i].key, ps[i].entry)
+			s.releaseClaim(&ps[i])
 		}
 	}
 }
 
+// releaseClaim undoes p's claim (its write or submit failed) if p's term still holds:
+// once it has ended, dropDurable has dropped the claim, and an entry of the same key
+// and version is a later term's (loaded from a record that did land), not p's to undo.
+func (s *Server) releaseClaim(p *prepared) {
+	s.dur.term.RLock() // a step-down's dropDurable waits, so the term cannot end meanwhile
+	defer s.dur.term.RUnlock()
+	if s.fence.Load() == p.term {
+		s.dur.release(p.key, p.entry)
+	}
+}
+
+// retried reports whether err, the refusal of p's record rec, is a retry of p's own
+// earlier write: the stored record has p's version and differs from rec at most in the
+// "at" an "after" delay was stamped into (storedForm), by an earlier attempt (one
+// answered UNCERTAIN whose write did land). Then p takes the stored form, so that the
+// engine runs the task when its record says.
+func (p *prepared) retried(rec store.Record, err error) bool {
+	var ee *store.ExistsError
+	if !errors.As(err, &ee) || ee.Stored.Version != rec.Version || p.w.Schedule.Kind != task.KindAfter {
+		return false
+	}
+	stored, derr := decodeTask(ee.Stored.Body)
+	if derr != nil || stored.Schedule.Kind != task.KindAt {
+		return false
+	}
+	mine, derr := decodeTask(rec.Body)
+	if derr != nil || stored.Schedule.At > mine.Schedule.At {
+		return false
+	}
+	mine.Schedule.At = stored.Schedule.At
+	if body, eerr := encodeTask(&mine); eerr != nil || !bytes.Equal(body, ee.Stored.Body) {
+		return false
+	}
+	t, terr := protocol.ToTask(&stored)
+	if terr != nil {
+		return false
+	}
+	p.t = t
+	return true
+}
+
 // submitPrepared submits p (its record, if durable, is written) to the engine. If the
-// engine refuses a durable task, its record is deleted again.
+// engine refuses a durable task, its record is deleted again: that version's only (a
+// later version may have replaced it meanwhile, and won in the engine), and fenced by
+// its term.
+//
+// A durable task whose term has ended (the node stepped down after the record was
+// written) does not enter the engine: its record, written in that term, is loaded by
+// the next leader (this node again, perhaps), which runs it. It is answered as accepted
+// (PENDING, due at its first occurrence as of now), since it will run.
 func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	if p.err != nil {
 		return task.Info{}, p.err
 	}
+	if p.held != nil {
+		return *p.held, nil
+	}
+	if p.w.Durability != protocol.Durable {
+		return s.engine.Submit(p.t)
+	}
+	d := s.dur
+	d.term.RLock() // dropDurable waits: the task enters the engine before it drops them
+	if s.fence.Load() != p.term {
+		d.term.RUnlock()
+		next, _ := p.t.Schedule.First(time.Now()) // ToTask checked the schedule
+		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
+	}
 	in, err := s.engine.Submit(p.t)
-	if err != nil && p.w.Durability == protocol.Durable {
-		s.dur.release(p.key, p.entry)
-		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		if derr := s.opts.Store.Delete(ctx, p.key.ns, p.key.id); derr != nil {
-			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
-				"ns", p.key.ns, "id", p.key.id, "err", derr)
+	d.term.RUnlock()
+	if err == nil {
+		s.noteArmed(in)
+	}
+	if err != nil {
+		s.releaseClaim(p)
+		derr := store.ErrFenced
+		if f := p.term; s.fence.Load() == f {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+			derr = s.opts.Store.DeleteBatchFenced(ctx, *f, []store.Versioned{
+				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
+			cancel()
+			s.fencedOut(*f, derr)
 		}
-		cancel()
+		if derr != nil {
+			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
+				"ns", p.key.ns, "id", p.key.id, "version", p.t.Version, "err", derr)
+			// The record stays, and the next leader may run the task: not a plain refusal.
+			return in, &protocol.Error{Code: protocol.CodeUncertain, Message: fmt.Sprintf(
+				"refused by this node's engine (%v), but its record could not be deleted (%v): the next leader may run it; resubmitting the same task is safe", err, derr)}
+		}
 	}
 	return in, err
 }

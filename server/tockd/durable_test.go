@@ -136,7 +136,11 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 			t.Fatalf("submit %s: %+v", w.ID, r)
 		}
 	}
-	res := c.call(&protocol.SubmitBatch{ID: 20, Tasks: []protocol.Task{durableTask("b1", time.Hour), durableTask("b2", time.Hour), durableTask("later", time.Hour)}}).(*protocol.BatchResult).Results
+	// "later" again, but another task at its version: EXISTS (the same task again would
+	// be a retry, answered with its status).
+	otherLater := durableTask("later", time.Hour)
+	otherLater.Payload = []byte("another")
+	res := c.call(&protocol.SubmitBatch{ID: 20, Tasks: []protocol.Task{durableTask("b1", time.Hour), durableTask("b2", time.Hour), otherLater}}).(*protocol.BatchResult).Results
 	if res[0].Code != 0 || res[1].Code != 0 || res[0].Durability != protocol.Durable || res[2].Code != protocol.CodeExists {
 		t.Fatalf("durable batch: %+v", res)
 	}

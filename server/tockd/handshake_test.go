@@ -18,7 +18,8 @@ func TestOptionsValidate(t *testing.T) {
 	if o.Addr != DefaultAddr || o.MaxConns != DefaultMaxConns || o.MaxFrame != protocol.DefaultMaxFrame ||
 		o.IdleTimeout != DefaultIdleTimeout || o.HandshakeTimeout != DefaultHandshakeTimeout ||
 		o.WriteTimeout != DefaultWriteTimeout || o.MaxPendingPerConn != DefaultMaxPendingPerConn ||
-		o.NodeName == "" || o.Logger == nil {
+		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType ||
+		o.MaxQueuedReplyBytes != DefaultMaxQueuedReplyBytes || o.NodeName == "" || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
 	cases := []struct {
@@ -27,13 +28,20 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"MaxConns", Options{MaxConns: -1}},
 		{"MaxFrame", Options{MaxFrame: 100}},
+		{"MaxFrame", Options{MaxFrame: minMaxFrame - 1}},
 		{"MaxFrame", Options{MaxFrame: protocol.MaxFrameLimit + 1}},
 		{"IdleTimeout", Options{IdleTimeout: -time.Second}},
 		{"HandshakeTimeout", Options{HandshakeTimeout: -time.Second}},
 		{"WriteTimeout", Options{WriteTimeout: -time.Second}},
 		{"Token", Options{Token: strings.Repeat("x", protocol.MaxTokenLen+1)}},
 		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},
+		{"MaxQueuedReplyBytes", Options{MaxQueuedReplyBytes: protocol.DefaultMaxFrame - 1}},
+		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
+		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
+		{"MaxHandshakes", Options{MaxHandshakes: -1}},
+		{"MaxHelloFrame", Options{MaxHelloFrame: 1000}},
+		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
 	}
 	for _, c := range cases {
 		_, err := New(c.opts)
@@ -114,5 +122,38 @@ func TestWorkerRole(t *testing.T) {
 	st := w.call(&protocol.Stats{ID: 5}).(*protocol.StatsReply)
 	if st.Gauges["workers"] != 1 || st.Gauges["connections"] != 1 {
 		t.Fatalf("gauges %v, want workers 1, connections 1", st.Gauges)
+	}
+}
+
+// WELCOME states the heartbeat, and a connection the server has written nothing to for
+// an interval gets a PONG with ID 0 (never before WELCOME, however long HELLO takes):
+// clients see the node alive even while its reader is busy with a slow request.
+func TestQuietConnectionGetsHeartbeats(t *testing.T) {
+	const hb = 20 * time.Millisecond
+	ts := startServer(t, Options{Heartbeat: hb})
+	c := dial(t, ts.addr)
+	time.Sleep(3 * hb) // a silence before HELLO: the first frame must still be WELCOME
+	w := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "quiet", Role: protocol.RoleClient})
+	if w.Heartbeat != int64(hb) || c.beats != 0 {
+		t.Fatalf("WELCOME heartbeat_ns = %d, want %d; %d heartbeats before it, want none", w.Heartbeat, hb, c.beats)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(replyWait))
+	for {
+		m, err := c.dec.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == nil {
+			n, rerr := c.nc.Read(c.buf)
+			if rerr != nil && n == 0 {
+				t.Fatalf("no heartbeat within %v: %v", replyWait, rerr)
+			}
+			c.dec.Feed(c.buf[:n])
+			continue
+		}
+		if p, ok := m.(*protocol.Pong); !ok || p.ID != 0 {
+			t.Fatalf("got %v %+v on a quiet connection, want PONG with ID 0", m.Type(), m)
+		}
+		return
 	}
 }

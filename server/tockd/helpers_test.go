@@ -81,10 +81,11 @@ func startServer(t *testing.T, opts Options) *testServer {
 
 // client speaks the wire format on one raw connection.
 type client struct {
-	t   *testing.T
-	nc  net.Conn
-	dec *protocol.Decoder
-	buf []byte
+	t     *testing.T
+	nc    net.Conn
+	dec   *protocol.Decoder
+	buf   []byte
+	beats int // heartbeats (PONG with ID 0) next skipped
 }
 
 // dial connects without a handshake.
@@ -137,6 +138,7 @@ func (c *client) write(b []byte) {
 }
 
 // next returns the next message, or the read error (io.EOF once the server closed).
+// The server's heartbeats (PONG with ID 0) are skipped and counted in c.beats.
 func (c *client) next() (protocol.Message, error) {
 	c.t.Helper()
 	_ = c.nc.SetReadDeadline(time.Now().Add(replyWait))
@@ -144,6 +146,10 @@ func (c *client) next() (protocol.Message, error) {
 		m, err := c.dec.Next()
 		if err != nil {
 			c.t.Fatalf("the server sent a frame the codec refuses: %v", err)
+		}
+		if p, ok := m.(*protocol.Pong); ok && p.ID == 0 {
+			c.beats++
+			continue
 		}
 		if m != nil {
 			return m, nil

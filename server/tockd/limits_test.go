@@ -173,3 +173,77 @@ func TestShutdownForcesStuckConnection(t *testing.T) {
 		t.Fatalf("%d connections left after Shutdown", n)
 	}
 }
+
+// queuedPeak is the most reply bytes any served connection has had queued.
+func (s *Server) queuedPeak() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var p int64
+	for c := range s.conns {
+		p = max(p, c.queuedPeak.Load())
+	}
+	return p
+}
+
+// A connection that pipelines thousands of LISTs over large tasks and never reads holds
+// at most MaxQueuedReplyBytes of replies: its reader stops reading (back-pressure, not
+// an error) while other connections are served; once it reads, every reply arrives.
+func TestQueuedReplyBytesBounded(t *testing.T) {
+	const bound, pages = 512 << 10, 2000
+	// WriteTimeout is far above the test's stall, so that only a broken bound fails it.
+	ts := startServer(t, Options{MaxFrame: 256 << 10, MaxQueuedReplyBytes: bound, WriteTimeout: time.Minute})
+	c := connect(t, ts.addr)
+	for i := range 8 { // a page of ~64 KiB
+		w := wireTask(fmt.Sprintf("big%d", i), time.Hour)
+		w.Payload = make([]byte, 8<<10)
+		if r, ok := c.call(&protocol.Submit{ID: 2, Task: w}).(*protocol.TaskStatus); !ok {
+			t.Fatalf("SUBMIT answered %v", r.Type())
+		}
+	}
+	var buf []byte
+	for i := range pages {
+		buf, _ = protocol.AppendFrame(buf, &protocol.List{ID: uint64(100 + i), Limit: 8}, 0)
+	}
+	c.write(buf) // ~40 KB of requests; ~128 MB of replies, none read yet
+	deadline := time.Now().Add(replyWait)
+	for ts.srv.Stats().ReplyStalls == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never stalled within %v; queued reply bytes peaked at %d", replyWait, ts.srv.queuedPeak())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := connect(t, ts.addr)
+	other.ping(2)
+	if r, ok := other.call(&protocol.List{ID: 3, Limit: 1}).(*protocol.TaskPage); !ok || len(r.Items) != 1 {
+		t.Fatalf("another connection's LIST answered %v %+v", r.Type(), r)
+	}
+	// The writer moves in bursts while the kernel's socket buffers fill, so the gauge can
+	// read 0 between two of them; once they are full it holds the stalled replies.
+	for {
+		st := other.call(&protocol.Stats{ID: 4}).(*protocol.StatsReply)
+		q := st.Gauges["queued_reply_bytes"]
+		if q > bound || st.Counters["reply_stalls"] == 0 {
+			t.Fatalf("STATS queued_reply_bytes %d, reply_stalls %d: want at most %d, and stalls", q, st.Counters["reply_stalls"], bound)
+		}
+		if q > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("STATS queued_reply_bytes still 0 after %v", replyWait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p := ts.srv.queuedPeak(); p > bound {
+		t.Fatalf("queued reply bytes peaked at %d, over MaxQueuedReplyBytes %d", p, bound)
+	}
+	for i := range pages {
+		r := c.recv()
+		if p, ok := r.(*protocol.TaskPage); !ok || p.ID != uint64(100+i) || len(p.Items) != 8 {
+			t.Fatalf("reply %d: %v id %d, want TASK_PAGE %d of 8 items", i, r.Type(), r.RequestID(), 100+i)
+		}
+	}
+	if p := ts.srv.queuedPeak(); p > bound {
+		t.Fatalf("queued reply bytes peaked at %d, over MaxQueuedReplyBytes %d", p, bound)
+	}
+	c.ping(5)
+}

@@ -34,7 +34,14 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		}
 		if err := s.engine.Cancel(m.Namespace, m.TaskID); err != nil {
 			if errors.Is(err, task.ErrIllegalTransition) {
-				err = fmt.Errorf("cannot cancel %s/%s, it has finished: %w", nsOrDefault(m.Namespace), m.TaskID, err)
+				// It has finished (SUCCEEDED or DEAD): nothing to cancel. The answer is its
+				// final state, as for a task cancelled before; no ERROR, since the request
+				// is no misuse of the protocol.
+				if in, gerr := s.engine.Get(m.Namespace, m.TaskID); gerr == nil {
+					st := s.status(id, in)
+					st.Durability = dur
+					return st, false
+				}
 			}
 			return engineError(id, err, "")
 		}
@@ -56,6 +63,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 			e := storeError(deleteErr)
 			e.ID = id
 			e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
+			s.checkReply(m, e) // a reply sent later, outside conn.handle's check
 			c.pushReply(e)
 		}) {
 			return nil, false
@@ -66,35 +74,11 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		w, err := protocol.FromInfo(in, s.durabilityOf(in))
-		if err != nil {
-			return internal(id, err), false
-		}
-		return &protocol.TaskInfo{ID: id, Info: w}, false
+		return s.getReply(id, in, m.OmitPayload), false
 	case *protocol.List:
-		page, next, err := s.engine.List(m.State, m.Cursor, int(m.Limit))
-		if err != nil {
-			return engineError(id, err, "cursor")
-		}
-		items := make([]protocol.Info, len(page))
-		for i, in := range page {
-			if items[i], err = protocol.FromInfo(in, s.durabilityOf(in)); err != nil {
-				return internal(id, err), false
-			}
-		}
-		return &protocol.TaskPage{ID: id, Items: items, Next: next}, false
+		return s.listReply(m)
 	case *protocol.DLQList:
-		page, next, err := s.engine.DeadLetters(m.Cursor, int(m.Limit))
-		if err != nil {
-			return engineError(id, err, "cursor")
-		}
-		items := make([]protocol.DeadLetter, len(page))
-		for i, dl := range page {
-			if items[i], err = protocol.FromDeadLetter(dl, protocol.Ephemeral); err != nil {
-				return internal(id, err), false
-			}
-		}
-		return &protocol.DLQPage{ID: id, Items: items, Next: next}, false
+		return s.dlqReply(m)
 	case *protocol.DLQRequeue:
 		in, err := s.engine.Requeue(m.Namespace, m.TaskID)
 		if err != nil {
@@ -118,7 +102,7 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		return nil, false // the server never answers ERROR frames
 	case *protocol.Hello:
 		return unexpected(id, "a second HELLO: the handshake is done"), false
-	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Acks, *protocol.Nack:
+	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Acks, *protocol.Nack, *protocol.Carry:
 		if c.role != protocol.RoleWorker {
 			return unexpected(id, fmt.Sprintf("%v is a worker message; this connection's role is %v", m.Type(), c.role)), false
 		}
@@ -126,11 +110,14 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		case *protocol.Subscribe:
 			return s.subscribe(c, m)
 		case *protocol.Credit:
-			return s.credit(c, m), false
+			s.disp.credit(c, m.Credits)
+			return &protocol.OK{ID: id}, false
 		case *protocol.Ack:
 			return s.finish(c, id, m.RunID, m.Epoch, nil)
 		case *protocol.Acks:
 			return s.finishAcks(c, m)
+		case *protocol.Carry:
+			return s.carry(c, m)
 		case *protocol.Nack:
 			msg := m.Err
 			if msg == "" {
@@ -235,8 +222,8 @@ func engineError(id uint64, err error, prefixOrField string) (protocol.Message, 
 //	ErrInvalidRetry                    INVALID_TASK, field "retry"
 //	ErrOverloaded                      OVERLOADED
 //	ErrClosed                          SHUTTING_DOWN (closes)
-//	ErrIllegalTransition               UNEXPECTED: the request is well-formed but not valid
-//	                                   in the task's state (cancel of a finished task)
+//	ErrIllegalTransition               INTERNAL: CANCEL, the one request that meets it (a
+//	                                   finished task), answers the task's state instead
 //	ErrBadCursor                       BAD_FIELD, field "cursor"
 //	anything else                      INTERNAL
 //
@@ -265,8 +252,6 @@ func mapEngineError(err error, pf string) *protocol.Error {
 		e.Code = protocol.CodeOverloaded
 	case errors.Is(err, task.ErrClosed):
 		e.Code, e.Message = protocol.CodeShuttingDown, "the engine is closed: "+err.Error()
-	case errors.Is(err, task.ErrIllegalTransition):
-		e.Code = protocol.CodeUnexpected
 	case errors.Is(err, task.ErrBadCursor):
 		e.Code, e.Field = protocol.CodeBadField, pf
 	default:
@@ -333,6 +318,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
 			"durable_commits": s.committer.commits.Load(),
+			"reply_stalls":    ss.ReplyStalls,
 		},
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
@@ -341,7 +327,8 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			"is_leader": leader,
 			// Beyond the documented names:
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
-			"pending_deletes": int64(ss.PendingDeletes),
+			"pending_deletes":    int64(ss.PendingDeletes),
+			"queued_reply_bytes": ss.QueuedReplyBytes,
 		},
 	}
 }
@@ -352,6 +339,6 @@ func (s *Server) pauseOrResume(id uint64, typ string, paused bool) protocol.Mess
 	if typ == "" {
 		return &protocol.Error{ID: id, Code: protocol.CodeBadField, Field: "type", Message: "an empty task type"}
 	}
-	s.pause(typ, paused)
+	s.disp.pause(typ, paused)
 	return &protocol.OK{ID: id}
 }

@@ -50,8 +50,12 @@ func TestSubmitGetCancelList(t *testing.T) {
 	if st.State != task.Cancelled {
 		t.Fatalf("CANCEL reply %+v", st)
 	}
-	// A finished task cannot be cancelled: UNEXPECTED (well-formed, not valid in its state).
-	wantError(t, c.call(&protocol.Cancel{ID: 10, TaskRef: protocol.TaskRef{TaskID: "job-1"}}), protocol.CodeUnexpected, "")
+	// Cancelling a finished task changes nothing and answers its final state, like the
+	// first cancel: UNEXPECTED is for protocol misuse, and this is none.
+	if r, ok := c.call(&protocol.Cancel{ID: 10, TaskRef: protocol.TaskRef{TaskID: "job-1"}}).(*protocol.TaskStatus); !ok ||
+		r.State != task.Cancelled || r.TaskID != "job-1" || r.Durability != protocol.Ephemeral {
+		t.Fatalf("second CANCEL: %+v, want TASK_STATUS CANCELLED", r)
+	}
 	page = c.call(&protocol.List{ID: 11, State: task.Cancelled}).(*protocol.TaskPage)
 	if len(page.Items) != 1 || page.Items[0].Task.ID != "job-1" {
 		t.Fatalf("LIST CANCELLED %+v", page)
@@ -292,7 +296,7 @@ func TestEngineErrorCodes(t *testing.T) {
 		{wrap(task.ErrInvalidRetry), protocol.CodeInvalidTask, "task.retry"},
 		{wrap(task.ErrOverloaded), protocol.CodeOverloaded, ""},
 		{task.ErrClosed, protocol.CodeShuttingDown, ""},
-		{wrap(task.ErrIllegalTransition), protocol.CodeUnexpected, ""},
+		{wrap(task.ErrIllegalTransition), protocol.CodeInternal, ""}, // no request can cause it but CANCEL, which answers it
 		{errors.New("surprise"), protocol.CodeInternal, ""},
 	}
 	for _, c := range cases {

@@ -21,11 +21,33 @@ const (
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMaxPendingPerConn = 1024
-	DefaultTTR               = 30 * time.Second
-	DefaultMaxWaitingRuns    = 1 << 20
+	// DefaultMaxQueuedReplyBytes is 4 MiB (or MaxFrame, if larger).
+	DefaultMaxQueuedReplyBytes = 4 << 20
+	DefaultTTR                 = 30 * time.Second
+	DefaultMaxWaitingRuns      = 1 << 20
+	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
+	DefaultMaxWaitingRunsPerType = 1 << 18
+	DefaultMaxHelloFrame         = 4 << 10
+	DefaultMaxHandshakes         = 128
+	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
+	// one, the default is a quarter of the store's session TTL.
+	DefaultHeartbeat = 5 * time.Second
+	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
+	// for its workers' carried outcomes (Options.CarryGrace).
+	DefaultCarryGrace = 500 * time.Millisecond
 
-	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit.
-	minMaxFrame = 1024
+	// minMaxHelloFrame is the smallest MaxHelloFrame accepted: the largest valid HELLO
+	// (a 128-byte name, a 1024-byte token, the keys) is about 1.2 KiB.
+	minMaxHelloFrame = 2 << 10
+
+	// minMaxFrame is the smallest MaxFrame accepted: WELCOME and every ERROR must fit,
+	// and every task's snapshot once its payload is left out and its texts cut (every
+	// other field of a task is bounded; pages.go).
+	minMaxFrame = 4096
+	// minHeartbeat keeps clients' PINGs from being a load of their own.
+	minHeartbeat = 10 * time.Millisecond
+	// maxCarryGrace: a longer hold would delay every takeover past any session TTL.
+	maxCarryGrace = 10 * time.Second
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -81,12 +103,30 @@ type Options struct {
 	// GetCertificate); set ClientAuth and ClientCAs to require client certificates.
 	// Default: plain TCP.
 	TLS *tls.Config
-	// MaxConns bounds the connections served at once; one more is answered ERROR
-	// OVERLOADED and closed. Default 1024.
+	// MaxConns bounds the connections served at once that have completed the handshake
+	// (HELLO answered WELCOME); a connection accepted while MaxConns are served, or a
+	// HELLO that would make one more, is answered ERROR OVERLOADED and closed. Sockets
+	// still in the handshake count against MaxHandshakes instead, so that sockets without
+	// the token cannot take these slots. Default 1024.
 	MaxConns int
+	// MaxHandshakes bounds the sockets accepted that have not completed the handshake
+	// (TLS and HELLO). When one more is accepted, the oldest of them is answered ERROR
+	// OVERLOADED and closed (the newest stays: a client that sends its HELLO at once gets
+	// in even while idle sockets keep arriving, unless MaxHandshakes more arrive within
+	// its round trip). Each costs one connection's buffers until HandshakeTimeout.
+	// Default 128.
+	MaxHandshakes int
+	// MaxHelloFrame is the largest frame body accepted before the handshake completes,
+	// in bytes, between 2048 and MaxFrame: a larger length prefix on a connection that has
+	// not been WELCOMEd is answered FRAME_TOO_LARGE and closed without its body being
+	// read, so a socket without the token cannot make the server buffer MaxFrame bytes.
+	// Default 4096.
+	MaxHelloFrame int
 	// MaxFrame is the largest frame body accepted (and announced in WELCOME), in bytes,
-	// between 1024 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
-	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound.
+	// between 4096 and protocol.MaxFrameLimit (64 MiB). A larger length prefix is answered
+	// FRAME_TOO_LARGE and the connection closed. Replies are held to the same bound: a
+	// SUBMIT's payload may take at most MaxFrame - 4096 bytes, so that every reply
+	// carrying it fits, and pages end early where the next item would not fit.
 	// Default 1 MiB.
 	MaxFrame int
 	// IdleTimeout closes a connection (without an ERROR) that sends nothing for this long
@@ -108,6 +148,15 @@ type Options struct {
 	// reading, so a pipelining client is slowed by TCP back-pressure, and after
 	// WriteTimeout it is disconnected. Default 1024.
 	MaxPendingPerConn int
+	// MaxQueuedReplyBytes bounds the bytes of the replies and pushes (FIREs) queued on
+	// one connection and not yet written, counted as an upper bound of their encoded
+	// frames: a reply that would take the queue past it waits, and the connection's
+	// reader reads no further request meanwhile (back-pressure, not an error: it resumes
+	// as the writer drains; the peer that never reads is closed after WriteTimeout like
+	// one whose queue is full). A FIRE that does not fit goes to another worker or waits.
+	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
+	// or MaxFrame, whichever is larger.
+	MaxQueuedReplyBytes int
 	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
@@ -138,10 +187,34 @@ type Options struct {
 	// many waiting fails at once, retryably ("no worker available"), and its task's retry
 	// policy decides. Each waiting run costs about 200 bytes. Default 1,048,576.
 	MaxWaitingRuns int
+	// MaxWaitingRunsPerType bounds the due runs of one task type held waiting for a
+	// worker, so that a type nobody serves (or a paused one) cannot take every waiting
+	// place and make the other types' runs fail: a run of a type that has this many
+	// waiting fails at once, retryably ("no worker available"), like one beyond
+	// MaxWaitingRuns. At most MaxWaitingRuns. Default min(262,144, MaxWaitingRuns): with
+	// the default total, four unserved types fill it.
+	MaxWaitingRunsPerType int
 	// OnLeadership, if set, is called after every change of this node's leadership
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
 	OnLeadership func(leading bool, epoch uint64)
+	// Heartbeat is the interval WELCOME states (heartbeat_ns, PROTOCOL.md): a client
+	// PINGs when nothing has arrived for this long and declares the connection dead when
+	// nothing has arrived for protocol.HeartbeatMisses (3) of them, then dials another
+	// node. Default: a quarter of the Store's session TTL (500 ms for 2 s), so that
+	// clients leave a frozen leader before the next one is elected; DefaultHeartbeat (5 s)
+	// without a Store. At least 10 ms.
+	Heartbeat time.Duration
+	// CarryGrace bounds how long a newly elected leader holds back the runs it loaded
+	// (they wait, unfired) for the workers registered at the previous leader to
+	// reconnect and hand in the outcomes of runs whose ACK that leader never confirmed
+	// (CARRY, PROTOCOL.md): a run whose outcome arrives is ended with it, not run again.
+	// The hold ends sooner when every such worker has sent its CARRY. It delays the
+	// first FIRE after a takeover by at most this much; keep it well under a second, so
+	// that dispatching resumes within the session TTL + 1 s. Only used with a Store.
+	// Default 500 ms; at most 10 s; negative: no hold (outcomes are then accepted only
+	// for runs that have not come due yet at the new leader).
+	CarryGrace time.Duration
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -163,6 +236,12 @@ func (o *Options) setDefaults() {
 	if o.MaxFrame == 0 {
 		o.MaxFrame = DefaultMaxFrame
 	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if o.MaxHelloFrame == 0 {
+		o.MaxHelloFrame = min(DefaultMaxHelloFrame, o.MaxFrame)
+	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -175,11 +254,26 @@ func (o *Options) setDefaults() {
 	if o.MaxPendingPerConn == 0 {
 		o.MaxPendingPerConn = DefaultMaxPendingPerConn
 	}
+	if o.MaxQueuedReplyBytes == 0 {
+		o.MaxQueuedReplyBytes = max(DefaultMaxQueuedReplyBytes, o.MaxFrame)
+	}
 	if o.DefaultTTR == 0 {
 		o.DefaultTTR = DefaultTTR
 	}
 	if o.MaxWaitingRuns == 0 {
 		o.MaxWaitingRuns = DefaultMaxWaitingRuns
+	}
+	if o.MaxWaitingRunsPerType == 0 {
+		o.MaxWaitingRunsPerType = min(DefaultMaxWaitingRunsPerType, o.MaxWaitingRuns)
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+		if o.Store != nil {
+			o.Heartbeat = o.Store.SessionTTL() / 4
+		}
+	}
+	if o.CarryGrace == 0 {
+		o.CarryGrace = DefaultCarryGrace
 	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
@@ -203,6 +297,10 @@ func (o *Options) validate() error {
 		return bad("MaxConns %d is not positive", o.MaxConns)
 	case o.MaxFrame < minMaxFrame || o.MaxFrame > protocol.MaxFrameLimit:
 		return bad("MaxFrame %d outside [%d, %d]", o.MaxFrame, minMaxFrame, protocol.MaxFrameLimit)
+	case o.MaxHandshakes < 1:
+		return bad("MaxHandshakes %d is not positive", o.MaxHandshakes)
+	case o.MaxHelloFrame < minMaxHelloFrame || o.MaxHelloFrame > o.MaxFrame:
+		return bad("MaxHelloFrame %d outside [%d, MaxFrame %d]", o.MaxHelloFrame, minMaxHelloFrame, o.MaxFrame)
 	case o.IdleTimeout < 0:
 		return bad("IdleTimeout %v is negative", o.IdleTimeout)
 	case o.HandshakeTimeout < 0:
@@ -215,10 +313,18 @@ func (o *Options) validate() error {
 		return bad("TLS has no certificate")
 	case int(o.Dispatch) >= len(dispatchNames):
 		return bad("Dispatch %d is not a known strategy", o.Dispatch)
+	case o.Heartbeat < minHeartbeat:
+		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
+	case o.CarryGrace > maxCarryGrace:
+		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
+	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:
+		return bad("MaxWaitingRunsPerType %d outside [1, MaxWaitingRuns %d]", o.MaxWaitingRunsPerType, o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:
 		return bad("MaxPendingPerConn %d is not positive", o.MaxPendingPerConn)
+	case o.MaxQueuedReplyBytes < o.MaxFrame:
+		return bad("MaxQueuedReplyBytes %d is below MaxFrame %d: a reply of MaxFrame bytes must fit", o.MaxQueuedReplyBytes, o.MaxFrame)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:

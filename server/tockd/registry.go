@@ -24,8 +24,17 @@ type workerEntry struct {
 	Since    string   `json:"since"`
 }
 
+// registryReadInterval is how often a node that does not lead reads the registry, to
+// know how many workers a takeover should wait for (carry.go); with the leader writing a
+// new worker's entry as it subscribes, a worker is waited for once it has been
+// subscribed for about this long.
+const registryReadInterval = leaderPollInterval
+
 // reportWorkers keeps the registry current until ctx ends, then removes this node's
-// entries.
+// entries: every workerReportInterval, and at once when a worker subscribes
+// (registryKick). While this node does not lead, it reads the registry instead, every
+// registryReadInterval, and remembers how many workers the leader has registered
+// (noteRegistry): a takeover waits for that many CARRYs (carry.go).
 func (s *Server) reportWorkers(ctx context.Context) {
 	node := s.opts.NodeName
 	if strings.Contains(node, "/") {
@@ -33,29 +42,17 @@ func (s *Server) reportWorkers(ctx context.Context) {
 		return
 	}
 	reported := map[string]string{} // entry name -> value written
-	t := time.NewTicker(workerReportInterval)
+	t := time.NewTicker(registryReadInterval)
 	defer t.Stop()
+	var written time.Time
+	write := true
 	for {
-		now := s.workerEntries()
-		for name, v := range now {
-			if reported[name] != v {
-				if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.PutWorker(c, node, name, []byte(v)) }); err != nil {
-					s.log.Debug("tockd: worker registry write failed", "err", err)
-					continue
-				}
-				if _, known := reported[name]; !known {
-					s.log.Info("tockd: worker registered", "entry", name)
-				}
-				reported[name] = v
-			}
+		if leading, _ := s.leadership(); !leading {
+			s.noteRegistry(ctx, node)
 		}
-		for name := range reported {
-			if _, still := now[name]; !still {
-				if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.DeleteWorker(c, node, name) }); err == nil {
-					s.log.Info("tockd: worker unregistered", "entry", name)
-					delete(reported, name)
-				}
-			}
+		if write || time.Since(written) >= workerReportInterval {
+			written = time.Now()
+			s.writeRegistry(ctx, node, reported)
 		}
 		select {
 		case <-ctx.Done():
@@ -65,6 +62,35 @@ func (s *Server) reportWorkers(ctx context.Context) {
 			}
 			return
 		case <-t.C:
+			write = false
+		case <-s.registryKick:
+			write = true
+		}
+	}
+}
+
+// writeRegistry brings this node's entries in the registry up to what workerEntries
+// says; reported is what was written before (entry name -> value), updated.
+func (s *Server) writeRegistry(ctx context.Context, node string, reported map[string]string) {
+	now := s.workerEntries()
+	for name, v := range now {
+		if reported[name] != v {
+			if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.PutWorker(c, node, name, []byte(v)) }); err != nil {
+				s.log.Debug("tockd: worker registry write failed", "err", err)
+				continue
+			}
+			if _, known := reported[name]; !known {
+				s.log.Info("tockd: worker registered", "entry", name)
+			}
+			reported[name] = v
+		}
+	}
+	for name := range reported {
+		if _, still := now[name]; !still {
+			if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.DeleteWorker(c, node, name) }); err == nil {
+				s.log.Info("tockd: worker unregistered", "entry", name)
+				delete(reported, name)
+			}
 		}
 	}
 }
@@ -79,23 +105,40 @@ func (s *Server) registryOp(ctx context.Context, op func(context.Context) error)
 // workerEntries is the registry as it should be: every subscribed worker connection
 // while this node leads, none otherwise.
 func (s *Server) workerEntries() map[string]string {
-	d := &s.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	entries := map[string]string{}
-	if !d.leading {
-		return entries
+	s.disp.subscribed(func(c *conn, w *workerState) {
+		v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: w.types,
+			Credits: w.credits, InFlight: len(w.inflight), Since: w.since.UTC().Format(time.RFC3339)})
+		entries[fmt.Sprint(w.seq)] = string(v)
+	})
+	return entries
+}
+
+// noteRegistry reads the registry and remembers the number of entries of other nodes
+// (the leader's workers) when there are any. A count of none is not remembered: the
+// read may come just after the leader's lease expired (its entries go with it) and
+// before this node has taken over; a stale higher count costs at most one CarryGrace.
+func (s *Server) noteRegistry(ctx context.Context, node string) {
+	c, cancel := context.WithTimeout(ctx, registryReadInterval)
+	defer cancel()
+	ws, err := s.opts.Store.Workers(c)
+	if err != nil {
+		s.log.Debug("tockd: worker registry read failed", "err", err)
+		return
 	}
-	for _, conns := range d.byType {
-		for c := range conns {
-			name := fmt.Sprint(c.w.seq)
-			if _, done := entries[name]; done {
-				continue
-			}
-			v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: c.w.types,
-				Credits: c.w.credits, InFlight: len(c.w.inflight), Since: c.w.since.UTC().Format(time.RFC3339)})
-			entries[name] = string(v)
+	n := 0
+	for _, w := range ws {
+		if w.Node != node {
+			n++
 		}
 	}
-	return entries
+	if n > 0 {
+		s.registered.Store(int64(n))
+	}
+}
+
+// registeredBefore is how many workers the previous leader had registered, as last read
+// (at most registryReadInterval old), and forgets it: a takeover calls it once.
+func (s *Server) registeredBefore() int {
+	return int(s.registered.Swap(0))
 }

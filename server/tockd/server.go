@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,20 +28,33 @@ type Server struct {
 	engine    *task.Engine
 	ownEngine bool // the engine was made by New: Shutdown closes it
 
-	draining atomic.Bool  // set once by Shutdown, before it touches any connection
-	workers  atomic.Int64 // connections whose HELLO said role "worker"
+	draining atomic.Bool   // set once by Shutdown, before it touches any connection
+	admitted atomic.Uint64 // connections admitted since New (served or crowded out later)
+	// unlistedReplies counts replies the replies table does not list for their request
+	// (replies.go): a bug, logged at Error.
+	unlistedReplies atomic.Uint64
+	workers         atomic.Int64 // connections whose HELLO said role "worker"
 
-	disp        dispatcher    // routes due tasks to worker connections (workers.go)
-	redelivered atomic.Uint64 // runs failed because their worker disconnected
-	fired       atomic.Uint64 // FIREs queued to workers
+	disp        router[*conn] // routes due runs to worker connections (router.go)
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
+	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
+	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
+	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
+	// subscribed.
+	registryKick chan struct{}
 
 	leaderChanges atomic.Uint64               // times this node gained or lost leadership
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
+	etcdFailed    atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
+	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
+	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
+	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
+	standbyHook func(ctx context.Context, c store.Change)
 
 	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 	committer    committer   // groups durable record writes of concurrent requests (commit.go)
@@ -51,7 +65,12 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
 	conns     map[*conn]struct{}        // guarded by mu; served connections
-	addr      net.Addr                  // guarded by mu; the first listener's address
+	// handshaking is the served connections that have not completed the handshake,
+	// oldest first, at most MaxHandshakes (guarded by mu); established counts the
+	// others that did, at most MaxConns (guarded by mu).
+	handshaking []*conn
+	established int
+	addr        net.Addr // guarded by mu; the first listener's address
 	// wg counts connection goroutines (two per connection) and rejecters. Add is called
 	// only under mu while draining is false, so no Add races Shutdown's Wait.
 	wg sync.WaitGroup
@@ -65,12 +84,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
-		disp: dispatcher{byType: map[string]map[*conn]struct{}{},
-			waiting: map[string]*runQueue{}, paused: map[string]bool{}, lastRR: map[string]uint64{}}}
-	// Without a store this node is alone and always leads, at epoch 0; with one it leads
-	// once elected (leaderLoop).
-	s.disp.leading = opts.Store == nil
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1)}
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
@@ -96,6 +110,9 @@ func New(opts Options) (*Server, error) {
 		}
 		s.engine, s.ownEngine = e, true
 	}
+	// Without a store this node is alone and always leads, at epoch 0; with one it leads
+	// once elected (leaderLoop).
+	s.disp.init(s.engine, &s.opts, opts.Store == nil)
 	s.engine.RegisterFallback(s.handler)
 	if s.dur != nil {
 		go s.dur.run()
@@ -188,8 +205,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// admit starts serving nc, or refuses it when the server holds MaxConns connections or
-// is draining.
+// admit starts serving nc, or refuses it when the server holds MaxConns established
+// connections or is draining. With MaxHandshakes sockets already in the handshake, the
+// oldest of them is crowded out: its reader answers OVERLOADED and closes.
 func (s *Server) admit(nc net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,7 +215,13 @@ func (s *Server) admit(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.opts.MaxConns {
+	if len(s.handshaking) >= s.opts.MaxHandshakes {
+		old := s.handshaking[0]
+		s.handshaking = slices.Delete(s.handshaking, 0, 1)
+		old.crowded.Store(true)
+		_ = old.nc.SetReadDeadline(time.Now()) // as Shutdown does: the reader sees crowded
+	}
+	if s.established >= s.opts.MaxConns {
 		// The refusal is written by a goroutine of its own, so that a slow peer never
 		// stalls the accept loop; it lives at most 1 s + lingerTimeout.
 		s.wg.Add(1)
@@ -206,6 +230,8 @@ func (s *Server) admit(nc net.Conn) {
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
+	s.handshaking = append(s.handshaking, c)
+	s.admitted.Add(1)
 	s.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -232,7 +258,57 @@ func (s *Server) reject(nc net.Conn) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if i := slices.Index(s.handshaking, c); i >= 0 {
+		s.handshaking = slices.Delete(s.handshaking, i, i+1)
+	}
+	if c.established {
+		s.established--
+	}
 	s.mu.Unlock()
+}
+
+// establish moves c, whose HELLO was accepted, from the handshaking connections to the
+// established ones. It returns the OVERLOADED error that refuses c instead: crowded out
+// of the handshake meanwhile, or MaxConns established already.
+func (s *Server) establish(c *conn) *protocol.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.handshaking, c)
+	if i < 0 {
+		return c.crowdedOut()
+	}
+	s.handshaking = slices.Delete(s.handshaking, i, i+1)
+	if s.established >= s.opts.MaxConns {
+		return &protocol.Error{Code: protocol.CodeOverloaded,
+			Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
+	}
+	s.established++
+	c.established = true
+	return nil
+}
+
+// currentEpoch is the leader epoch WELCOME announces: this node's while it leads (0
+// without a Store), else the leader's as last read from etcd, else 0 (none known).
+func (s *Server) currentEpoch() uint64 {
+	if leading, epoch := s.leadership(); leading {
+		return epoch
+	}
+	if l := s.leaderSeen.Load(); l != nil && l.epoch > 0 {
+		return uint64(l.epoch)
+	}
+	return 0
+}
+
+// queuedReplyBytes is the replyCost of the replies queued on every connection and not
+// yet written. Cost: O(connections).
+func (s *Server) queuedReplyBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for c := range s.conns {
+		n += c.queued.Load()
+	}
+	return n
 }
 
 // numConns returns how many connections are being served.

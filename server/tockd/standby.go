@@ -12,12 +12,16 @@ import (
 // Hot standby: while a node does not lead, it mirrors the durable task set: one paged
 // read of the records (and, at the same revision, the run locks), then a watch from the
 // next revision that applies every write under the store's prefix. Elected, the node
-// waits until the mirror has seen its own election key's write (so every write before
-// its election) and loads the tasks from memory, with no read of its own; if the mirror
-// lags (or was lost), it reads etcd as before.
+// reads etcd's revision (one read: every write of the last leader is at or below it,
+// since its fenced writes end with its election key's deletion, which Campaign waited
+// for), waits until the mirror has applied every write up to it, and loads the tasks
+// from memory; if the mirror lags (or was lost), it reads etcd as before. The mirror
+// follows the store's prefix only: on an etcd shared with other users, whose writes
+// raise the revision too, it may not reach it, and the node reads etcd after
+// standbyCatchUp.
 
-// standbyCatchUp bounds how long a new leader waits for its mirror to reach its
-// election's revision before it reads etcd instead.
+// standbyCatchUp bounds how long a new leader waits for its mirror to reach etcd's
+// revision at its election before it reads etcd instead.
 const standbyCatchUp = time.Second
 
 // standbyRetry is the pause before a lost mirror is read again.
@@ -29,8 +33,8 @@ type standby struct {
 	changed *sync.Cond // rev advanced or the mirror stopped
 	records map[taskKey]store.Record
 	locks   map[store.Key]bool
-	next    map[store.Key]int64 // recurring tasks' progress (progress.go)
-	rev     int64               // every write up to rev is applied; 0 while (re)reading
+	next    map[store.Key]store.NextDue // recurring tasks' progress (progress.go)
+	rev     int64                       // every write up to rev is applied; 0 while (re)reading
 	stopped bool
 }
 
@@ -40,8 +44,10 @@ func newStandby() *standby {
 	return sb
 }
 
-// run mirrors st until ctx ends; a lost watch is read again after standbyRetry.
-func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn(string, ...any) }) {
+// run mirrors st until ctx ends; a lost watch is read again after standbyRetry. hook,
+// if not nil, runs before each change is applied (Server.standbyHook).
+func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn(string, ...any) },
+	hook func(context.Context, store.Change)) {
 	defer func() {
 		sb.mu.Lock()
 		sb.stopped = true
@@ -55,7 +61,7 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 			return nil
 		})
 		var locks map[store.Key]bool
-		var next map[store.Key]int64
+		var next map[store.Key]store.NextDue
 		if err == nil {
 			locks, err = st.LocksAt(ctx, rev)
 		}
@@ -67,7 +73,11 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 			sb.records, sb.locks, sb.next, sb.rev = records, locks, next, rev
 			sb.changed.Broadcast()
 			sb.mu.Unlock()
-			err = st.Follow(ctx, rev+1, sb.apply)
+			apply := sb.apply
+			if hook != nil {
+				apply = func(c store.Change) { hook(ctx, c); sb.apply(c) }
+			}
+			err = st.Follow(ctx, rev+1, apply)
 		}
 		sb.mu.Lock()
 		sb.rev = 0
@@ -102,7 +112,7 @@ func (sb *standby) apply(c store.Change) {
 	case store.LockDelete:
 		delete(sb.locks, c.Key)
 	case store.NextPut:
-		sb.next[c.Key] = c.Due
+		sb.next[c.Key] = c.Next
 	case store.NextDelete:
 		delete(sb.next, c.Key)
 	}
@@ -110,9 +120,24 @@ func (sb *standby) apply(c store.Change) {
 	sb.changed.Broadcast()
 }
 
+// current is snapshotAt etcd's revision now (read once, bounded by storeOpTimeout),
+// waiting up to standbyCatchUp; false if the read failed or the mirror did not get
+// there. A new leader calls it once Campaign has returned: its election key's revision
+// is when it began campaigning, and the last leader's writes, up to its key's deletion,
+// came after that.
+func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
+	rctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+	rev, err := st.Revision(rctx)
+	cancel()
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	return sb.snapshotAt(rev, standbyCatchUp)
+}
+
 // snapshotAt waits (up to wait) until the mirror has applied every write up to rev and
 // returns its records, locks and progress; false if it did not get there.
-func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]int64, bool) {
+func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
 	deadline := time.Now().Add(wait)
 	timer := time.AfterFunc(wait, func() {
 		sb.mu.Lock()
@@ -136,7 +161,7 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 	for k := range sb.locks {
 		locks[k] = true
 	}
-	next := make(map[store.Key]int64, len(sb.next))
+	next := make(map[store.Key]store.NextDue, len(sb.next))
 	for k, due := range sb.next {
 		next[k] = due
 	}

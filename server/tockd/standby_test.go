@@ -2,11 +2,14 @@ package tockd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The standby mirror holds what etcd holds: records and run locks present when it
@@ -29,11 +32,11 @@ func TestStandbyMirrors(t *testing.T) {
 	sb := newStandby()
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); sb.run(sctx, st, slog.New(slog.DiscardHandler)) }()
+	go func() { defer close(done); sb.run(sctx, st, slog.New(slog.DiscardHandler), nil) }()
 	defer func() { stop(); <-done }()
 
 	put("late", 2)
-	if err := st.Delete(ctx, "default", "gone"); err != nil {
+	if err := st.DeleteBatch(ctx, []store.Versioned{{Key: store.Key{Namespace: "default", ID: "gone"}, Version: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// The revision of the last write: a campaign's key, as a new leader would wait for.
@@ -58,5 +61,73 @@ func TestStandbyMirrors(t *testing.T) {
 	// A revision it cannot reach in time: false, so the leader reads etcd instead.
 	if _, _, _, ok := sb.snapshotAt(l.Epoch()+1000, 50*time.Millisecond); ok {
 		t.Fatal("snapshot claimed a revision the mirror has not seen")
+	}
+}
+
+// electionKeys counts the candidates' keys in st's election.
+func electionKeys(t *testing.T, st *store.Store) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	resp, err := st.Client().Get(ctx, store.DefaultPrefix+"leader/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// A follower whose mirror lags behind (its watch stalls on the first record written
+// after it began campaigning) is elected after the leader wrote 100 durable records:
+// it must load all 100, not the mirror's copy from when it started campaigning.
+func TestNewLeaderLoadsWritesAfterItsCampaignBegan(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	defer st1.Close()
+	st2 := openPeerStore(t, st1, "n2")
+	defer st2.Close()
+	leader := startDurable(t, st1, nil)
+	follower, err := New(Options{Store: st2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stall: no record written from now on reaches the mirror before the mirror
+	// stops (the node stops it once elected, whether or not it caught up).
+	follower.standbyHook = func(ctx context.Context, c store.Change) {
+		if c.Kind == store.RecordPut {
+			<-ctx.Done()
+		}
+	}
+	fd := serveDurable(t, follower)
+	defer fd.stop(t)
+	for deadline := time.Now().Add(replyWait); electionKeys(t, st1) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never campaigned")
+		}
+	}
+
+	const n = 100
+	tasks := make([]protocol.Task, n)
+	for i := range tasks {
+		tasks[i] = durableTask(fmt.Sprintf("b%d", i), time.Hour)
+	}
+	c := connect(t, leader.addr)
+	res, ok := c.call(&protocol.SubmitBatch{ID: 2, Tasks: tasks}).(*protocol.BatchResult)
+	if !ok {
+		t.Fatal("SUBMIT_BATCH not answered with BATCH_RESULT")
+	}
+	for _, r := range res.Results {
+		if r.Code != 0 || r.Durability != protocol.Durable {
+			t.Fatalf("batch item %+v", r)
+		}
+	}
+	leader.stop(t) // resigns
+	waitLeading(t, follower, "the follower was not elected")
+	held := 0
+	for i := range n {
+		if _, err := follower.Engine().Get("default", fmt.Sprintf("b%d", i)); err == nil {
+			held++
+		}
+	}
+	if held != n {
+		t.Fatalf("the new leader holds %d of the %d durable tasks the old one accepted", held, n)
 	}
 }

@@ -15,11 +15,17 @@ type Stats struct {
 	// the ACKs waiting for their answer. It grows when etcd cannot keep up, and each of
 	// them runs again if this node dies now.
 	PendingDeletes int
+	// QueuedReplyBytes is the replies (and FIREs) queued on all connections and not yet
+	// written, counted as the upper bound of their frames' size that
+	// MaxQueuedReplyBytes bounds per connection.
+	QueuedReplyBytes int64
 
 	Fired       uint64 // FIREs queued to workers
 	Acked       uint64 // ACKs accepted
 	Nacked      uint64 // NACKs accepted
 	Redelivered uint64 // runs failed because their worker disconnected
+	ReplyStalls uint64 // times a connection's reader stopped reading: over MaxQueuedReplyBytes
+	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
 
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
@@ -30,17 +36,20 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	leading, epoch := s.leadership()
 	return Stats{
-		Engine:         s.engine.Stats(),
-		Connections:    s.numConns(),
-		Workers:        s.workers.Load(),
-		Waiting:        s.disp.waitingLen(),
-		PendingDeletes: s.dur.pending(),
-		Fired:          s.fired.Load(),
-		Acked:          s.acked.Load(),
-		Nacked:         s.nacked.Load(),
-		Redelivered:    s.redelivered.Load(),
-		IsLeader:       leading,
-		Epoch:          epoch,
-		LeaderChanges:  s.leaderChanges.Load(),
+		Engine:           s.engine.Stats(),
+		Connections:      s.numConns(),
+		Workers:          s.workers.Load(),
+		Waiting:          s.disp.waitingLen(),
+		PendingDeletes:   s.dur.pending(),
+		QueuedReplyBytes: s.queuedReplyBytes(),
+		Fired:            s.disp.fired.Load(),
+		Acked:            s.acked.Load(),
+		Nacked:           s.nacked.Load(),
+		Redelivered:      s.disp.redelivered.Load(),
+		ReplyStalls:      s.replyStalls.Load(),
+		Carried:          s.carried.Load(),
+		IsLeader:         leading,
+		Epoch:            epoch,
+		LeaderChanges:    s.leaderChanges.Load(),
 	}
 }

@@ -104,6 +104,56 @@ func TestMaxWaitingRuns(t *testing.T) {
 	}
 }
 
+// A type nobody serves cannot starve the others: it holds at most
+// MaxWaitingRunsPerType waiting runs (the rest fail at once, retryably), so another
+// type's runs still wait within MaxWaitingRuns, and run when its worker comes.
+func TestWaitingRunsBoundedPerType(t *testing.T) {
+	ts := startServer(t, Options{MaxWaitingRuns: 4, MaxWaitingRunsPerType: 2})
+	c := connect(t, ts.addr)
+	for i := range 5 { // a flood of a type with no worker at all
+		w := workTask(fmt.Sprint("idle", i), 1)
+		w.Type = "idle"
+		submit(t, c, uint64(10+i), w)
+	}
+	// The five come due together, so which two wait is the engine's choice; three fail.
+	waitWaiting(t, ts.srv, 2)
+	deadline := time.Now().Add(replyWait)
+	for dead := 0; dead < 3; {
+		dead = 0
+		for i := range 5 {
+			info := c.call(&protocol.Get{ID: 20, TaskRef: protocol.TaskRef{TaskID: fmt.Sprint("idle", i)}}).(*protocol.TaskInfo).Info
+			if info.State != task.Dead {
+				continue
+			}
+			if !strings.Contains(info.LastError, "MaxWaitingRunsPerType") {
+				t.Fatalf("idle%d DEAD with %q, want the MaxWaitingRunsPerType reason", i, info.LastError)
+			}
+			dead++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the unserved type's runs DEAD within %v, want 3 (2 waiting)", dead, replyWait)
+		}
+	}
+	waitWaiting(t, ts.srv, 2)
+	for i := range 2 {
+		submit(t, c, uint64(30+i), workTask(fmt.Sprint("served", i), 1))
+	}
+	waitWaiting(t, ts.srv, 4)
+	for i := range 2 {
+		if s := c.call(&protocol.Get{ID: 40, TaskRef: protocol.TaskRef{TaskID: fmt.Sprint("served", i)}}).(*protocol.TaskInfo).Info; s.State != task.Running {
+			t.Fatalf("served%d is %v (%s), want RUNNING: waiting for its worker", i, s.State, s.LastError)
+		}
+	}
+	w := connectWorker(t, ts.addr, 2, "w")
+	for range 2 {
+		wantOK(t, w.ack(w.fire().RunID))
+	}
+	for i := range 2 {
+		c.waitState(50, fmt.Sprint("served", i), task.Succeeded)
+	}
+	waitWaiting(t, ts.srv, 2) // the idle type's two are still there
+}
+
 // While this node does not lead, nothing is fired and ACKs are refused STALE_EPOCH; on
 // leading again, waiting runs go out with the new epoch, and an ACK must carry it.
 func TestLeadershipFencesDispatch(t *testing.T) {

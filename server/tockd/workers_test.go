@@ -45,6 +45,8 @@ func (w *wkr) req(m protocol.Message) protocol.Message {
 		m.ID = w.id
 	case *protocol.Ping:
 		m.ID = w.id
+	case *protocol.Carry:
+		m.ID = w.id
 	default:
 		w.t.Fatalf("req: %v", m.Type())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
 )
 
@@ -20,7 +21,7 @@ func commands() []*command {
 	return []*command{
 		submitCommand(),
 		{name: "cancel", args: "ID", summary: "cancel a task", check: oneID, do: doCancel},
-		{name: "get", args: "ID", summary: "show a task: state, schedule, attempts, history", check: oneID, do: doGet},
+		getCommand(),
 		listCommand(),
 		{name: "dlq", summary: "work the dead-letter queue", sub: []*command{
 			dlqListCommand(),
@@ -233,13 +234,8 @@ func (f *submitFlags) check(args []string) error {
 		s = task.Cron(f.cron, loc)
 	}
 	var misfire task.MisfirePolicy
-	switch f.misfire {
-	case "once", "fire-once":
-		misfire = task.MisfireFireOnce
-	case "skip":
-		misfire = task.MisfireSkip
-	default:
-		return usagef("-misfire %q: want once or skip", f.misfire)
+	if err := misfire.UnmarshalText([]byte(f.misfire)); err != nil {
+		return usagef("-misfire: %v", err)
 	}
 	payload := []byte(f.payload)
 	if f.file != "" {
@@ -316,15 +312,39 @@ func doRequeue(ctx context.Context, e *env, args []string) error {
 	return printStatus(e, "requeued", st)
 }
 
-func doGet(ctx context.Context, e *env, args []string) error {
-	in, err := e.c.Get(ctx, e.g.namespace, args[0])
-	if err != nil {
-		return err
+func getCommand() *command {
+	var omit omitFlag
+	return &command{
+		name:    "get",
+		args:    "ID",
+		summary: "show a task: state, schedule, attempts, history",
+		flags:   omit.define,
+		check:   oneID,
+		do: func(ctx context.Context, e *env, args []string) error {
+			in, err := e.c.Get(ctx, e.g.namespace, args[0], omit.opts()...)
+			if err != nil {
+				return err
+			}
+			if e.g.json {
+				return writeJSON(e.stdout, infoJSON(in))
+			}
+			printInfo(e.stdout, in)
+			return nil
+		},
 	}
-	if e.g.json {
-		return writeJSON(e.stdout, infoJSON(in))
+}
+
+// omitFlag is -omit-payload, of get, list and dlq list.
+type omitFlag bool
+
+func (o *omitFlag) define(fs *flag.FlagSet) {
+	fs.BoolVar((*bool)(o), "omit-payload", false, "leave payloads out (their lengths are shown instead)")
+}
+
+func (o *omitFlag) opts() []client.ReadOption {
+	if *o {
+		return []client.ReadOption{client.OmitPayload()}
 	}
-	printInfo(e.stdout, in)
 	return nil
 }
 
@@ -338,9 +358,11 @@ type pageFlags struct {
 	limit  int
 	all    bool
 	cursor string
+	omit   omitFlag
 }
 
 func (p *pageFlags) define(fs *flag.FlagSet, what string) {
+	p.omit.define(fs)
 	fs.IntVar(&p.limit, "limit", 0, "at most this many "+what+" per page (default: the server's page size)")
 	fs.BoolVar(&p.all, "all", false, "every page, not only the first")
 	fs.Func("cursor", "start at this cursor (printed after a page that has more)", func(s string) error {
@@ -401,7 +423,7 @@ func listCommand() *command {
 		do: func(ctx context.Context, e *env, _ []string) error {
 			out := newTaskTable(e)
 			next, err := pages(ctx, p, func(cursor string) (string, error) {
-				items, next, err := e.c.List(ctx, s, cursor, p.limit)
+				items, next, err := e.c.List(ctx, s, cursor, p.limit, p.omit.opts()...)
 				if err != nil {
 					return "", err
 				}
@@ -440,7 +462,7 @@ func dlqListCommand() *command {
 		do: func(ctx context.Context, e *env, _ []string) error {
 			out := newDLQTable(e)
 			next, err := pages(ctx, p, func(cursor string) (string, error) {
-				items, next, err := e.c.DeadLetters(ctx, cursor, p.limit)
+				items, next, err := e.c.DeadLetters(ctx, cursor, p.limit, p.omit.opts()...)
 				if err != nil {
 					return "", err
 				}

@@ -188,6 +188,13 @@ type infoOut struct {
 	NextRun   *time.Time   `json:"next_run,omitempty"`
 	LastError string       `json:"last_error,omitempty"`
 	History   []attemptOut `json:"history,omitempty"`
+	cutOut
+}
+
+// cutOut is what the server left out of an item (protocol.Cut).
+type cutOut struct {
+	PayloadLen uint64 `json:"payload_len,omitempty"` // the payload was left out; its length
+	Truncated  bool   `json:"truncated,omitempty"`   // error texts and attempts were cut to fit a frame
 }
 
 type deadLetterOut struct {
@@ -195,6 +202,7 @@ type deadLetterOut struct {
 	DiedAt   *time.Time   `json:"died_at,omitempty"`
 	Reason   string       `json:"reason,omitempty"`
 	Attempts []attemptOut `json:"attempts,omitempty"`
+	cutOut
 }
 
 func durOrEmpty(ns int64) string {
@@ -235,16 +243,21 @@ func attemptsJSON(as []protocol.AttemptRecord) []attemptOut {
 
 func infoJSON(in protocol.Info) infoOut {
 	return infoOut{taskOut: taskJSON(in.Task), State: in.State.String(), Attempts: in.Attempts, Runs: in.Runs,
-		NextRun: timePtr(in.NextRun), LastError: in.LastError, History: attemptsJSON(in.History)}
+		NextRun: timePtr(in.NextRun), LastError: in.LastError, History: attemptsJSON(in.History),
+		cutOut: cutOut(in.Cut)}
 }
 
 func deadLetterJSON(dl protocol.DeadLetter) deadLetterOut {
-	return deadLetterOut{Task: taskJSON(dl.Task), DiedAt: timePtr(dl.DiedAt), Reason: dl.Reason, Attempts: attemptsJSON(dl.Attempts)}
+	return deadLetterOut{Task: taskJSON(dl.Task), DiedAt: timePtr(dl.DiedAt), Reason: dl.Reason, Attempts: attemptsJSON(dl.Attempts),
+		cutOut: cutOut(dl.Cut)}
 }
 
-// payload shows a payload for people: quoted text when it is UTF-8, else its size.
-func payload(b []byte) string {
+// payload shows a payload for people: quoted text when it is UTF-8, else its size; one
+// the server left out (cut.PayloadLen), its size.
+func payload(b []byte, cut protocol.Cut) string {
 	switch {
+	case cut.PayloadLen != 0:
+		return fmt.Sprintf("(%d bytes, left out)", cut.PayloadLen)
 	case len(b) == 0:
 		return "-"
 	case !utf8.Valid(b):
@@ -292,9 +305,12 @@ func printInfo(w io.Writer, in protocol.Info) {
 		row("misfire", t.Misfire.String())
 	}
 	row("version", strconv.FormatUint(t.Version, 10))
-	row("payload", payload(t.Payload))
+	row("payload", payload(t.Payload, in.Cut))
 	if in.LastError != "" {
 		row("last error", cell(in.LastError))
+	}
+	if in.Truncated {
+		row("truncated", "error texts and history cut by the server to fit its frame size")
 	}
 	tw.Flush()
 	if len(in.History) > 0 {
@@ -422,8 +438,12 @@ func newDLQTable(e *env) *dlqTable {
 
 func (t *dlqTable) page(items []protocol.DeadLetter) error {
 	for _, dl := range items {
+		reason := cell(dl.Reason)
+		if dl.Truncated {
+			reason += " (cut)"
+		}
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", nsOf(dl.Task), dl.Task.ID, dl.Task.Type, humanTime(dl.DiedAt),
-			len(dl.Attempts), cell(dl.Reason))
+			len(dl.Attempts), reason)
 		if err := t.item(row, deadLetterJSON(dl)); err != nil {
 			return err
 		}

@@ -426,6 +426,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"submit", "-id", "x", "-type", "t", "-cron", "@daily", "-tz", "Mars/Olympus"}, []string{"-tz"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-tz", "UTC"}, []string{"-tz goes with -cron"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-fixed-delay"}, []string{"-fixed-delay goes with -every"}},
+		{[]string{"submit", "-id", "x", "-type", "t", "-every", "1m", "-misfire", "fire-once"}, []string{"-misfire:", `"fire-once" is not a MisfirePolicy (want once, skip)`}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-backoff", "1s"}, []string{"-backoff and -max-backoff need -attempts"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-attempts", "5000"}, []string{"-attempts:"}},
 		{[]string{"submit", "-id", "x", "-type", "t", "-after", "1s", "-payload", "a", "-payload-file", "f"}, []string{"exclusive"}},
@@ -530,8 +531,40 @@ func TestToken(t *testing.T) {
 		t.Errorf("no token: %+v", r)
 	}
 	ok(t, addr, "-token", "s3cret", "ping")
+
+	// From a file, so that the token is on no command line; one trailing newline is
+	// not part of it.
+	dir := t.TempDir()
+	file := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tokFile := file("tok", "s3cret\n")
+	ok(t, addr, "-token-file", tokFile, "ping")
+	ok(t, addr, "ping", "-token-file", tokFile)
+	for _, bad := range [][]string{
+		{"-token", "s3cret", "-token-file", tokFile, "ping"},
+		{"-token-file", file("empty", "\n"), "ping"},
+		{"-token-file", filepath.Join(dir, "absent"), "ping"},
+	} {
+		if r := ctl(t, addr, bad...); r.code != exitUsage || !strings.Contains(r.err, "-token") {
+			t.Errorf("%q: exit %d, stderr %q; want %d naming -token", bad, r.code, r.err, exitUsage)
+		}
+	}
+	t.Setenv(envTokenFile, tokFile)
+	ok(t, addr, "ping")
+	t.Setenv(envTokenFile, "")
+
 	t.Setenv(envToken, "s3cret")
 	ok(t, addr, "ping")
+	// Both in the environment: as both on the command line, an error.
+	t.Setenv(envTokenFile, tokFile)
+	if r := ctl(t, addr, "ping"); r.code != exitUsage {
+		t.Errorf("%s and %s both set: exit %d, stderr %q", envToken, envTokenFile, r.code, r.err)
+	}
 }
 
 func TestHumanDuration(t *testing.T) {
@@ -557,6 +590,43 @@ func TestPauseResume(t *testing.T) {
 	for _, args := range [][]string{{"pause"}, {"resume", "a", "b"}, {"pause", ""}} {
 		if r := ctl(t, addr, args...); r.code != 2 {
 			t.Errorf("tockctl %q: exit %d, want 2 (usage)", args, r.code)
+		}
+	}
+}
+
+// -omit-payload leaves payloads out of get, list and dlq list, which show their lengths.
+func TestOmitPayload(t *testing.T) {
+	_, addr := startServer(t)
+	big := strings.Repeat("x", 3000)
+	ok(t, addr, "submit", "-id", "p1", "-type", "t", "-after", "1h", "-payload", big)
+	ok(t, addr, "submit", "-id", "p2", "-type", "fail", "-after", "0s", "-payload", big)
+	waitState(t, addr, "p2", "DEAD")
+	if got := field(t, ok(t, addr, "get", "-omit-payload", "p1"), "payload"); got != "(3000 bytes, left out)" {
+		t.Errorf("get -omit-payload: payload row %q", got)
+	}
+	if got := field(t, ok(t, addr, "get", "p1"), "payload"); !strings.Contains(got, "(3000 bytes)") || !strings.HasPrefix(got, `"xxx`) {
+		t.Errorf("get: payload row %q", got)
+	}
+	var page struct {
+		Items []struct {
+			ID         string
+			Payload    []byte
+			PayloadLen uint64 `json:"payload_len"`
+			Task       struct{ Payload []byte }
+		}
+	}
+	for _, args := range [][]string{{"list"}, {"dlq", "list"}} {
+		out := ok(t, addr, append([]string{"-json"}, append(args, "-omit-payload")...)...)
+		if err := json.Unmarshal([]byte(out), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) == 0 {
+			t.Fatalf("%v -omit-payload: no items:\n%s", args, out)
+		}
+		for _, it := range page.Items {
+			if it.PayloadLen != 3000 || it.Payload != nil || it.Task.Payload != nil {
+				t.Errorf("%v -omit-payload: %s payload_len %d, payload %d bytes", args, it.ID, it.PayloadLen, len(it.Payload)+len(it.Task.Payload))
+			}
 		}
 	}
 }

@@ -8,7 +8,9 @@
 //
 // Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
 // case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
-// command line wins over the environment. SIGINT or SIGTERM drains: no new connections,
+// command line wins over the environment. Secrets (-token, -admin-token, -webhook,
+// -webhook-secret, -etcd-password) also have a -NAME-file flag naming a file that holds
+// the value, so that they need not sit on a command line (secrets.go). SIGINT or SIGTERM drains: no new connections,
 // requests already read are answered, and the process exits within -drain-timeout.
 package main
 
@@ -74,6 +76,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		c         config
 		workers   int
 		maxTasks  int
+		maxBytes  int
 		retention time.Duration
 		level     string
 		engineTTR time.Duration
@@ -85,27 +88,39 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		tlsCA     string
 		dispatch  string
 		ttl       time.Duration
+		etcdCA    string
+		etcdCert  string
+		etcdKey   string
+		etcdUser  string
+		secrets   = newSecrets()
 	)
-	c.obs.flags(fs)
+	c.obs.flags(fs, secrets)
 	fs.BoolVar(&c.printRules, "print-alert-rules", false, "print the Prometheus alerting rules for tockd's metrics and exit")
 	fs.StringVar(&c.server.Addr, "addr", tockd.DefaultAddr, "TCP address to listen on (clients and workers)")
 	fs.StringVar(&c.server.AdvertiseAddr, "advertise-addr", "", "client address announced while leading: followers redirect clients to it (default: the -addr listener's)")
-	fs.StringVar(&c.server.Token, "token", "", "shared secret every HELLO must carry (default: none)")
+	secrets.flag(fs, &c.server.Token, "token", "shared secret every HELLO must carry (default: none)")
 	fs.StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve the client port over TLS (with -tls-key)")
 	fs.StringVar(&tlsKey, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&tlsCA, "tls-client-ca", "", "PEM CA file: require client certificates signed by it (with -tls-cert)")
 	fs.StringVar(&dispatch, "dispatch", tockd.DispatchLeastLoaded.String(), "worker choice: least-loaded, round-robin or key-hash (xxhash of the task key)")
+	fs.IntVar(&c.server.MaxQueuedReplyBytes, "max-queued-reply-bytes", 0, "bytes of replies queued on one connection before its requests wait (default max(4 MiB, -max-frame))")
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
+	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
-	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way")
+	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way (at least 4096; a payload may take all but 4096 of it)")
+	fs.IntVar(&c.server.MaxHelloFrame, "max-hello-frame", tockd.DefaultMaxHelloFrame, "largest frame in bytes before the handshake (the HELLO)")
+	fs.IntVar(&c.server.MaxHandshakes, "max-handshakes", tockd.DefaultMaxHandshakes, "most sockets in the handshake at once (one more crowds the oldest out); not counted in -max-conns")
 	fs.IntVar(&c.server.MaxPendingPerConn, "max-pending-per-conn", tockd.DefaultMaxPendingPerConn, "replies queued per connection before it counts as slow")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", tockd.DefaultIdleTimeout, "close a connection silent this long")
-	fs.DurationVar(&c.server.HandshakeTimeout, "handshake-timeout", tockd.DefaultHandshakeTimeout, "time allowed for HELLO")
+	fs.DurationVar(&c.server.HandshakeTimeout, "handshake-timeout", tockd.DefaultHandshakeTimeout, "time allowed for the handshake (TLS and HELLO)")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", tockd.DefaultWriteTimeout, "drop a connection that cannot take replies this long")
 	fs.DurationVar(&engineTTR, "default-ttr", tockd.DefaultTTR, "time-to-run of a FIRE whose task has no timeout")
+	fs.DurationVar(&c.server.Heartbeat, "heartbeat", 0, "heartbeat interval stated to clients, who leave a node silent for 3 of them (default: a quarter of -session-ttl with etcd, else 5s)")
+	fs.DurationVar(&c.server.CarryGrace, "carry-grace", tockd.DefaultCarryGrace, "how long a new leader holds back the runs it loaded for its workers' carried outcomes (negative: no hold)")
 	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
+	fs.IntVar(&maxBytes, "max-payload-bytes", 0, "most payload bytes held by task records together before submits are OVERLOADED (default 1 GiB)")
 	fs.DurationVar(&retention, "retention", time.Minute, "how long a finished task stays queryable (GET, LIST) and counts towards -max-tasks; 0: dropped as it finishes")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
@@ -113,10 +128,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&etcdPort, "etcd-client-port", 2379, "client port of the embedded etcd on 127.0.0.1 (0: a free one)")
 	fs.DurationVar(&ttl, "session-ttl", store.DefaultSessionTTL, "etcd session TTL of leadership (whole seconds): a dead leader is replaced about this long after; raise it on a machine that can stall for that long")
 	fs.StringVar(&etcd, "etcd", "", "comma-separated endpoints of an external etcd for durable tasks")
+	fs.StringVar(&etcdCA, "etcd-ca", "", "PEM CA file that verifies the -etcd servers (https:// endpoints)")
+	fs.StringVar(&etcdCert, "etcd-cert", "", "PEM client certificate file for -etcd (with -etcd-key), where etcd wants client certificates")
+	fs.StringVar(&etcdKey, "etcd-key", "", "PEM private key file of -etcd-cert")
+	fs.StringVar(&etcdUser, "etcd-user", "", "etcd user for -etcd, when its auth is on (with -etcd-password)")
+	var etcdPassword string
+	secrets.flag(fs, &etcdPassword, "etcd-password", "password of -etcd-user")
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "TOCKD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := "TOCKD_" + envName(f.Name)
 		if v := getenv(name); v != "" && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
@@ -127,6 +148,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return config{}, envErr
 	}
 	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if err := secrets.read(); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -156,7 +180,17 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		if len(eps) == 0 {
 			return config{}, fmt.Errorf("-etcd %q names no endpoint", etcd)
 		}
-		c.store = &store.Options{Endpoints: eps}
+		c.store = &store.Options{Endpoints: eps, Username: etcdUser, Password: etcdPassword}
+		var err error
+		if c.store.TLS, err = loadEtcdTLS(etcdCA, etcdCert, etcdKey); err != nil {
+			return config{}, err
+		}
+	}
+	if etcd == "" && (etcdCA != "" || etcdCert != "" || etcdKey != "" || etcdUser != "" || etcdPassword != "") {
+		return config{}, errors.New("-etcd-ca, -etcd-cert, -etcd-key, -etcd-user and -etcd-password are for -etcd (the embedded etcd of -data-dir has its own root password)")
+	}
+	if (etcdUser == "") != (etcdPassword == "") {
+		return config{}, errors.New("-etcd-user and -etcd-password go together")
 	}
 	if etcdPort < 0 || etcdPort > 65535 {
 		return config{}, fmt.Errorf("-etcd-client-port %d outside [0, 65535]", etcdPort)
@@ -184,7 +218,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if retention == 0 {
 		retention = -1 // the engine's "drop at once"
 	}
-	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks), task.WithRetention(retention)}
+	c.server.EngineOptions = []task.Option{task.WithWorkers(workers), task.WithMaxTasks(maxTasks),
+		task.WithMaxPayloadBytes(maxBytes), task.WithRetention(retention)}
 	return c, nil
 }
 
@@ -212,6 +247,36 @@ func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 			return nil, fmt.Errorf("-tls-client-ca %s: no PEM certificate in it", clientCAFile)
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// loadEtcdTLS builds the TLS configuration of the connection to -etcd; nil when no
+// file is given.
+func loadEtcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("-etcd-cert and -etcd-key go together")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-etcd-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-etcd-ca %s: no PEM certificate in it", caFile)
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-etcd-cert/-etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
 }

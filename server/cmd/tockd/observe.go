@@ -18,6 +18,7 @@ import (
 // observeConfig is the admin port and the webhook alerts, as the command line set them.
 type observeConfig struct {
 	adminAddr     string // "" or "off": no admin port
+	adminToken    string // bearer token of the admin port; "": none
 	webhooks      string // comma-separated URLs; "": no notifier
 	webhookFormat string
 	webhookSecret string
@@ -25,11 +26,12 @@ type observeConfig struct {
 	alertInterval time.Duration
 }
 
-func (o *observeConfig) flags(fs *flag.FlagSet) {
+func (o *observeConfig) flags(fs *flag.FlagSet, sec *secrets) {
 	fs.StringVar(&o.adminAddr, "admin-addr", admin.DefaultAddr, `admin HTTP address: /metrics, /debug/pprof/, /healthz ("off": none)`)
-	fs.StringVar(&o.webhooks, "webhook", "", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
+	sec.flag(fs, &o.adminToken, "admin-token", "bearer token the admin port wants on every endpoint but /healthz (default: none)")
+	sec.flag(fs, &o.webhooks, "webhook", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
 	fs.StringVar(&o.webhookFormat, "webhook-format", string(notify.FormatJSON), "body of every -webhook: json or feishu (a Feishu/Lark card)")
-	fs.StringVar(&o.webhookSecret, "webhook-secret", "", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
+	sec.flag(fs, &o.webhookSecret, "webhook-secret", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
 	fs.IntVar(&o.alerts.Backlog, "alert-backlog", 10000, "alert when more due runs than this wait for a worker (0: never)")
 	fs.DurationVar(&o.alerts.LatenessP95, "alert-lateness-p95", time.Second, "alert when the p95 of start minus due time over an interval exceeds this (0: never)")
 	fs.DurationVar(&o.alerts.For, "alert-for", time.Minute, "how long a backlog or lateness breach lasts before it alerts")
@@ -109,7 +111,8 @@ func (o *observeConfig) startAdmin(srv *tockd.Server, log *slog.Logger) (*admin.
 	if o.adminAddr == "" || o.adminAddr == "off" {
 		return nil, nil, nil
 	}
-	adm, err := admin.New(admin.Options{Addr: o.adminAddr, Snapshot: srv.Stats, Logger: log})
+	adm, err := admin.New(admin.Options{Addr: o.adminAddr, Snapshot: srv.Stats, Healthy: srv.Health,
+		Token: o.adminToken, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

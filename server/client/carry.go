@@ -1,0 +1,230 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Carrying outcomes across a failover (PROTOCOL.md, CARRY). A run whose report (ACK or
+// NACK) got no definite answer (the connection was lost, the answer did not come within
+// RequestTimeout, or the leader answered STALE_EPOCH or NOT_LEADER: it stepped down
+// before recording the end) finished all the same; its outcome is kept in the Worker's
+// carry set and handed in on the next connection, right after the handshake and before
+// SUBSCRIBE grants any credit, so that the next leader ends the run with it instead of
+// running the task again. OnAcked is called for such a run once, when the carry is
+// settled (accepted: ackErr nil; refused: the refusal), or when Run returns with it
+// still held (the last error).
+
+// runRef names a run across leaders: run IDs are unique within one leader's term only.
+type runRef struct{ epoch, run uint64 }
+
+// carrySet is a Worker's outcomes awaiting a definite answer.
+type carrySet struct {
+	mu   sync.Mutex
+	runs map[runRef]carriedRun // guarded by mu; at most Options.MaxCarried
+}
+
+// carriedRun is a kept outcome and the last reason its report was not settled.
+type carriedRun struct {
+	o   outcome
+	why error
+}
+
+// unsettled reports whether ackErr leaves a run's end unrecorded by any leader, so that
+// its outcome is worth carrying to the next: no answer (a lost or closed connection, a
+// timeout), or a node that stopped leading before it recorded the end. OK, UNKNOWN_RUN
+// (the run is not the leader's any more) and INTERNAL from a node that still leads (it
+// no longer holds the task) settle the run.
+func unsettled(ackErr error) bool {
+	if ackErr == nil {
+		return false
+	}
+	var perr *protocol.Error
+	if errors.As(ackErr, &perr) {
+		switch perr.Code {
+		case protocol.CodeStaleEpoch, protocol.CodeNotLeader, protocol.CodeShuttingDown:
+			return true
+		}
+		return false
+	}
+	return errors.Is(ackErr, ErrConnectionLost) || errors.Is(ackErr, errNotSent) || errors.Is(ackErr, ErrClosed) ||
+		errors.Is(ackErr, context.DeadlineExceeded)
+}
+
+// keep adds o to the set (why: its report's answer); false when the set is full
+// (Options.MaxCarried), and o is then settled as it is: the task may run again.
+func (w *Worker) keep(o outcome, why error) bool {
+	cs := &w.carry
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ref := runRef{o.fire.Epoch, o.fire.RunID}
+	if _, ok := cs.runs[ref]; !ok && len(cs.runs) >= w.opts.MaxCarried {
+		return false
+	}
+	if cs.runs == nil {
+		cs.runs = map[runRef]carriedRun{}
+	}
+	cs.runs[ref] = carriedRun{o: o, why: why}
+	return true
+}
+
+// carryFrames is the set as CARRY frames: one per epoch (run IDs are unique within
+// one), of at most protocol.MaxBatch outcomes; one empty frame when the set is empty,
+// which still tells the leader this worker has handed in what it holds.
+func (w *Worker) carryFrames() [][]outcome {
+	cs := &w.carry
+	cs.mu.Lock()
+	all := make([]outcome, 0, len(cs.runs))
+	for _, c := range cs.runs {
+		all = append(all, c.o)
+	}
+	cs.mu.Unlock()
+	if len(all) == 0 {
+		return [][]outcome{nil}
+	}
+	slices.SortFunc(all, func(a, b outcome) int {
+		if a.fire.Epoch != b.fire.Epoch {
+			return cmpUint(a.fire.Epoch, b.fire.Epoch)
+		}
+		return cmpUint(a.fire.RunID, b.fire.RunID)
+	})
+	var frames [][]outcome
+	for start := 0; start < len(all); {
+		end := start + 1
+		for end < len(all) && end-start < protocol.MaxBatch && all[end].fire.Epoch == all[start].fire.Epoch {
+			end++
+		}
+		frames = append(frames, all[start:end])
+		start = end
+	}
+	return frames
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// carryMsg is frame's CARRY with request ID id.
+func carryMsg(id uint64, frame []outcome) *protocol.Carry {
+	m := &protocol.Carry{ID: id, Outcomes: make([]protocol.Outcome, len(frame))}
+	for i, o := range frame {
+		f := o.fire
+		due, _ := protocol.UnixNano(f.Due)
+		po := protocol.Outcome{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace, TaskID: f.TaskID,
+			Version: f.Version, Attempt: uint64(f.Attempt), Due: due}
+		if o.result != nil {
+			po.Failed, po.Err, po.Retryable = true, truncErr(o.result.Error()), !task.IsNonRetryable(o.result)
+		}
+		m.Outcomes[i] = po
+	}
+	return m
+}
+
+// handIn sends the carry set as CARRY frames on cn, before anything else is sent on it
+// (the server reads frames in order, so they are dealt with before SUBSCRIBE grants
+// credits), and waits for their answers on goroutines counted in wg, each up to
+// RequestTimeout. It returns an error only when cn is dead (nothing more can be sent).
+func (w *Worker) handIn(cn *conn, wg *sync.WaitGroup) error {
+	for _, frame := range w.carryFrames() {
+		if err := w.sendCarry(cn, frame, wg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendCarry sends frame as one CARRY, or, when it does not fit the server's max_frame,
+// as two halves; an outcome that does not fit alone is given up (settled with the
+// encoding error: its task may run again).
+func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup) error {
+	id, ch, err := cn.call(func(id uint64) protocol.Message { return carryMsg(id, frame) })
+	var perr *protocol.Error
+	switch {
+	case errors.Is(err, errNotSent):
+		return err
+	case errors.As(err, &perr) && len(frame) > 1: // too large for the server's max_frame
+		if err := w.sendCarry(cn, frame[:len(frame)/2], wg); err != nil {
+			return err
+		}
+		return w.sendCarry(cn, frame[len(frame)/2:], wg)
+	case err != nil:
+		w.settleAll(frame, func(uint64) error { return err })
+		return nil
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		reply, err := cn.await(id, ch, w.opts.RequestTimeout)
+		w.carryAnswered(frame, reply, err)
+	}()
+	return nil
+}
+
+// carryAnswered settles the outcomes of one CARRY frame from its answer: each one the
+// ACKED does not list was accepted, each one it lists refused; a server that does not
+// know CARRY (UNKNOWN_TYPE) refuses them all. Any other error (no answer, NOT_LEADER)
+// settles nothing: the outcomes are carried to the next connection.
+func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err error) {
+	var perr *protocol.Error
+	if errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType {
+		w.settleAll(frame, func(uint64) error { return err })
+		return
+	}
+	acked, err := expect[*protocol.Acked](reply, err)
+	if err != nil {
+		return
+	}
+	failed := make(map[uint64]error, len(acked.Failed))
+	for _, f := range acked.Failed {
+		failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
+	}
+	w.settleAll(frame, func(run uint64) error { return failed[run] })
+}
+
+// settleAll removes frame's outcomes from the set and tells OnAcked of each, with the
+// answer ackErr gives for its run ID (nil: accepted); one answered STALE_EPOCH (the
+// leader stepped down before recording it) stays in the set, for the next connection.
+func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
+	cs := &w.carry
+	for _, o := range frame {
+		err := ackErr(o.fire.RunID)
+		if unsettled(err) {
+			continue
+		}
+		cs.mu.Lock()
+		delete(cs.runs, runRef{o.fire.Epoch, o.fire.RunID})
+		cs.mu.Unlock()
+		w.settled(o, err)
+	}
+}
+
+// dropCarried settles every outcome still held when Run returns, with the last reason
+// its report was not settled: the server redelivers those runs.
+func (w *Worker) dropCarried() {
+	cs := &w.carry
+	cs.mu.Lock()
+	left := cs.runs
+	cs.runs = nil
+	cs.mu.Unlock()
+	for _, c := range left {
+		w.settled(c.o, c.why)
+	}
+}
+
+// settled tells OnAcked, if set, how o's report was finally answered.
+func (w *Worker) settled(o outcome, ackErr error) {
+	if w.opts.OnAcked != nil {
+		w.opts.OnAcked(o.fire, o.result, ackErr)
+	}
+}

@@ -1,0 +1,344 @@
+package tockd
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// Carried outcomes (CARRY, PROTOCOL.md "Carrying outcomes across a failover"). A worker
+// whose ACK or NACK a leader never confirmed hands the run's outcome to the next leader,
+// which ends the run with it instead of running the task again, when it holds the task
+// unchanged (namespace, ID, version) and the run it is about to start is the same
+// attempt, due at the same time.
+//
+// The race: the new leader loads the durable tasks, and their due runs reach the handler
+// (and would be FIREd) at once, before the worker holding an outcome has reconnected.
+// So, for Options.CarryGrace after a takeover, the router holds back every run the
+// handler gets (hold.on: they wait in the waiting queues, indexed by task in hold.held),
+// until as many workers as the previous leader had registered (registry.go) have sent
+// their CARRY, or the grace ends. An outcome then finds its run in one of two places:
+//   - held: the handler queued it; the outcome is applied with Engine.Complete (the
+//     queued FIRE is dropped when its turn comes: StartTimeout finds the run gone);
+//   - pending: the engine has not handed the run to the handler yet; the outcome waits
+//     in hold.pending, and the handler returns it as the attempt's result instead of
+//     FIREing the run. An outcome left pending for carryMaxWait is refused.
+//
+// The answer (ACKED) lists the refused outcomes; for an accepted outcome that ends a
+// durable task it waits, as an ACK's OK does, for the record's deletion.
+//
+// Costs: the handler pays one atomic load while nothing is pending; CARRY is O(1) per
+// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu.
+
+// carryMaxWait bounds how long an outcome waits in hold.pending for its run to reach
+// the handler (a run due at once does so within milliseconds; one that does not is
+// parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
+const carryMaxWait = 10 * time.Second
+
+// holdState is the router's part in carrying outcomes; guarded by router.mu.
+type holdState struct {
+	on       bool                 // due runs are held back (not FIREd): a takeover's grace
+	term     uint64               // counts holds, so that a stale grace timer ends nothing
+	expect   int                  // workers registered at the previous leader (registry.go)
+	handedIn int                  // worker connections that sent CARRY since the takeover
+	held     map[taskKey]heldRun  // runs queued while on, by task, until FIREd or dropped
+	pending  map[taskKey]*carried // outcomes whose run has not reached the handler yet
+	nPending atomic.Int32         // len(pending), read by the handler without the lock
+	grace    *time.Timer          // ends the hold; stopped when the term ends
+}
+
+// carried is one outcome of a CARRY, and the answer it is part of.
+type carried struct {
+	o protocol.Outcome
+	b *ackBatch
+}
+
+// matches reports whether f is the run the outcome was reported for: the same task
+// version and attempt, and, for a recurring task, the same occurrence (due time). A
+// one-shot task has one occurrence, whose due time a new leader may compute anew (an
+// "after" task is recorded as the "at" time the submit stood for, a little off the
+// first leader's own reading).
+func (co *carried) matches(f *protocol.Fire, recurring bool) bool {
+	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || f.Due == co.o.Due)
+}
+
+// heldRun is a run held back at a takeover (holdState.held). known is false for the
+// runs found waiting when the hold began (recurring is then read from the engine).
+type heldRun struct {
+	f                *protocol.Fire
+	recurring, known bool
+}
+
+// result is the outcome as the attempt's result: nil (ACK) or the worker's error (NACK).
+func (co *carried) result() error {
+	if !co.o.Failed {
+		return nil
+	}
+	msg := co.o.Err
+	if msg == "" {
+		msg = "the worker reported a failure (carried NACK)"
+	}
+	err := errors.New(msg)
+	if !co.o.Retryable {
+		err = task.NonRetryable(err)
+	}
+	return err
+}
+
+// startHoldLocked begins a takeover's hold: the runs due are held back until every
+// worker the previous leader had registered (expect) has sent CARRY, or for
+// Options.CarryGrace. With none registered (or a negative grace) there is nothing to
+// wait for. Requires r.mu.
+func (r *router[W]) startHoldLocked(expect int) {
+	h := &r.hold
+	h.term++
+	h.expect, h.handedIn = expect, 0
+	h.held = map[taskKey]heldRun{}
+	if expect <= 0 || r.carryGrace <= 0 {
+		return
+	}
+	h.on = true
+	// The runs the load brought due before leadership was set wait already: they are
+	// held too (oldest first, so that a task's latest run wins).
+	for _, q := range r.waiting {
+		for _, f := range q.items[q.head:] {
+			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
+		}
+	}
+	term := h.term
+	h.grace = time.AfterFunc(r.carryGrace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if h.term == term && h.on {
+			r.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect)
+			r.endHoldLocked()
+		}
+	})
+	r.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", r.carryGrace)
+}
+
+// endHoldLocked ends the hold and FIREs the runs held back. Requires r.mu.
+func (r *router[W]) endHoldLocked() {
+	r.hold.on = false
+	if r.leading {
+		r.drainAllLocked()
+	}
+}
+
+// handInLocked counts w's CARRY toward ending the hold (its first only), and reports
+// whether the hold is on and every worker expected has now handed in. Requires r.mu.
+func (r *router[W]) handInLocked(w W) (endHold bool) {
+	ws := r.stateLocked(w)
+	if ws.carried {
+		return false
+	}
+	ws.carried = true
+	r.hold.handedIn++
+	return r.hold.on && r.hold.handedIn >= r.hold.expect
+}
+
+// stop ends a term's carrying (the node stops leading): the hold, the index of held
+// runs and the pending outcomes, which it returns for refusal outside the lock.
+// Requires router.mu.
+func (h *holdState) stop() []*carried {
+	h.term++
+	h.on, h.held = false, nil
+	if h.grace != nil {
+		h.grace.Stop()
+		h.grace = nil
+	}
+	var refused []*carried
+	for k, co := range h.pending {
+		refused = append(refused, co)
+		delete(h.pending, k)
+	}
+	h.nPending.Store(0)
+	return refused
+}
+
+// note indexes f (a run of a recurring task or not), just queued, when the hold is on.
+// Requires router.mu.
+func (h *holdState) note(f *protocol.Fire, recurring bool) {
+	if h.on {
+		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f, recurring: recurring, known: true}
+	}
+}
+
+// forget drops f, leaving its waiting queue, from the index. Requires router.mu.
+func (h *holdState) forget(f *protocol.Fire) {
+	if len(h.held) > 0 {
+		k := taskKey{f.Namespace, f.TaskID}
+		if h.held[k].f == f {
+			delete(h.held, k)
+		}
+	}
+}
+
+// refuseCarried answers outcomes that were pending when the term or their wait ended.
+func refuseCarried(cos []*carried, why string) {
+	for _, co := range cos {
+		co.b.refuse(co.o.RunID, protocol.CodeUnknownRun, why)
+		co.b.settle()
+	}
+}
+
+// takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
+// (of a recurring task or not): handled is true when one matched, and err is then the
+// attempt's result. An outcome of the task that does not match this run is refused.
+func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
+	d := &s.disp
+	k := taskKey{f.Namespace, f.TaskID}
+	d.mu.Lock()
+	co := d.hold.pending[k]
+	if co != nil {
+		delete(d.hold.pending, k)
+		d.hold.nPending.Add(-1)
+	}
+	d.mu.Unlock()
+	if co == nil {
+		return false, nil
+	}
+	if !co.matches(f, recurring) {
+		refuseCarried([]*carried{co}, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
+			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
+		return false, nil
+	}
+	err = co.result()
+	s.settleCarried(co, k, err)
+	return true, err
+}
+
+// settleCarried counts an accepted outcome and answers it: at once, or, when it ends a
+// durable task, once the task's record is deleted.
+func (s *Server) settleCarried(co *carried, k taskKey, result error) {
+	s.carried.Add(1)
+	runID := co.o.RunID
+	if !s.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
+		co.b.settle()
+	}
+}
+
+// carry answers CARRY: each outcome is accepted (its run ended with it) or refused
+// (listed in the ACKED with UNKNOWN_RUN); the reply waits for the outcomes pending and
+// for the records of the durable tasks they end. The first CARRY of a worker connection
+// counts toward ending the takeover's hold.
+func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
+	d := &s.disp
+	b := &ackBatch{c: c, id: m.ID}
+	b.outstanding.Store(1) // this goroutine's share, dropped below
+	type found struct {
+		co *carried
+		k  taskKey
+		f  *protocol.Fire
+	}
+	var complete []found
+	var waiting []*carried
+	d.mu.Lock()
+	if !d.leading {
+		d.mu.Unlock()
+		return s.notLeader(m.ID), false
+	}
+	endHold := d.handInLocked(c)
+	seen := make(map[uint64]bool, len(m.Outcomes))
+	for _, o := range m.Outcomes {
+		co := &carried{o: o, b: b}
+		b.outstanding.Add(1)
+		k := taskKey{nsOrDefault(o.Namespace), o.TaskID}
+		why := ""
+		if seen[o.RunID] {
+			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
+		} else if hr, ok := d.hold.held[k]; ok {
+			seen[o.RunID] = true
+			f := hr.f
+			if !hr.known {
+				in, err := s.engine.Get(k.ns, k.id)
+				hr.recurring = err == nil && in.Task.Schedule.Recurring()
+			}
+			if co.matches(f, hr.recurring) {
+				delete(d.hold.held, k)
+				complete = append(complete, found{co, k, f})
+				continue
+			}
+			why = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due)
+		} else {
+			seen[o.RunID] = true
+			if why = s.pendingLocked(co, k); why == "" {
+				waiting = append(waiting, co)
+				continue
+			}
+		}
+		b.refuse(o.RunID, protocol.CodeUnknownRun, "carried outcome refused: "+why)
+		b.settle()
+	}
+	if len(waiting) > 0 {
+		time.AfterFunc(carryMaxWait, func() {
+			var late []*carried
+			d.mu.Lock()
+			for _, co := range waiting {
+				k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
+				if d.hold.pending[k] == co {
+					delete(d.hold.pending, k)
+					d.hold.nPending.Add(-1)
+					late = append(late, co)
+				}
+			}
+			d.mu.Unlock()
+			refuseCarried(late, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
+		})
+	}
+	if endHold {
+		// After this frame's outcomes found their runs, so that none of those is FIREd.
+		s.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
+		d.endHoldLocked()
+	}
+	d.mu.Unlock()
+	for _, x := range complete {
+		result := x.co.result()
+		if err := s.engine.Complete(x.f.RunID, result); err != nil {
+			refuseCarried([]*carried{x.co}, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
+			continue
+		}
+		s.settleCarried(x.co, x.k, result)
+	}
+	if b.outstanding.Add(-1) > 0 {
+		return nil, false // the last outcome settled sends the reply
+	}
+	return b.reply(), false
+}
+
+// pendingLocked files co (for task k) to wait for its run to reach the handler, if the
+// engine holds the task unchanged with that run still to start; otherwise it returns why
+// not. Requires s.disp.mu (and takes an engine shard's lock: the lock order allows it).
+func (s *Server) pendingLocked(co *carried, k taskKey) string {
+	h := &s.disp.hold
+	in, err := s.engine.Get(k.ns, k.id)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
+	case in.Task.Version != co.o.Version:
+		return fmt.Sprintf("task %s/%s is at version %d, not %d", k.ns, k.id, in.Task.Version, co.o.Version)
+	case in.State == task.Pending && in.Task.Schedule.Recurring() && in.NextRun.UnixNano() != co.o.Due:
+		return fmt.Sprintf("task %s/%s is next due at %d, not %d", k.ns, k.id, in.NextRun.UnixNano(), co.o.Due)
+	case in.State != task.Pending && in.State != task.Due && !(in.State == task.Running && h.on):
+		return fmt.Sprintf("task %s/%s is %v: its run was already started", k.ns, k.id, in.State)
+	case h.pending[k] != nil:
+		return fmt.Sprintf("another outcome of task %s/%s is pending", k.ns, k.id)
+	}
+	if h.pending == nil {
+		h.pending = map[taskKey]*carried{}
+	}
+	h.pending[k] = co
+	h.nPending.Add(1)
+	return ""
+}
+
+// settle drops one outcome still outstanding; the last one sends the reply.
+func (b *ackBatch) settle() {
+	if b.outstanding.Add(-1) == 0 {
+		b.c.pushReply(b.reply())
+	}
+}

@@ -1,0 +1,152 @@
+package tockd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// A worker's ACK reaches a leader that has lost its leadership in etcd but not yet
+// noticed (its election key is gone, so the record's fenced delete is refused): the ACK
+// is answered STALE_EPOCH. The next leader, elected meanwhile, holds back the runs it
+// loaded until the worker registered at the old leader reconnects; the worker hands in
+// the outcome (CARRY) before it subscribes, and the new leader accepts it, ends the task
+// with it, deletes its record and never FIREs it again. The run the worker had not
+// finished is FIREd by the new leader as before.
+func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	t.Cleanup(func() { st1.Close() })
+	st2 := openPeerStore(t, st1, "n2")
+	t.Cleanup(func() { st2.Close() })
+	l1 := startDurable(t, st1, nil)
+	t.Cleanup(func() { l1.stop(t) })
+	// A long grace, so that the worker's reconnection is surely within it on a loaded
+	// machine; the hold ends as soon as the one registered worker has handed in.
+	n2, err := New(Options{Store: st2, NodeName: "n2", CarryGrace: 10 * time.Second, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2 := serveDurable(t, n2)
+	t.Cleanup(func() { l2.stop(t) })
+
+	c := connect(t, l1.addr)
+	w := connectWorker(t, l1.addr, 10, "w")
+	submit(t, c, 2, durableWorkTask("carried"))
+	submit(t, c, 3, durableWorkTask("unfinished"))
+	fires := map[string]*protocol.Fire{}
+	for range 2 {
+		f := w.fire()
+		fires[f.TaskID] = f
+	}
+	done := fires["carried"]
+	if done == nil || fires["unfinished"] == nil || done.Version != 0 || done.Attempt != 1 {
+		t.Fatalf("FIREs at the first leader: %+v", fires)
+	}
+	// The follower must have read the registry (every workerReportInterval) to know
+	// whom to wait for.
+	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never saw the worker in the registry")
+		}
+	}
+
+	// The first leader's term ends in etcd: its key goes, the follower is elected.
+	key := l1.srv.fence.Load().Key
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	if _, err := st1.Client().Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	waitLeading(t, n2, "the follower was not elected")
+	e := wantError(t, w.req(&protocol.Ack{RunID: done.RunID, Epoch: done.Epoch}), protocol.CodeStaleEpoch, "")
+	if e.RunID != done.RunID {
+		t.Fatalf("STALE_EPOCH names run %d, want %d", e.RunID, done.RunID)
+	}
+
+	// The worker moves to the new leader and hands the outcome in before subscribing.
+	w2 := &wkr{client: dial(t, l2.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: done.RunID, Epoch: done.Epoch, Namespace: done.Namespace,
+		TaskID: done.TaskID, Version: done.Version, Attempt: done.Attempt, Due: done.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); ok && len(acked.Failed) == 0 && storedIDs(t, st2)["default/carried"] {
+		t.Fatal("CARRY answered while the task's record was still stored")
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
+	var again []*protocol.Fire // FIREs of "carried" at the new leader: duplicates
+	for {
+		f := w2.fire()
+		if f.Epoch <= done.Epoch {
+			t.Fatalf("the new leader FIREd %s at epoch %d, not above the old %d", f.TaskID, f.Epoch, done.Epoch)
+		}
+		if f.TaskID == "carried" {
+			again = append(again, f)
+			continue
+		}
+		wantOK(t, w2.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+		break
+	}
+	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong { // every FIRE sent before it has been read
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	for _, f := range w2.fires {
+		again = append(again, f)
+	}
+	if len(again) > 0 {
+		t.Fatalf("the new leader FIREd carried again (%d times): its carried outcome was not accepted; CARRY answered %v %+v",
+			len(again), carryReply.Type(), carryReply)
+	}
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
+	}
+	c2 := connect(t, l2.addr)
+	c2.waitState(10, "unfinished", task.Succeeded)
+	if in := c2.waitState(11, "carried", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("carried ran %d times at the new leader, want its one carried attempt", in.Runs)
+	}
+	if ids := storedIDs(t, st2); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+	if st := n2.Stats(); st.Fired != 1 || st.Carried != 1 {
+		t.Fatalf("new leader: Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
+	}
+}
+
+// An outcome carried before its run has reached the handler (the engine had not brought
+// it due yet: at a takeover, the loaded runs go through the engine one by one) waits for
+// it: the handler ends the run with the outcome instead of FIREing it, and the ACKED
+// comes once the record is deleted. An outcome of the same task at another attempt is
+// refused when the run comes.
+func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 10)
+	soon := durableWorkTask("soon")
+	soon.Schedule = protocol.Schedule{Kind: task.KindAfter, Delay: int64(300 * time.Millisecond)}
+	submit(t, c, 2, soon)
+	other := durableWorkTask("other")
+	other.Schedule = soon.Schedule
+	submit(t, c, 3, other)
+	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{
+		{RunID: 1, Epoch: 1, TaskID: "soon", Attempt: 1, Due: 1},
+		{RunID: 2, Epoch: 1, TaskID: "other", Attempt: 2, Due: 1},
+	}})
+	acked, ok := r.(*protocol.Acked)
+	if !ok || len(acked.Failed) != 1 || acked.Failed[0].RunID != 2 || acked.Failed[0].Code != protocol.CodeUnknownRun {
+		t.Fatalf("CARRY answered %v %+v; want ACKED refusing run 2 (attempt 2) only", r.Type(), r)
+	}
+	if storedIDs(t, st)["default/soon"] {
+		t.Fatal("CARRY answered while the accepted task's record was still stored")
+	}
+	f := w.fire()
+	if f.TaskID != "other" {
+		t.Fatalf("FIREd %s; want only other (soon's outcome was carried)", f.TaskID)
+	}
+	wantOK(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	if in := c.waitState(4, "soon", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("soon: %d runs, want the one carried", in.Runs)
+	}
+	if st := ds.srv.Stats(); st.Fired != 1 || st.Carried != 1 {
+		t.Fatalf("Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
+	}
+}

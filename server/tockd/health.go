@@ -1,0 +1,57 @@
+package tockd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// etcdFailure is a failed read of the leader from etcd, kept until a read succeeds.
+type etcdFailure struct {
+	err   error
+	since time.Time // the first failure of this run of them
+}
+
+// Health reports whether this node is fit to serve: nil, or an error saying why not. It
+// is what the admin port's /healthz answers (503 with the error's text). Not fit:
+//   - not serving: before Serve, after every listener failed, or once Shutdown began;
+//   - with a Store, not leading and unable to read etcd (its reads of the leader, every
+//     200 ms, fail): the node is cut off from etcd. A leader cut off loses its session
+//     within the store's SessionTTL and is then reported so. A follower that reads etcd
+//     is fit: it answers NOT_LEADER naming the leader.
+//
+// It takes the server's lock once and reads two atomics: cheap enough for every probe.
+func (s *Server) Health() error {
+	if s.draining.Load() {
+		return errors.New("not serving: shutting down")
+	}
+	s.mu.Lock()
+	listening := len(s.listeners)
+	s.mu.Unlock()
+	if listening == 0 {
+		return errors.New("not serving: no listener (before Serve, or Serve returned)")
+	}
+	if s.opts.Store == nil {
+		return nil
+	}
+	if leading, _ := s.leadership(); leading {
+		return nil
+	}
+	if f := s.etcdFailed.Load(); f != nil {
+		return fmt.Errorf("cut off from etcd for %v: not leading, and reading the leader fails: %w",
+			time.Since(f.since).Round(time.Millisecond), f.err)
+	}
+	return nil
+}
+
+// noteEtcdRead records the outcome of a read of the leader from etcd, for Health.
+func (s *Server) noteEtcdRead(err error) {
+	switch old := s.etcdFailed.Load(); {
+	case err == nil:
+		s.etcdFailed.Store(nil)
+	case old == nil:
+		s.etcdFailed.Store(&etcdFailure{err: err, since: time.Now()})
+	default:
+		s.etcdFailed.Store(&etcdFailure{err: err, since: old.since})
+	}
+}

@@ -1,0 +1,76 @@
+package tockd
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// fullTask is a task with every field set, every string at its longest.
+func fullTask(payload int) protocol.Task {
+	return protocol.Task{Namespace: strings.Repeat("n", task.MaxNamespaceLen), ID: strings.Repeat("i", task.MaxIDLen),
+		Type: strings.Repeat("t", task.MaxTypeLen), Payload: make([]byte, payload),
+		Schedule: protocol.Schedule{Kind: task.KindCron, Cron: strings.Repeat("*", protocol.MaxCronLen),
+			TZ: strings.Repeat("z", protocol.MaxTZLen)},
+		Retry: protocol.Retry{MaxAttempts: 1 << 60, InitialBackoff: 1 << 62, MaxBackoff: 1 << 62, Multiplier: 1.5,
+			Jitter: 0.5, MaxRetry: 1 << 62},
+		Timeout: 1 << 62, Misfire: task.MisfireSkip, Version: 1 << 63, Durability: protocol.Durable,
+		Partition: 1 << 63, Exclusive: true}
+}
+
+func fullAttempts(n int) []protocol.AttemptRecord {
+	as := make([]protocol.AttemptRecord, n)
+	for i := range as {
+		as[i] = protocol.AttemptRecord{Attempt: 1 << 63, Start: -1 << 63, End: 1<<63 - 1, Err: strings.Repeat("e", 300)}
+	}
+	return as
+}
+
+func fullInfo(payload int) protocol.Info {
+	return protocol.Info{Task: fullTask(payload), State: task.Cancelled, Attempts: 1 << 63,
+		LastError: strings.Repeat("l", 1000), NextRun: -1 << 63, Runs: 1 << 63, History: fullAttempts(32)}
+}
+
+// replyCost never counts less than the encoder writes, for every reply type tockd sends,
+// at the limits of every field, and counts at most a fixed overhead per item more.
+func TestReplyCostBoundsEncoding(t *testing.T) {
+	long := strings.Repeat("m", 500)
+	dl := protocol.DeadLetter{Task: fullTask(3000), Attempts: fullAttempts(32), DiedAt: -1 << 63, Reason: long}
+	stats := &protocol.StatsReply{ID: 1 << 63, Counters: map[string]uint64{}, Gauges: map[string]int64{}}
+	for i := range 40 {
+		stats.Counters[strings.Repeat("c", i+90)] = 1 << 63
+		stats.Gauges[strings.Repeat("g", i+90)] = -1 << 63
+	}
+	for _, m := range []protocol.Message{
+		&protocol.OK{ID: 1 << 63}, &protocol.Pong{ID: 1 << 63}, &protocol.Purged{ID: 1 << 63, Count: 1 << 63},
+		&protocol.Welcome{ID: 1 << 63, Version: 1 << 63, Name: strings.Repeat("n", 128), Node: strings.Repeat("d", 128),
+			Epoch: 1 << 63, MaxFrame: 1 << 26},
+		&protocol.Error{ID: 1 << 63, Code: protocol.CodeNotLeader, Message: long, Field: long, Leader: long, RunID: 1 << 63},
+		&protocol.TaskStatus{ID: 1 << 63, Namespace: strings.Repeat("n", 128), TaskID: strings.Repeat("i", 256),
+			Durability: protocol.Durable, State: task.Cancelled, NextRun: -1 << 63, Version: 1 << 63},
+		&protocol.BatchResult{ID: 1 << 63, Results: []protocol.ItemResult{{Namespace: "n", ID: "i", Durability: protocol.Durable,
+			State: task.Cancelled, NextRun: -1 << 63, Version: 1 << 63, Code: protocol.CodeInvalidTask, Message: long, Field: long}}},
+		&protocol.Acked{ID: 1 << 63, Failed: []protocol.AckFailure{{RunID: 1 << 63, Code: protocol.CodeInternal, Message: long}}},
+		&protocol.Fire{Namespace: "n", TaskID: "i", TaskType: "t", Payload: make([]byte, 5000), RunID: 1 << 63,
+			Attempt: 1 << 63, Due: -1 << 63, Epoch: 1 << 63, TTR: 1 << 62, Durability: protocol.Durable},
+		&protocol.TaskInfo{ID: 1 << 63, Info: fullInfo(1000)},
+		&protocol.TaskPage{ID: 1 << 63, Items: []protocol.Info{fullInfo(0), fullInfo(7000), {Task: wireTask("x", 0), State: task.Pending}},
+			Next: strings.Repeat("c", protocol.MaxCursorLen)},
+		&protocol.DLQPage{ID: 1 << 63, Items: []protocol.DeadLetter{dl, dl}, Next: "123456789"},
+		stats,
+	} {
+		b, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit)
+		if err != nil {
+			t.Fatalf("%v: %v", m.Type(), err)
+		}
+		cost := replyCost(m)
+		if cost < len(b) {
+			t.Errorf("%v: replyCost %d < encoded %d bytes", m.Type(), cost, len(b))
+		}
+		if slack := cost - len(b); slack > 32<<10 {
+			t.Errorf("%v: replyCost %d overcounts %d encoded bytes by %d", m.Type(), cost, len(b), slack)
+		}
+	}
+}
