@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -292,5 +293,23 @@ func TestLockWrites(t *testing.T) {
 	n, un := LockWrites(&h)
 	if n != 1 || len(un) != 1 || un[0] != "/tock/locks/default/x run 8 at revision 6 (epoch 2 leading)" {
 		t.Errorf("LockWrites = %d, %q", n, un)
+	}
+}
+
+// A history survives a round trip through JSON (the form make chaos keeps), cancels'
+// zero Specs included, and is judged the same after it.
+func TestHistoryJSON(t *testing.T) {
+	h := History{Prefix: "/tock/", Ops: []Op{submitted("r", 1, cronSec, 0, 0.1, 10), cancelOp("r", 15, 15.1, OK, "")},
+		Runs: every("r", 2, 1, 10, 11, 13, 14)}
+	b, err := json.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back History
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := checks(Check(&back, Options{})), checks(Check(&h, Options{})); !slices.Equal(got, want) || len(want) == 0 {
+		t.Errorf("after a round trip: %v, before: %v", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -74,6 +75,17 @@ type Spec struct {
 	Schedule  task.Schedule
 	Misfire   task.MisfirePolicy
 	Exclusive bool
+}
+
+// MarshalJSON writes the zero Spec (a cancel's) as null: core/task's enums have no name
+// for their zero values. Unmarshalling null leaves a Spec zero, so no UnmarshalJSON is
+// needed.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	if s == (Spec{}) {
+		return []byte("null"), nil
+	}
+	type plain Spec // without this method
+	return json.Marshal(plain(s))
 }
 
 // Recurring reports whether the task has more than one occurrence.
