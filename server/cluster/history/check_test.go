@@ -143,6 +143,20 @@ func TestCheck(t *testing.T) {
 			Runs: every("r", 2, 1, 10, 11, 12, 13, 14)}, "", ""},
 		{"recurring-lattice/drifted", History{Ops: []Op{submitted("r", 1, everySec, 0, 0.1, 10), cancelOp("r", 15, 15.1, OK, "")},
 			Runs: every("r", 2, 1, 10, 11, 12, 13.4, 14.4)}, "recurring-lattice", "recurring-kept"},
+		{"recurring-lattice/armed-by-an-earlier-try", History{Ops: []Op{
+			{Kind: Submit, Task: "r", Version: 0, Spec: cronSec, Start: at(0), End: at(1.5), Outcome: Unknown, Code: "connection lost"},
+			submitted("r", 0, cronSec, 1.6, 3.1, 4), cancelOp("r", 7, 7.1, OK, "")},
+			// the first try created the task (first due 1); the retry's answer, at 3.1,
+			// names the next run then: 4.
+			Runs: []Run{ran("r", 0, 1, 2, 1, 1, 1.05), ran("r", 0, 2, 2, 1, 2, 2.05), ran("r", 0, 3, 2, 1, 3, 3.05),
+				ran("r", 0, 4, 2, 1, 4, 4.05), ran("r", 0, 5, 2, 1, 5, 5.05), ran("r", 0, 6, 2, 1, 6, 6.05)}}, "", ""},
+		{"recurring-lattice/early-without-an-earlier-try", History{Ops: []Op{
+			submitted("r", 0, cronSec, 1.6, 3.1, 4), cancelOp("r", 7, 7.1, OK, "")},
+			Runs: []Run{ran("r", 0, 3, 2, 1, 3, 3.05), ran("r", 0, 4, 2, 1, 4, 4.05), ran("r", 0, 5, 2, 1, 5, 5.05), ran("r", 0, 6, 2, 1, 6, 6.05)}}, "recurring-lattice", ""},
+		{"recurring-lattice/off-the-lattice-before-the-retry", History{Ops: []Op{
+			{Kind: Submit, Task: "r", Version: 0, Spec: everySec, Start: at(0), End: at(1.5), Outcome: Unknown, Code: "connection lost"},
+			submitted("r", 0, everySec, 1.6, 3.1, 4), cancelOp("r", 7, 7.1, OK, "")},
+			Runs: []Run{ran("r", 0, 1, 2, 1, 2.5, 2.55), ran("r", 0, 4, 2, 1, 4, 4.05), ran("r", 0, 5, 2, 1, 5, 5.05), ran("r", 0, 6, 2, 1, 6, 6.05)}}, "recurring-lattice", ""},
 		{"recurring-kept/skip-missed-on-time", History{Ops: []Op{submitted("r", 1, everySkip, 0, 0.1, 10), cancelOp("r", 15, 15.1, OK, "")},
 			Runs: every("r", 2, 1, 10, 11, 13, 14)}, "recurring-kept", ""},
 		{"recurring-kept/skip-missed-in-fault", History{Ops: []Op{submitted("r", 1, everySkip, 0, 0.1, 10), cancelOp("r", 25, 25.1, OK, "")},

@@ -51,7 +51,10 @@
 //   - recurring-lattice: every first attempt of a fixed-rate every or a cron task is due
 //     at an occurrence of its schedule, counted from the next run the SUBMIT's reply
 //     announced (task.Schedule.Next): a schedule restarted from a new leader's clock
-//     drifts off it (reported once per version, with the count of runs off it).
+//     drifts off it (reported once per version, with the count of runs off it). A run
+//     due before that time counts only when an earlier try of the same submit (same
+//     version, Unknown or OK) may have created the task, and then only on the lattice
+//     extended backwards: the reply to a retry names the next run at its own time.
 //   - recurring-kept: the occurrences a misfire policy keeps run. core/task's promise
 //     (Schedule.CatchUp): an occurrence considered no more than the engine's
 //     MisfireThreshold late runs with its own due time; one considered later is merged

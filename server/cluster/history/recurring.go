@@ -93,16 +93,29 @@ func (c *checker) recurringVersion(id string, v uint64, sp Spec, sub *Op, behind
 	for _, d := range occ {
 		onLattice[d.UnixNano()] = true
 	}
-	// One violation per version: once a schedule has drifted, every later run is off it.
+	// A run due before the announced first due time is the task's only when an earlier
+	// try of this very submit (same version, not refused) may have created it: the
+	// reply to the later try names the next run at its time, after that one. It must
+	// then be on the schedule's lattice extended backwards.
+	earlier := false
+	for _, op := range c.ops[id] {
+		earlier = earlier || (op.Kind == Submit && op.Version == v && op.Outcome != Refused && op.Start.Before(sub.Start))
+	}
 	var off []*Run
 	for _, r := range firsts {
-		if !onLattice[r.Due.UnixNano()] || r.Due.Before(sub.NextRun) {
+		if r.Due.Before(sub.NextRun) {
+			if !earlier || !occursBefore(sp.Schedule, r.Due, sub.NextRun) {
+				off = append(off, r)
+			}
+			continue
+		}
+		if !onLattice[r.Due.UnixNano()] {
 			off = append(off, r)
 		}
 	}
 	if len(off) > 0 {
 		r := off[0]
-		c.fail("recurring-lattice", id, times(r.Received, sub.End), "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s (%d of %d first attempts off it)",
+		c.fail("recurring-lattice", id, times(r.Received, sub.End), "run %d (epoch %d) is due at %s, not an occurrence of %s from its announced first due time %s, nor one before it that an earlier try of the submit may have armed (%d of %d first attempts off it)",
 			r.RunID, r.Epoch, c.rel(r.Due), describe(sp), c.rel(sub.NextRun), len(off), len(firsts))
 	}
 
@@ -168,6 +181,17 @@ func (c *checker) madeUp(id string, sp Spec, d, stop time.Time, firsts []*Run) b
 		return false
 	}
 	return true
+}
+
+// occursBefore reports whether due, before next, is an occurrence of s on the lattice
+// that reaches next: for a fixed-rate interval, a whole number of intervals before it;
+// for cron, an occurrence of the expression.
+func occursBefore(s task.Schedule, due, next time.Time) bool {
+	if s.Kind == task.KindEvery {
+		return next.Sub(due)%s.Interval == 0
+	}
+	at, ok := s.Next(due.Add(-time.Nanosecond), time.Time{})
+	return ok && at.Equal(due)
 }
 
 func describe(sp Spec) string {
