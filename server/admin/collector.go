@@ -91,6 +91,10 @@ var metrics = []metric{
 		func(s *tockd.Stats) float64 { return float64(s.Workers) }),
 	gauge("durable_pending_deletes", "Records of finished durable tasks not yet deleted from etcd (ACKs awaiting their answer); each would run again if this node died now.",
 		func(s *tockd.Stats) float64 { return float64(s.PendingDeletes) }),
+	gauge("queued_reply_bytes", "Bytes of replies and FIREs queued on all connections and not yet written (each frame counted at its upper bound); one connection holds at most -max-queued-reply-bytes.",
+		func(s *tockd.Stats) float64 { return float64(s.QueuedReplyBytes) }),
+	counter("reply_stalls_total", "Times a connection's reader stopped reading requests because its queued replies reached -max-queued-reply-bytes (a client that pipelines without reading).",
+		func(s *tockd.Stats) float64 { return float64(s.ReplyStalls) }),
 	counter("runs_fired_total", "FIREs queued to workers.",
 		func(s *tockd.Stats) float64 { return float64(s.Fired) }),
 	counter("runs_acked_total", "ACKs accepted from workers.",
@@ -99,6 +103,8 @@ var metrics = []metric{
 		func(s *tockd.Stats) float64 { return float64(s.Nacked) }),
 	counter("runs_redelivered_total", "Runs failed because their worker disconnected, to be retried on another.",
 		func(s *tockd.Stats) float64 { return float64(s.Redelivered) }),
+	counter("runs_carried_total", "Outcomes of runs a worker carried (CARRY) from the previous leader and this one accepted: runs not run again after a failover.",
+		func(s *tockd.Stats) float64 { return float64(s.Carried) }),
 
 	// Leadership.
 	gauge("is_leader", "1 while this node is the leader and dispatches, else 0. Exactly one node of a cluster should report 1.",

@@ -44,8 +44,8 @@ func fixedStats() tockd.Stats {
 				Sum:    90 * time.Second,
 			},
 		},
-		Connections: 3001, Workers: 3002, Waiting: 3003, PendingDeletes: 3010,
-		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007,
+		Connections: 3001, Workers: 3002, Waiting: 3003, PendingDeletes: 3010, QueuedReplyBytes: 3011,
+		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,20 +50,21 @@ func (n *Notifier) deliver(h *hook, a Alert) error {
 			return nil
 		}
 		if !retry || attempt >= n.opts.Retries || n.ctx.Err() != nil {
-			return fmt.Errorf("%w: after %d attempt(s): %v", ErrDelivery, attempt+1, err)
+			return fmt.Errorf("%w: after %d attempt(s): %s", ErrDelivery, attempt+1, redactText(err.Error()))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-n.ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w: %v (retry cut off by Close)", ErrDelivery, err)
+			return fmt.Errorf("%w: %s (retry cut off by Close)", ErrDelivery, redactText(err.Error()))
 		}
 		wait = min(2*wait, n.opts.MaxRetryBackoff)
 	}
 }
 
-// post makes one attempt; retry tells whether a failure may pass on a later attempt.
+// post makes one attempt; retry tells whether a failure may pass on a later attempt. Its
+// error may quote the webhook's full URL: the caller redacts it (redactText).
 func (n *Notifier) post(h *hook, body []byte) (retry bool, err error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.opts.Timeout)
 	defer cancel()
@@ -75,11 +75,7 @@ func (n *Notifier) post(h *hook, body []byte) (retry bool, err error) {
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	resp, err := n.client.Do(req)
 	if err != nil {
-		var uerr interface{ Unwrap() error }
-		if errors.As(err, &uerr) { // *url.Error names the full URL: keep only its cause
-			err = uerr.Unwrap()
-		}
-		return true, err
+		return true, err // its text names the URL: deliver redacts it
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(io.LimitReader(resp.Body, maxReply))

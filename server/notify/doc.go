@@ -21,6 +21,8 @@
 //     Options.MaxRetryBackoff), and each POST by Options.Timeout.
 //   - After Close returns, no goroutine started by the package is left running; a
 //     Monitor's Run returns when its context ends.
-//   - Logs never carry a webhook's full URL (it often holds a credential), only its
-//     scheme and host.
+//   - Logs and errors never carry a webhook's full URL (it often holds a credential in
+//     its path, query or user info), only scheme://host/… (redact.go): New's errors for
+//     a URL that does not parse, and a failed delivery's log, whose net/http error text
+//     has every quoted URL (a redirect's too) cut to that.
 package notify

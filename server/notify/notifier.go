@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,7 +35,7 @@ type Notifier struct {
 // hook is one webhook: its queue, its sender goroutine's inputs and its token bucket.
 type hook struct {
 	Webhook
-	name   string      // scheme://host, for logs: the path may hold a credential
+	name   string      // scheme://host/…, for logs: the rest may hold a credential (redactURL)
 	queue  chan queued // bounded by Options.QueueSize; closed by Close under mu
 	tokens float64     // guarded by Notifier.mu
 	last   time.Time   // guarded by Notifier.mu: when tokens was computed
@@ -87,10 +86,9 @@ func New(opts Options) (*Notifier, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	now := opts.Clock()
 	for _, w := range opts.Webhooks {
-		u, _ := url.Parse(w.URL) // validated
 		h := &hook{
 			Webhook: w,
-			name:    u.Scheme + "://" + u.Host,
+			name:    redactURL(w.URL),
 			queue:   make(chan queued, opts.QueueSize),
 			tokens:  float64(opts.Burst),
 			last:    now,

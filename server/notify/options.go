@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,7 +27,8 @@ const (
 // Webhook is one receiver of every alert.
 type Webhook struct {
 	// URL is posted to; http or https with a host. It often holds a credential (a
-	// Feishu hook token), so logs name only its scheme and host.
+	// Feishu hook token), so logs and errors name only its scheme and host
+	// (scheme://host/…).
 	URL string
 	// Format of the body. Default FormatJSON.
 	Format Format
@@ -153,7 +155,13 @@ func (o *Options) validate() error {
 		u, err := url.Parse(w.URL)
 		switch {
 		case err != nil:
-			return bad("Webhooks[%d].URL: %v", i, err)
+			// A *url.Error quotes the whole URL: only its cause is said.
+			cause := err
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				cause = uerr.Err
+			}
+			return bad("Webhooks[%d].URL %s: %s", i, redactURL(w.URL), redactText(cause.Error()))
 		case u.Scheme != "http" && u.Scheme != "https":
 			return bad("Webhooks[%d].URL: scheme %q is not http or https", i, u.Scheme)
 		case u.Host == "":

@@ -29,9 +29,13 @@
 // directory (mode 0600; a file others may read is refused), creates user root
 // with it and enables auth; later starts log in with it. A client without it is
 // refused (user name is empty). ClientOptions gives another Store (a test's
-// second node) the same way in. The embedded etcd's peer port, also on
-// 127.0.0.1, is not covered: it serves etcd's member-to-member API (raft,
-// lease forwarding), not the key-value API, and has no password.
+// second node) the same way in. The embedded etcd's peer API (raft, lease
+// forwarding, member to member), which has no password, is on no TCP port: it
+// listens on the unix socket Embedded/PeerSocketDir/PeerSocket, whose directory
+// Open makes (or sets) mode 0700, so only this user can connect; its advertised
+// peer URL is a placeholder (unix://localhost:0), which the only member never
+// dials. A data directory whose socket path would pass the 107 bytes a unix
+// socket allows is refused with ErrConfig.
 //
 // # Write invariants
 //

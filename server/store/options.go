@@ -37,12 +37,11 @@ type Options struct {
 	// servers, Certificates is the client certificate where etcd wants one
 	// (--client-cert-auth). Default: plain TCP (http:// endpoints).
 	TLS *tls.Config
-	// Embedded is the data directory of an etcd started in-process on
-	// 127.0.0.1, listening on EmbeddedClientPort and EmbeddedPeerPort (0: a
-	// free port each).
+	// Embedded is the data directory of an etcd started in-process, serving
+	// clients on 127.0.0.1:EmbeddedClientPort (0: a free port) and its peer API
+	// on the unix socket Embedded/PeerSocketDir/PeerSocket, not on TCP.
 	Embedded           string
 	EmbeddedClientPort int
-	EmbeddedPeerPort   int
 	// EmbeddedTick and EmbeddedElection are the embedded etcd's raft heartbeat
 	// and election timeout (0: etcd's 100 ms and 1 s).
 	EmbeddedTick     time.Duration

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -136,20 +139,27 @@ func (s *Store) Close() error {
 }
 
 func startEmbedded(ctx context.Context, o Options) (*embed.Etcd, error) {
-	cport, pport, err := freePorts(o.EmbeddedClientPort, o.EmbeddedPeerPort)
+	ports, err := freePorts(o.EmbeddedClientPort)
 	if err != nil {
-		return nil, fmt.Errorf("store: embedded etcd ports: %w", err)
+		return nil, fmt.Errorf("store: embedded etcd port: %w", err)
 	}
-	curl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cport))}
-	purl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))}
+	sock, err := peerSocket(o.Embedded)
+	if err != nil {
+		return nil, err
+	}
+	curl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
 	cfg := embed.NewConfig()
 	cfg.Name = o.Node
 	cfg.Dir = o.Embedded
 	cfg.ListenClientUrls = []url.URL{curl}
 	cfg.AdvertiseClientUrls = []url.URL{curl}
-	cfg.ListenPeerUrls = []url.URL{purl}
-	cfg.AdvertisePeerUrls = []url.URL{purl}
-	cfg.InitialCluster = o.Node + "=" + purl.String()
+	// The peer API (raft, member to member) has no password: it listens on a unix
+	// socket in a directory only this user may enter, not on a TCP port. Its advertised
+	// URL is a placeholder (etcd wants host:port there, and the socket's path cannot be
+	// written in one): the only member never dials its own peer URL.
+	cfg.ListenPeerUrls = []url.URL{{Scheme: "unix", Host: sock}}
+	cfg.AdvertisePeerUrls = []url.URL{embeddedPeerURL}
+	cfg.InitialCluster = o.Node + "=" + embeddedPeerURL.String()
 	cfg.LogLevel = "error"
 	if o.EmbeddedLog != nil {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.EmbeddedLog)
@@ -189,9 +199,51 @@ func startEmbedded(ctx context.Context, o Options) (*embed.Etcd, error) {
 // embeddedBcryptCost is bcrypt.MinCost.
 const embeddedBcryptCost = 4
 
+// embeddedPeerURL is the embedded etcd's advertised peer URL (see startEmbedded).
+var embeddedPeerURL = url.URL{Scheme: "unix", Host: "localhost:0"}
+
+// PeerSocketDir is the directory, inside Options.Embedded, of the embedded etcd's peer
+// socket (PeerSocket); Open makes it, or sets it, mode 0700.
+const (
+	PeerSocketDir = "peer"
+	PeerSocket    = "etcd.sock"
+)
+
+// maxSocketPath is the longest path a unix socket may have on Linux (sun_path is 108
+// bytes with the terminating NUL).
+const maxSocketPath = 107
+
+// peerSocket makes dir/PeerSocketDir mode 0700 (a symbolic link there is refused) and
+// returns the absolute path of the peer socket in it.
+func peerSocket(dir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, PeerSocketDir))
+	if err != nil {
+		return "", fmt.Errorf("store: embedded etcd peer socket: %w", err)
+	}
+	if err := os.Mkdir(abs, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("store: embedded etcd peer socket: %w", err)
+	}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return "", fmt.Errorf("store: embedded etcd peer socket: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is not a directory (the embedded etcd's peer socket goes there)", ErrConfig, abs)
+	}
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return "", fmt.Errorf("store: embedded etcd peer socket: %w", err)
+	}
+	sock := filepath.Join(abs, PeerSocket)
+	if len(sock) > maxSocketPath {
+		return "", fmt.Errorf("%w: the embedded etcd's peer socket %s is longer than a unix socket path may be (%d bytes): use a shorter data directory",
+			ErrConfig, sock, maxSocketPath)
+	}
+	return sock, nil
+}
+
 // freePorts returns the given ports, replacing each 0 with a port the kernel
-// reports free on 127.0.0.1 (both listeners are held at once so they differ).
-func freePorts(ports ...int) (int, int, error) {
+// reports free on 127.0.0.1 (the listeners are held at once so they differ).
+func freePorts(ports ...int) ([]int, error) {
 	out := make([]int, len(ports))
 	var ls []net.Listener
 	defer func() {
@@ -206,10 +258,10 @@ func freePorts(ports ...int) (int, int, error) {
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		ls = append(ls, l)
 		out[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	return out[0], out[1], nil
+	return out, nil
 }

@@ -90,10 +90,11 @@ func newTestPKI(t *testing.T) testPKI {
 // the client certificate, or with a wrong password, Open fails.
 func TestExternalEtcdTLSAndAuth(t *testing.T) {
 	pki := newTestPKI(t)
-	cport, pport, err := freePorts(0, 0)
+	ports, err := freePorts(0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cport, pport := ports[0], ports[1]
 	curl := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cport))}
 	purl := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))}
 	cfg := embed.NewConfig()

@@ -18,7 +18,7 @@ import (
 //
 // The race: the new leader loads the durable tasks, and their due runs reach the handler
 // (and would be FIREd) at once, before the worker holding an outcome has reconnected.
-// So, for Options.CarryGrace after a takeover, the dispatcher holds back every run the
+// So, for Options.CarryGrace after a takeover, the router holds back every run the
 // handler gets (hold.on: they wait in the waiting queues, indexed by task in hold.held),
 // until as many workers as the previous leader had registered (registry.go) have sent
 // their CARRY, or the grace ends. An outcome then finds its run in one of two places:
@@ -32,14 +32,14 @@ import (
 // durable task it waits, as an ACK's OK does, for the record's deletion.
 //
 // Costs: the handler pays one atomic load while nothing is pending; CARRY is O(1) per
-// outcome (map lookups and one Engine.Get). Everything here is guarded by dispatcher.mu.
+// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu.
 
 // carryMaxWait bounds how long an outcome waits in hold.pending for its run to reach
 // the handler (a run due at once does so within milliseconds; one that does not is
 // parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
 const carryMaxWait = 10 * time.Second
 
-// holdState is the dispatcher's part in carrying outcomes; guarded by dispatcher.mu.
+// holdState is the router's part in carrying outcomes; guarded by router.mu.
 type holdState struct {
 	on       bool                 // due runs are held back (not FIREd): a takeover's grace
 	term     uint64               // counts holds, so that a stale grace timer ends nothing
@@ -90,50 +90,61 @@ func (co *carried) result() error {
 }
 
 // startHoldLocked begins a takeover's hold: the runs due are held back until every
-// worker the previous leader had registered has sent CARRY, or for Options.CarryGrace.
-// With none registered (or a negative grace) there is nothing to wait for. Requires
-// d.mu.
-func (s *Server) startHoldLocked(expect int) {
-	h := &s.disp.hold
+// worker the previous leader had registered (expect) has sent CARRY, or for
+// Options.CarryGrace. With none registered (or a negative grace) there is nothing to
+// wait for. Requires r.mu.
+func (r *router[W]) startHoldLocked(expect int) {
+	h := &r.hold
 	h.term++
 	h.expect, h.handedIn = expect, 0
 	h.held = map[taskKey]heldRun{}
-	if expect <= 0 || s.opts.CarryGrace <= 0 {
+	if expect <= 0 || r.carryGrace <= 0 {
 		return
 	}
 	h.on = true
 	// The runs the load brought due before leadership was set wait already: they are
 	// held too (oldest first, so that a task's latest run wins).
-	for _, q := range s.disp.waiting {
+	for _, q := range r.waiting {
 		for _, f := range q.items[q.head:] {
 			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
 		}
 	}
 	term := h.term
-	h.grace = time.AfterFunc(s.opts.CarryGrace, func() {
-		s.disp.mu.Lock()
-		defer s.disp.mu.Unlock()
+	h.grace = time.AfterFunc(r.carryGrace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		if h.term == term && h.on {
-			s.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect)
-			s.endHoldLocked()
+			r.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect)
+			r.endHoldLocked()
 		}
 	})
-	s.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", s.opts.CarryGrace)
+	r.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", r.carryGrace)
 }
 
-// endHoldLocked ends the hold and FIREs the runs held back. Requires d.mu.
-func (s *Server) endHoldLocked() {
-	s.disp.hold.on = false
-	if s.disp.leading {
-		s.drainAllLocked()
+// endHoldLocked ends the hold and FIREs the runs held back. Requires r.mu.
+func (r *router[W]) endHoldLocked() {
+	r.hold.on = false
+	if r.leading {
+		r.drainAllLocked()
 	}
 }
 
-// stopCarryLocked ends a term's carrying (the node stops leading): the hold, the index
-// of held runs and the pending outcomes, which it returns for refusal outside the lock.
-// Requires d.mu.
-func (s *Server) stopCarryLocked() []*carried {
-	h := &s.disp.hold
+// handInLocked counts w's CARRY toward ending the hold (its first only), and reports
+// whether the hold is on and every worker expected has now handed in. Requires r.mu.
+func (r *router[W]) handInLocked(w W) (endHold bool) {
+	ws := r.stateLocked(w)
+	if ws.carried {
+		return false
+	}
+	ws.carried = true
+	r.hold.handedIn++
+	return r.hold.on && r.hold.handedIn >= r.hold.expect
+}
+
+// stop ends a term's carrying (the node stops leading): the hold, the index of held
+// runs and the pending outcomes, which it returns for refusal outside the lock.
+// Requires router.mu.
+func (h *holdState) stop() []*carried {
 	h.term++
 	h.on, h.held = false, nil
 	if h.grace != nil {
@@ -149,17 +160,17 @@ func (s *Server) stopCarryLocked() []*carried {
 	return refused
 }
 
-// heldLocked indexes f (a run of a recurring task or not), just queued, when the hold
-// is on. Requires d.mu.
-func (s *Server) heldLocked(f *protocol.Fire, recurring bool) {
-	if h := &s.disp.hold; h.on {
+// note indexes f (a run of a recurring task or not), just queued, when the hold is on.
+// Requires router.mu.
+func (h *holdState) note(f *protocol.Fire, recurring bool) {
+	if h.on {
 		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f, recurring: recurring, known: true}
 	}
 }
 
-// unheldLocked drops f, leaving its waiting queue, from the index. Requires d.mu.
-func (s *Server) unheldLocked(f *protocol.Fire) {
-	if h := &s.disp.hold; len(h.held) > 0 {
+// forget drops f, leaving its waiting queue, from the index. Requires router.mu.
+func (h *holdState) forget(f *protocol.Fire) {
+	if len(h.held) > 0 {
 		k := taskKey{f.Namespace, f.TaskID}
 		if h.held[k].f == f {
 			delete(h.held, k)
@@ -231,12 +242,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		d.mu.Unlock()
 		return s.notLeader(m.ID), false
 	}
-	endHold := false
-	if !c.w.carried {
-		c.w.carried = true
-		d.hold.handedIn++
-		endHold = d.hold.on && d.hold.handedIn >= d.hold.expect
-	}
+	endHold := d.handInLocked(c)
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -287,7 +293,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	if endHold {
 		// After this frame's outcomes found their runs, so that none of those is FIREd.
 		s.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
-		s.endHoldLocked()
+		d.endHoldLocked()
 	}
 	d.mu.Unlock()
 	for _, x := range complete {
@@ -306,7 +312,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the
 // engine holds the task unchanged with that run still to start; otherwise it returns why
-// not. Requires d.mu (and takes an engine shard's lock: the lock order allows it).
+// not. Requires s.disp.mu (and takes an engine shard's lock: the lock order allows it).
 func (s *Server) pendingLocked(co *carried, k taskKey) string {
 	h := &s.disp.hold
 	in, err := s.engine.Get(k.ns, k.id)

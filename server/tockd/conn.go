@@ -53,7 +53,7 @@ type conn struct {
 	late      []protocol.Message
 	lateReady chan struct{}
 	// backedUp is set when a FIRE found the reply queue full; the writer, having made
-	// room, clears it and offers the waiting runs again (Server.offerWaiting).
+	// room, clears it and offers the waiting runs again (router.offer).
 	backedUp atomic.Bool
 	// queued is the replyCost of the messages queued on out and late and not yet
 	// written: at most MaxQueuedReplyBytes, but for one larger reply queued alone and
@@ -67,8 +67,6 @@ type conn struct {
 	drained chan struct{}
 	// wcost is the replyCost of the frames in the writer's buffer; owned by the writer.
 	wcost int64
-	// w is the worker dispatch state; guarded by s.disp.mu.
-	w workerState
 	// evicted is set when this node stops leading: the reader then answers ERROR
 	// NOT_LEADER and closes, so that a worker goes to the next leader.
 	evicted atomic.Bool
@@ -90,8 +88,7 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1),
-		w: workerState{inflight: map[uint64]taskKey{}}}
+		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -107,7 +104,7 @@ func (c *conn) readLoop() {
 	}()
 	defer func() {
 		if c.ready && c.role == protocol.RoleWorker {
-			c.s.workerClosed(c)
+			c.s.disp.remove(c, c.s.draining.Load())
 			c.s.workers.Add(-1)
 		}
 	}()
@@ -427,7 +424,7 @@ func (c *conn) writeLoop() {
 		}
 		if c.backedUp.Load() && len(c.out) < cap(c.out) {
 			c.backedUp.Store(false)
-			c.s.offerWaiting(c)
+			c.s.disp.offer(c)
 		}
 		if cap(buf) > keepBufSize {
 			buf = make([]byte, 0, 4096)

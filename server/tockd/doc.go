@@ -123,7 +123,9 @@
 //   - Events carry the task's version: the end of a replaced version never deletes its
 //     successor's record.
 //
-// Workers (workers.go). The server is the engine's fallback handler: every task type
+// Workers (workers.go answers the workers' requests; router.go's router, which talks to
+// connections and the engine through two small interfaces and is unit-tested with fakes
+// of both, routes the runs). The server is the engine's fallback handler: every task type
 // without an in-process handler of its own is run by FIREing the attempt at a subscribed
 // worker connection (the handler returns task.ErrDeferred); the worker's ACK or NACK ends
 // the attempt with Engine.Complete. Choices:

@@ -110,7 +110,8 @@ func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, 
 		case *protocol.Subscribe:
 			return s.subscribe(c, m)
 		case *protocol.Credit:
-			return s.credit(c, m), false
+			s.disp.credit(c, m.Credits)
+			return &protocol.OK{ID: id}, false
 		case *protocol.Ack:
 			return s.finish(c, id, m.RunID, m.Epoch, nil)
 		case *protocol.Acks:
@@ -338,6 +339,6 @@ func (s *Server) pauseOrResume(id uint64, typ string, paused bool) protocol.Mess
 	if typ == "" {
 		return &protocol.Error{ID: id, Code: protocol.CodeBadField, Field: "type", Message: "an empty task type"}
 	}
-	s.pause(typ, paused)
+	s.disp.pause(typ, paused)
 	return &protocol.OK{ID: id}
 }

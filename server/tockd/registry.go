@@ -105,24 +105,12 @@ func (s *Server) registryOp(ctx context.Context, op func(context.Context) error)
 // workerEntries is the registry as it should be: every subscribed worker connection
 // while this node leads, none otherwise.
 func (s *Server) workerEntries() map[string]string {
-	d := &s.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	entries := map[string]string{}
-	if !d.leading {
-		return entries
-	}
-	for _, conns := range d.byType {
-		for c := range conns {
-			name := fmt.Sprint(c.w.seq)
-			if _, done := entries[name]; done {
-				continue
-			}
-			v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: c.w.types,
-				Credits: c.w.credits, InFlight: len(c.w.inflight), Since: c.w.since.UTC().Format(time.RFC3339)})
-			entries[name] = string(v)
-		}
-	}
+	s.disp.subscribed(func(c *conn, w *workerState) {
+		v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: w.types,
+			Credits: w.credits, InFlight: len(w.inflight), Since: w.since.UTC().Format(time.RFC3339)})
+		entries[fmt.Sprint(w.seq)] = string(v)
+	})
 	return entries
 }
 

@@ -35,9 +35,7 @@ type Server struct {
 	unlistedReplies atomic.Uint64
 	workers         atomic.Int64 // connections whose HELLO said role "worker"
 
-	disp        dispatcher    // routes due tasks to worker connections (workers.go)
-	redelivered atomic.Uint64 // runs failed because their worker disconnected
-	fired       atomic.Uint64 // FIREs queued to workers
+	disp        router[*conn] // routes due runs to worker connections (router.go)
 	acked       atomic.Uint64 // ACKs the engine accepted
 	nacked      atomic.Uint64 // NACKs the engine accepted
 	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
@@ -85,12 +83,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1),
-		disp: dispatcher{byType: map[string]map[*conn]struct{}{},
-			waiting: map[string]*runQueue{}, paused: map[string]bool{}, lastRR: map[string]uint64{}}}
-	// Without a store this node is alone and always leads, at epoch 0; with one it leads
-	// once elected (leaderLoop).
-	s.disp.leading = opts.Store == nil
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1)}
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
@@ -116,6 +109,9 @@ func New(opts Options) (*Server, error) {
 		}
 		s.engine, s.ownEngine = e, true
 	}
+	// Without a store this node is alone and always leads, at epoch 0; with one it leads
+	// once elected (leaderLoop).
+	s.disp.init(s.engine, &s.opts, opts.Store == nil)
 	s.engine.RegisterFallback(s.handler)
 	if s.dur != nil {
 		go s.dur.run()

@@ -21,12 +21,14 @@
 //	tockctl dlq requeue report-1
 //	tockctl dlq purge -all
 //	tockctl stats
-//	tockctl -addr 10.0.0.5:7450 -token "$SECRET" leader
+//	tockctl -addr 10.0.0.5:7450 -token-file ~/.tock/token leader
 //
 // Global flags come before the command, and are also accepted after it unless the command
-// has a flag of the same name (submit's -timeout is the task's timeout). -addr and -token
-// default to the environment variables TOCKCTL_ADDR and TOCKCTL_TOKEN; a flag wins over
-// the environment.
+// has a flag of the same name (submit's -timeout is the task's timeout). -addr, -token and
+// -token-file default to the environment variables TOCKCTL_ADDR, TOCKCTL_TOKEN and
+// TOCKCTL_TOKEN_FILE; a flag wins over the environment. The token is a secret: -token
+// puts it on the command line, which every user of the host can read (ps), so prefer
+// -token-file (a file holding it, one trailing newline ignored) or the environment.
 //
 // Invariants:
 //   - Exit status 0: the command succeeded. 1: the server refused it (its error code and
@@ -59,6 +61,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/server/client"
+	"github.com/tock-sched/tock/server/internal/secretfile"
 	"github.com/tock-sched/tock/server/protocol"
 )
 
@@ -80,10 +83,11 @@ const (
 	exitUsage = 2 // the command line is wrong
 )
 
-// Environment variables read for the defaults of -addr and -token.
+// Environment variables read for the defaults of -addr, -token and -token-file.
 const (
-	envAddr  = "TOCKCTL_ADDR"
-	envToken = "TOCKCTL_TOKEN"
+	envAddr      = "TOCKCTL_ADDR"
+	envToken     = "TOCKCTL_TOKEN"
+	envTokenFile = "TOCKCTL_TOKEN_FILE"
 )
 
 func main() {
@@ -97,6 +101,7 @@ func main() {
 type globals struct {
 	addr      string
 	token     string
+	tokenFile string // -token-file: read into token once parsed (resolveToken)
 	timeout   time.Duration
 	namespace string
 	json      bool
@@ -112,13 +117,42 @@ func (g *globals) register(fs *flag.FlagSet) {
 	}
 	def("addr", func() { fs.StringVar(&g.addr, "addr", g.addr, "tockd address, host:port (env "+envAddr+")") })
 	def("token", func() {
-		fs.StringVar(&g.token, "token", g.token, "shared secret tockd requires, if any (env "+envToken+")")
+		fs.StringVar(&g.token, "token", g.token, "shared secret tockd requires, if any (env "+envToken+
+			"); it shows in ps: prefer -token-file")
+	})
+	def("token-file", func() {
+		fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "file holding -token, one trailing newline ignored (env "+envTokenFile+")")
 	})
 	def("timeout", func() { fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the dial and on each request") })
 	def("namespace", func() {
 		fs.StringVar(&g.namespace, "namespace", g.namespace, "namespace of the task IDs named (default \"default\")")
 	})
 	def("json", func() { fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables") })
+}
+
+// resolveToken sets token from -token, -token-file or, when neither is given, their
+// environment variables (read here, after parsing, never as flag defaults: a default is
+// printed by -h). A token given both ways is an error, on the command line as in the
+// environment, and so is a token file that cannot be read or is empty.
+func (g *globals) resolveToken() error {
+	if g.token != "" && g.tokenFile != "" {
+		return errors.New("-token and -token-file are exclusive")
+	}
+	if g.token == "" && g.tokenFile == "" {
+		g.token, g.tokenFile = os.Getenv(envToken), os.Getenv(envTokenFile)
+		if g.token != "" && g.tokenFile != "" {
+			return fmt.Errorf("%s and %s are both set (-token and -token-file are exclusive)", envToken, envTokenFile)
+		}
+	}
+	if g.tokenFile == "" {
+		return nil
+	}
+	v, err := secretfile.Read(g.tokenFile)
+	if err != nil {
+		return fmt.Errorf("-token-file: %w", err)
+	}
+	g.token = v
+	return nil
 }
 
 // command is one subcommand: its flags are defined by flags, and do runs it once the
@@ -152,7 +186,8 @@ func usagef(format string, args ...any) error {
 }
 
 // run executes one tockctl command line and returns the exit status. It writes only to
-// stdout and stderr, and reads the environment only for -addr and -token's defaults.
+// stdout and stderr, and reads the environment only for the defaults of -addr, -token and
+// -token-file.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := globals{addr: DefaultAddr, timeout: DefaultTimeout}
 	if v := os.Getenv(envAddr); v != "" {
@@ -226,9 +261,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		commandUsage(stderr, name, cmd, own)
 		return exitUsage
 	}
-	if g.token == "" {
-		// Read after parsing, never a flag default: a default is printed by -h.
-		g.token = os.Getenv(envToken)
+	if err := g.resolveToken(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitUsage
 	}
 	if g.timeout <= 0 {
 		fmt.Fprintf(stderr, "%s: -timeout %v must be positive\n", name, g.timeout)

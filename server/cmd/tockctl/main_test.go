@@ -531,8 +531,40 @@ func TestToken(t *testing.T) {
 		t.Errorf("no token: %+v", r)
 	}
 	ok(t, addr, "-token", "s3cret", "ping")
+
+	// From a file, so that the token is on no command line; one trailing newline is
+	// not part of it.
+	dir := t.TempDir()
+	file := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tokFile := file("tok", "s3cret\n")
+	ok(t, addr, "-token-file", tokFile, "ping")
+	ok(t, addr, "ping", "-token-file", tokFile)
+	for _, bad := range [][]string{
+		{"-token", "s3cret", "-token-file", tokFile, "ping"},
+		{"-token-file", file("empty", "\n"), "ping"},
+		{"-token-file", filepath.Join(dir, "absent"), "ping"},
+	} {
+		if r := ctl(t, addr, bad...); r.code != exitUsage || !strings.Contains(r.err, "-token") {
+			t.Errorf("%q: exit %d, stderr %q; want %d naming -token", bad, r.code, r.err, exitUsage)
+		}
+	}
+	t.Setenv(envTokenFile, tokFile)
+	ok(t, addr, "ping")
+	t.Setenv(envTokenFile, "")
+
 	t.Setenv(envToken, "s3cret")
 	ok(t, addr, "ping")
+	// Both in the environment: as both on the command line, an error.
+	t.Setenv(envTokenFile, tokFile)
+	if r := ctl(t, addr, "ping"); r.code != exitUsage {
+		t.Errorf("%s and %s both set: exit %d, stderr %q", envToken, envTokenFile, r.code, r.err)
+	}
 }
 
 func TestHumanDuration(t *testing.T) {

@@ -3,13 +3,15 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/tock-sched/tock/server/internal/secretfile"
 )
 
 // secrets are the flags whose values must not sit on a command line, where every user
 // of the host can read them (ps, /proc/PID/cmdline). Each -NAME has a -NAME-file twin
-// that names a file holding the value (one trailing newline dropped), and, as every
+// that names a file holding the value (read by secretfile.Read: one trailing newline
+// dropped), and, as every
 // flag, an environment variable (TOCKD_NAME, TOCKD_NAME_FILE).
 type secrets struct {
 	list []*secret
@@ -40,13 +42,9 @@ func (s *secrets) read() error {
 		if *sec.value != "" {
 			return fmt.Errorf("-%s and -%s-file are exclusive", sec.name, sec.name)
 		}
-		b, err := os.ReadFile(sec.file)
+		v, err := secretfile.Read(sec.file)
 		if err != nil {
 			return fmt.Errorf("-%s-file: %w", sec.name, err)
-		}
-		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-		if v == "" {
-			return fmt.Errorf("-%s-file %s is empty", sec.name, sec.file)
 		}
 		*sec.value = v
 	}

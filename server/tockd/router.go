@@ -1,0 +1,547 @@
+package tockd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// errNoWorker fails an attempt (retryably) when it cannot wait for a worker: the
+// server already holds Options.MaxWaitingRuns runs waiting, or
+// Options.MaxWaitingRunsPerType of the attempt's type. The task's retry policy decides
+// what follows.
+var errNoWorker = errors.New("tockd: no worker available")
+
+// errWorkerGone fails (retryably) every run in flight on a worker connection that closed,
+// so that the engine redelivers it, to another worker, per the task's retry policy.
+var errWorkerGone = errors.New("tockd: worker disconnected")
+
+// workerConn is what the router needs of a worker connection (*conn; a fake in the
+// router's unit tests). Both methods are called with router.mu held, so neither may
+// block or call back into the router.
+type workerConn interface {
+	comparable
+	// push queues a FIRE on the connection without blocking: false when its reply
+	// queue is full (the worker is not reading) or the connection is closing.
+	push(m protocol.Message) bool
+	// setBackedUp records that a FIRE found the reply queue full: once the connection
+	// has made room it must call router.offer, so that runs waiting for want of room
+	// are fired.
+	setBackedUp()
+}
+
+// runEngine is what the router needs of the engine (*task.Engine; a fake in the
+// router's unit tests): start, hold and fail a run. Hold and start are O(1) (a shard
+// lock) and called with router.mu held; Complete is called without it.
+type runEngine interface {
+	// HoldTimeout stops the run's timeout while it waits for a worker.
+	HoldTimeout(runID uint64) error
+	// StartTimeout starts the run's timeout afresh as it is fired; an error means the
+	// run is gone (cancelled, replaced, or ended by a carried outcome).
+	StartTimeout(runID uint64) error
+	// Complete ends the run with err (errWorkerGone: redelivered per the retry policy).
+	Complete(runID uint64, err error) error
+}
+
+// router routes due runs to subscribed worker connections: which workers subscribe to
+// which types and with how many credits, the choice of a worker (Options.Dispatch), the
+// runs waiting for one and their bounds, the runs in flight on each worker, and removing
+// a worker. It learns of the engine's runs from Server.handler (route) and of workers'
+// requests from their readers (subscribe, credit, take, remove), and talks back to them
+// only through workerConn and runEngine. Sending the workers away when this node stops
+// leading is Server.evictWorkers (leader.go), which reads byType under mu.
+//
+// Invariants (checked by verify):
+//   - byType[t] holds exactly the workers whose state lists type t; the state of each
+//     worker in byType is workers[w].
+//   - nWaiting = Σ_t waiting[t].len() ≤ maxWaiting, and waiting[t].len() ≤ maxPerType
+//     for every t when the run was queued (a queue's stale runs, cancelled meanwhile,
+//     count until their turn). No waiting queue is empty.
+//   - A run is in one place at most: waiting (its engine timeout held) or in flight on
+//     exactly one worker (FIREd, its timeout running), until that worker's ACK/NACK
+//     (take) or its removal (remove).
+//   - Each FIRE spends one credit of the worker it went to; credits only grow by
+//     subscribe (replaces them) and credit (adds, saturating).
+//   - Runs are fired only while leading, outside a takeover's hold (hold.on), and for
+//     types not paused; a type's waiting runs go out oldest first, and a run due while
+//     older runs of its type wait queues behind them.
+//
+// Locking: every field below mu is guarded by mu unless it says otherwise. mu is taken
+// by engine handlers (route), worker connections' readers (subscribe, credit, take,
+// remove, CARRY) and writers (offer), PAUSE and RESUME, leadership changes (setLeading,
+// evictWorkers) and the registry (subscribed); it is
+// never held across a blocking operation. Lock order: router.mu, then a connection's
+// outMu (workerConn.push) or an engine shard's lock (runEngine.HoldTimeout,
+// StartTimeout, and Engine.Get in carry.go). Nothing holding either of those takes mu.
+//
+// Costs: route, credit and offer are O(workers of the type) per run fired (the choice
+// is a scan of the type's subscribed workers); take is O(1) per run; subscribe and
+// remove are O(types of the worker), plus the runs they fire or fail.
+type router[W workerConn] struct {
+	// Set by init, immutable after.
+	eng        runEngine
+	strategy   Dispatch
+	maxWaiting int // Options.MaxWaitingRuns
+	maxPerType int // Options.MaxWaitingRunsPerType
+	carryGrace time.Duration
+	log        *slog.Logger
+
+	fired       atomic.Uint64 // FIREs queued to workers
+	redelivered atomic.Uint64 // runs failed because their worker disconnected
+
+	mu       sync.Mutex
+	workers  map[W]*workerState            // every worker connection that subscribed or sent CARRY, until removed
+	byType   map[string]map[W]*workerState // subscribed, open worker connections per type
+	waiting  map[string]*runQueue          // due runs per type that no worker has taken yet; each at most maxPerType
+	nWaiting int                           // runs in all waiting queues (some may be stale); at most maxWaiting
+	paused   map[string]bool               // types not dispatched until RESUME
+	leading  bool                          // this node dispatches; FIREs carry epoch
+	epoch    uint64
+	nextSeq  uint64            // numbers worker connections in subscription order
+	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
+	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
+}
+
+// workerState is the router's record of one worker connection; guarded by router.mu.
+type workerState struct {
+	types    []string
+	credits  uint64
+	seq      uint64             // subscription order, from 1 (round robin; tie-break; registry entry); 0 until SUBSCRIBE
+	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
+	since    time.Time          // first SUBSCRIBE (the registry)
+	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
+	carried  bool               // it sent a CARRY (carry.go)
+}
+
+// init readies r for use with eng and opts' routing options (Dispatch, the waiting
+// bounds, CarryGrace); leading is whether this node dispatches from the start (no
+// Store: it is alone). Called once, before r is shared.
+func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
+	r.eng, r.strategy, r.log = eng, opts.Dispatch, opts.Logger
+	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
+	r.workers, r.byType = map[W]*workerState{}, map[string]map[W]*workerState{}
+	r.waiting, r.paused, r.lastRR = map[string]*runQueue{}, map[string]bool{}, map[string]uint64{}
+	r.leading = leading
+}
+
+// stateLocked is w's record, made on its first use. Requires r.mu.
+func (r *router[W]) stateLocked(w W) *workerState {
+	ws := r.workers[w]
+	if ws == nil {
+		ws = &workerState{inflight: map[uint64]taskKey{}}
+		r.workers[w] = ws
+	}
+	return ws
+}
+
+// route is the engine handler's part: it FIREs f (the attempt of a task, recurring or
+// not) at a worker, or queues it until one has a credit (and the type is not paused, and
+// this node leads outside a hold), its timeout held. It returns task.ErrDeferred (the
+// worker's ACK or NACK ends the attempt), errNoWorker (wrapped) when the waiting bounds
+// are reached, or the engine's error holding the timeout.
+func (r *router[W]) route(f *protocol.Fire, recurring bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.waiting[f.TaskType]
+	if r.leading && !r.hold.on && !r.paused[f.TaskType] && (q == nil || q.len() == 0) && r.fireLocked(f) {
+		return task.ErrDeferred
+	}
+	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
+	if r.nWaiting >= r.maxWaiting {
+		return fmt.Errorf("%w for type %q: %d runs are already waiting (MaxWaitingRuns)", errNoWorker, f.TaskType, r.nWaiting)
+	}
+	if q != nil && q.len() >= r.maxPerType {
+		return fmt.Errorf("%w for type %q: %d runs of the type are already waiting (MaxWaitingRunsPerType)", errNoWorker, f.TaskType, q.len())
+	}
+	if err := r.eng.HoldTimeout(f.RunID); err != nil {
+		return err
+	}
+	if q == nil {
+		q = &runQueue{}
+		r.waiting[f.TaskType] = q
+	}
+	q.push(f)
+	r.nWaiting++
+	r.hold.note(f, recurring)
+	return task.ErrDeferred
+}
+
+// fireLocked FIREs f at the subscribed worker of its type chosen by the strategy among
+// those with a credit, skipping those whose reply queue is full (not reading) or that
+// are closing; false when none took it. Requires r.mu.
+func (r *router[W]) fireLocked(f *protocol.Fire) bool {
+	f.Epoch = r.epoch
+	var key uint64
+	if r.strategy == DispatchKeyHash {
+		key = xxhash.Sum64String(f.Namespace) ^ xxhash.Sum64String(f.TaskID)*0x9E3779B97F4A7C15
+	}
+	var tried map[W]bool
+	for {
+		var best W
+		var bestState *workerState
+		var bestScore uint64
+		for w, ws := range r.byType[f.TaskType] {
+			if ws.credits == 0 || tried[w] {
+				continue
+			}
+			var score uint64
+			switch r.strategy {
+			case DispatchRoundRobin:
+				// The next worker after the last one served, in subscription order,
+				// wrapping around: seqs just after the last score highest.
+				score = ^(ws.seq - r.lastRR[f.TaskType] - 1)
+			case DispatchKeyHash:
+				// Rendezvous hashing: the key goes to the worker with the highest
+				// hash of (key, worker); a worker joining or leaving moves only the
+				// keys it wins or won.
+				score = mix64(key ^ ws.weight)
+			default: // DispatchLeastLoaded
+				score = ws.credits
+			}
+			if bestState == nil || score > bestScore || (score == bestScore && ws.seq < bestState.seq) {
+				best, bestState, bestScore = w, ws, score
+			}
+		}
+		if bestState == nil {
+			return false
+		}
+		if !best.push(f) {
+			// Its writer offers the waiting runs again once it has made room. The flag
+			// is set before a second try: a writer that made room before seeing it
+			// leaves room for that try, so that a run never waits with no one due to
+			// offer it again.
+			best.setBackedUp()
+			if !best.push(f) {
+				if tried == nil {
+					tried = map[W]bool{}
+				}
+				tried[best] = true
+				continue
+			}
+		}
+		bestState.credits--
+		bestState.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
+		if r.strategy == DispatchRoundRobin {
+			r.lastRR[f.TaskType] = bestState.seq
+		}
+		r.fired.Add(1)
+		return true
+	}
+}
+
+// mix64 is splitmix64's finalizer: it spreads a 64-bit value's bits over all 64.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// drainLocked FIREs waiting runs of typ, oldest first, while workers have credits.
+// A run the engine no longer holds (cancelled, or the task replaced) is dropped.
+// Requires r.mu.
+func (r *router[W]) drainLocked(typ string) {
+	q := r.waiting[typ]
+	for q != nil && q.len() > 0 && r.leading && !r.hold.on && !r.paused[typ] {
+		f := q.front()
+		if err := r.eng.StartTimeout(f.RunID); err != nil {
+			q.pop()
+			r.nWaiting--
+			r.hold.forget(f)
+			continue // gone from the engine (or ended by a carried outcome): nothing to fire
+		}
+		if !r.fireLocked(f) {
+			// No credit (or every worker is backed up): wait again, with no time limit.
+			_ = r.eng.HoldTimeout(f.RunID)
+			break
+		}
+		q.pop()
+		r.nWaiting--
+		r.hold.forget(f)
+	}
+	if q != nil && q.len() == 0 {
+		delete(r.waiting, typ)
+	}
+}
+
+// drainTypesLocked drains ws's types while it has credits. Requires r.mu.
+func (r *router[W]) drainTypesLocked(ws *workerState) {
+	for _, typ := range ws.types {
+		if ws.credits == 0 {
+			return
+		}
+		r.drainLocked(typ)
+	}
+}
+
+// drainAllLocked drains every type with waiting runs. Requires r.mu.
+func (r *router[W]) drainAllLocked() {
+	for typ := range r.waiting {
+		r.drainLocked(typ)
+	}
+}
+
+// offer fires waiting runs of w's types: w's writer calls it when it has made room in a
+// reply queue that was full when a FIRE was due (so runs may wait for want of room, not
+// of credit).
+func (r *router[W]) offer(w W) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ws := r.workers[w]; ws != nil {
+		r.drainTypesLocked(ws)
+	}
+}
+
+// subscribe replaces w's types and credits (SUBSCRIBE; the types are checked by the
+// caller) and fires waiting runs of those types. name is the worker's HELLO name (key
+// hashing). first is true for w's first SUBSCRIBE: it was numbered then.
+func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) (first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.stateLocked(w)
+	for _, typ := range ws.types {
+		delete(r.byType[typ], w)
+	}
+	ws.types, ws.credits = append([]string(nil), types...), credits
+	if ws.seq == 0 {
+		r.nextSeq++
+		ws.seq, ws.weight, ws.since = r.nextSeq, xxhash.Sum64String(name), time.Now()
+		first = true
+	}
+	for _, typ := range ws.types {
+		if r.byType[typ] == nil {
+			r.byType[typ] = map[W]*workerState{}
+		}
+		r.byType[typ][w] = ws
+	}
+	for _, typ := range ws.types {
+		r.drainLocked(typ)
+	}
+	return first
+}
+
+// credit adds n credits to w (CREDIT, saturating) and fires waiting runs of its types.
+func (r *router[W]) credit(w W, n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.stateLocked(w)
+	ws.credits += min(n, ^uint64(0)-ws.credits)
+	r.drainTypesLocked(ws)
+}
+
+// take takes runID off w's runs in flight for its ACK or NACK (request id, naming
+// epoch): fired says whether it was there, and key is its task. A stale epoch takes
+// nothing and returns the STALE_EPOCH error instead.
+func (r *router[W]) take(w W, id, epoch, runID uint64) (key taskKey, fired bool, stale *protocol.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stale := r.staleEpochLocked(id, epoch); stale != nil {
+		return taskKey{}, false, stale
+	}
+	if ws := r.workers[w]; ws != nil {
+		key, fired = ws.inflight[runID]
+		delete(ws.inflight, runID)
+	}
+	return key, fired, nil
+}
+
+// takeAll is take for each of runIDs (ACKS): keys[i] and fired[i] are runIDs[i]'s.
+func (r *router[W]) takeAll(w W, id, epoch uint64, runIDs []uint64) (keys []taskKey, fired []bool, stale *protocol.Error) {
+	keys = make([]taskKey, len(runIDs))
+	fired = make([]bool, len(runIDs))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stale := r.staleEpochLocked(id, epoch); stale != nil {
+		return nil, nil, stale
+	}
+	if ws := r.workers[w]; ws != nil {
+		for i, runID := range runIDs {
+			keys[i], fired[i] = ws.inflight[runID]
+			delete(ws.inflight, runID)
+		}
+	}
+	return keys, fired, nil
+}
+
+// staleEpochLocked returns the STALE_EPOCH error for an ACK, NACK or ACKS (request id)
+// naming epoch, or nil when epoch is this leader's. Requires r.mu.
+func (r *router[W]) staleEpochLocked(id, epoch uint64) *protocol.Error {
+	if r.leading && epoch == r.epoch {
+		return nil
+	}
+	msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, r.epoch)
+	if !r.leading {
+		msg = fmt.Sprintf("epoch %d: this node no longer leads", epoch)
+	}
+	return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, Message: msg}
+}
+
+// remove forgets w, whose connection closed: it gets no more FIREs, and every run in
+// flight on it fails retryably (errWorkerGone), so the engine redelivers it per its
+// retry policy; unless handBack (the server is draining) or this node does not lead:
+// then the runs are handed back, not failed (a durable task keeps its record, and the
+// next leader redelivers it; failing it here could end it, DEAD, and delete the record).
+func (r *router[W]) remove(w W, handBack bool) {
+	r.mu.Lock()
+	ws := r.workers[w]
+	delete(r.workers, w)
+	var inflight map[uint64]taskKey
+	if ws != nil {
+		for _, typ := range ws.types {
+			delete(r.byType[typ], w)
+		}
+		inflight = ws.inflight
+	}
+	leading := r.leading
+	r.mu.Unlock()
+	if handBack || !leading {
+		return
+	}
+	for runID := range inflight {
+		if r.eng.Complete(runID, errWorkerGone) == nil {
+			r.redelivered.Add(1)
+		}
+	}
+}
+
+// pause answers PAUSE (paused) and RESUME: a paused type's due runs wait, undispatched;
+// a resumed type's waiting runs are fired.
+func (r *router[W]) pause(typ string, paused bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if paused {
+		r.paused[typ] = true
+		return
+	}
+	delete(r.paused, typ)
+	r.drainLocked(typ)
+}
+
+// setLeading records a change of leadership (changed: it is one): FIREs carry the new
+// epoch, and runs wait while this node does not lead. Gaining it with expect set (a
+// Store) starts the takeover's hold for carried outcomes, waiting for expect() workers
+// (carry.go); losing it ends the hold and returns the outcomes pending, for refusal
+// outside the lock.
+func (r *router[W]) setLeading(leading bool, epoch uint64, expect func() int) (changed bool, refused []*carried) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leading != leading {
+		changed = true
+		if leading && expect != nil {
+			r.startHoldLocked(expect())
+		} else if !leading {
+			refused = r.hold.stop()
+		}
+	}
+	r.leading, r.epoch = leading, epoch
+	if leading {
+		r.drainAllLocked()
+	}
+	return changed, refused
+}
+
+// leadership returns whether this node leads, and its epoch.
+func (r *router[W]) leadership() (bool, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading, r.epoch
+}
+
+// waitingLen is the number of due runs waiting for a worker.
+func (r *router[W]) waitingLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nWaiting
+}
+
+// subscribed calls fn with each subscribed worker (one with a type) and its state, under
+// r.mu, if this node leads; fn must not block or call the router.
+func (r *router[W]) subscribed(fn func(W, *workerState)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leading {
+		return
+	}
+	for w, ws := range r.workers {
+		if len(ws.types) > 0 {
+			fn(w, ws)
+		}
+	}
+}
+
+// verify checks the invariants that the router's state alone can show (the doc comment
+// on router); the unit tests call it after every step. Cost: O(workers × types + runs).
+func (r *router[W]) verify() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for typ, set := range r.byType {
+		for w, ws := range set {
+			if r.workers[w] != ws {
+				return fmt.Errorf("byType[%q] holds a worker whose state is not workers'", typ)
+			}
+			found := false
+			for _, t := range ws.types {
+				found = found || t == typ
+			}
+			if !found {
+				return fmt.Errorf("byType[%q] holds worker %d, subscribed to %q", typ, ws.seq, ws.types)
+			}
+		}
+	}
+	inflight := map[uint64]bool{}
+	for w, ws := range r.workers {
+		for _, typ := range ws.types {
+			if r.byType[typ][w] != ws {
+				return fmt.Errorf("worker %d subscribes to %q but is not in byType", ws.seq, typ)
+			}
+		}
+		for runID := range ws.inflight {
+			if inflight[runID] {
+				return fmt.Errorf("run %d is in flight on two workers", runID)
+			}
+			inflight[runID] = true
+		}
+	}
+	n := 0
+	for typ, q := range r.waiting {
+		if q.len() == 0 {
+			return fmt.Errorf("waiting queue of %q is empty", typ)
+		}
+		n += q.len()
+		for _, f := range q.items[q.head:] {
+			if inflight[f.RunID] {
+				return fmt.Errorf("run %d is both waiting and in flight", f.RunID)
+			}
+		}
+	}
+	if n != r.nWaiting || n > r.maxWaiting {
+		return fmt.Errorf("nWaiting %d, queues hold %d, bound %d", r.nWaiting, n, r.maxWaiting)
+	}
+	return nil
+}
+
+// runQueue is a FIFO of FIREs waiting for a worker.
+type runQueue struct {
+	items []*protocol.Fire
+	head  int
+}
+
+func (q *runQueue) len() int              { return len(q.items) - q.head }
+func (q *runQueue) front() *protocol.Fire { return q.items[q.head] }
+func (q *runQueue) push(f *protocol.Fire) { q.items = append(q.items, f) }
+func (q *runQueue) pop() {
+	q.items[q.head] = nil
+	q.head++
+	if q.head >= 1024 && q.head*2 >= len(q.items) { // reclaim the consumed front
+		q.items = append(q.items[:0:0], q.items[q.head:]...)
+		q.head = 0
+	}
+}

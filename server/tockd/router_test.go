@@ -1,0 +1,535 @@
+package tockd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// The router's unit tests: fake worker connections and a fake engine, no sockets, no
+// etcd, no goroutines. Everything the router does happens inside the call under test,
+// so each test checks the outcome right after the call.
+
+// fakeWorker is a worker connection whose reply queue takes room more FIREs (negative:
+// any number).
+type fakeWorker struct {
+	name     string
+	room     int
+	fires    []*protocol.Fire // FIREs queued on it, in order
+	backedUp bool             // setBackedUp was called and not yet reset by the test
+}
+
+func (w *fakeWorker) push(m protocol.Message) bool {
+	if w.room == 0 {
+		return false
+	}
+	if w.room > 0 {
+		w.room--
+	}
+	w.fires = append(w.fires, m.(*protocol.Fire))
+	return true
+}
+
+func (w *fakeWorker) setBackedUp() { w.backedUp = true }
+
+// runIDs lists the runs FIREd at w, in order.
+func (w *fakeWorker) runIDs() []uint64 {
+	ids := make([]uint64, len(w.fires))
+	for i, f := range w.fires {
+		ids[i] = f.RunID
+	}
+	return ids
+}
+
+// fakeEngine records what the router asks of the engine.
+type fakeEngine struct {
+	held      map[uint64]bool  // run: its timeout is held (waiting); false once started
+	gone      map[uint64]bool  // runs the engine no longer has: StartTimeout fails
+	completed map[uint64]error // runs the router ended, with their error
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{held: map[uint64]bool{}, gone: map[uint64]bool{}, completed: map[uint64]error{}}
+}
+
+func (e *fakeEngine) HoldTimeout(runID uint64) error {
+	e.held[runID] = true
+	return nil
+}
+
+func (e *fakeEngine) StartTimeout(runID uint64) error {
+	if e.gone[runID] {
+		return task.ErrUnknownRun
+	}
+	e.held[runID] = false
+	return nil
+}
+
+func (e *fakeEngine) Complete(runID uint64, err error) error {
+	if e.gone[runID] {
+		return task.ErrUnknownRun
+	}
+	e.completed[runID] = err
+	return nil
+}
+
+type testRouter struct {
+	t   *testing.T
+	r   *router[*fakeWorker]
+	eng *fakeEngine
+}
+
+// newTestRouter is a leading router (no Store) with opts' routing options and defaults.
+func newTestRouter(t *testing.T, opts Options) *testRouter {
+	opts.setDefaults()
+	tr := &testRouter{t: t, r: &router[*fakeWorker]{}, eng: newFakeEngine()}
+	tr.r.init(tr.eng, &opts, true)
+	return tr
+}
+
+// worker subscribes a new fake worker to types with credits.
+func (tr *testRouter) worker(name string, credits uint64, types ...string) *fakeWorker {
+	w := &fakeWorker{name: name, room: -1}
+	tr.r.subscribe(w, name, types, credits)
+	tr.verify()
+	return w
+}
+
+// route hands the router a run of type typ (run ID id, task ID "t<id>") and wants it
+// deferred: fired or waiting.
+func (tr *testRouter) route(id uint64, typ string) {
+	tr.t.Helper()
+	tr.routeKey(id, typ, fmt.Sprintf("t%d", id))
+}
+
+func (tr *testRouter) routeKey(id uint64, typ, taskID string) {
+	tr.t.Helper()
+	if err := tr.r.route(&protocol.Fire{Namespace: task.DefaultNamespace, TaskID: taskID, TaskType: typ, RunID: id}, false); !errors.Is(err, task.ErrDeferred) {
+		tr.t.Fatalf("route of run %d (%s): %v, want ErrDeferred", id, typ, err)
+	}
+	tr.verify()
+}
+
+func (tr *testRouter) verify() {
+	tr.t.Helper()
+	if err := tr.r.verify(); err != nil {
+		tr.t.Fatalf("router invariant broken: %v", err)
+	}
+}
+
+// state is w's record (nil if none).
+func (tr *testRouter) state(w *fakeWorker) *workerState {
+	tr.r.mu.Lock()
+	defer tr.r.mu.Unlock()
+	return tr.r.workers[w]
+}
+
+func (tr *testRouter) wantWaiting(n int) {
+	tr.t.Helper()
+	if got := tr.r.waitingLen(); got != n {
+		tr.t.Fatalf("%d runs waiting, want %d", got, n)
+	}
+}
+
+func wantRuns(t *testing.T, w *fakeWorker, want ...uint64) {
+	t.Helper()
+	if got := w.runIDs(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("worker %s got runs %v, want %v", w.name, got, want)
+	}
+}
+
+func TestRouterSubscribeUnsubscribe(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	w := tr.worker("w", 10, "a")
+	tr.route(1, "a")
+	wantRuns(t, w, 1)
+	if tr.eng.held[1] {
+		t.Fatal("a run fired at once had its timeout held")
+	}
+	tr.route(2, "b") // nobody serves b: it waits, its timeout held
+	tr.wantWaiting(1)
+	if !tr.eng.held[2] {
+		t.Fatal("a waiting run's timeout is not held")
+	}
+
+	// A second SUBSCRIBE replaces the types (and credits): b's waiting run goes out,
+	// with its timeout started afresh, and a is no longer served.
+	tr.r.subscribe(w, w.name, []string{"b"}, 1)
+	tr.verify()
+	wantRuns(t, w, 1, 2)
+	if tr.eng.held[2] {
+		t.Fatal("a run fired from the waiting queue still has its timeout held")
+	}
+	tr.wantWaiting(0)
+	tr.r.subscribe(w, w.name, []string{"b"}, 5)
+	tr.route(3, "a")
+	wantRuns(t, w, 1, 2)
+	tr.wantWaiting(1)
+	if st := tr.state(w); st.seq != 1 || st.credits != 5 {
+		t.Fatalf("after resubscribing: seq %d credits %d, want 1 and 5 (numbered once; credits replaced)", st.seq, st.credits)
+	}
+
+	// Subscribing to nothing leaves the worker registered but served nowhere.
+	tr.r.subscribe(w, w.name, nil, 5)
+	tr.verify()
+	tr.route(4, "b")
+	wantRuns(t, w, 1, 2)
+	tr.wantWaiting(2)
+	var listed []string
+	tr.r.subscribed(func(w *fakeWorker, _ *workerState) { listed = append(listed, w.name) })
+	if len(listed) != 0 {
+		t.Fatalf("workers subscribed to no type are listed for the registry: %v", listed)
+	}
+
+	// A second worker subscribing takes both waiting runs, oldest first per type.
+	w2 := tr.worker("w2", 5, "a", "b")
+	wantRuns(t, w2, 3, 4)
+	tr.wantWaiting(0)
+	tr.r.subscribed(func(w *fakeWorker, ws *workerState) { listed = append(listed, fmt.Sprint(w.name, ws.seq)) })
+	if fmt.Sprint(listed) != "[w22]" {
+		t.Fatalf("registry lists %v, want [w22]", listed)
+	}
+}
+
+func TestRouterCredits(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	w := tr.worker("w", 0, "a")
+	for id := uint64(1); id <= 3; id++ {
+		tr.route(id, "a")
+	}
+	wantRuns(t, w)
+	tr.wantWaiting(3)
+
+	tr.r.credit(w, 2) // two credits: the two oldest go out
+	tr.verify()
+	wantRuns(t, w, 1, 2)
+	tr.wantWaiting(1)
+	if st := tr.state(w); st.credits != 0 || len(st.inflight) != 2 {
+		t.Fatalf("credits %d, in flight %d; want 0 and 2", st.credits, len(st.inflight))
+	}
+
+	// ACK and NACK return no credit (PROTOCOL.md): the last run still waits.
+	if _, fired, stale := tr.r.take(w, 9, 0, 1); !fired || stale != nil {
+		t.Fatalf("take of run 1: fired %v, stale %v", fired, stale)
+	}
+	tr.wantWaiting(1)
+
+	// Credits saturate.
+	tr.r.credit(w, ^uint64(0))
+	tr.r.credit(w, ^uint64(0))
+	tr.verify()
+	wantRuns(t, w, 1, 2, 3)
+	if st := tr.state(w); st.credits != ^uint64(0) {
+		t.Fatalf("credits %d, want saturated at %d", st.credits, ^uint64(0))
+	}
+}
+
+func TestRouterLeastLoaded(t *testing.T) {
+	tr := newTestRouter(t, Options{Dispatch: DispatchLeastLoaded})
+	w1 := tr.worker("w1", 3, "a")
+	w2 := tr.worker("w2", 5, "a")
+	for id := uint64(1); id <= 8; id++ {
+		tr.route(id, "a")
+	}
+	// The most free credits wins; a tie goes to the earlier subscriber:
+	// 3/5 w2, 3/4 w2, 3/3 w1, 2/3 w2, 2/2 w1, 1/2 w2, 1/1 w1, 0/1 w2.
+	wantRuns(t, w1, 3, 5, 7)
+	wantRuns(t, w2, 1, 2, 4, 6, 8)
+	tr.route(9, "a")
+	tr.wantWaiting(1)
+}
+
+func TestRouterRoundRobin(t *testing.T) {
+	tr := newTestRouter(t, Options{Dispatch: DispatchRoundRobin})
+	w1 := tr.worker("w1", 10, "a")
+	w2 := tr.worker("w2", 1, "a")
+	w3 := tr.worker("w3", 10, "a")
+	for id := uint64(1); id <= 7; id++ {
+		tr.route(id, "a")
+	}
+	// In subscription order, wrapping around; w2, out of credits after one, is skipped.
+	wantRuns(t, w1, 1, 4, 6)
+	wantRuns(t, w2, 2)
+	wantRuns(t, w3, 3, 5, 7)
+}
+
+func TestRouterKeyHash(t *testing.T) {
+	tr := newTestRouter(t, Options{Dispatch: DispatchKeyHash})
+	ws := []*fakeWorker{tr.worker("w1", 1000, "a"), tr.worker("w2", 1000, "a"), tr.worker("w3", 1000, "a")}
+	const keys = 90
+	// owner is the worker each key's runs go to.
+	owner := func(id uint64) *fakeWorker {
+		for _, w := range ws {
+			if n := len(w.fires); n > 0 && w.fires[n-1].RunID == id {
+				return w
+			}
+		}
+		t.Fatalf("run %d was not fired", id)
+		return nil
+	}
+	first := map[string]*fakeWorker{}
+	id := uint64(0)
+	for round := 0; round < 3; round++ {
+		for k := 0; k < keys; k++ {
+			id++
+			key := fmt.Sprintf("key%d", k)
+			tr.routeKey(id, "a", key)
+			w := owner(id)
+			if first[key] == nil {
+				first[key] = w
+			} else if w != first[key] {
+				t.Fatalf("round %d: key %s went to %s, before to %s", round, key, w.name, first[key].name)
+			}
+		}
+	}
+	perWorker := map[*fakeWorker]int{}
+	for _, w := range first {
+		perWorker[w]++
+	}
+	for _, w := range ws {
+		// 90 keys over 3 workers: 30 each on average; none gets fewer than 10 unless
+		// the hash is badly skewed (the hash is fixed, so this cannot flake).
+		if perWorker[w] < 10 {
+			t.Fatalf("worker %s owns %d of %d keys: %v", w.name, perWorker[w], keys, perWorker)
+		}
+	}
+
+	// Rendezvous: removing w3 moves only the keys w3 owned.
+	tr.r.remove(ws[2], false)
+	tr.verify()
+	ws = ws[:2]
+	for k := 0; k < keys; k++ {
+		id++
+		key := fmt.Sprintf("key%d", k)
+		tr.routeKey(id, "a", key)
+		if w := owner(id); first[key].name != "w3" && w != first[key] {
+			t.Fatalf("key %s moved from %s to %s when w3 left", key, first[key].name, w.name)
+		}
+	}
+}
+
+func TestRouterWaitingBounds(t *testing.T) {
+	tr := newTestRouter(t, Options{MaxWaitingRuns: 3, MaxWaitingRunsPerType: 2})
+	tr.route(1, "a")
+	tr.route(2, "a")
+	routeErr := func(id uint64, typ string) error {
+		return tr.r.route(&protocol.Fire{Namespace: task.DefaultNamespace, TaskID: fmt.Sprint(id), TaskType: typ, RunID: id}, false)
+	}
+	err := routeErr(3, "a") // a has MaxWaitingRunsPerType waiting
+	if !errors.Is(err, errNoWorker) || !strings.Contains(err.Error(), "MaxWaitingRunsPerType") {
+		t.Fatalf("a third run of a: %v, want errNoWorker (MaxWaitingRunsPerType)", err)
+	}
+	tr.route(4, "b") // another type still has room
+	err = routeErr(5, "c")
+	if !errors.Is(err, errNoWorker) || !strings.Contains(err.Error(), "(MaxWaitingRuns)") {
+		t.Fatalf("a fourth waiting run: %v, want errNoWorker (MaxWaitingRuns)", err)
+	}
+	if tr.eng.held[3] || tr.eng.held[5] {
+		t.Fatal("a refused run's timeout was held")
+	}
+	tr.verify()
+	tr.wantWaiting(3)
+
+	// A worker taking a's runs makes room for a again.
+	w := tr.worker("w", 2, "a")
+	wantRuns(t, w, 1, 2)
+	tr.route(6, "a")
+	tr.route(7, "a")
+	tr.wantWaiting(3)
+}
+
+func TestRouterBackedUpWorker(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	full := tr.worker("full", 5, "a")
+	full.room = 0 // not reading: its reply queue is full
+	other := tr.worker("other", 1, "a")
+
+	tr.route(1, "a") // full has more credits but no room: skipped for other
+	if !full.backedUp {
+		t.Fatal("a FIRE that found the queue full did not report it backed up")
+	}
+	wantRuns(t, full)
+	wantRuns(t, other, 1)
+	if st := tr.state(full); st.credits != 5 || len(st.inflight) != 0 {
+		t.Fatalf("a FIRE not queued spent a credit (%d left) or is in flight (%d)", st.credits, len(st.inflight))
+	}
+
+	full.backedUp = false
+	tr.route(2, "a") // other has no credit left: the run waits for full's room
+	tr.wantWaiting(1)
+	if !full.backedUp {
+		t.Fatal("the FIRE that found the queue full again did not report it backed up")
+	}
+	tr.r.offer(other) // a worker without credit offers nothing
+	tr.wantWaiting(1)
+
+	full.room = -1 // its writer made room, and offers the waiting runs again
+	tr.r.offer(full)
+	tr.verify()
+	wantRuns(t, full, 2)
+	tr.wantWaiting(0)
+	if tr.eng.held[2] {
+		t.Fatal("the run fired on offer still has its timeout held")
+	}
+}
+
+func TestRouterRemoveFailsRunsInFlight(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	w := tr.worker("w", 3, "a")
+	tr.route(1, "a")
+	tr.route(2, "a")
+	if _, fired, _ := tr.r.take(w, 1, 0, 1); !fired { // ACKed: no longer in flight
+		t.Fatal("run 1 was not in flight")
+	}
+	tr.r.remove(w, false)
+	tr.verify()
+	if len(tr.eng.completed) != 1 || !errors.Is(tr.eng.completed[2], errWorkerGone) {
+		t.Fatalf("engine completions %v, want run 2 failed with errWorkerGone", tr.eng.completed)
+	}
+	if n := tr.r.redelivered.Load(); n != 1 {
+		t.Fatalf("redelivered %d, want 1", n)
+	}
+	if tr.state(w) != nil {
+		t.Fatal("a removed worker keeps its record")
+	}
+	tr.route(3, "a") // no worker left
+	tr.wantWaiting(1)
+	if _, fired, _ := tr.r.take(w, 1, 0, 2); fired {
+		t.Fatal("a removed worker's run is still in flight")
+	}
+	tr.r.offer(w) // its writer's last offer does nothing
+	tr.wantWaiting(1)
+}
+
+func TestRouterRemoveHandsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		draining bool
+	}{{"draining", true}, {"deposed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTestRouter(t, Options{})
+			w := tr.worker("w", 3, "a")
+			tr.route(1, "a")
+			if !tc.draining {
+				tr.r.setLeading(false, 0, nil)
+			}
+			tr.r.remove(w, tc.draining)
+			tr.verify()
+			if len(tr.eng.completed) != 0 || tr.r.redelivered.Load() != 0 {
+				t.Fatalf("runs in flight were failed, not handed back: %v", tr.eng.completed)
+			}
+		})
+	}
+}
+
+func TestRouterTakeStaleEpoch(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	tr.r.setLeading(true, 7, nil)
+	w := tr.worker("w", 3, "a")
+	tr.route(1, "a")
+	tr.route(2, "a")
+	if w.fires[0].Epoch != 7 {
+		t.Fatalf("FIRE epoch %d, want 7", w.fires[0].Epoch)
+	}
+	if _, fired, stale := tr.r.take(w, 5, 6, 1); fired || stale == nil || stale.Code != protocol.CodeStaleEpoch || stale.ID != 5 {
+		t.Fatalf("take with a stale epoch: fired %v, error %+v; want STALE_EPOCH, id 5", fired, stale)
+	}
+	key, fired, stale := tr.r.take(w, 5, 7, 1)
+	if !fired || stale != nil || key != (taskKey{task.DefaultNamespace, "t1"}) {
+		t.Fatalf("take: key %v fired %v stale %v", key, fired, stale)
+	}
+	if _, fired, _ := tr.r.take(w, 5, 7, 1); fired {
+		t.Fatal("a run taken twice")
+	}
+	keys, fireds, stale := tr.r.takeAll(w, 6, 7, []uint64{2, 1, 2})
+	if stale != nil || fmt.Sprint(fireds) != "[true false false]" || keys[0].id != "t2" {
+		t.Fatalf("takeAll: keys %v fired %v stale %v", keys, fireds, stale)
+	}
+	tr.r.setLeading(false, 7, nil)
+	if _, _, stale := tr.r.takeAll(w, 8, 7, []uint64{3}); stale == nil || !strings.Contains(stale.Message, "no longer leads") {
+		t.Fatalf("takeAll while not leading: %+v", stale)
+	}
+	tr.verify()
+}
+
+func TestRouterPauseAndLeadership(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	w := tr.worker("w", 10, "a", "b")
+	tr.r.pause("a", true)
+	tr.route(1, "a") // paused: waits although w has credits
+	tr.route(2, "b")
+	wantRuns(t, w, 2)
+	tr.r.pause("a", false)
+	tr.verify()
+	wantRuns(t, w, 2, 1)
+
+	if changed, _ := tr.r.setLeading(false, 3, nil); !changed {
+		t.Fatal("losing leadership is no change")
+	}
+	tr.route(3, "b") // not leading: waits
+	tr.wantWaiting(1)
+	tr.eng.gone[4] = true
+	tr.route(4, "b") // cancelled while it waits: dropped when its turn comes
+	tr.route(5, "b")
+	tr.wantWaiting(3)
+	if changed, _ := tr.r.setLeading(true, 4, nil); !changed {
+		t.Fatal("gaining leadership is no change")
+	}
+	tr.verify()
+	tr.wantWaiting(0)
+	wantRuns(t, w, 2, 1, 3, 5)
+	if f := w.fires[2]; f.Epoch != 4 {
+		t.Fatalf("a run fired on taking over carries epoch %d, want 4", f.Epoch)
+	}
+	if changed, _ := tr.r.setLeading(true, 4, nil); changed {
+		t.Fatal("leading again at the same epoch is a change")
+	}
+	if leading, epoch := tr.r.leadership(); !leading || epoch != 4 {
+		t.Fatalf("leadership %v %d", leading, epoch)
+	}
+}
+
+func TestRouterTakeoverHold(t *testing.T) {
+	// The grace outlasts the test: the hold ends by the workers' CARRYs alone, and the
+	// step-down at the end stops the grace timer before it fires.
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace})
+	tr.r.setLeading(false, 0, nil)
+	w1 := tr.worker("w1", 10, "a")
+	w2 := &fakeWorker{name: "w2", room: -1}
+	tr.route(1, "a") // due before the takeover: waits, and is held once it begins
+	tr.r.setLeading(true, 5, func() int { return 2 })
+	tr.route(2, "a") // due during the hold: held back although w1 has credits
+	tr.verify()
+	wantRuns(t, w1)
+	tr.wantWaiting(2)
+	tr.r.mu.Lock()
+	held := len(tr.r.hold.held)
+	first := tr.r.handInLocked(w1)
+	again := tr.r.handInLocked(w1) // a connection's second CARRY counts once
+	last := tr.r.handInLocked(w2)  // w2 has not subscribed: a CARRY comes first
+	if last {
+		tr.r.endHoldLocked()
+	}
+	tr.r.mu.Unlock()
+	if held != 2 || first || again || !last {
+		t.Fatalf("held %d runs (want 2); hand-ins ended the hold: %v %v %v, want only the second worker's", held, first, again, last)
+	}
+	tr.verify()
+	wantRuns(t, w1, 1, 2)
+	if f := w1.fires[0]; f.Epoch != 5 {
+		t.Fatalf("a held run fired at epoch %d, want 5", f.Epoch)
+	}
+	if _, refused := tr.r.setLeading(false, 5, nil); len(refused) != 0 {
+		t.Fatalf("%d outcomes refused at the step-down, none pending", len(refused))
+	}
+	tr.r.mu.Lock()
+	grace := tr.r.hold.grace
+	tr.r.mu.Unlock()
+	if grace != nil {
+		t.Fatal("the step-down left the grace timer running")
+	}
+}
