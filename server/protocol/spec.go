@@ -14,38 +14,40 @@ import (
 // encoder's key order and omissions. The primitives the fields call (dec.uint, enc.str,
 // ...) are the hand-tuned ones of decode.go and encode.go.
 //
-// Costs: a field read is three indirect calls (the table's, the field's, its accessor)
-// around the primitive. A field written is two (the field's, its accessor), except the
-// plain kinds (uint, int, string, bool: most of FIRE and ACK), which writeFields writes
-// in place: its key appended as precomputed bytes, its value read at the offset the
-// accessor gave at init (the one use of unsafe: the offset is checked to lie inside the
-// struct). No allocation beyond the primitive's own.
+// Costs: the plain kinds (uint, int, string, bool: most fields, all of FIRE's and ACK's
+// but payload and durability) are read and written in place: one switch case around the
+// primitive, the value at the offset its accessor gave at init (the one use of unsafe,
+// the offset checked to lie inside the struct), the key written as precomputed bytes.
+// Any other field costs two or three indirect calls (the table's, the field's, its
+// accessor). No allocation beyond the primitive's own.
 
-// field is one key of the map type M.
+// field is one key of the map type M. A plain field (kind not viaFuncs) is read and
+// written in place, at offset off in M; any other through read and write.
 type field[M any] struct {
 	key      string
 	required bool
+	kind     plain
+	off      uintptr                   // plain: where the value lies in M (taken from the accessor at init)
+	limit    uint64                    // plain: the largest uint, or the longest string in bytes
 	read     func(m *M, d *dec) *Error // reads the value into m
 	// write writes key and m's value and returns true, or, when opt (the key is
 	// optional) and the value is zero, writes nothing and returns false.
 	write func(m *M, c *enc, key string, opt bool) bool
-	omit  func(m *M) bool // set by omitIf: replaces write's zero test
-	// A field of a plain kind is also written in place, without calling write: kind
-	// says how, off where the value lies in M (taken from the accessor at init).
-	kind plain
-	off  uintptr
-	wire string // the key as the encoder writes it (a fixstr), set by newMapSpec
+	omit  func(m *M) bool    // set by omitIf: replaces the zero test
+	after func(m *M, c *enc) // set by refuse: runs when the key was written
+	wire  string             // the key as the encoder writes it (a fixstr), set by newMapSpec
 }
 
-// plain is a kind of field writeFields writes in place: one switch case instead of
-// two indirect calls, on the encoder's hot path (FIRE, ACK).
+// plain is a kind of field read and written in place: one switch case instead of
+// indirect calls, on the codec's hot paths (FIRE, ACK).
 type plain uint8
 
 const (
-	viaWrite plain = iota // not plain: call write
+	viaFuncs plain = iota // not plain: call read and write
 	plainUint
 	plainInt
 	plainStr
+	plainName // a plainStr the Decoder interns
 	plainBool
 )
 
@@ -76,16 +78,10 @@ func (f field[M]) omitIf(skip func(m *M) bool) field[M] {
 // refuse returns f whose encoder records a failure of the field named key, with msg,
 // when f is written and bad(m): a combination of values the decoder would refuse.
 func (f field[M]) refuse(key, msg string, bad func(m *M) bool) field[M] {
-	write := f.write
-	f.kind = viaWrite
-	f.write = func(m *M, c *enc, k string, opt bool) bool {
-		if !write(m, c, k, opt) {
-			return false
-		}
+	f.after = func(m *M, c *enc) {
 		if bad(m) {
 			c.fail(key, msg)
 		}
-		return true
 	}
 	return f
 }
@@ -134,7 +130,25 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 		panic("protocol: more than " + strconv.Itoa(maxKeys) + " keys in one map")
 	}
 	s.table.keys = keys
-	s.table.read = func(x any, d *dec, i int) *Error { return s.fields[i].read(x.(*M), d) }
+	s.table.read = func(x any, d *dec, i int) (err *Error) {
+		f := &s.fields[i]
+		at := unsafe.Add(unsafe.Pointer(x.(*M)), f.off)
+		switch f.kind {
+		case plainUint:
+			*(*uint64)(at), err = d.uintMax(f.limit)
+		case plainInt:
+			*(*int64)(at), err = d.int()
+		case plainStr:
+			*(*string)(at), err = d.str(int(f.limit))
+		case plainName:
+			*(*string)(at), err = d.name(int(f.limit))
+		case plainBool:
+			*(*bool)(at), err = d.bool()
+		default:
+			err = f.read(x.(*M), d)
+		}
+		return err
+	}
 	return s
 }
 
@@ -150,6 +164,7 @@ func (s *mapSpec[M]) writeFields(c *enc, m *M) int {
 			}
 			opt = false
 		}
+		wrote := n
 		at := unsafe.Add(unsafe.Pointer(m), f.off)
 		switch f.kind {
 		case plainUint:
@@ -164,7 +179,7 @@ func (s *mapSpec[M]) writeFields(c *enc, m *M) int {
 				c.int(v)
 				n++
 			}
-		case plainStr:
+		case plainStr, plainName:
 			if v := *(*string)(at); !opt || v != "" {
 				c.buf = append(c.buf, f.wire...)
 				c.str(v)
@@ -180,6 +195,9 @@ func (s *mapSpec[M]) writeFields(c *enc, m *M) int {
 			if f.write(m, c, f.key, opt) {
 				n++
 			}
+		}
+		if f.after != nil && n > wrote {
+			f.after(m, c)
 		}
 	}
 	return n
@@ -202,15 +220,18 @@ func (s *mapSpec[M]) readMap(d *dec, m *M) *Error {
 func within[M, E any](get func(m *M) *E, fs ...field[E]) []field[M] {
 	out := make([]field[M], len(fs))
 	for i, f := range fs {
-		out[i] = field[M]{key: f.key, required: f.required,
-			read:  func(m *M, d *dec) *Error { return f.read(get(m), d) },
-			write: func(m *M, c *enc, key string, opt bool) bool { return f.write(get(m), c, key, opt) },
+		out[i] = field[M]{key: f.key, required: f.required, kind: f.kind, limit: f.limit}
+		if f.kind != viaFuncs {
+			out[i].off = offsetOf(get) + f.off
+		} else {
+			out[i].read = func(m *M, d *dec) *Error { return f.read(get(m), d) }
+			out[i].write = func(m *M, c *enc, key string, opt bool) bool { return f.write(get(m), c, key, opt) }
 		}
 		if f.omit != nil {
 			out[i].omit = func(m *M) bool { return f.omit(get(m)) }
 		}
-		if f.kind != viaWrite {
-			out[i].kind, out[i].off = f.kind, offsetOf(get)+f.off
+		if f.after != nil {
+			out[i].after = func(m *M, c *enc) { f.after(get(m), c) }
 		}
 	}
 	return out
@@ -218,90 +239,59 @@ func within[M, E any](get func(m *M) *E, fs ...field[E]) []field[M] {
 
 // ---- field kinds: optional, left out when zero, unless made req() ----
 
+// plainField is a field of a plain kind; the typed constructors below, its only callers,
+// pair each kind with its Go type.
+func plainField[M, V any](key string, kind plain, limit uint64, p func(*M) *V) field[M] {
+	return field[M]{key: key, kind: kind, limit: limit, off: offsetOf(p)}
+}
+
 func uintField[M any](key string, p func(*M) *uint64) field[M] {
-	return uintMaxField(key, 1<<64-1, p)
+	return plainField(key, plainUint, 1<<64-1, p)
 }
 
 // uintMaxField is a uint of at most limit.
 func uintMaxField[M any](key string, limit uint64, p func(*M) *uint64) field[M] {
-	return field[M]{key: key, kind: plainUint, off: offsetOf(p),
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.uintMax(limit)
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == 0 {
-				return false
-			}
-			c.kUint(key, *v)
-			return true
-		},
-	}
+	return plainField(key, plainUint, limit, p)
 }
 
 func intField[M any](key string, p func(*M) *int64) field[M] {
-	return field[M]{key: key, kind: plainInt, off: offsetOf(p),
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.int()
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == 0 {
-				return false
-			}
-			c.kInt(key, *v)
-			return true
-		},
-	}
-}
-
-// positiveField is an int > 0, left out when <= 0 (0: none); a negative one is BAD_FIELD.
-func positiveField[M any](key string, p func(*M) *int64) field[M] {
-	f := intField(key, p)
-	f.kind = viaWrite
-	f.read = func(m *M, d *dec) *Error {
-		v, err := d.int()
-		if err == nil && v < 0 {
-			return d.badField("negative %s", key)
-		}
-		*p(m) = v
-		return err
-	}
-	write := f.write
-	f.write = func(m *M, c *enc, key string, opt bool) bool {
-		return !(opt && *p(m) < 0) && write(m, c, key, opt)
-	}
-	return f
+	return plainField(key, plainInt, 0, p)
 }
 
 // strField is a UTF-8 string of at most limit bytes.
 func strField[M any](key string, limit int, p func(*M) *string) field[M] {
-	return field[M]{key: key, kind: plainStr, off: offsetOf(p),
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.str(limit)
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == "" {
-				return false
-			}
-			c.kStr(key, *v)
-			return true
-		},
-	}
+	return plainField(key, plainStr, uint64(limit), p)
 }
 
 // nameField is a strField the Decoder interns (namespaces, task types).
 func nameField[M any](key string, limit int, p func(*M) *string) field[M] {
-	f := strField(key, limit, p)
-	f.read = func(m *M, d *dec) (err *Error) {
-		*p(m), err = d.name(limit)
-		return err
+	return plainField(key, plainName, uint64(limit), p)
+}
+
+func boolField[M any](key string, p func(*M) *bool) field[M] {
+	return plainField(key, plainBool, 0, p)
+}
+
+// positiveField is an int > 0, left out when <= 0 (0: none); a negative one is BAD_FIELD.
+func positiveField[M any](key string, p func(*M) *int64) field[M] {
+	return field[M]{key: key,
+		read: func(m *M, d *dec) *Error {
+			v, err := d.int()
+			if err == nil && v < 0 {
+				return d.badField("negative %s", key)
+			}
+			*p(m) = v
+			return err
+		},
+		write: func(m *M, c *enc, key string, opt bool) bool {
+			v := *p(m)
+			if opt && v <= 0 {
+				return false
+			}
+			c.kInt(key, v)
+			return true
+		},
 	}
-	return f
 }
 
 // binField is a binary of at most limit bytes, left out when empty.
@@ -312,30 +302,12 @@ func binField[M any](key string, limit int, p func(*M) *[]byte) field[M] {
 			return err
 		},
 		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && len(*v) == 0 {
+			v := *p(m)
+			if opt && len(v) == 0 {
 				return false
 			}
 			c.str(key)
-			c.bin(*v)
-			return true
-		},
-	}
-}
-
-func boolField[M any](key string, p func(*M) *bool) field[M] {
-	return field[M]{key: key, kind: plainBool, off: offsetOf(p),
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.bool()
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && !*v {
-				return false
-			}
-			c.str(key)
-			c.bool(*v)
+			c.bin(v)
 			return true
 		},
 	}
