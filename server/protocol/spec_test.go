@@ -57,3 +57,13 @@ func TestSpecRefusesBadLists(t *testing.T) {
 		}()
 	}
 }
+
+// TestAppendFrameForeignType: a type that embeds a message satisfies Message but is
+// not one; AppendFrame refuses it instead of writing the wrong bytes or panicking.
+func TestAppendFrameForeignType(t *testing.T) {
+	type wrapped struct{ *Ack }
+	out, err := AppendFrame([]byte("x"), wrapped{&Ack{ID: 3, RunID: 1}}, 0)
+	if err == nil || string(out) != "x" {
+		t.Fatalf("AppendFrame = %q, %v; want the input back and an error", out, err)
+	}
+}
