@@ -27,7 +27,10 @@
 //     is stale and does nothing.
 //   - A record's runID names the one attempt whose result counts; a handler that returns
 //     after a timeout, a cancel or a replacing Submit finds another runID and its result
-//     is counted as late, never applied.
+//     is counted as late, never applied. Run IDs do not repeat within an engine (until
+//     a shard has issued 2^32 attempts) and are qualified by a random per-engine base,
+//     so another engine's (a restart's, another leader's) differ too, but for a bounded
+//     chance (engine.go, nextRunID).
 //   - A recurring task's next occurrence follows from its current occurrence's due time
 //     (record.due, or rare.occurrence once a retry has moved record.due), never from a
 //     retry's: retries do not shift the schedule, and occurrences that passed meanwhile

@@ -98,7 +98,10 @@ type shard struct {
 	slots []*record
 	free  []uint32
 	runs  uint64 // attempts issued: with idx, makes run IDs unique per engine
-	tasks int    // records held (MaxTasks is enforced per shard)
+	// runBase is the engine's run-ID base (Engine.runBase), copied here so that
+	// nextRunID needs nothing but the shard; written once by New.
+	runBase uint64
+	tasks   int // records held (MaxTasks is enforced per shard)
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -106,9 +109,16 @@ type shard struct {
 	_                                                                          [64]byte
 }
 
-// Run IDs name the attempt and where its record is: bits 0-5 the shard, 6-31 the record's
-// slot, 32-63 a per-shard attempt counter. So Complete finds a record from the ID alone,
-// and IDs are unique within the engine until a shard has issued 2^32 attempts.
+// Run IDs name the attempt and where its record is. An engine-local ID l has bits 0-5
+// the shard, 6-31 the record's slot, 32-63 a per-shard attempt counter (from 1), so it
+// is unique within the engine until a shard has issued 2^32 attempts; the run ID is
+// l XOR the engine's run-ID base, a random 64-bit value drawn by New. So Complete finds
+// a record from the ID alone (one XOR, no allocation), and two engines (two starts of a
+// server, two leaders) share a run ID only if their bases differ by exactly l1 XOR l2
+// for some pair of their local IDs: with slots below m and attempt counters below s in
+// every shard (m and s powers of two), a chance of at most 64*m*s / 2^64 per pair of
+// engines (2^-28 at m = 1,024 and s = 2^20), and never within one engine. 0 is never a
+// run ID (it means none).
 const (
 	runSlotBits  = 26
 	runSlotShift = 6 // log2(numShards)
@@ -119,13 +129,18 @@ const (
 
 // nextRunID issues a run ID for the record in slot. Requires sh.mu.
 func (sh *shard) nextRunID(slot uint32) uint64 {
-	sh.runs++
-	return sh.runs<<runSeqShift | uint64(slot)<<runSlotShift | sh.idx
+	for {
+		sh.runs++
+		if id := (sh.runs<<runSeqShift | uint64(slot)<<runSlotShift | sh.idx) ^ sh.runBase; id != 0 {
+			return id
+		}
+	}
 }
 
 // runRecord resolves a run ID to its shard and slot.
 func (e *Engine) runRecord(runID uint64) (*shard, uint32) {
-	return &e.shards[runID&(numShards-1)], uint32(runID>>runSlotShift) & (maxSlots - 1)
+	l := runID ^ e.runBase
+	return &e.shards[l&(numShards-1)], uint32(l>>runSlotShift) & (maxSlots - 1)
 }
 
 // Engine runs tasks on the timer core. All methods are safe for concurrent use.
@@ -139,6 +154,9 @@ type Engine struct {
 	shards [numShards]shard
 	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
+	// runBase qualifies every run ID this engine issues (see nextRunID): random, drawn
+	// once by New, so that run IDs differ across engines. Read-only after New.
+	runBase uint64
 
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
 	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
@@ -180,12 +198,13 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("task: timers: %w", err)
 	}
 	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
-		shardLimit: (o.MaxTasks + numShards - 1) / numShards}
+		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64()}
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
 	e.handlers.Store(&handlers)
 	for i := range e.shards {
 		e.shards[i].idx = uint64(i)
+		e.shards[i].runBase = e.runBase
 	}
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
@@ -254,7 +273,7 @@ func (e *Engine) now() (int64, time.Time) {
 // is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
 // a one-shot task already due is queued for a worker at once (see the package doc).
 // Cost: one index insert and one timer, or for a task already due one queue send, O(1).
-func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) }
+func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}) }
 
 // Resume is Submit for a recurring task handed over from another engine (a server that
 // took over from a node that died): its schedule continues from nextDue, the due time of
@@ -263,13 +282,23 @@ func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}) 
 // task's Misfire policy (one run now, or none) as for an engine that fell behind. A zero
 // nextDue, or a one-shot task, is plain Submit.
 func (e *Engine) Resume(t Task, nextDue time.Time) (Info, error) {
+	return e.ResumeNotBefore(t, nextDue, time.Time{})
+}
+
+// ResumeNotBefore is Resume whose first run does not start before notBefore (a server
+// taking over a task whose last run may still execute elsewhere waits it out so). The
+// engine holds the task meanwhile: Get shows it PENDING, its next run the occurrence it
+// holds back, and Cancel ends it. Held past its due time, a recurring task's first run
+// is a misfire (its Misfire policy applies to the occurrences due meanwhile); a one-shot
+// task runs once the hold ends. A zero notBefore holds nothing. Cost: as Submit.
+func (e *Engine) ResumeNotBefore(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if !t.Schedule.Recurring() {
 		nextDue = time.Time{}
 	}
-	return e.submit(t, nextDue)
+	return e.submit(t, nextDue, notBefore)
 }
 
-func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
+func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
@@ -336,12 +365,17 @@ func (e *Engine) submit(t Task, nextDue time.Time) (Info, error) {
 	sh.tasks++
 	rec.due = first
 	info := rec.info() // as accepted: PENDING, due at first
-	if dueNs := nowNs + int64(first.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
-		if err := e.armFrom(sh, rec, first, e.hDue, nowNs, wall); err != nil {
+	armAt := first
+	if notBefore.After(first) {
+		armAt = notBefore
+	}
+	if dueNs := nowNs + int64(armAt.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+		if err := e.armFrom(sh, rec, armAt, e.hDue, nowNs, wall); err != nil {
 			e.remove(sh, rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
+		rec.due = first // held back past it: the run is late (a misfire, if recurring)
 	}
 	sh.submitted++
 	sh.mu.Unlock()

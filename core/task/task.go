@@ -96,7 +96,10 @@ type Run struct {
 	Task    *Task     // the task; read-only, and never changed while the handler runs
 	Attempt int       // 1 for the first attempt of an occurrence
 	Due     time.Time // when this occurrence (or retry) was due
-	RunID   uint64    // unique per attempt within the engine: handlers use it to be idempotent
+	// RunID is unique per attempt within the engine and, drawn from a random per-engine
+	// base, differs across engines but for a tiny chance (nextRunID states the bound):
+	// handlers use it to be idempotent. Never 0.
+	RunID uint64
 }
 
 // Handler executes one attempt. Returning nil succeeds; an error fails the attempt and

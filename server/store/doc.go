@@ -6,6 +6,9 @@
 // Every key lives under Options.Prefix (default "/tock/"):
 //
 //	<prefix>tasks/<namespace>/<id>   one durable task record
+//	<prefix>locks/<namespace>/<id>   an exclusive task's run lock (locks.go)
+//	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (next.go)
+//	<prefix>workers/<node>/<name>    the worker registry (workers.go)
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'

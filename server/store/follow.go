@@ -17,7 +17,7 @@ const (
 	RecordDelete                       // the record of Key was deleted
 	LockPut                            // Key's run lock was written
 	LockDelete                         // Key's run lock was deleted
-	NextPut                            // Key's progress was written: Due
+	NextPut                            // Key's progress was written: Next
 	NextDelete                         // Key's progress was deleted
 	OtherChange                        // anything else under the prefix (the election's keys)
 )
@@ -26,9 +26,9 @@ const (
 type Change struct {
 	Kind   ChangeKind
 	Key    Key
-	Record Record // RecordPut only
-	Due    int64  // NextPut only: Unix ns
-	Rev    int64  // the write's revision
+	Record Record  // RecordPut only
+	Next   NextDue // NextPut only
+	Rev    int64   // the write's revision
 }
 
 // ErrFollowLost means Follow's watch ended and cannot resume from where it was (the
@@ -84,8 +84,8 @@ func (s *Store) change(ev *clientv3.Event) Change {
 			}
 			return c
 		}
-		if k, due, ok := s.decodeNext(ev.Kv.Key, ev.Kv.Value); ok {
-			c.Kind, c.Key, c.Due = NextPut, k, due
+		if nd, ok := s.decodeNext(ev.Kv.Key, ev.Kv.Value); ok {
+			c.Kind, c.Key, c.Next = NextPut, nd.Key, nd
 		}
 	case strings.HasPrefix(key, s.locks):
 		ns, id, ok := strings.Cut(key[len(s.locks):], "/")

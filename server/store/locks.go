@@ -12,7 +12,9 @@ import (
 // Run locks mark the run of an exclusive task that a leader dispatched and that has not
 // ended yet: <prefix>locks/<namespace>/<id>, its value the run's ID. They are plain keys,
 // not attached to a lease, on purpose: they outlive a leader that dies mid-run, so the
-// next leader knows a run may still be executing on a worker and waits it out.
+// next leader knows a run may still be executing on a worker and waits it out. A leader
+// writes and deletes them under its Fence (PutLockFenced, DeleteLockFenced), so a deposed
+// leader's late write never lands.
 
 func (s *Store) lockKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -27,30 +29,51 @@ func runValue(runID uint64) string {
 	return string(b[:])
 }
 
-// PutLock records that run runID of ns/id is dispatched (replacing an earlier run's lock).
+// PutLock is PutLockFenced with the zero Fence: it writes unconditionally.
 func (s *Store) PutLock(ctx context.Context, ns, id string, runID uint64) error {
+	return s.PutLockFenced(ctx, Fence{}, ns, id, runID)
+}
+
+// PutLockFenced records that run runID of ns/id is dispatched (replacing an earlier run's
+// lock), only while f holds: otherwise it writes nothing and returns ErrFenced, so that
+// a leader deposed while it stalled cannot start an exclusive run (nor overwrite the next
+// leader's lock, whose compare-and-delete would then leave it in etcd for good).
+func (s *Store) PutLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) error {
 	k, err := s.lockKey(ns, id)
 	if err != nil {
 		return err
 	}
-	if _, err := s.cli.Put(ctx, k, runValue(runID)); err != nil {
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(clientv3.OpPut(k, runValue(runID))).Commit()
+	if err != nil {
 		return fmt.Errorf("store: lock %s: %w", k, err)
+	}
+	if !f.held(resp) {
+		return fmt.Errorf("store: lock %s: %w", k, ErrFenced)
 	}
 	return nil
 }
 
-// DeleteLock removes ns/id's lock if it still names run runID (a later run's lock stays).
+// DeleteLock is DeleteLockFenced with the zero Fence.
 func (s *Store) DeleteLock(ctx context.Context, ns, id string, runID uint64) error {
+	return s.DeleteLockFenced(ctx, Fence{}, ns, id, runID)
+}
+
+// DeleteLockFenced removes ns/id's lock if it still names run runID (a later run's lock
+// stays), only while f holds (ErrFenced otherwise: the lock stays for the next leader to
+// wait out). One transaction: txn(fence ? txn(value == run ? delete) ).
+func (s *Store) DeleteLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) error {
 	k, err := s.lockKey(ns, id)
 	if err != nil {
 		return err
 	}
-	_, err = s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(k), "=", runValue(runID))).
-		Then(clientv3.OpDelete(k)).
-		Commit()
+	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", runValue(runID))},
+		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
 	if err != nil {
 		return fmt.Errorf("store: unlock %s: %w", k, err)
+	}
+	if !f.held(resp) {
+		return fmt.Errorf("store: unlock %s: %w", k, ErrFenced)
 	}
 	return nil
 }

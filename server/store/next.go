@@ -4,22 +4,29 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A recurring durable task's progress: <prefix>next/<ns>/<id> holds the due time (Unix
-// ns, big-endian) of the occurrence its leader has armed, so that the next leader
-// continues the schedule from there (and applies the task's misfire policy to
-// occurrences that fell due while no node led) instead of starting it over. It is
-// deleted with the task's record (DeleteBatch).
+// A recurring durable task's progress: <prefix>next/<ns>/<id> holds the version of the
+// task it belongs to and the due time of the occurrence its leader has armed (two
+// big-endian 64-bit words: version, then Unix ns), so that the next leader continues the
+// schedule from there (and applies the task's misfire policy to occurrences that fell
+// due while no node led) instead of starting it over, and ignores progress of another
+// version than the record's (a replacement's schedule is its own). It is written only
+// while the record holds that version (PutNextFenced), deleted with the record
+// (DeleteBatch), and overwritten by a recurring replacement's own progress.
 
 // NextDue is one task's progress.
 type NextDue struct {
-	Key Key
-	Due int64 // Unix ns
+	Key     Key
+	Version uint64 // the task version whose schedule it is
+	Due     int64  // Unix ns
 }
+
+const nextLen = 16 // big-endian Version, then big-endian Due
 
 func (s *Store) nextKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -29,19 +36,26 @@ func (s *Store) nextKey(ns, id string) (string, error) {
 }
 
 // PutNextFenced records the progress of tasks, while f holds (ErrFenced otherwise), in
-// as few transactions as MaxTxnOps allows, TxnConcurrency at once.
+// as few transactions as MaxTxnOps allows, TxnConcurrency at once. Each item is written
+// only if its task's record is stored at the item's version (progressOp): progress is
+// never left behind by a record deleted (or replaced) meanwhile. Of items naming one task
+// twice, the first is written.
 func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
+	seen := make(map[Key]bool, len(items)) // etcd refuses a transaction that names a key twice
 	for _, it := range items {
-		k, err := s.nextKey(it.Key.Namespace, it.Key.ID)
+		rk, err := s.key(it.Key.Namespace, it.Key.ID)
 		if err != nil {
 			return err
 		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], uint64(it.Due))
-		ops = append(ops, clientv3.OpPut(k, string(v[:])))
-		if len(ops) == s.opts.MaxTxnOps {
+		if seen[it.Key] {
+			continue
+		}
+		seen[it.Key] = true
+		nk, _ := s.nextKey(it.Key.Namespace, it.Key.ID) // valid when rk is
+		ops = append(ops, progressOp(rk, nk, it))
+		if len(ops) == s.opts.MaxTxnOps-txnDepth {
 			txns, ops = append(txns, ops), nil
 		}
 	}
@@ -51,25 +65,47 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 	return s.commitFenced(ctx, f, txns, "record the progress of tasks")
 }
 
+// progressOp writes nd to nextKey if the record at recKey holds version nd.Version
+// (values order by version, see the package doc):
+//
+//	txn( value < be64(v) ? nothing : txn( value < be64(v+1) ? put ) )
+//
+// A missing record fails both compares (etcd never matches a value of an absent key).
+// It costs one op in the outer transaction and txnDepth levels below it, as recordOp.
+func progressOp(recKey, nextKey string, nd NextDue) clientv3.Op {
+	var v [nextLen]byte
+	binary.BigEndian.PutUint64(v[:8], nd.Version)
+	binary.BigEndian.PutUint64(v[8:], uint64(nd.Due))
+	notAbove := clientv3.Compare(clientv3.Value(recKey), "<", string(header(nd.Version+1)))
+	if nd.Version == math.MaxUint64 { // no higher version exists: stored at all suffices
+		notAbove = clientv3.Compare(clientv3.Version(recKey), ">", 0)
+	}
+	put := clientv3.OpTxn([]clientv3.Cmp{notAbove}, []clientv3.Op{clientv3.OpPut(nextKey, string(v[:]))}, nil)
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(recKey), "<", string(header(nd.Version)))},
+		nil, []clientv3.Op{put})
+}
+
 // NextAt returns the progress of every recurring task at revision rev (Load's; 0: now).
-func (s *Store) NextAt(ctx context.Context, rev int64) (map[Key]int64, error) {
+// A value not in the layout above (written by an older version of the store) is skipped:
+// that task's schedule starts over.
+func (s *Store) NextAt(ctx context.Context, rev int64) (map[Key]NextDue, error) {
 	resp, err := s.cli.Get(ctx, s.next, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		return nil, fmt.Errorf("store: read the tasks' progress at %d: %w", rev, err)
 	}
-	next := make(map[Key]int64, len(resp.Kvs))
+	next := make(map[Key]NextDue, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		if k, due, ok := s.decodeNext(kv.Key, kv.Value); ok {
-			next[k] = due
+		if nd, ok := s.decodeNext(kv.Key, kv.Value); ok {
+			next[nd.Key] = nd
 		}
 	}
 	return next, nil
 }
 
-func (s *Store) decodeNext(key, val []byte) (Key, int64, bool) {
+func (s *Store) decodeNext(key, val []byte) (NextDue, bool) {
 	ns, id, ok := strings.Cut(strings.TrimPrefix(string(key), s.next), "/")
-	if !ok || len(val) != 8 {
-		return Key{}, 0, false
+	if !ok || len(val) != nextLen {
+		return NextDue{}, false
 	}
-	return Key{ns, id}, int64(binary.BigEndian.Uint64(val)), true
+	return NextDue{Key: Key{ns, id}, Version: binary.BigEndian.Uint64(val), Due: int64(binary.BigEndian.Uint64(val[8:]))}, true
 }

@@ -372,7 +372,48 @@ func TestFencedWrites(t *testing.T) {
 	}
 }
 
-// Progress of recurring tasks: written fenced, read at a revision, deleted with the record.
+// Run locks written and deleted under a fence apply during the writer's term only: a
+// deposed leader can neither start an exclusive run (its lock write is refused) nor
+// remove the lock of the next leader's run.
+func TestFencedRunLocks(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	l, err := s.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.Fence()
+	if err := s.PutLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced lock while leading: %v", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 2); err != nil { // another run's: no effect
+		t.Fatalf("fenced unlock of another run while leading: %v", err)
+	}
+	if got, _ := s.Locks(ctx); !got[Key{"a", "x"}] {
+		t.Fatalf("locks %v: the unlock of another run removed a/x's", got)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "x", 1); err != nil {
+		t.Fatalf("fenced unlock while leading: %v", err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "y", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLockFenced(ctx, f, "a", "x", 4); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced lock after the term: %v, want ErrFenced", err)
+	}
+	if err := s.DeleteLockFenced(ctx, f, "a", "y", 3); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced unlock after the term: %v, want ErrFenced", err)
+	}
+	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 1 {
+		t.Fatalf("locks after the term %v: want only a/y's, untouched", got)
+	}
+}
+
+// Progress of recurring tasks: written fenced with its task's version, read at a
+// revision, deleted with the record.
 func TestNextDue(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
@@ -380,27 +421,56 @@ func TestNextDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "r", Version: 1, Body: []byte("r")}); err != nil {
+	for _, r := range []Record{{Namespace: "a", ID: "r", Version: 3, Body: []byte("r")}, {Namespace: "a", ID: "s", Version: 1}, {Namespace: "a", ID: "v", Version: 2, Body: []byte("v")}} {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written only where the record holds the progress's version: not for a/v (stored at
+	// version 2, not 1 or 3), nor for a/none (no record).
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
+		{Key{"a", "v"}, 1, 5}, {Key{"a", "none"}, 1, 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 42}, {Key{"a", "s"}, 7}}); err != nil {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "v"}, 3, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextAt(ctx, 0)
-	if err != nil || next[Key{"a", "r"}] != 42 || next[Key{"a", "s"}] != 7 {
-		t.Fatalf("NextAt: %v, %v", next, err)
+	if err != nil || len(next) != 2 || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
+		t.Fatalf("NextAt: %v, %v; want a/r's and a/s's only", next, err)
 	}
-	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 1}}); err != nil {
+	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}] != 7 {
+	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}].Due != -7 {
 		t.Fatalf("after deleting a/r: %v", next)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 8}}); !errors.Is(err, ErrFenced) {
+	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
+	}
+}
+
+// Progress writes, each a nested transaction, fit etcd's --max-txn-ops however many
+// there are.
+func TestNextDueFitsMaxTxnOps(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnOps: 8})
+	ctx := ctxT(t)
+	var items []NextDue
+	for i := range 20 {
+		id := fmt.Sprint("r", i)
+		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 1, Body: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, NextDue{Key{"a", id}, 1, int64(i)})
+	}
+	if err := s.PutNextFenced(ctx, Fence{}, items); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := s.NextAt(ctx, 0); err != nil || len(next) != 20 {
+		t.Fatalf("NextAt: %d entries, %v; want 20", len(next), err)
 	}
 }
 
@@ -446,7 +516,7 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutNextFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 42}}); err != nil {
+	if err := s.PutNextFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 2, 42}}); err != nil {
 		t.Fatal(err)
 	}
 	stale := []Versioned{{Key{"a", "x"}, 1}, {Key{"a", "x"}, 3}, {Key{"a", "top"}, math.MaxUint64 - 1}}
@@ -458,7 +528,7 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 	if got, _ := loadAll(t, s); len(got) != 2 || got["a/x"].Version != 2 {
 		t.Fatalf("after deletes of other versions: %v, want a/x@2 and a/top", got)
 	}
-	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "x"}] != 42 {
+	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "x"}].Due != 42 {
 		t.Fatalf("progress after deletes of other versions: %v", next)
 	}
 	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x"}, 2}, {Key{"a", "top"}, math.MaxUint64}}); err != nil {

@@ -110,8 +110,10 @@ func (s *Server) commit(batch []*commitReq) {
 	if len(all) > 0 {
 		s.committer.commits.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		errs, _ = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		var err error
+		errs, err = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
+		s.fencedOut(*f, err)
 		if s.committer.afterPut != nil {
 			errs = s.committer.afterPut(all, errs)
 		}

@@ -32,19 +32,26 @@
 //     reads etcd's revision (after Campaign returned, so after the last leader's final
 //     write), loads from the mirror once the mirror has applied every write up to it,
 //     and reads etcd only if the mirror lags.
-//   - Fencing: every durable write (a submit's record, a finished task's delete) is an
-//     etcd transaction conditional on this node's election key (store.Fence), so a
-//     deposed leader's late write is refused rather than landing after the next leader
-//     loaded the task set. An ACK whose delete was refused or failed is answered
-//     STALE_EPOCH or INTERNAL, never OK: only runs whose ACK was answered OK are never
-//     run again.
+//   - Fencing: every durable write (a submit's record, a finished task's delete, a run
+//     lock and its delete, a recurring task's progress) is an etcd transaction
+//     conditional on this node's election key (store.Fence), so a deposed leader's late
+//     write is refused rather than landing after the next leader loaded the task set.
+//     A write refused so (store.ErrFenced) ends this node's term at once, as a lost
+//     session does (fencedOut, leader.go): a node whose term etcd ended behind its back
+//     (it stalled past its lease) stops at its first write. An ACK whose delete was
+//     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
+//     ACK was answered OK are never run again.
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
 //     leader waits one time to run before running a task whose lock it finds.
 //
-//   - Recurring durable tasks' progress (progress.go): when an occurrence ends, the
-//     leader records the next due time (<prefix>next/, at most every 100 ms, fenced);
-//     the next leader resumes the schedule from it (Engine.Resume), so occurrences that
-//     fell due while no node led get the task's misfire policy.
+//   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
+//     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
+//     ended), the leader records its due time with the task's version (<prefix>next/,
+//     coalesced to at most one write per task every 100 ms, fenced); the next leader
+//     resumes the schedule from it (Engine.Resume) when the version is its record's (a
+//     replacement never inherits its predecessor's schedule), so the schedule does not
+//     drift by the failover's gap and occurrences that fell due while no node led get
+//     the task's misfire policy.
 //   - Durable submits of concurrent requests share etcd transactions (commit.go).
 //
 //   - Worker registry (registry.go): the leader keeps an entry per worker connection in

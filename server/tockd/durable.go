@@ -77,9 +77,11 @@ type durability struct {
 	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
 	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
 	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	// occurrence and forgetProgress keep a recurring task's progress (progress.go).
-	occurrence     func(task.Event)
+	// armed and forgetProgress keep a recurring task's progress (progress.go);
+	// fencedOut ends the server's term when etcd refused a fenced write (leader.go).
+	armed          func(task.Event)
 	forgetProgress func(ns, id string)
+	fencedOut      func(store.Fence, error)
 	tasks          map[taskKey]durEntry
 	queue          []taskKey          // records to delete, in event order
 	queued         map[taskKey]uint64 // the keys in queue: the version whose record goes
@@ -101,8 +103,9 @@ func newDurability(st *store.Store, s *Server) *durability {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	d.unlock = s.unlockRun
+	d.fencedOut = s.fencedOut
 	d.fence = &s.fence
-	d.occurrence = s.onOccurrence
+	d.armed = s.onArmed
 	d.forgetProgress = s.progress.forget
 	return d
 }
@@ -140,7 +143,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if e.recurring && ev.Kind != task.EventCancelled {
 		d.mu.Unlock()
 		if ev.Kind != task.EventRetrying {
-			d.occurrence(ev) // an occurrence ended: its successor is armed
+			d.armed(ev) // an occurrence ended: its successor is armed
 		}
 		return
 	}
@@ -241,6 +244,7 @@ func (d *durability) deleteRecords(keys []store.Versioned) error {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.DeleteBatchFenced(ctx, *f, keys)
 			cancel()
+			d.fencedOut(*f, err)
 		}
 		switch {
 		case err == nil:
@@ -439,7 +443,8 @@ func storeError(err error) *protocol.Error {
 // loadDurable submits every stored record to the engine, as the leader of epoch, reading
 // them (and the run locks) from etcd. A record that cannot be decoded or that the engine
 // refuses is logged and left in the store. An exclusive task with a run lock (its last
-// run may still execute) is submitted one time to run later (exclusive.go).
+// run may still execute) is submitted with its first run held back one time to run
+// (exclusive.go).
 func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 	locked, err := s.runLocks(ctx)
 	if err != nil {
@@ -464,7 +469,7 @@ func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
 }
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) {
+func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	n := 0
 	for _, r := range records {
 		if s.loadRecord(r, locked, next, epoch) {
@@ -475,7 +480,7 @@ func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool,
 }
 
 // loadRecord submits one record to the engine (see loadDurable); false if it was not.
-func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]int64, epoch uint64) bool {
+func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
@@ -483,18 +488,26 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 			k := taskKey{t.Namespace, t.ID}
 			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
-			var nextDue time.Time // a recurring task continues where its last leader was
-			if due, ok := next[sk]; ok {
-				nextDue = time.Unix(0, due)
+			// A recurring task continues where its last leader was, if that progress is of
+			// this version (a replacement's schedule is its own).
+			var nextDue time.Time
+			if nd, ok := next[sk]; ok && nd.Version == t.Version {
+				nextDue = time.Unix(0, nd.Due)
 			}
 			if e.fp, err = printOf(w, r.Body); err == nil {
 				err = s.dur.claim(k, e)
 			}
 			if err == nil {
+				var in task.Info
 				if t.Exclusive && locked[sk] {
-					s.submitAfterLockedRun(t, nextDue, k, e, epoch)
-				} else if _, err = s.engine.Resume(t, nextDue); err != nil {
+					in, err = s.parkLocked(t, nextDue, epoch)
+				} else {
+					in, err = s.engine.Resume(t, nextDue)
+				}
+				if err != nil {
 					s.dur.release(k, e)
+				} else {
+					s.noteArmed(in)
 				}
 			}
 		}
@@ -693,6 +706,9 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	}
 	in, err := s.engine.Submit(p.t)
 	d.term.RUnlock()
+	if err == nil {
+		s.noteArmed(in)
+	}
 	if err != nil {
 		s.releaseClaim(p)
 		derr := store.ErrFenced
@@ -701,6 +717,7 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 			derr = s.opts.Store.DeleteBatchFenced(ctx, *f, []store.Versioned{
 				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
 			cancel()
+			s.fencedOut(*f, derr)
 		}
 		if derr != nil {
 			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",

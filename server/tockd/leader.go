@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
@@ -96,6 +97,8 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		}
 		epoch := uint64(l.Epoch())
 		fence := l.Fence()
+		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{})}
+		s.term.Store(term)
 		s.fence.Store(&fence)
 		records, locked, next, caughtUp := sb.current(ctx, st)
 		stopStandby()
@@ -124,11 +127,40 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		case <-l.Done():
 			s.stepDown(epoch)
 			s.log.Warn("tockd: leadership lost: dispatching stopped", "epoch", epoch)
+		case <-term.deposed:
+			// etcd refused a write of this term: another node may lead already, while
+			// this one's session still looks alive (it stalled past its lease, or its
+			// election key went). Stop at once rather than at the session's end.
+			s.stepDown(epoch)
+			s.log.Warn("tockd: a fenced write was refused: this node's term is over; dispatching stopped", "epoch", epoch)
+			// Releases the term (its key is gone: Resign's conditional delete does
+			// nothing, and spares a later key of this session).
+			s.resign(l, epoch)
 		case <-ctx.Done():
 			s.stepDown(epoch)
 			s.resign(l, epoch)
 			return
 		}
+	}
+}
+
+// leaderTerm is one term of this node's leadership, as leaderLoop runs it.
+type leaderTerm struct {
+	rev     int64         // the term's fence revision (store.Fence.Rev: its epoch)
+	deposed chan struct{} // closed (once) when etcd refused a fenced write of the term
+	once    sync.Once
+}
+
+// fencedOut ends this node's term at once if err is store.ErrFenced from a write fenced
+// by f and f is the current term's: leaderLoop then steps down as if the session were
+// lost. Any durable write that etcd refuses as fenced reports here. Safe to call from
+// any goroutine; a refusal from an earlier term does nothing.
+func (s *Server) fencedOut(f store.Fence, err error) {
+	if !errors.Is(err, store.ErrFenced) {
+		return
+	}
+	if t := s.term.Load(); t != nil && t.rev == f.Rev {
+		t.once.Do(func() { close(t.deposed) })
 	}
 }
 

@@ -11,28 +11,39 @@ import (
 )
 
 // progressInterval is how often the leader records the next due time of recurring
-// durable tasks whose occurrence ended (store.PutNextFenced): at most one write per task
-// per interval, all in shared transactions. A failover loses at most this much
-// progress: a task then repeats at most one occurrence (or applies its misfire policy).
+// durable tasks whose next occurrence was armed (store.PutNextFenced): at most one write
+// per task per interval, all in shared transactions. A failover loses at most this much
+// progress: a task armed within it then repeats at most one occurrence (or applies its
+// misfire policy), or, if it was just submitted, starts its schedule over.
 const progressInterval = 100 * time.Millisecond
 
 // progress records where recurring durable tasks stand, so that the next leader resumes
 // their schedules (Engine.Resume) instead of starting them over, and applies each task's
-// misfire policy to occurrences that fell due while no node led.
+// misfire policy to occurrences that fell due while no node led. An entry is the armed
+// occurrence's due time and the task version it belongs to: the next leader ignores one
+// of another version than the record it loads, so a replacement never inherits its
+// predecessor's schedule (and a recurring replacement's own entry overwrites it).
 type progress struct {
-	mu      sync.Mutex
-	pending map[store.Key]int64 // the latest next due time per task, not yet written
-	kick    chan struct{}       // capacity 1: pending grew
+	// flushing is held for a whole flush, so that Shutdown's flush returns only once a
+	// background flush in flight has written what it took (before the node resigns).
+	flushing sync.Mutex
+	mu       sync.Mutex
+	pending  map[store.Key]store.NextDue // the latest armed due time per task, not yet written; guarded by mu
+	kick     chan struct{}               // capacity 1: pending grew
 }
 
 func newProgress() *progress {
-	return &progress{pending: map[store.Key]int64{}, kick: make(chan struct{}, 1)}
+	return &progress{pending: map[store.Key]store.NextDue{}, kick: make(chan struct{}, 1)}
 }
 
-// note records that ns/id's next occurrence is due at due.
-func (p *progress) note(ns, id string, due time.Time) {
+// note records that version v of ns/id has its next occurrence armed at due. An entry
+// of a later version already pending is kept (a late event of a replaced version).
+func (p *progress) note(ns, id string, v uint64, due time.Time) {
+	k := store.Key{Namespace: ns, ID: id}
 	p.mu.Lock()
-	p.pending[store.Key{Namespace: ns, ID: id}] = due.UnixNano()
+	if old, ok := p.pending[k]; !ok || old.Version <= v {
+		p.pending[k] = store.NextDue{Key: k, Version: v, Due: due.UnixNano()}
+	}
 	p.mu.Unlock()
 	select {
 	case p.kick <- struct{}{}:
@@ -67,12 +78,15 @@ func (p *progress) run(ctx context.Context, s *Server) {
 }
 
 // flush writes the pending progress now, fenced by this node's term (a node that no
-// longer leads writes none).
+// longer leads writes none; one whose term etcd ended steps down: fencedOut), after any
+// flush in flight.
 func (p *progress) flush(ctx context.Context, s *Server) {
+	p.flushing.Lock()
+	defer p.flushing.Unlock()
 	p.mu.Lock()
 	items := make([]store.NextDue, 0, len(p.pending))
-	for k, due := range p.pending {
-		items = append(items, store.NextDue{Key: k, Due: due})
+	for _, nd := range p.pending {
+		items = append(items, nd)
 	}
 	clear(p.pending)
 	p.mu.Unlock()
@@ -82,18 +96,30 @@ func (p *progress) flush(ctx context.Context, s *Server) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	if err := s.opts.Store.PutNextFenced(wctx, *f, items); err != nil && !errors.Is(err, store.ErrFenced) {
+	err := s.opts.Store.PutNextFenced(wctx, *f, items)
+	s.fencedOut(*f, err)
+	if err != nil && !errors.Is(err, store.ErrFenced) {
 		s.log.Warn("tockd: progress of recurring durable tasks not recorded; a failover would repeat or misfire their occurrences",
 			"count", len(items), "err", err)
 	}
 }
 
-// onOccurrence notes a recurring durable task's next due time once an occurrence ended
-// (it ran, died, or was skipped as a misfire). Called from the engine's event hook.
-func (s *Server) onOccurrence(ev task.Event) {
+// noteArmed notes the first occurrence of a recurring durable task the engine just
+// accepted (in: Submit's or Resume's answer, as accepted), so that a failover before its
+// first occurrence ends keeps its schedule too. A one-shot task has no progress.
+func (s *Server) noteArmed(in task.Info) {
+	if recurring(in.Task.Schedule.Kind) && !in.NextRun.IsZero() {
+		s.progress.note(in.Task.Namespace, in.Task.ID, in.Task.Version, in.NextRun)
+	}
+}
+
+// onArmed notes a recurring durable task's next due time once an occurrence ended (it
+// ran, died, or was skipped as a misfire): its successor is armed. Called from the
+// engine's event hook.
+func (s *Server) onArmed(ev task.Event) {
 	in, err := s.engine.Get(ev.Namespace, ev.ID)
 	if err != nil || in.Task.Version != ev.Version || in.NextRun.IsZero() {
-		return
+		return // replaced, gone, or already due again: a later event notes it
 	}
-	s.progress.note(ev.Namespace, ev.ID, in.NextRun)
+	s.progress.note(ev.Namespace, ev.ID, ev.Version, in.NextRun)
 }

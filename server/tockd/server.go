@@ -49,6 +49,7 @@ type Server struct {
 	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
 	etcdFailed    atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
+	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
 	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
 	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
 	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies

@@ -33,8 +33,8 @@ type standby struct {
 	changed *sync.Cond // rev advanced or the mirror stopped
 	records map[taskKey]store.Record
 	locks   map[store.Key]bool
-	next    map[store.Key]int64 // recurring tasks' progress (progress.go)
-	rev     int64               // every write up to rev is applied; 0 while (re)reading
+	next    map[store.Key]store.NextDue // recurring tasks' progress (progress.go)
+	rev     int64                       // every write up to rev is applied; 0 while (re)reading
 	stopped bool
 }
 
@@ -61,7 +61,7 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 			return nil
 		})
 		var locks map[store.Key]bool
-		var next map[store.Key]int64
+		var next map[store.Key]store.NextDue
 		if err == nil {
 			locks, err = st.LocksAt(ctx, rev)
 		}
@@ -112,7 +112,7 @@ func (sb *standby) apply(c store.Change) {
 	case store.LockDelete:
 		delete(sb.locks, c.Key)
 	case store.NextPut:
-		sb.next[c.Key] = c.Due
+		sb.next[c.Key] = c.Next
 	case store.NextDelete:
 		delete(sb.next, c.Key)
 	}
@@ -125,7 +125,7 @@ func (sb *standby) apply(c store.Change) {
 // there. A new leader calls it once Campaign has returned: its election key's revision
 // is when it began campaigning, and the last leader's writes, up to its key's deletion,
 // came after that.
-func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record, map[store.Key]bool, map[store.Key]int64, bool) {
+func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
 	rctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	rev, err := st.Revision(rctx)
 	cancel()
@@ -137,7 +137,7 @@ func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record
 
 // snapshotAt waits (up to wait) until the mirror has applied every write up to rev and
 // returns its records, locks and progress; false if it did not get there.
-func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]int64, bool) {
+func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
 	deadline := time.Now().Add(wait)
 	timer := time.AfterFunc(wait, func() {
 		sb.mu.Lock()
@@ -161,7 +161,7 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 	for k := range sb.locks {
 		locks[k] = true
 	}
-	next := make(map[store.Key]int64, len(sb.next))
+	next := make(map[store.Key]store.NextDue, len(sb.next))
 	for k, due := range sb.next {
 		next[k] = due
 	}

@@ -1,0 +1,129 @@
+package tockd
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+)
+
+// get returns the GET answer for task tid (which must exist).
+func get(t *testing.T, c *client, id uint64, tid string) protocol.Info {
+	t.Helper()
+	r := c.call(&protocol.Get{ID: id, TaskRef: protocol.TaskRef{TaskID: tid}})
+	ti, ok := r.(*protocol.TaskInfo)
+	if !ok {
+		t.Fatalf("GET %s answered %v %+v", tid, r.Type(), r)
+	}
+	return ti.Info
+}
+
+// everyTask is a durable task of type "w" due every interval.
+func everyTask(id string, interval time.Duration, version uint64) protocol.Task {
+	w := durableTask(id, 0)
+	w.Type, w.Version = "w", version
+	w.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(interval)}
+	return w
+}
+
+// A recurring durable task keeps its schedule across a failover, also before its first
+// occurrence: the next leader's next_run is the old leader's (an every-1h task does not
+// drift by the failover's gap), and an occurrence that fell due before the takeover is
+// run (misfire policy fire once) on the schedule's phase, not skipped, for an every and
+// a cron schedule alike.
+func TestRecurringScheduleSurvivesFailover(t *testing.T) {
+	n := startTwoNodes(t)
+	c := connect(t, n.leader.addr)
+	submit(t, c, 2, everyTask("hourly", time.Hour, 0))
+	const every = time.Second
+	submit(t, c, 3, everyTask("soon", every, 0))
+	cron := everyTask("cron", 0, 0)
+	cron.Schedule = protocol.Schedule{Kind: task.KindCron, Cron: "* * * * * *"} // every second
+	submit(t, c, 4, cron)
+	hourly := get(t, c, 5, "hourly")
+	armed := map[string]int64{"soon": get(t, c, 6, "soon").NextRun, "cron": get(t, c, 7, "cron").NextRun}
+	if hourly.NextRun == 0 || armed["soon"] == 0 || armed["cron"] == 0 {
+		t.Fatalf("next_run %d, %v at the leader, want all set", hourly.NextRun, armed)
+	}
+	// soon's and cron's first occurrences fall due while the leader still leads but has
+	// no worker: they wait there, unfinished, when the leader goes.
+	for time.Now().UnixNano() <= max(armed["soon"], armed["cron"]) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.stopLeader(t)
+	waitLeading(t, n.follower, "the follower never took over")
+	tookOver := time.Now().UnixNano()
+	fc := connect(t, n.fd.addr)
+	if after := get(t, fc, 2, "hourly"); after.NextRun != hourly.NextRun {
+		t.Fatalf("hourly's next_run is %v after the failover, want %v as before it (moved by %v)",
+			time.Unix(0, after.NextRun), time.Unix(0, hourly.NextRun), time.Duration(after.NextRun-hourly.NextRun))
+	}
+	w := connectWorker(t, n.fd.addr, 2, "w")
+	for range 2 {
+		f := w.fire()
+		first, ok := armed[f.TaskID]
+		if !ok {
+			t.Fatalf("FIRE of %s after the failover, want soon and cron", f.TaskID)
+		}
+		delete(armed, f.TaskID)
+		// A missed occurrence: due before the takeover, on the schedule's phase (both
+		// schedules are on whole multiples of a second from their first occurrence).
+		if phase := (f.Due - first) % int64(every); f.Due < first || phase != 0 || f.Due > tookOver {
+			t.Fatalf("first FIRE of %s after the failover is due %v; want an occurrence missed since %v, before the takeover at %v (off its phase by %v)",
+				f.TaskID, time.Unix(0, f.Due), time.Unix(0, first), time.Unix(0, tookOver), time.Duration(phase))
+		}
+	}
+}
+
+// A replacing version of a recurring durable task does not inherit its predecessor's
+// progress: after a failover it keeps its own schedule, not the old version's.
+func TestReplacementDoesNotInheritProgress(t *testing.T) {
+	n := startTwoNodes(t)
+	c := connect(t, n.leader.addr)
+	submit(t, c, 2, everyTask("r", 100*time.Millisecond, 1))
+	w := connectWorker(t, n.leader.addr, 10, "w")
+	for range 2 { // v1's occurrences end: its progress is recorded
+		f := w.fire()
+		wantOK(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	}
+	submit(t, c, 3, everyTask("r", time.Hour, 2))
+	v2 := get(t, c, 4, "r")
+	n.stopLeader(t)
+	waitLeading(t, n.follower, "the follower never took over")
+	after := get(t, connect(t, n.fd.addr), 2, "r")
+	if after.Task.Version != 2 || after.State != task.Pending || after.NextRun != v2.NextRun {
+		t.Fatalf("after the failover: version %d %v, next_run %v; want version 2 PENDING at %v, its own schedule",
+			after.Task.Version, after.State, time.Unix(0, after.NextRun), time.Unix(0, v2.NextRun))
+	}
+}
+
+// Progress recorded for another version than the stored record's is ignored at the
+// load: the task's schedule starts afresh instead of resuming the other version's.
+func TestProgressOfAnotherVersionIgnored(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	a := startDurable(t, st, nil)
+	submit(t, connect(t, a.addr), 2, everyTask("r", time.Hour, 2))
+	a.stop(t)
+	stale := time.Now().Add(-time.Minute).UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	// Written behind the store's back (PutNextFenced writes only a version the record
+	// holds), as a write of version 1 racing version 2's submit could have landed.
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:8], 1)
+	binary.BigEndian.PutUint64(v[8:], uint64(stale))
+	if _, err := st.Client().Put(ctx, "/tock/next/default/r", string(v[:])); err != nil {
+		t.Fatal(err)
+	}
+	b := startDurable(t, st, nil)
+	defer b.stop(t)
+	in := get(t, connect(t, b.addr), 2, "r")
+	if in.State != task.Pending || in.NextRun <= time.Now().UnixNano() {
+		t.Fatalf("version 2 after a restart with version 1's progress (due %v): %v, next_run %v; want PENDING, due in the future (its own schedule)",
+			time.Unix(0, stale), in.State, time.Unix(0, in.NextRun))
+	}
+}
