@@ -49,6 +49,10 @@ func TestLeaseDeadlineFromSendTime(t *testing.T) {
 	if !d.valid(want.Add(-time.Nanosecond)) || d.valid(want) {
 		t.Fatal("valid is not exactly now < valid-until")
 	}
+	// tockd checks it on every FIRE.
+	if n := testing.AllocsPerRun(100, func() { d.valid(time.Now()) }); n != 0 {
+		t.Fatalf("valid allocates %v times per call", n)
+	}
 }
 
 // TestLeaseDeadlineOnlyGrowsAndStops: an older send extends nothing; a failed try
