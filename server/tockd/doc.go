@@ -12,7 +12,9 @@
 //   - A follower holds no tasks. It answers task requests (SUBMIT, CANCEL, GET, LIST,
 //     the DLQ, PAUSE/RESUME) and SUBSCRIBE with NOT_LEADER naming the leader's address
 //     (read from etcd); the Go client and Worker follow it. PING and STATS are answered.
-//   - The moment its session is lost (or about to be), a leader stops dispatching (due
+//   - The moment its session is lost (or about to be), or its election key is deleted
+//     or rewritten while the session lives (it watches the key: an operator, or a next
+//     leader after the lease expired), a leader stops dispatching (due
 //     runs wait), refuses ACK/NACK (STALE_EPOCH), sends its workers away (ERROR
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
