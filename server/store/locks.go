@@ -14,7 +14,8 @@ import (
 // not attached to a lease, on purpose: they outlive a leader that dies mid-run, so the
 // next leader knows a run may still be executing on a worker and waits it out. A leader
 // writes and deletes them under its Fence (PutLockFenced, DeleteLockFenced), so a deposed
-// leader's late write never lands.
+// leader's late write never lands. A record's delete (DeleteBatchFenced) takes its lock
+// with it.
 
 func (s *Store) lockKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -67,6 +68,28 @@ func (s *Store) DeleteLockFenced(ctx context.Context, f Fence, ns, id string, ru
 		return err
 	}
 	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", runValue(runID))},
+		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
+	if err != nil {
+		return fmt.Errorf("store: unlock %s: %w", k, err)
+	}
+	if !f.held(resp) {
+		return fmt.Errorf("store: unlock %s: %w", k, ErrFenced)
+	}
+	return nil
+}
+
+// DeleteLockBeforeFenced removes ns/id's lock, whatever run it names, if it was last
+// written at or below revision rev (a lock written later, by a run that began after
+// rev, stays), only while f holds (ErrFenced otherwise). A server calls it when a
+// non-exclusive version replaced an exclusive one, whose run's lock (or parked lock)
+// no run end would delete. One transaction: txn(fence ? txn(mod <= rev ? delete) ).
+func (s *Store) DeleteLockBeforeFenced(ctx context.Context, f Fence, ns, id string, rev int64) error {
+	k, err := s.lockKey(ns, id)
+	if err != nil {
+		return err
+	}
+	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "<", rev+1)},
 		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
 	if err != nil {

@@ -27,6 +27,10 @@ import (
 //     task is the engine's like any other: GET shows it PENDING (next_run the occurrence
 //     it holds back; occurrences due during the wait get its misfire policy), CANCEL
 //     ends it, and its lock, rewritten to name this term (parkMarker), goes with it.
+//   - A lock goes with its task's record (store.DeleteBatchFenced deletes both, in one
+//     transaction), and when a non-exclusive version replaces an exclusive one (whose
+//     orphaned run's lock, or parked lock, no run end deletes: dropReplacedLock), so no
+//     lock outlives its task.
 //   - Within one leader the engine never runs two attempts of a task at once.
 
 // lockRun records run runID of ns/id as dispatched, fenced by this node's term (a node
@@ -75,6 +79,39 @@ func (s *Server) unlockRun(ev task.Event) {
 			s.fencedOut(*f, err)
 			s.log.Warn("tockd: run lock of an exclusive task not deleted; its first run after a failover waits a time to run",
 				"ns", ev.Namespace, "id", ev.ID, "run", run, "err", err)
+		}
+	}()
+}
+
+// lockRevision reads etcd's revision now, for dropReplacedLock (bounded by
+// storeOpTimeout); 0 if the read failed: no lock is then deleted.
+func (s *Server) lockRevision() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	rev, err := s.opts.Store.Revision(ctx)
+	if err != nil {
+		s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+			"err", err)
+		return 0
+	}
+	return rev
+}
+
+// dropReplacedLock deletes, in the background and fenced by f, the run lock of k if it
+// was written at or below revision before: a non-exclusive version replaced an
+// exclusive one, whose lock no run end deletes (the engine ignores a replaced run's
+// result). A later exclusive version's run writes its lock after before, and keeps it.
+func (s *Server) dropReplacedLock(f *store.Fence, k taskKey, before int64) {
+	if before == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		defer cancel()
+		if err := s.opts.Store.DeleteLockBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
+			s.fencedOut(*f, err)
+			s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+				"ns", k.ns, "id", k.id, "err", err)
 		}
 	}()
 }
