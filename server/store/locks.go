@@ -40,18 +40,29 @@ func (s *Store) PutLock(ctx context.Context, ns, id string, runID uint64) error 
 // a leader deposed while it stalled cannot start an exclusive run (nor overwrite the next
 // leader's lock, whose compare-and-delete would then leave it in etcd for good).
 func (s *Store) PutLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) error {
+	_, err := s.SwapLockFenced(ctx, f, ns, id, runID)
+	return err
+}
+
+// SwapLockFenced is PutLockFenced that also returns the run the lock named before (0
+// if there was none, or its value was not a run ID): a leader parking a task at a
+// takeover learns which run it waits out.
+func (s *Store) SwapLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) (prev uint64, err error) {
 	k, err := s.lockKey(ns, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	resp, err := f.txn(s.cli.Txn(ctx)).Then(clientv3.OpPut(k, runValue(runID))).Commit()
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(clientv3.OpPut(k, runValue(runID), clientv3.WithPrevKV())).Commit()
 	if err != nil {
-		return fmt.Errorf("store: lock %s: %w", k, err)
+		return 0, fmt.Errorf("store: lock %s: %w", k, err)
 	}
 	if !f.held(resp) {
-		return fmt.Errorf("store: lock %s: %w", k, ErrFenced)
+		return 0, fmt.Errorf("store: lock %s: %w", k, ErrFenced)
 	}
-	return nil
+	if pr := resp.Responses[0].GetResponsePut(); pr != nil && pr.PrevKv != nil && len(pr.PrevKv.Value) == 8 {
+		prev = binary.BigEndian.Uint64(pr.PrevKv.Value)
+	}
+	return prev, nil
 }
 
 // DeleteLock is DeleteLockFenced with the zero Fence.

@@ -629,3 +629,14 @@ func TestTxnFailedClassifies(t *testing.T) {
 		}
 	}
 }
+
+// SwapLockFenced returns the run the lock named before it: 0 when there was none.
+func TestSwapLockReturnsThePreviousRun(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	for _, c := range []struct{ run, prev uint64 }{{7, 0}, {9, 7}, {9, 9}} {
+		if prev, err := s.SwapLockFenced(ctx, Fence{}, "a", "x", c.run); err != nil || prev != c.prev {
+			t.Fatalf("swap to %d: previous %d, %v; want %d", c.run, prev, err, c.prev)
+		}
+	}
+}

@@ -168,3 +168,65 @@ func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
 		t.Fatalf("Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
 	}
 }
+
+// An exclusive durable task whose run was in flight at the takeover is parked for its
+// time to run (exclusive.go); the worker that ran it carries the outcome of that very
+// run (its lock named it, the task is unchanged): the new leader ends the park, ends the
+// task with the outcome at once (long before the time to run), never FIREs it again,
+// and leaves neither its record nor its lock in etcd.
+func TestCarriedOutcomeEndsAPark(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	t.Cleanup(func() { st1.Close() })
+	st2 := openPeerStore(t, st1, "n2")
+	t.Cleanup(func() { st2.Close() })
+	l1 := startDurable(t, st1, nil)
+	t.Cleanup(func() { l1.stop(t) })
+	n2, err := New(Options{Store: st2, NodeName: "n2", CarryGrace: 10 * time.Second, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2 := serveDurable(t, n2)
+	t.Cleanup(func() { l2.stop(t) })
+
+	const ttr = time.Minute // the park: the test never sits it out
+	c := connect(t, l1.addr)
+	w := connectWorker(t, l1.addr, 10, "w")
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(ttr)
+	submit(t, c, 2, excl)
+	done := w.fire()
+	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never saw the worker in the registry")
+		}
+	}
+	deleteLeaderKey(t, st1.Client()) // the first leader's term ends; the follower takes over
+	waitLeading(t, n2, "the follower was not elected")
+	if in := get(t, connect(t, l2.addr), 2, "excl"); in.State != task.Pending {
+		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
+	}
+
+	w2 := &wkr{client: dial(t, l2.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	sent := time.Now()
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: done.RunID, Epoch: done.Epoch, Namespace: done.Namespace,
+		TaskID: done.TaskID, Version: done.Version, Attempt: done.Attempt, Due: done.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY of the parked task's run answered %v %+v after %v, want ACKED with nothing refused", carryReply.Type(), carryReply, time.Since(sent))
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
+	c2 := connect(t, l2.addr)
+	if in := c2.waitState(10, "excl", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("excl ran %d times at the new leader, want its one carried attempt", in.Runs)
+	}
+	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	if len(w2.fires) > 0 {
+		t.Fatalf("the new leader FIREd %+v: the carried outcome did not end the park", w2.fires[0])
+	}
+	if ids := storedIDs(t, st2); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
+}

@@ -44,7 +44,9 @@
 //     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
 //     ACK was answered OK are never run again.
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
-//     leader waits one time to run before running a task whose lock it finds.
+//     leader waits one time to run before running a task whose lock it finds, unless
+//     a worker carries the outcome of the run the lock names (carry.go). A lock goes
+//     with its task's record, and when a non-exclusive version replaces the task.
 //
 //   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
 //     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
