@@ -31,6 +31,11 @@ import (
 //     named that run: exclusive.go, parkLocked) ends the park, so that its run comes
 //     due at once and meets the outcome here; its lock goes with it.
 //
+// A worker whose connection to this same leader closed (a blip, a heartbeat false alarm)
+// carries the outcomes of its runs in flight on reconnecting: those runs were kept as
+// orphans (router.remove) for Options.ReconnectGrace, and an outcome of one, FIREd in
+// this term, ends it with Engine.Complete as a late ACK or NACK would.
+//
 // The answer (ACKED) lists the refused outcomes; for an accepted outcome that ends a
 // durable task it waits, as an ACK's OK does, for the record's deletion.
 //
@@ -254,6 +259,11 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		why := ""
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
+		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
+			// A run of this term whose worker's connection closed: the worker is back.
+			seen[o.RunID] = true
+			complete = append(complete, found{co, k, &protocol.Fire{RunID: o.RunID}})
+			continue
 		} else if hr, ok := d.hold.held[k]; ok {
 			seen[o.RunID] = true
 			f := hr.f

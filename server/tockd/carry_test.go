@@ -230,3 +230,58 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 	}
 	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
 }
+
+// A worker's connection to the leader is cut after it ran a run but before it sent the
+// ACK (a network blip; the leader lives on). It reconnects to the same leader within the
+// run's time to run and carries the outcome: the leader accepts it (the run was kept
+// for the worker, not failed and redelivered at the cut), the task ends with it, and it
+// is never FIREd again.
+func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
+	st, ds, c, _ := startDurableWithWorker(t, 1)
+	p := newCutProxy(t, ds.addr)
+	w := connectWorker(t, p.ln.Addr().String(), 1, "blip")
+	tk := durableWorkTask("blipped")
+	tk.Type, tk.Timeout = "blip", int64(time.Minute)
+	submit(t, c, 2, tk)
+	f := w.fire()
+	p.cutAll() // the worker ran it; its ACK never leaves
+	// The leader sees the connection close: its reader has gone when the router no
+	// longer lists the worker's connection for the type.
+	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
+		n := 0
+		ds.srv.disp.subscribed(func(_ *conn, ws *workerState) {
+			for _, typ := range ws.types {
+				if typ == "blip" {
+					n++
+				}
+			}
+		})
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader never noticed the cut connection")
+		}
+	}
+
+	w2 := &wkr{client: dial(t, ds.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace,
+		TaskID: f.TaskID, Version: f.Version, Attempt: f.Attempt, Due: f.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY after reconnecting to the same leader answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"blip"}, Credits: 10}))
+	if in := c.waitState(10, "blipped", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("blipped ran %d times, want its one carried attempt", in.Runs)
+	}
+	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	if len(w2.fires) > 0 {
+		t.Fatalf("the leader FIREd %+v again: the run was redelivered at the cut", w2.fires[0])
+	}
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+}

@@ -71,6 +71,9 @@
 //     loaded runs come due at once, a new leader holds them back (unfired, in the
 //     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
 //     as the previous leader had in the registry (read by followers every 200 ms).
+//     A worker whose connection closed while the leader lived on carries to that same
+//     leader: its runs in flight are kept (orphans, router.go) for
+//     Options.ReconnectGrace before they fail and are redelivered.
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
