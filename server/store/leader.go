@@ -103,12 +103,29 @@ func (s *Store) watchKey(ctx context.Context, key string, created int64) <-chan 
 			return
 		}
 		for wr := range s.cli.Watch(ctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
-			if wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
+			if wr.Err() != nil || wr.Canceled {
+				return
+			}
+			if n := len(wr.Events); n > 0 {
+				if wr.Events[n-1].Type == clientv3.EventTypePut {
+					s.dropRewritten(key, created)
+				}
 				return
 			}
 		}
 	}()
 	return gone
+}
+
+// dropRewritten deletes the election key key if it is still the one created at revision
+// created: it was rewritten, and the term it began is over; without the delete, this
+// session's next Campaign would find the key and lead again at the same epoch. Bounded
+// by the session TTL; a failure leaves the key to the session's end.
+func (s *Store) dropRewritten(key string, created int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.SessionTTL)
+	defer cancel()
+	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
+		Then(clientv3.OpDelete(key)).Commit()
 }
 
 // liveSession returns the current session, making a new one if there is

@@ -155,6 +155,14 @@ func TestDoneOnElectionKeyChange(t *testing.T) {
 			}
 			// The watch delivers at once on loopback; 2s is slack for a loaded machine.
 			waitClosed(t, l.Done(), 2*time.Second, "Done after the election key's "+change)
+			// The next term is a new one, at a higher epoch (a rewritten key is deleted).
+			l2, err := a.Campaign(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l2.Epoch() <= l.Epoch() {
+				t.Fatalf("epoch %d after the key's %s, want above %d", l2.Epoch(), change, l.Epoch())
+			}
 		})
 	}
 }
