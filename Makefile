@@ -73,11 +73,19 @@ cluster-status:
 	./server/cluster/cluster.sh status
 
 ## chaos: the long failover runs against separate tockd processes and a real 3-member etcd:
-## the leader SIGKILLed under durable load CHAOS_ROUNDS times (make test runs one round),
-## every acknowledged task counted, takeover and duplicate figures logged.
+## first the history checker (TestChaosHistory) for CHAOS_DURATION of seeded faults (the
+## leader killed, stalled past its TTL, cut from etcd; an etcd member stopped), its seed
+## printed (CHAOS_SEED=N replays it), the whole history written to CHAOS_OUT; then the
+## leader SIGKILLed under durable load CHAOS_ROUNDS times (make test runs one round of
+## each, and the history checker's short form), every acknowledged task counted.
 CHAOS_ROUNDS ?= 5
+CHAOS_DURATION ?= 5m
+CHAOS_SEED ?=
+CHAOS_OUT ?= $(or $(TMPDIR),/tmp)/tock-chaos
 .PHONY: chaos
 chaos:
+	TOCK_CHAOS_DURATION=$(CHAOS_DURATION) TOCK_CHAOS_SEED=$(CHAOS_SEED) TOCK_CHAOS_OUT=$(CHAOS_OUT) \
+		$(GO) test -race -count=1 -v -timeout 0 -run 'TestChaosHistory' ./server/cluster
 	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps' ./server/cluster
 
 ## loadgen-cluster: against a running `make cluster` (fails if none): CLUSTER_TASKS

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +187,14 @@ func (n *Node) Kill() {
 	n.p.kill()
 	n.dropClient()
 }
+
+// Pause sends SIGSTOP: the process stops where it is, its sockets open and its etcd
+// lease running out, until Resume. A paused node answers nothing (IsLeader times out
+// after CallTimeout); the test's cleanup still kills it (SIGKILL ends a stopped process).
+func (n *Node) Pause() error { return n.p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused node.
+func (n *Node) Resume() error { return n.p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Term sends SIGTERM and waits for the process to drain and exit, sending SIGKILL after
 // StopTimeout (and failing the test then, since a drain that hangs is a bug). It

@@ -25,7 +25,7 @@ func TestSamplesCoverEveryType(t *testing.T) {
 		seen[m.Type()] = true
 	}
 	for ty := Type(1); ty < numTypes; ty++ {
-		if newMessage(uint64(ty)) != nil && !seen[ty] {
+		if specOf(uint64(ty)) != nil && !seen[ty] {
 			t.Errorf("no sample of %v", ty)
 		}
 	}

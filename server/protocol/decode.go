@@ -27,7 +27,8 @@ const maxDepth = 16
 // returns the same error.
 //
 // A Decoder interns the namespaces and task types of the messages it decodes (see
-// nameCache): equal names in its messages may share one string.
+// nameCache): equal names in its messages may share one string. Told its peer
+// (SetPeer), it refuses the types that peer may not send; by default it accepts all.
 type Decoder struct {
 	max   int
 	buf   []byte
@@ -71,8 +72,9 @@ func (d *Decoder) Buffered() int { return len(d.buf) - d.off }
 // Next returns the next message. It returns (nil, nil) when the bytes fed so far hold
 // no complete frame: feed more and call again. Otherwise it consumes one frame and
 // returns its message, or an *Error: FRAME_TOO_LARGE (sticky; detected from the length
-// prefix alone, before any body byte is awaited or buffered for it), or the error of
-// Decode for that body (the Decoder moves on to the next frame). Cost: Decode's, less
+// prefix alone, before any body byte is awaited or buffered for it), UNEXPECTED (a type
+// the Decoder's peer may not send), or the error of Decode for that body (the Decoder
+// moves on to the next frame after either). Cost: Decode's, less
 // the copies of names the Decoder has interned before.
 func (d *Decoder) Next() (Message, error) {
 	if d.err != nil {
@@ -144,6 +146,7 @@ type dec struct {
 	errAt   int        // for a BAD_FRAME err: the byte it was found at
 	errPath []pathElem // the keys and indices err has been returned through, innermost first
 	names   *nameCache // the Decoder's, which name interns through; nil: no interning
+	peer    peer       // the Decoder's: who sends the frames, which fixes the types accepted
 }
 
 type pathElem struct {
@@ -614,15 +617,40 @@ func (d *dec) skip(depth int) *Error {
 }
 
 // A fieldTable lists the keys of one map type: key i sets bit i of the presence mask.
+// A spec (spec.go) makes it; wiretask.go's types write theirs by hand.
 type fieldTable struct {
 	keys     []string
 	required uint64 // bit i set: keys[i] must be present (and not nil)
+	// read reads the value of key off+i into x, a pointer to the map type (off: the keys
+	// readFields reads itself, "t" and "id" of an envelope).
+	read func(x any, d *dec, i int) *Error
+	// checked: x is a checker, whose rule across the fields runs once the map is read.
+	checked bool
 }
 
-// decodable is a map type: its fields, and how to read the value of key i.
+// bit returns key's presence bit; it panics for a key t lacks (a programming error).
+func (t *fieldTable) bit(key string) uint64 {
+	for i, k := range t.keys {
+		if k == key {
+			return 1 << i
+		}
+	}
+	panic("protocol: no key " + strconv.Quote(key))
+}
+
+// decodable is a map type of wiretask.go: its fields, and how to read the value of key
+// i (its table's read calls set, through setBy).
 type decodable interface {
 	fields() *fieldTable
 	set(d *dec, i int) *Error
+}
+
+// setBy is the read of a decodable type's table: its set method.
+func setBy[T any, P interface {
+	*T
+	decodable
+}](x any, d *dec, i int) *Error {
+	return P(x.(*T)).set(d, i)
 }
 
 // checker is a map type with a rule across its fields, checked after the map is read
@@ -640,9 +668,9 @@ func (d *dec) readMap(x decodable, depth int) *Error {
 	return d.readFields(x, x.fields(), 0, depth)
 }
 
-// readFields is readMap with the table given: an envelope's table is x's with "t" and
-// "id" in front (off = 2), which readFields reads itself.
-func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error {
+// readFields is readMap with the table given, x a pointer to its map type: an envelope's
+// table has "t" and "id" in front (off = 2), which readFields reads itself.
+func (d *dec) readFields(x any, t *fieldTable, off int, depth int) *Error {
 	if depth > maxDepth {
 		return d.badFrame("nesting deeper than %d", maxDepth)
 	}
@@ -673,13 +701,12 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 			switch {
 			case i >= off:
 				d.depth = depth + 1
-				err = x.set(d, i-off)
+				err = t.read(x, d, i-off)
 			case i == 0: // "t": its value was read by findType
 				_, err = d.uint()
 			default: // "id"
 				d.id, err = d.uint()
 				d.haveID = err == nil
-				x.(Message).setID(d.id)
 			}
 			if err != nil {
 				return d.at(err, t.keys[i])
@@ -693,8 +720,8 @@ func (d *dec) readFields(x decodable, t *fieldTable, off int, depth int) *Error 
 			}
 		}
 	}
-	if c, ok := x.(checker); ok {
-		return c.checkFields(d, present>>off)
+	if t.checked {
+		return x.(checker).checkFields(d, present>>off)
 	}
 	return nil
 }
@@ -743,16 +770,22 @@ func (d *dec) message() (Message, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newMessage(t)
-	if m == nil {
+	s := specOf(t)
+	if s == nil {
 		return nil, newError(CodeUnknownType, "", "unknown message type "+strconv.FormatUint(t, 10))
 	}
-	if err := d.readFields(m, envelopeTables[m.Type()], 2, 0); err != nil {
+	if err := d.peer.allows(Type(t), s.from); err != nil {
+		return nil, err
+	}
+	m := s.new()
+	if err := d.readFields(m, s.table, 2, 0); err != nil {
 		return nil, err
 	}
 	if d.left() != 0 {
 		return nil, d.badFrame("%d bytes after the message", d.left())
 	}
+	m.setID(d.id)
+	d.peer.saw(m)
 	return m, nil
 }
 
@@ -819,17 +852,3 @@ func peekID(body []byte) uint64 {
 	}
 	return 0
 }
-
-// envelopeTables[t] is message type t's field table with "t" and "id" in front.
-var envelopeTables = func() (out [numTypes]*fieldTable) {
-	for t := Type(1); t < numTypes; t++ {
-		if m := newMessage(uint64(t)); m != nil {
-			ft := m.fields()
-			out[t] = &fieldTable{
-				keys:     append([]string{"t", "id"}, ft.keys...),
-				required: 1 | 2 | ft.required<<2,
-			}
-		}
-	}
-	return out
-}()

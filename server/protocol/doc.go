@@ -10,6 +10,14 @@
 // (a test compares the two, and that library is used by tests only); the decoder indexes
 // the body with an offset and accepts every msgpack form of a value.
 //
+// Each message type is defined once, in messages.go: a spec lists its keys in the order
+// the encoder writes them, each with its kind, limit, whether it is required, and an
+// accessor of the Go field (spec.go). The decoder's key table, the required mask (from
+// each field's own flag, never from its position) and the encoder come from that list;
+// the spec also names who may send the type, which a Decoder told its Peer enforces
+// (UNEXPECTED, before the body is read). The nested maps of tasks and snapshots
+// (wiretask.go) still have hand-written tables and encoders.
+//
 // Invariants:
 //   - Decoding never panics and never allocates in proportion to a length the peer
 //     claims: every length is checked against the bytes actually present (and the frame

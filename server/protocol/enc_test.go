@@ -103,11 +103,4 @@ func TestEncMatchesLibrary(t *testing.T) {
 		_ = e.EncodeString("due")
 		return e.EncodeInt(-1 << 40)
 	})
-	check("envelope", nil, func(c *enc) { c.envelope(TypeFire, 300, 20) }, func(e *msgpack.Encoder) error {
-		_ = e.EncodeMapLen(22)
-		_ = e.EncodeString("t")
-		_ = e.EncodeUint(uint64(TypeFire))
-		_ = e.EncodeString("id")
-		return e.EncodeUint(300)
-	})
 }

@@ -141,15 +141,6 @@ func (c *enc) kStr(k, v string)         { c.str(k); c.str(v) }
 func (c *enc) kUint(k string, v uint64) { c.str(k); c.uint(v) }
 func (c *enc) kInt(k string, v int64)   { c.str(k); c.int(v) }
 
-// envelope writes the map header of a top-level message with n fields besides "t" and
-// "id", then "t" and "id". "t" always comes first: a decoder reads it without a second
-// pass (decoders must still accept it anywhere).
-func (c *enc) envelope(t Type, id uint64, n int) {
-	c.mapLen(n + 2)
-	c.kUint("t", uint64(t))
-	c.kUint("id", id)
-}
-
 // count returns how many of the conditions are true: the number of optional fields a
 // map will carry.
 func count(conds ...bool) int {
@@ -176,7 +167,7 @@ func AppendFrame(dst []byte, msg Message, maxFrame int) ([]byte, error) {
 	c := encPool.Get().(*enc)
 	start := len(dst)
 	c.buf = append(dst, 0, 0, 0, 0)
-	msg.encode(c)
+	specOf(uint64(msg.Type())).write(msg, c)
 	out, err := c.buf, c.err
 	c.buf, c.err = nil, nil
 	encPool.Put(c)

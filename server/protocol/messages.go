@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/tock-sched/tock/core/task"
@@ -77,82 +78,73 @@ type Message interface {
 	// server pushes (FIRE).
 	RequestID() uint64
 	setID(uint64)
-	decodable
-	encode(c *enc)
 }
 
-// newMessage returns a zero message of type t, or nil for a type this version does not know.
-func newMessage(t uint64) Message {
-	switch Type(t) {
-	case TypeHello:
-		return new(Hello)
-	case TypeWelcome:
-		return new(Welcome)
-	case TypeError:
-		return new(Error)
-	case TypeOK:
-		return new(OK)
-	case TypePing:
-		return new(Ping)
-	case TypePong:
-		return new(Pong)
-	case TypeSubmit:
-		return new(Submit)
-	case TypeSubmitBatch:
-		return new(SubmitBatch)
-	case TypeCancel:
-		return new(Cancel)
-	case TypeGet:
-		return new(Get)
-	case TypeList:
-		return new(List)
-	case TypeTaskStatus:
-		return new(TaskStatus)
-	case TypeBatchResult:
-		return new(BatchResult)
-	case TypeTaskInfo:
-		return new(TaskInfo)
-	case TypeTaskPage:
-		return new(TaskPage)
-	case TypeDLQList:
-		return new(DLQList)
-	case TypeDLQPage:
-		return new(DLQPage)
-	case TypeDLQRequeue:
-		return new(DLQRequeue)
-	case TypeDLQPurge:
-		return new(DLQPurge)
-	case TypePurged:
-		return new(Purged)
-	case TypePause:
-		return new(Pause)
-	case TypeResume:
-		return new(Resume)
-	case TypeStats:
-		return new(Stats)
-	case TypeStatsReply:
-		return new(StatsReply)
-	case TypeSubscribe:
-		return new(Subscribe)
-	case TypeCredit:
-		return new(Credit)
-	case TypeFire:
-		return new(Fire)
-	case TypeAck:
-		return new(Ack)
-	case TypeNack:
-		return new(Nack)
-	case TypeAcks:
-		return new(Acks)
-	case TypeAcked:
-		return new(Acked)
-	case TypeCarry:
-		return new(Carry)
+// msgSpec defines a message type: who may send it, and its fields (after "t" and "id",
+// which every message carries), from which its decoder table and its encoder come.
+type msgSpec struct {
+	from  senders
+	table *fieldTable // the fields with "t" and "id" in front
+	new   func() Message
+	write func(m Message, c *enc) // the whole map, envelope included
+}
+
+// message defines the message type t of Go type M, sent by from, with the fields fs in
+// the order the encoder writes them.
+func message[M any, P interface {
+	*M
+	Message
+}](t Type, from senders, fs ...field[M]) *msgSpec {
+	s := newMapSpec(true, fs...)
+	return &msgSpec{from: from, table: &s.table,
+		new: func() Message { return P(new(M)) },
+		write: func(x Message, c *enc) {
+			m, ok := x.(P)
+			if !ok { // another package's type that embeds one of these
+				c.fail("t", fmt.Sprintf("%T is not this package's %v", x, t))
+				return
+			}
+			// The header is a fixmap (maxKeys holds), its count patched in at the end;
+			// "t" comes first, so that a decoder finds it without a second pass.
+			at := len(c.buf)
+			c.buf = append(c.buf, codeFixMap, codeFixStr|1, 't')
+			c.uint(uint64(t))
+			c.buf = append(c.buf, codeFixStr|2, 'i', 'd')
+			c.uint(x.RequestID())
+			c.buf[at] |= byte(2 + s.writeFields(c, (*M)(m)))
+		},
+	}
+}
+
+// specs[t] defines message type t; nil for a number that is no type.
+var specs = [numTypes]*msgSpec{
+	TypeHello: helloSpec, TypeWelcome: welcomeSpec, TypeError: errorSpec, TypeOK: okSpec, TypePing: pingSpec,
+	TypePong: pongSpec, TypeSubmit: submitSpec, TypeSubmitBatch: submitBatchSpec, TypeCancel: cancelSpec,
+	TypeGet: getSpec, TypeList: listSpec, TypeTaskStatus: taskStatusSpec, TypeBatchResult: batchResultSpec,
+	TypeTaskInfo: taskInfoSpec, TypeTaskPage: taskPageSpec, TypeDLQList: dlqListSpec, TypeDLQPage: dlqPageSpec,
+	TypeDLQRequeue: dlqRequeueSpec, TypeDLQPurge: dlqPurgeSpec, TypePurged: purgedSpec, TypePause: pauseSpec,
+	TypeResume: resumeSpec, TypeStats: statsSpec, TypeStatsReply: statsReplySpec, TypeSubscribe: subscribeSpec,
+	TypeCredit: creditSpec, TypeFire: fireSpec, TypeAck: ackSpec, TypeNack: nackSpec, TypeAcks: acksSpec,
+	TypeAcked: ackedSpec, TypeCarry: carrySpec,
+}
+
+// checked marks s's Go type a checker; it returns s.
+func checked(s *msgSpec) *msgSpec {
+	s.table.checked = true
+	return s
+}
+
+// bit returns key's presence bit as checkFields sees the mask ("t" and "id" shifted
+// out). It panics for a key the type lacks: a programming error.
+func (s *msgSpec) bit(key string) uint64 { return s.table.bit(key) >> 2 }
+
+// specOf returns the spec of message type t, or nil for a type this version does not know.
+func specOf(t uint64) *msgSpec {
+	if t < uint64(numTypes) {
+		return specs[t]
 	}
 	return nil
 }
-
-var noFields = fieldTable{}
 
 // ---- connection ----
 
@@ -165,34 +157,12 @@ type Hello struct {
 	Role    Role   // "role"
 }
 
-var helloFields = fieldTable{keys: []string{"v", "name", "token", "role"}, required: 1 | 2 | 8}
-
-func (m *Hello) Type() Type          { return TypeHello }
-func (m *Hello) RequestID() uint64   { return m.ID }
-func (m *Hello) setID(id uint64)     { m.ID = id }
-func (m *Hello) fields() *fieldTable { return &helloFields }
-func (m *Hello) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Version, err = d.uint()
-	case 1:
-		m.Name, err = d.str(MaxNameLen)
-	case 2:
-		m.Token, err = d.str(MaxTokenLen)
-	case 3:
-		m.Role, err = enum[Role](d, roleNames[:])
-	}
-	return err
-}
-func (m *Hello) encode(c *enc) {
-	c.envelope(TypeHello, m.ID, 3+count(m.Token != ""))
-	c.kUint("v", m.Version)
-	c.kStr("name", m.Name)
-	if m.Token != "" {
-		c.kStr("token", m.Token)
-	}
-	putEnum(c, "role", roleNames[:], m.Role)
-}
+var helloSpec = message(TypeHello, byClient|byWorker,
+	uintField("v", func(m *Hello) *uint64 { return &m.Version }).req(),
+	strField("name", MaxNameLen, func(m *Hello) *string { return &m.Name }).req(),
+	strField("token", MaxTokenLen, func(m *Hello) *string { return &m.Token }),
+	enumField("role", roleNames[:], func(m *Hello) *Role { return &m.Role }).req(),
+)
 
 // Welcome accepts a HELLO.
 type Welcome struct {
@@ -212,113 +182,44 @@ type Welcome struct {
 // nothing at all arriving before a client declares the connection dead (PROTOCOL.md).
 const HeartbeatMisses = 3
 
-var welcomeFields = fieldTable{keys: []string{"v", "name", "node", "epoch", "max_frame", "heartbeat_ns"}, required: 31}
+var welcomeSpec = message(TypeWelcome, byServer,
+	uintField("v", func(m *Welcome) *uint64 { return &m.Version }).req(),
+	strField("name", MaxNameLen, func(m *Welcome) *string { return &m.Name }).req(),
+	strField("node", MaxNameLen, func(m *Welcome) *string { return &m.Node }).req(),
+	uintField("epoch", func(m *Welcome) *uint64 { return &m.Epoch }).req(),
+	uintMaxField("max_frame", MaxFrameLimit, func(m *Welcome) *uint64 { return &m.MaxFrame }).req(),
+	positiveField("heartbeat_ns", func(m *Welcome) *int64 { return &m.Heartbeat }),
+)
 
-func (m *Welcome) Type() Type          { return TypeWelcome }
-func (m *Welcome) RequestID() uint64   { return m.ID }
-func (m *Welcome) setID(id uint64)     { m.ID = id }
-func (m *Welcome) fields() *fieldTable { return &welcomeFields }
-func (m *Welcome) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Version, err = d.uint()
-	case 1:
-		m.Name, err = d.str(MaxNameLen)
-	case 2:
-		m.Node, err = d.str(MaxNameLen)
-	case 3:
-		m.Epoch, err = d.uint()
-	case 4:
-		m.MaxFrame, err = d.uintMax(MaxFrameLimit)
-	case 5:
-		if m.Heartbeat, err = d.int(); err == nil && m.Heartbeat < 0 {
-			err = d.badField("negative heartbeat")
-		}
-	}
-	return err
-}
-func (m *Welcome) encode(c *enc) {
-	c.envelope(TypeWelcome, m.ID, 5+count(m.Heartbeat > 0))
-	c.kUint("v", m.Version)
-	c.kStr("name", m.Name)
-	c.kStr("node", m.Node)
-	c.kUint("epoch", m.Epoch)
-	c.kUint("max_frame", m.MaxFrame)
-	if m.Heartbeat > 0 {
-		c.kInt("heartbeat_ns", m.Heartbeat)
-	}
-}
+// Error (the ERROR message) is defined in errors.go. Anyone may send it: the server
+// never answers one.
+var errorSpec = message(TypeError, byAnyone,
+	codeField("code", func(m *Error) *Code { return &m.Code }).req(),
+	strField("msg", MaxTextLen, func(m *Error) *string { return &m.Message }),
+	strField("field", MaxNameLen, func(m *Error) *string { return &m.Field }),
+	strField("leader", maxLeaderLen, func(m *Error) *string { return &m.Leader }),
+	uintField("run", func(m *Error) *uint64 { return &m.RunID }),
+)
 
-// Error (the ERROR message) is defined in errors.go.
+// The messages with no field but "id".
+type (
+	// OK answers a request that succeeded with nothing more to say (PAUSE, RESUME,
+	// SUBSCRIBE, CREDIT, ACK, NACK).
+	OK struct{ ID uint64 }
+	// Ping asks for a PONG.
+	Ping struct{ ID uint64 }
+	// Pong answers a PING.
+	Pong struct{ ID uint64 }
+	// Stats asks for the server's counters and gauges.
+	Stats struct{ ID uint64 }
+)
 
-var errorFields = fieldTable{keys: []string{"code", "msg", "field", "leader", "run"}, required: 1}
-
-func (m *Error) Type() Type          { return TypeError }
-func (m *Error) RequestID() uint64   { return m.ID }
-func (m *Error) setID(id uint64)     { m.ID = id }
-func (m *Error) fields() *fieldTable { return &errorFields }
-func (m *Error) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Code, err = d.errCode()
-	case 1:
-		m.Message, err = d.str(MaxTextLen)
-	case 2:
-		m.Field, err = d.str(MaxNameLen)
-	case 3:
-		m.Leader, err = d.str(maxLeaderLen)
-	case 4:
-		m.RunID, err = d.uint()
-	}
-	return err
-}
-func (m *Error) encode(c *enc) {
-	c.envelope(TypeError, m.ID, 1+count(m.Message != "", m.Field != "", m.Leader != "", m.RunID != 0))
-	c.kUint("code", uint64(m.Code))
-	if m.Message != "" {
-		c.kStr("msg", m.Message)
-	}
-	if m.Field != "" {
-		c.kStr("field", m.Field)
-	}
-	if m.Leader != "" {
-		c.kStr("leader", m.Leader)
-	}
-	if m.RunID != 0 {
-		c.kUint("run", m.RunID)
-	}
-}
-
-// OK answers a request that succeeded with nothing more to say (PAUSE, RESUME,
-// SUBSCRIBE, CREDIT, ACK, NACK).
-type OK struct{ ID uint64 }
-
-func (m *OK) Type() Type               { return TypeOK }
-func (m *OK) RequestID() uint64        { return m.ID }
-func (m *OK) setID(id uint64)          { m.ID = id }
-func (m *OK) fields() *fieldTable      { return &noFields }
-func (m *OK) set(d *dec, i int) *Error { return nil }
-func (m *OK) encode(c *enc)            { c.envelope(TypeOK, m.ID, 0) }
-
-// Ping asks for a PONG.
-type Ping struct{ ID uint64 }
-
-func (m *Ping) Type() Type               { return TypePing }
-func (m *Ping) RequestID() uint64        { return m.ID }
-func (m *Ping) setID(id uint64)          { m.ID = id }
-func (m *Ping) fields() *fieldTable      { return &noFields }
-func (m *Ping) set(d *dec, i int) *Error { return nil }
-func (m *Ping) encode(c *enc)            { c.envelope(TypePing, m.ID, 0) }
-
-// Pong answers a PING.
-type Pong struct{ ID uint64 }
-
-func (m *Pong) Type() Type               { return TypePong }
-func (m *Pong) RequestID() uint64        { return m.ID }
-func (m *Pong) setID(id uint64)          { m.ID = id }
-func (m *Pong) fields() *fieldTable      { return &noFields }
-func (m *Pong) set(d *dec, i int) *Error { return nil }
-func (m *Pong) encode(c *enc)            { c.envelope(TypePong, m.ID, 0) }
+var (
+	okSpec    = message[OK](TypeOK, byServer)
+	pingSpec  = message[Ping](TypePing, byClient|byWorker)
+	pongSpec  = message[Pong](TypePong, byServer)
+	statsSpec = message[Stats](TypeStats, byClient|byWorker)
+)
 
 // ---- tasks ----
 
@@ -328,20 +229,8 @@ type Submit struct {
 	Task Task // "task"
 }
 
-var submitFields = fieldTable{keys: []string{"task"}, required: 1}
-
-func (m *Submit) Type() Type          { return TypeSubmit }
-func (m *Submit) RequestID() uint64   { return m.ID }
-func (m *Submit) setID(id uint64)     { m.ID = id }
-func (m *Submit) fields() *fieldTable { return &submitFields }
-func (m *Submit) set(d *dec, i int) *Error {
-	return d.sub(&m.Task)
-}
-func (m *Submit) encode(c *enc) {
-	c.envelope(TypeSubmit, m.ID, 1)
-	c.str("task")
-	m.Task.encode(c)
-}
+var submitSpec = message(TypeSubmit, byClient|byWorker,
+	subField[Submit, Task]("task", func(m *Submit) *Task { return &m.Task }).req())
 
 // SubmitBatch submits up to MaxBatch tasks; each gets its own result.
 type SubmitBatch struct {
@@ -349,23 +238,8 @@ type SubmitBatch struct {
 	Tasks []Task // "tasks"
 }
 
-var submitBatchFields = fieldTable{keys: []string{"tasks"}, required: 1}
-
-func (m *SubmitBatch) Type() Type          { return TypeSubmitBatch }
-func (m *SubmitBatch) RequestID() uint64   { return m.ID }
-func (m *SubmitBatch) setID(id uint64)     { m.ID = id }
-func (m *SubmitBatch) fields() *fieldTable { return &submitBatchFields }
-func (m *SubmitBatch) set(d *dec, i int) (err *Error) {
-	m.Tasks, err = readArray[Task](d, MaxBatch)
-	return err
-}
-func (m *SubmitBatch) encode(c *enc) {
-	c.envelope(TypeSubmitBatch, m.ID, 1)
-	if len(m.Tasks) > MaxBatch {
-		c.fail("tasks", "more than MaxBatch tasks")
-	}
-	writeArray(c, "tasks", m.Tasks)
-}
+var submitBatchSpec = message(TypeSubmitBatch, byClient|byWorker,
+	arrayField("tasks", MaxBatch, wireMaps[Task](), func(m *SubmitBatch) *[]Task { return &m.Tasks }).req())
 
 // TaskRef names a task: the body of CANCEL, GET and DLQ_REQUEUE.
 type TaskRef struct {
@@ -373,23 +247,9 @@ type TaskRef struct {
 	TaskID    string // "tid"
 }
 
-var taskRefFields = fieldTable{keys: []string{"ns", "tid"}, required: 2}
-
-func (r *TaskRef) set(d *dec, i int) (err *Error) {
-	if i == 0 {
-		r.Namespace, err = d.name(task.MaxNamespaceLen)
-	} else {
-		r.TaskID, err = d.str(task.MaxIDLen)
-	}
-	return err
-}
-
-func (r *TaskRef) encode(c *enc, t Type, id uint64) {
-	c.envelope(t, id, 1+count(r.Namespace != ""))
-	if r.Namespace != "" {
-		c.kStr("ns", r.Namespace)
-	}
-	c.kStr("tid", r.TaskID)
+var taskRefFields = []field[TaskRef]{
+	nameField("ns", task.MaxNamespaceLen, func(r *TaskRef) *string { return &r.Namespace }),
+	strField("tid", task.MaxIDLen, func(r *TaskRef) *string { return &r.TaskID }).req(),
 }
 
 // Cancel cancels a task.
@@ -398,12 +258,15 @@ type Cancel struct {
 	TaskRef
 }
 
-func (m *Cancel) Type() Type               { return TypeCancel }
-func (m *Cancel) RequestID() uint64        { return m.ID }
-func (m *Cancel) setID(id uint64)          { m.ID = id }
-func (m *Cancel) fields() *fieldTable      { return &taskRefFields }
-func (m *Cancel) set(d *dec, i int) *Error { return m.TaskRef.set(d, i) }
-func (m *Cancel) encode(c *enc)            { m.TaskRef.encode(c, TypeCancel, m.ID) }
+// refMessage defines a request whose body is a TaskRef (got by ref), then the fields more.
+func refMessage[M any, P interface {
+	*M
+	Message
+}](t Type, ref func(m *M) *TaskRef, more ...field[M]) *msgSpec {
+	return message[M, P](t, byClient|byWorker, append(within(ref, taskRefFields...), more...)...)
+}
+
+var cancelSpec = refMessage(TypeCancel, func(m *Cancel) *TaskRef { return &m.TaskRef })
 
 // Get asks for one task's snapshot.
 type Get struct {
@@ -412,32 +275,8 @@ type Get struct {
 	OmitPayload bool // "omit_payload": leave the payload out (the snapshot's PayloadLen says its length)
 }
 
-var getFields = fieldTable{keys: []string{"ns", "tid", "omit_payload"}, required: 2}
-
-func (m *Get) Type() Type          { return TypeGet }
-func (m *Get) RequestID() uint64   { return m.ID }
-func (m *Get) setID(id uint64)     { m.ID = id }
-func (m *Get) fields() *fieldTable { return &getFields }
-func (m *Get) set(d *dec, i int) (err *Error) {
-	if i == 2 {
-		m.OmitPayload, err = d.bool()
-		return err
-	}
-	return m.TaskRef.set(d, i)
-}
-func (m *Get) encode(c *enc) {
-	if !m.OmitPayload {
-		m.TaskRef.encode(c, TypeGet, m.ID)
-		return
-	}
-	c.envelope(TypeGet, m.ID, 2+count(m.Namespace != ""))
-	if m.Namespace != "" {
-		c.kStr("ns", m.Namespace)
-	}
-	c.kStr("tid", m.TaskID)
-	c.str("omit_payload")
-	c.bool(true)
-}
+var getSpec = refMessage(TypeGet, func(m *Get) *TaskRef { return &m.TaskRef },
+	boolField("omit_payload", func(m *Get) *bool { return &m.OmitPayload }))
 
 // DLQRequeue resubmits a dead letter's task and removes the dead letter.
 type DLQRequeue struct {
@@ -445,12 +284,7 @@ type DLQRequeue struct {
 	TaskRef
 }
 
-func (m *DLQRequeue) Type() Type               { return TypeDLQRequeue }
-func (m *DLQRequeue) RequestID() uint64        { return m.ID }
-func (m *DLQRequeue) setID(id uint64)          { m.ID = id }
-func (m *DLQRequeue) fields() *fieldTable      { return &taskRefFields }
-func (m *DLQRequeue) set(d *dec, i int) *Error { return m.TaskRef.set(d, i) }
-func (m *DLQRequeue) encode(c *enc)            { m.TaskRef.encode(c, TypeDLQRequeue, m.ID) }
+var dlqRequeueSpec = refMessage(TypeDLQRequeue, func(m *DLQRequeue) *TaskRef { return &m.TaskRef })
 
 // List asks for a page of task snapshots, in (namespace, ID) order.
 type List struct {
@@ -463,41 +297,12 @@ type List struct {
 	OmitPayload bool
 }
 
-var listFields = fieldTable{keys: []string{"state", "cursor", "limit", "omit_payload"}}
-
-func (m *List) Type() Type          { return TypeList }
-func (m *List) RequestID() uint64   { return m.ID }
-func (m *List) setID(id uint64)     { m.ID = id }
-func (m *List) fields() *fieldTable { return &listFields }
-func (m *List) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.State, err = d.state()
-	case 1:
-		m.Cursor, err = d.str(MaxCursorLen)
-	case 2:
-		m.Limit, err = d.uintMax(MaxPageItems)
-	case 3:
-		m.OmitPayload, err = d.bool()
-	}
-	return err
-}
-func (m *List) encode(c *enc) {
-	c.envelope(TypeList, m.ID, count(m.State != 0, m.Cursor != "", m.Limit != 0, m.OmitPayload))
-	if m.State != 0 {
-		putState(c, "state", m.State)
-	}
-	if m.Cursor != "" {
-		c.kStr("cursor", m.Cursor)
-	}
-	if m.Limit != 0 {
-		c.kUint("limit", m.Limit)
-	}
-	if m.OmitPayload {
-		c.str("omit_payload")
-		c.bool(true)
-	}
-}
+var listSpec = message(TypeList, byClient|byWorker,
+	stateField("state", func(m *List) *task.State { return &m.State }),
+	strField("cursor", MaxCursorLen, func(m *List) *string { return &m.Cursor }),
+	uintMaxField("limit", MaxPageItems, func(m *List) *uint64 { return &m.Limit }),
+	boolField("omit_payload", func(m *List) *bool { return &m.OmitPayload }),
+)
 
 // TaskStatus answers SUBMIT, CANCEL and DLQ_REQUEUE: the task's state afterwards.
 type TaskStatus struct {
@@ -510,44 +315,14 @@ type TaskStatus struct {
 	Version    uint64
 }
 
-var taskStatusFields = fieldTable{keys: []string{"ns", "tid", "durability", "state", "next_run", "version"}, required: 2 | 4 | 8}
-
-func (m *TaskStatus) Type() Type          { return TypeTaskStatus }
-func (m *TaskStatus) RequestID() uint64   { return m.ID }
-func (m *TaskStatus) setID(id uint64)     { m.ID = id }
-func (m *TaskStatus) fields() *fieldTable { return &taskStatusFields }
-func (m *TaskStatus) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Namespace, err = d.name(task.MaxNamespaceLen)
-	case 1:
-		m.TaskID, err = d.str(task.MaxIDLen)
-	case 2:
-		m.Durability, err = enum[Durability](d, durNames[:])
-	case 3:
-		m.State, err = d.state()
-	case 4:
-		m.NextRun, err = d.int()
-	case 5:
-		m.Version, err = d.uint()
-	}
-	return err
-}
-func (m *TaskStatus) encode(c *enc) {
-	c.envelope(TypeTaskStatus, m.ID, 3+count(m.Namespace != "", m.NextRun != 0, m.Version != 0))
-	if m.Namespace != "" {
-		c.kStr("ns", m.Namespace)
-	}
-	c.kStr("tid", m.TaskID)
-	putEnum(c, "durability", durNames[:], m.Durability)
-	putState(c, "state", m.State)
-	if m.NextRun != 0 {
-		c.kInt("next_run", m.NextRun)
-	}
-	if m.Version != 0 {
-		c.kUint("version", m.Version)
-	}
-}
+var taskStatusSpec = message(TypeTaskStatus, byServer,
+	nameField("ns", task.MaxNamespaceLen, func(m *TaskStatus) *string { return &m.Namespace }),
+	strField("tid", task.MaxIDLen, func(m *TaskStatus) *string { return &m.TaskID }).req(),
+	enumField("durability", durNames[:], func(m *TaskStatus) *Durability { return &m.Durability }).req(),
+	stateField("state", func(m *TaskStatus) *task.State { return &m.State }).req(),
+	intField("next_run", func(m *TaskStatus) *int64 { return &m.NextRun }),
+	uintField("version", func(m *TaskStatus) *uint64 { return &m.Version }),
+)
 
 // BatchResult answers SUBMIT_BATCH: one result per task, in order.
 type BatchResult struct {
@@ -555,20 +330,8 @@ type BatchResult struct {
 	Results []ItemResult // "results"
 }
 
-var batchResultFields = fieldTable{keys: []string{"results"}, required: 1}
-
-func (m *BatchResult) Type() Type          { return TypeBatchResult }
-func (m *BatchResult) RequestID() uint64   { return m.ID }
-func (m *BatchResult) setID(id uint64)     { m.ID = id }
-func (m *BatchResult) fields() *fieldTable { return &batchResultFields }
-func (m *BatchResult) set(d *dec, i int) (err *Error) {
-	m.Results, err = readArray[ItemResult](d, MaxBatch)
-	return err
-}
-func (m *BatchResult) encode(c *enc) {
-	c.envelope(TypeBatchResult, m.ID, 1)
-	writeArray(c, "results", m.Results)
-}
+var batchResultSpec = message(TypeBatchResult, byServer,
+	arrayField("results", MaxBatch, wireMaps[ItemResult](), func(m *BatchResult) *[]ItemResult { return &m.Results }).req())
 
 // TaskInfo answers GET.
 type TaskInfo struct {
@@ -576,18 +339,8 @@ type TaskInfo struct {
 	Info Info // "info"
 }
 
-var taskInfoFields = fieldTable{keys: []string{"info"}, required: 1}
-
-func (m *TaskInfo) Type() Type               { return TypeTaskInfo }
-func (m *TaskInfo) RequestID() uint64        { return m.ID }
-func (m *TaskInfo) setID(id uint64)          { m.ID = id }
-func (m *TaskInfo) fields() *fieldTable      { return &taskInfoFields }
-func (m *TaskInfo) set(d *dec, i int) *Error { return d.sub(&m.Info) }
-func (m *TaskInfo) encode(c *enc) {
-	c.envelope(TypeTaskInfo, m.ID, 1)
-	c.str("info")
-	m.Info.encode(c)
-}
+var taskInfoSpec = message(TypeTaskInfo, byServer,
+	subField[TaskInfo, Info]("info", func(m *TaskInfo) *Info { return &m.Info }).req())
 
 // TaskPage answers LIST.
 type TaskPage struct {
@@ -596,27 +349,17 @@ type TaskPage struct {
 	Next  string // "next": the cursor of the next page; empty on the last
 }
 
-var taskPageFields = fieldTable{keys: []string{"items", "next"}, required: 1}
+// pageReply defines a page of at most MaxPageItems items and the cursor of the next.
+func pageReply[M, T any, P interface {
+	*M
+	Message
+}](t Type, item elems[T], items func(m *M) *[]T, next func(m *M) *string) *msgSpec {
+	return message[M, P](t, byServer, arrayField("items", MaxPageItems, item, items).req(),
+		strField("next", MaxCursorLen, next))
+}
 
-func (m *TaskPage) Type() Type          { return TypeTaskPage }
-func (m *TaskPage) RequestID() uint64   { return m.ID }
-func (m *TaskPage) setID(id uint64)     { m.ID = id }
-func (m *TaskPage) fields() *fieldTable { return &taskPageFields }
-func (m *TaskPage) set(d *dec, i int) (err *Error) {
-	if i == 1 {
-		m.Next, err = d.str(MaxCursorLen)
-	} else {
-		m.Items, err = readArray[Info](d, MaxPageItems)
-	}
-	return err
-}
-func (m *TaskPage) encode(c *enc) {
-	c.envelope(TypeTaskPage, m.ID, 1+count(m.Next != ""))
-	writeArray(c, "items", m.Items)
-	if m.Next != "" {
-		c.kStr("next", m.Next)
-	}
-}
+var taskPageSpec = pageReply(TypeTaskPage, wireMaps[Info](),
+	func(m *TaskPage) *[]Info { return &m.Items }, func(m *TaskPage) *string { return &m.Next })
 
 // ---- dead letters and administration ----
 
@@ -629,36 +372,11 @@ type DLQList struct {
 	OmitPayload bool
 }
 
-var dlqListFields = fieldTable{keys: []string{"cursor", "limit", "omit_payload"}}
-
-func (m *DLQList) Type() Type          { return TypeDLQList }
-func (m *DLQList) RequestID() uint64   { return m.ID }
-func (m *DLQList) setID(id uint64)     { m.ID = id }
-func (m *DLQList) fields() *fieldTable { return &dlqListFields }
-func (m *DLQList) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Cursor, err = d.str(MaxCursorLen)
-	case 1:
-		m.Limit, err = d.uintMax(MaxPageItems)
-	case 2:
-		m.OmitPayload, err = d.bool()
-	}
-	return err
-}
-func (m *DLQList) encode(c *enc) {
-	c.envelope(TypeDLQList, m.ID, count(m.Cursor != "", m.Limit != 0, m.OmitPayload))
-	if m.Cursor != "" {
-		c.kStr("cursor", m.Cursor)
-	}
-	if m.Limit != 0 {
-		c.kUint("limit", m.Limit)
-	}
-	if m.OmitPayload {
-		c.str("omit_payload")
-		c.bool(true)
-	}
-}
+var dlqListSpec = message(TypeDLQList, byClient|byWorker,
+	strField("cursor", MaxCursorLen, func(m *DLQList) *string { return &m.Cursor }),
+	uintMaxField("limit", MaxPageItems, func(m *DLQList) *uint64 { return &m.Limit }),
+	boolField("omit_payload", func(m *DLQList) *bool { return &m.OmitPayload }),
+)
 
 // DLQPage answers DLQ_LIST.
 type DLQPage struct {
@@ -667,27 +385,8 @@ type DLQPage struct {
 	Next  string       // "next"
 }
 
-var dlqPageFields = fieldTable{keys: []string{"items", "next"}, required: 1}
-
-func (m *DLQPage) Type() Type          { return TypeDLQPage }
-func (m *DLQPage) RequestID() uint64   { return m.ID }
-func (m *DLQPage) setID(id uint64)     { m.ID = id }
-func (m *DLQPage) fields() *fieldTable { return &dlqPageFields }
-func (m *DLQPage) set(d *dec, i int) (err *Error) {
-	if i == 1 {
-		m.Next, err = d.str(MaxCursorLen)
-	} else {
-		m.Items, err = readArray[DeadLetter](d, MaxPageItems)
-	}
-	return err
-}
-func (m *DLQPage) encode(c *enc) {
-	c.envelope(TypeDLQPage, m.ID, 1+count(m.Next != ""))
-	writeArray(c, "items", m.Items)
-	if m.Next != "" {
-		c.kStr("next", m.Next)
-	}
-}
+var dlqPageSpec = pageReply(TypeDLQPage, wireMaps[DeadLetter](),
+	func(m *DLQPage) *[]DeadLetter { return &m.Items }, func(m *DLQPage) *string { return &m.Next })
 
 // DLQPurge removes one dead letter (TaskID set) or all of them (All); exactly one of
 // the two.
@@ -698,45 +397,25 @@ type DLQPurge struct {
 	All       bool   // "all"
 }
 
-var dlqPurgeFields = fieldTable{keys: []string{"ns", "tid", "all"}}
+var dlqPurgeSpec = checked(message(TypeDLQPurge, byClient|byWorker,
+	nameField("ns", task.MaxNamespaceLen, func(m *DLQPurge) *string { return &m.Namespace }),
+	strField("tid", task.MaxIDLen, func(m *DLQPurge) *string { return &m.TaskID }).
+		omitIf(func(m *DLQPurge) bool { return m.All }), // written when not All, even empty
+	boolField("all", func(m *DLQPurge) *bool { return &m.All }).
+		refuse("tid", purgeOne, func(m *DLQPurge) bool { return m.TaskID != "" }),
+))
 
-func (m *DLQPurge) Type() Type          { return TypeDLQPurge }
-func (m *DLQPurge) RequestID() uint64   { return m.ID }
-func (m *DLQPurge) setID(id uint64)     { m.ID = id }
-func (m *DLQPurge) fields() *fieldTable { return &dlqPurgeFields }
-func (m *DLQPurge) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Namespace, err = d.name(task.MaxNamespaceLen)
-	case 1:
-		m.TaskID, err = d.str(task.MaxIDLen)
-	case 2:
-		m.All, err = d.bool()
-	}
-	return err
-}
+// purgeTID is the presence bit of DLQ_PURGE's "tid".
+var purgeTID = dlqPurgeSpec.bit("tid")
+
+const purgeOne = `give exactly one of "tid" and "all": true`
 
 // checkFields: exactly one of "tid" and "all": true.
 func (m *DLQPurge) checkFields(d *dec, present uint64) *Error {
-	if (present&2 != 0) == m.All {
-		return d.at(d.badField(`give exactly one of "tid" and "all": true`), "tid")
+	if (present&purgeTID != 0) == m.All {
+		return d.at(d.badField(purgeOne), "tid")
 	}
 	return nil
-}
-func (m *DLQPurge) encode(c *enc) {
-	c.envelope(TypeDLQPurge, m.ID, count(m.Namespace != "", !m.All, m.All))
-	if m.Namespace != "" {
-		c.kStr("ns", m.Namespace)
-	}
-	if m.All {
-		c.str("all")
-		c.bool(true)
-		if m.TaskID != "" {
-			c.fail("tid", `give exactly one of "tid" and "all": true`)
-		}
-	} else {
-		c.kStr("tid", m.TaskID)
-	}
 }
 
 // Purged answers DLQ_PURGE.
@@ -745,40 +424,12 @@ type Purged struct {
 	Count uint64 // "count": dead letters removed
 }
 
-var purgedFields = fieldTable{keys: []string{"count"}, required: 1}
-
-func (m *Purged) Type() Type          { return TypePurged }
-func (m *Purged) RequestID() uint64   { return m.ID }
-func (m *Purged) setID(id uint64)     { m.ID = id }
-func (m *Purged) fields() *fieldTable { return &purgedFields }
-func (m *Purged) set(d *dec, i int) (err *Error) {
-	m.Count, err = d.uint()
-	return err
-}
-func (m *Purged) encode(c *enc) {
-	c.envelope(TypePurged, m.ID, 1)
-	c.kUint("count", m.Count)
-}
-
-var typeFields = fieldTable{keys: []string{"type"}, required: 1}
+var purgedSpec = message(TypePurged, byServer, uintField("count", func(m *Purged) *uint64 { return &m.Count }).req())
 
 // Pause stops dispatching tasks of one type; they stay due until RESUME.
 type Pause struct {
 	ID       uint64
 	TaskType string // "type"
-}
-
-func (m *Pause) Type() Type          { return TypePause }
-func (m *Pause) RequestID() uint64   { return m.ID }
-func (m *Pause) setID(id uint64)     { m.ID = id }
-func (m *Pause) fields() *fieldTable { return &typeFields }
-func (m *Pause) set(d *dec, i int) (err *Error) {
-	m.TaskType, err = d.name(task.MaxTypeLen)
-	return err
-}
-func (m *Pause) encode(c *enc) {
-	c.envelope(TypePause, m.ID, 1)
-	c.kStr("type", m.TaskType)
 }
 
 // Resume undoes Pause.
@@ -787,28 +438,12 @@ type Resume struct {
 	TaskType string // "type"
 }
 
-func (m *Resume) Type() Type          { return TypeResume }
-func (m *Resume) RequestID() uint64   { return m.ID }
-func (m *Resume) setID(id uint64)     { m.ID = id }
-func (m *Resume) fields() *fieldTable { return &typeFields }
-func (m *Resume) set(d *dec, i int) (err *Error) {
-	m.TaskType, err = d.name(task.MaxTypeLen)
-	return err
-}
-func (m *Resume) encode(c *enc) {
-	c.envelope(TypeResume, m.ID, 1)
-	c.kStr("type", m.TaskType)
-}
-
-// Stats asks for the server's counters and gauges.
-type Stats struct{ ID uint64 }
-
-func (m *Stats) Type() Type               { return TypeStats }
-func (m *Stats) RequestID() uint64        { return m.ID }
-func (m *Stats) setID(id uint64)          { m.ID = id }
-func (m *Stats) fields() *fieldTable      { return &noFields }
-func (m *Stats) set(d *dec, i int) *Error { return nil }
-func (m *Stats) encode(c *enc)            { c.envelope(TypeStats, m.ID, 0) }
+var (
+	pauseSpec = message(TypePause, byClient|byWorker,
+		nameField("type", task.MaxTypeLen, func(m *Pause) *string { return &m.TaskType }).req())
+	resumeSpec = message(TypeResume, byClient|byWorker,
+		nameField("type", task.MaxTypeLen, func(m *Resume) *string { return &m.TaskType }).req())
+)
 
 // StatsReply answers STATS. The names are documented in PROTOCOL.md; a client ignores
 // names it does not know.
@@ -818,57 +453,10 @@ type StatsReply struct {
 	Gauges   map[string]int64  // "gauges": levels now
 }
 
-var statsReplyFields = fieldTable{keys: []string{"counters", "gauges"}}
-
-func (m *StatsReply) Type() Type          { return TypeStatsReply }
-func (m *StatsReply) RequestID() uint64   { return m.ID }
-func (m *StatsReply) setID(id uint64)     { m.ID = id }
-func (m *StatsReply) fields() *fieldTable { return &statsReplyFields }
-func (m *StatsReply) set(d *dec, i int) *Error {
-	n, err := d.mapLen()
-	if err != nil {
-		return err
-	}
-	if n > MaxStats {
-		return d.badField("%d entries exceed the limit of %d", n, MaxStats)
-	}
-	if i == 0 {
-		m.Counters = make(map[string]uint64, n)
-	} else {
-		m.Gauges = make(map[string]int64, n)
-	}
-	for range n {
-		k, err := d.str(MaxNameLen)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			if m.Counters[k], err = d.uint(); err != nil {
-				return err
-			}
-		} else if m.Gauges[k], err = d.int(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-func (m *StatsReply) encode(c *enc) {
-	c.envelope(TypeStatsReply, m.ID, count(m.Counters != nil, m.Gauges != nil))
-	if m.Counters != nil {
-		c.str("counters")
-		c.mapLen(len(m.Counters))
-		for _, k := range sortedKeys(m.Counters) {
-			c.kUint(k, m.Counters[k])
-		}
-	}
-	if m.Gauges != nil {
-		c.str("gauges")
-		c.mapLen(len(m.Gauges))
-		for _, k := range sortedKeys(m.Gauges) {
-			c.kInt(k, m.Gauges[k])
-		}
-	}
-}
+var statsReplySpec = message(TypeStatsReply, byServer,
+	statsField("counters", (*dec).uint, (*enc).uint, func(m *StatsReply) *map[string]uint64 { return &m.Counters }),
+	statsField("gauges", (*dec).int, (*enc).int, func(m *StatsReply) *map[string]int64 { return &m.Gauges }),
+)
 
 // ---- workers ----
 
@@ -880,38 +468,13 @@ type Subscribe struct {
 	Credits uint64   // "credits"
 }
 
-var subscribeFields = fieldTable{keys: []string{"types", "credits"}, required: 3}
+// maxCredits bounds a credit grant (SUBSCRIBE, CREDIT, ACKS): below 2^32.
+const maxCredits = 1<<32 - 1
 
-func (m *Subscribe) Type() Type          { return TypeSubscribe }
-func (m *Subscribe) RequestID() uint64   { return m.ID }
-func (m *Subscribe) setID(id uint64)     { m.ID = id }
-func (m *Subscribe) fields() *fieldTable { return &subscribeFields }
-func (m *Subscribe) set(d *dec, i int) (err *Error) {
-	if i == 1 {
-		m.Credits, err = d.uintMax(1<<32 - 1)
-		return err
-	}
-	n, err := d.arrayLen(MaxTypes)
-	if err != nil {
-		return err
-	}
-	m.Types = make([]string, n)
-	for j := range m.Types {
-		if m.Types[j], err = d.name(task.MaxTypeLen); err != nil {
-			return d.atIdx(err, j)
-		}
-	}
-	return nil
-}
-func (m *Subscribe) encode(c *enc) {
-	c.envelope(TypeSubscribe, m.ID, 2)
-	c.str("types")
-	c.arrayLen(len(m.Types))
-	for _, t := range m.Types {
-		c.str(t)
-	}
-	c.kUint("credits", m.Credits)
-}
+var subscribeSpec = message(TypeSubscribe, byWorker,
+	arrayField("types", MaxTypes, names(task.MaxTypeLen), func(m *Subscribe) *[]string { return &m.Types }).req(),
+	uintMaxField("credits", maxCredits, func(m *Subscribe) *uint64 { return &m.Credits }).req(),
+)
 
 // Credit grants a worker connection more credits (added to what it has).
 type Credit struct {
@@ -919,20 +482,8 @@ type Credit struct {
 	Credits uint64 // "credits"
 }
 
-var creditFields = fieldTable{keys: []string{"credits"}, required: 1}
-
-func (m *Credit) Type() Type          { return TypeCredit }
-func (m *Credit) RequestID() uint64   { return m.ID }
-func (m *Credit) setID(id uint64)     { m.ID = id }
-func (m *Credit) fields() *fieldTable { return &creditFields }
-func (m *Credit) set(d *dec, i int) (err *Error) {
-	m.Credits, err = d.uintMax(1<<32 - 1)
-	return err
-}
-func (m *Credit) encode(c *enc) {
-	c.envelope(TypeCredit, m.ID, 1)
-	c.kUint("credits", m.Credits)
-}
+var creditSpec = message(TypeCredit, byWorker,
+	uintMaxField("credits", maxCredits, func(m *Credit) *uint64 { return &m.Credits }).req())
 
 // Fire is pushed to a worker (ID 0): run this task now, and ACK or NACK within TTR.
 type Fire struct {
@@ -950,61 +501,19 @@ type Fire struct {
 	Version    uint64 // "version" (optional, absent is 0): the task's version; a CARRY names it
 }
 
-var fireFields = fieldTable{
-	keys:     []string{"ns", "tid", "type", "payload", "run", "attempt", "due", "epoch", "ttr", "durability", "version"},
-	required: 1 | 2 | 4 | 16 | 32 | 64 | 128 | 256 | 512,
-}
-
-func (m *Fire) Type() Type          { return TypeFire }
-func (m *Fire) RequestID() uint64   { return m.ID }
-func (m *Fire) setID(id uint64)     { m.ID = id }
-func (m *Fire) fields() *fieldTable { return &fireFields }
-func (m *Fire) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.Namespace, err = d.name(task.MaxNamespaceLen)
-	case 1:
-		m.TaskID, err = d.str(task.MaxIDLen)
-	case 2:
-		m.TaskType, err = d.name(task.MaxTypeLen)
-	case 3:
-		m.Payload, err = d.bin(maxPayload)
-	case 4:
-		m.RunID, err = d.uint()
-	case 5:
-		m.Attempt, err = d.uint()
-	case 6:
-		m.Due, err = d.int()
-	case 7:
-		m.Epoch, err = d.uint()
-	case 8:
-		m.TTR, err = d.int()
-	case 9:
-		m.Durability, err = enum[Durability](d, durNames[:])
-	case 10:
-		m.Version, err = d.uint()
-	}
-	return err
-}
-func (m *Fire) encode(c *enc) {
-	c.envelope(TypeFire, m.ID, 9+count(len(m.Payload) > 0)+count(m.Version != 0))
-	c.kStr("ns", m.Namespace)
-	c.kStr("tid", m.TaskID)
-	c.kStr("type", m.TaskType)
-	if len(m.Payload) > 0 {
-		c.str("payload")
-		c.bin(m.Payload)
-	}
-	c.kUint("run", m.RunID)
-	c.kUint("attempt", m.Attempt)
-	c.kInt("due", m.Due)
-	c.kUint("epoch", m.Epoch)
-	c.kInt("ttr", m.TTR)
-	putEnum(c, "durability", durNames[:], m.Durability)
-	if m.Version != 0 {
-		c.kUint("version", m.Version)
-	}
-}
+var fireSpec = message(TypeFire, byServer,
+	nameField("ns", task.MaxNamespaceLen, func(m *Fire) *string { return &m.Namespace }).req(),
+	strField("tid", task.MaxIDLen, func(m *Fire) *string { return &m.TaskID }).req(),
+	nameField("type", task.MaxTypeLen, func(m *Fire) *string { return &m.TaskType }).req(),
+	binField("payload", maxPayload, func(m *Fire) *[]byte { return &m.Payload }),
+	uintField("run", func(m *Fire) *uint64 { return &m.RunID }).req(),
+	uintField("attempt", func(m *Fire) *uint64 { return &m.Attempt }).req(),
+	intField("due", func(m *Fire) *int64 { return &m.Due }).req(),
+	uintField("epoch", func(m *Fire) *uint64 { return &m.Epoch }).req(),
+	intField("ttr", func(m *Fire) *int64 { return &m.TTR }).req(),
+	enumField("durability", durNames[:], func(m *Fire) *Durability { return &m.Durability }).req(),
+	uintField("version", func(m *Fire) *uint64 { return &m.Version }),
+)
 
 // Ack reports a run's success.
 type Ack struct {
@@ -1013,25 +522,10 @@ type Ack struct {
 	Epoch uint64 // "epoch": the FIRE's
 }
 
-var ackFields = fieldTable{keys: []string{"run", "epoch"}, required: 3}
-
-func (m *Ack) Type() Type          { return TypeAck }
-func (m *Ack) RequestID() uint64   { return m.ID }
-func (m *Ack) setID(id uint64)     { m.ID = id }
-func (m *Ack) fields() *fieldTable { return &ackFields }
-func (m *Ack) set(d *dec, i int) (err *Error) {
-	if i == 0 {
-		m.RunID, err = d.uint()
-	} else {
-		m.Epoch, err = d.uint()
-	}
-	return err
-}
-func (m *Ack) encode(c *enc) {
-	c.envelope(TypeAck, m.ID, 2)
-	c.kUint("run", m.RunID)
-	c.kUint("epoch", m.Epoch)
-}
+var ackSpec = message(TypeAck, byWorker,
+	uintField("run", func(m *Ack) *uint64 { return &m.RunID }).req(),
+	uintField("epoch", func(m *Ack) *uint64 { return &m.Epoch }).req(),
+)
 
 // Nack reports a run's failure.
 type Nack struct {
@@ -1042,35 +536,12 @@ type Nack struct {
 	Retryable bool   // "retryable": false sends the task to the dead-letter queue now
 }
 
-var nackFields = fieldTable{keys: []string{"run", "epoch", "err", "retryable"}, required: 1 | 2 | 8}
-
-func (m *Nack) Type() Type          { return TypeNack }
-func (m *Nack) RequestID() uint64   { return m.ID }
-func (m *Nack) setID(id uint64)     { m.ID = id }
-func (m *Nack) fields() *fieldTable { return &nackFields }
-func (m *Nack) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		m.RunID, err = d.uint()
-	case 1:
-		m.Epoch, err = d.uint()
-	case 2:
-		m.Err, err = d.str(MaxTextLen)
-	case 3:
-		m.Retryable, err = d.bool()
-	}
-	return err
-}
-func (m *Nack) encode(c *enc) {
-	c.envelope(TypeNack, m.ID, 3+count(m.Err != ""))
-	c.kUint("run", m.RunID)
-	c.kUint("epoch", m.Epoch)
-	if m.Err != "" {
-		c.kStr("err", m.Err)
-	}
-	c.str("retryable")
-	c.bool(m.Retryable)
-}
+var nackSpec = message(TypeNack, byWorker,
+	uintField("run", func(m *Nack) *uint64 { return &m.RunID }).req(),
+	uintField("epoch", func(m *Nack) *uint64 { return &m.Epoch }).req(),
+	strField("err", MaxTextLen, func(m *Nack) *string { return &m.Err }),
+	boolField("retryable", func(m *Nack) *bool { return &m.Retryable }).req(),
+)
 
 // Acks reports the success of many runs in one frame, all fired at one epoch: ACK for
 // each, with one frame and one reply for all of them. It may grant credits too, as a
@@ -1082,48 +553,11 @@ type Acks struct {
 	Credits uint64   // "credits": optional, < 2^32
 }
 
-var acksFields = fieldTable{keys: []string{"runs", "epoch", "credits"}, required: 3}
-
-func (m *Acks) Type() Type          { return TypeAcks }
-func (m *Acks) RequestID() uint64   { return m.ID }
-func (m *Acks) setID(id uint64)     { m.ID = id }
-func (m *Acks) fields() *fieldTable { return &acksFields }
-func (m *Acks) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 1:
-		m.Epoch, err = d.uint()
-		return err
-	case 2:
-		m.Credits, err = d.uintMax(1<<32 - 1)
-		return err
-	}
-	n, err := d.arrayLen(MaxBatch)
-	if err != nil {
-		return err
-	}
-	m.RunIDs = make([]uint64, n)
-	for j := range m.RunIDs {
-		if m.RunIDs[j], err = d.uint(); err != nil {
-			return d.atIdx(err, j)
-		}
-	}
-	return nil
-}
-func (m *Acks) encode(c *enc) {
-	c.envelope(TypeAcks, m.ID, 2+count(m.Credits != 0))
-	if len(m.RunIDs) > MaxBatch {
-		c.fail("runs", "more than MaxBatch runs")
-	}
-	c.str("runs")
-	c.arrayLen(len(m.RunIDs))
-	for _, r := range m.RunIDs {
-		c.uint(r)
-	}
-	c.kUint("epoch", m.Epoch)
-	if m.Credits != 0 {
-		c.kUint("credits", m.Credits)
-	}
-}
+var acksSpec = message(TypeAcks, byWorker,
+	arrayField("runs", MaxBatch, uints(1<<64-1), func(m *Acks) *[]uint64 { return &m.RunIDs }).req(),
+	uintField("epoch", func(m *Acks) *uint64 { return &m.Epoch }).req(),
+	uintMaxField("credits", maxCredits, func(m *Acks) *uint64 { return &m.Credits }),
+)
 
 // Acked answers ACKS (and CARRY): every run it does not list was acknowledged, as an ACK
 // answered OK would have been; each one it lists was refused, with the code and message
@@ -1140,49 +574,14 @@ type AckFailure struct {
 	Message string // "msg"
 }
 
-var (
-	ackedFields      = fieldTable{keys: []string{"failed"}}
-	ackFailureFields = fieldTable{keys: []string{"run", "code", "msg"}, required: 1 | 2}
+var ackFailureSpec = newMapSpec(false,
+	uintField("run", func(f *AckFailure) *uint64 { return &f.RunID }).req(),
+	codeField("code", func(f *AckFailure) *Code { return &f.Code }).req(),
+	strField("msg", MaxTextLen, func(f *AckFailure) *string { return &f.Message }),
 )
 
-func (m *Acked) Type() Type          { return TypeAcked }
-func (m *Acked) RequestID() uint64   { return m.ID }
-func (m *Acked) setID(id uint64)     { m.ID = id }
-func (m *Acked) fields() *fieldTable { return &ackedFields }
-func (m *Acked) set(d *dec, i int) (err *Error) {
-	m.Failed, err = readArray[AckFailure](d, MaxBatch)
-	return err
-}
-func (m *Acked) encode(c *enc) {
-	c.envelope(TypeAcked, m.ID, count(len(m.Failed) > 0))
-	if len(m.Failed) > MaxBatch {
-		c.fail("failed", "more than MaxBatch runs")
-	}
-	if len(m.Failed) > 0 {
-		writeArray(c, "failed", m.Failed)
-	}
-}
-
-func (f *AckFailure) fields() *fieldTable { return &ackFailureFields }
-func (f *AckFailure) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		f.RunID, err = d.uint()
-	case 1:
-		f.Code, err = d.errCode()
-	case 2:
-		f.Message, err = d.str(MaxTextLen)
-	}
-	return err
-}
-func (f *AckFailure) encode(c *enc) {
-	c.mapLen(2 + count(f.Message != ""))
-	c.kUint("run", f.RunID)
-	c.kUint("code", uint64(f.Code))
-	if f.Message != "" {
-		c.kStr("msg", f.Message)
-	}
-}
+var ackedSpec = message(TypeAcked, byServer,
+	arrayField("failed", MaxBatch, specMaps(ackFailureSpec), func(m *Acked) *[]AckFailure { return &m.Failed }))
 
 // Carry hands in, on a worker's new connection (before it grants credits), the outcomes
 // of runs it finished whose ACK or NACK an earlier connection never confirmed (the
@@ -1208,74 +607,123 @@ type Outcome struct {
 	Retryable bool   // "retryable": a failure may be retried (as NACK's)
 }
 
-var (
-	carryFields   = fieldTable{keys: []string{"outcomes"}, required: 1}
-	outcomeFields = fieldTable{
-		keys:     []string{"run", "epoch", "ns", "tid", "version", "attempt", "due", "failed", "err", "retryable"},
-		required: 1 | 2 | 8 | 32 | 64,
-	}
+// succeeded: an outcome's "failed", "err" and "retryable" are written only for a failure.
+func succeeded(o *Outcome) bool { return !o.Failed }
+
+var outcomeSpec = newMapSpec(false,
+	uintField("run", func(o *Outcome) *uint64 { return &o.RunID }).req(),
+	uintField("epoch", func(o *Outcome) *uint64 { return &o.Epoch }).req(),
+	nameField("ns", task.MaxNamespaceLen, func(o *Outcome) *string { return &o.Namespace }),
+	strField("tid", task.MaxIDLen, func(o *Outcome) *string { return &o.TaskID }).req(),
+	uintField("version", func(o *Outcome) *uint64 { return &o.Version }),
+	uintField("attempt", func(o *Outcome) *uint64 { return &o.Attempt }).req(),
+	intField("due", func(o *Outcome) *int64 { return &o.Due }).req(),
+	boolField("failed", func(o *Outcome) *bool { return &o.Failed }),
+	strField("err", MaxTextLen, func(o *Outcome) *string { return &o.Err }).omitIf(succeeded),
+	boolField("retryable", func(o *Outcome) *bool { return &o.Retryable }).omitIf(succeeded),
 )
 
-func (m *Carry) Type() Type          { return TypeCarry }
-func (m *Carry) RequestID() uint64   { return m.ID }
-func (m *Carry) setID(id uint64)     { m.ID = id }
-func (m *Carry) fields() *fieldTable { return &carryFields }
-func (m *Carry) set(d *dec, i int) (err *Error) {
-	m.Outcomes, err = readArray[Outcome](d, MaxBatch)
-	return err
-}
-func (m *Carry) encode(c *enc) {
-	c.envelope(TypeCarry, m.ID, 1)
-	if len(m.Outcomes) > MaxBatch {
-		c.fail("outcomes", "more than MaxBatch outcomes")
-	}
-	writeArray(c, "outcomes", m.Outcomes)
-}
+var carrySpec = message(TypeCarry, byWorker,
+	arrayField("outcomes", MaxBatch, specMaps(outcomeSpec), func(m *Carry) *[]Outcome { return &m.Outcomes }).req())
 
-func (o *Outcome) fields() *fieldTable { return &outcomeFields }
-func (o *Outcome) set(d *dec, i int) (err *Error) {
-	switch i {
-	case 0:
-		o.RunID, err = d.uint()
-	case 1:
-		o.Epoch, err = d.uint()
-	case 2:
-		o.Namespace, err = d.name(task.MaxNamespaceLen)
-	case 3:
-		o.TaskID, err = d.str(task.MaxIDLen)
-	case 4:
-		o.Version, err = d.uint()
-	case 5:
-		o.Attempt, err = d.uint()
-	case 6:
-		o.Due, err = d.int()
-	case 7:
-		o.Failed, err = d.bool()
-	case 8:
-		o.Err, err = d.str(MaxTextLen)
-	case 9:
-		o.Retryable, err = d.bool()
-	}
-	return err
-}
-func (o *Outcome) encode(c *enc) {
-	c.mapLen(5 + count(o.Namespace != "") + count(o.Version != 0) + 3*count(o.Failed))
-	c.kUint("run", o.RunID)
-	c.kUint("epoch", o.Epoch)
-	if o.Namespace != "" {
-		c.kStr("ns", o.Namespace)
-	}
-	c.kStr("tid", o.TaskID)
-	if o.Version != 0 {
-		c.kUint("version", o.Version)
-	}
-	c.kUint("attempt", o.Attempt)
-	c.kInt("due", o.Due)
-	if o.Failed {
-		c.str("failed")
-		c.bool(true)
-		c.kStr("err", o.Err)
-		c.str("retryable")
-		c.bool(o.Retryable)
-	}
-}
+// ---- the envelope ----
+//
+// Every message type's Type, and its "id" (a struct field, not an embedded header, so
+// that a literal names it as ID: 1).
+
+func (m *Hello) Type() Type              { return TypeHello }
+func (m *Hello) RequestID() uint64       { return m.ID }
+func (m *Hello) setID(id uint64)         { m.ID = id }
+func (m *Welcome) Type() Type            { return TypeWelcome }
+func (m *Welcome) RequestID() uint64     { return m.ID }
+func (m *Welcome) setID(id uint64)       { m.ID = id }
+func (m *Error) Type() Type              { return TypeError }
+func (m *Error) RequestID() uint64       { return m.ID }
+func (m *Error) setID(id uint64)         { m.ID = id }
+func (m *OK) Type() Type                 { return TypeOK }
+func (m *OK) RequestID() uint64          { return m.ID }
+func (m *OK) setID(id uint64)            { m.ID = id }
+func (m *Ping) Type() Type               { return TypePing }
+func (m *Ping) RequestID() uint64        { return m.ID }
+func (m *Ping) setID(id uint64)          { m.ID = id }
+func (m *Pong) Type() Type               { return TypePong }
+func (m *Pong) RequestID() uint64        { return m.ID }
+func (m *Pong) setID(id uint64)          { m.ID = id }
+func (m *Submit) Type() Type             { return TypeSubmit }
+func (m *Submit) RequestID() uint64      { return m.ID }
+func (m *Submit) setID(id uint64)        { m.ID = id }
+func (m *SubmitBatch) Type() Type        { return TypeSubmitBatch }
+func (m *SubmitBatch) RequestID() uint64 { return m.ID }
+func (m *SubmitBatch) setID(id uint64)   { m.ID = id }
+func (m *Cancel) Type() Type             { return TypeCancel }
+func (m *Cancel) RequestID() uint64      { return m.ID }
+func (m *Cancel) setID(id uint64)        { m.ID = id }
+func (m *Get) Type() Type                { return TypeGet }
+func (m *Get) RequestID() uint64         { return m.ID }
+func (m *Get) setID(id uint64)           { m.ID = id }
+func (m *List) Type() Type               { return TypeList }
+func (m *List) RequestID() uint64        { return m.ID }
+func (m *List) setID(id uint64)          { m.ID = id }
+func (m *TaskStatus) Type() Type         { return TypeTaskStatus }
+func (m *TaskStatus) RequestID() uint64  { return m.ID }
+func (m *TaskStatus) setID(id uint64)    { m.ID = id }
+func (m *BatchResult) Type() Type        { return TypeBatchResult }
+func (m *BatchResult) RequestID() uint64 { return m.ID }
+func (m *BatchResult) setID(id uint64)   { m.ID = id }
+func (m *TaskInfo) Type() Type           { return TypeTaskInfo }
+func (m *TaskInfo) RequestID() uint64    { return m.ID }
+func (m *TaskInfo) setID(id uint64)      { m.ID = id }
+func (m *TaskPage) Type() Type           { return TypeTaskPage }
+func (m *TaskPage) RequestID() uint64    { return m.ID }
+func (m *TaskPage) setID(id uint64)      { m.ID = id }
+func (m *DLQList) Type() Type            { return TypeDLQList }
+func (m *DLQList) RequestID() uint64     { return m.ID }
+func (m *DLQList) setID(id uint64)       { m.ID = id }
+func (m *DLQPage) Type() Type            { return TypeDLQPage }
+func (m *DLQPage) RequestID() uint64     { return m.ID }
+func (m *DLQPage) setID(id uint64)       { m.ID = id }
+func (m *DLQRequeue) Type() Type         { return TypeDLQRequeue }
+func (m *DLQRequeue) RequestID() uint64  { return m.ID }
+func (m *DLQRequeue) setID(id uint64)    { m.ID = id }
+func (m *DLQPurge) Type() Type           { return TypeDLQPurge }
+func (m *DLQPurge) RequestID() uint64    { return m.ID }
+func (m *DLQPurge) setID(id uint64)      { m.ID = id }
+func (m *Purged) Type() Type             { return TypePurged }
+func (m *Purged) RequestID() uint64      { return m.ID }
+func (m *Purged) setID(id uint64)        { m.ID = id }
+func (m *Pause) Type() Type              { return TypePause }
+func (m *Pause) RequestID() uint64       { return m.ID }
+func (m *Pause) setID(id uint64)         { m.ID = id }
+func (m *Resume) Type() Type             { return TypeResume }
+func (m *Resume) RequestID() uint64      { return m.ID }
+func (m *Resume) setID(id uint64)        { m.ID = id }
+func (m *Stats) Type() Type              { return TypeStats }
+func (m *Stats) RequestID() uint64       { return m.ID }
+func (m *Stats) setID(id uint64)         { m.ID = id }
+func (m *StatsReply) Type() Type         { return TypeStatsReply }
+func (m *StatsReply) RequestID() uint64  { return m.ID }
+func (m *StatsReply) setID(id uint64)    { m.ID = id }
+func (m *Subscribe) Type() Type          { return TypeSubscribe }
+func (m *Subscribe) RequestID() uint64   { return m.ID }
+func (m *Subscribe) setID(id uint64)     { m.ID = id }
+func (m *Credit) Type() Type             { return TypeCredit }
+func (m *Credit) RequestID() uint64      { return m.ID }
+func (m *Credit) setID(id uint64)        { m.ID = id }
+func (m *Fire) Type() Type               { return TypeFire }
+func (m *Fire) RequestID() uint64        { return m.ID }
+func (m *Fire) setID(id uint64)          { m.ID = id }
+func (m *Ack) Type() Type                { return TypeAck }
+func (m *Ack) RequestID() uint64         { return m.ID }
+func (m *Ack) setID(id uint64)           { m.ID = id }
+func (m *Nack) Type() Type               { return TypeNack }
+func (m *Nack) RequestID() uint64        { return m.ID }
+func (m *Nack) setID(id uint64)          { m.ID = id }
+func (m *Acks) Type() Type               { return TypeAcks }
+func (m *Acks) RequestID() uint64        { return m.ID }
+func (m *Acks) setID(id uint64)          { m.ID = id }
+func (m *Acked) Type() Type              { return TypeAcked }
+func (m *Acked) RequestID() uint64       { return m.ID }
+func (m *Acked) setID(id uint64)         { m.ID = id }
+func (m *Carry) Type() Type              { return TypeCarry }
+func (m *Carry) RequestID() uint64       { return m.ID }
+func (m *Carry) setID(id uint64)         { m.ID = id }

@@ -237,6 +237,7 @@ func putState(c *enc, key string, s task.State) {
 var taskFields = fieldTable{
 	keys:     []string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive"},
 	required: 1<<1 | 1<<2 | 1<<4 | 1<<9,
+	read:     setBy[Task],
 }
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -313,6 +314,8 @@ func (t *Task) encode(c *enc) {
 var scheduleFields = fieldTable{
 	keys:     []string{"kind", "at", "delay", "interval", "anchor", "cron", "tz"},
 	required: 1,
+	read:     setBy[Schedule],
+	checked:  true,
 }
 
 func (s *Schedule) fields() *fieldTable { return &scheduleFields }
@@ -404,6 +407,7 @@ func (s *Schedule) encode(c *enc) {
 
 var retryFields = fieldTable{
 	keys: []string{"max_attempts", "initial_backoff_ns", "max_backoff_ns", "multiplier", "jitter", "max_retry_ns"},
+	read: setBy[Retry],
 }
 
 func (r *Retry) fields() *fieldTable { return &retryFields }
@@ -452,7 +456,7 @@ func (r *Retry) encode(c *enc) {
 
 // ---- AttemptRecord ----
 
-var attemptFields = fieldTable{keys: []string{"attempt", "start", "end", "err"}, required: 1 | 2}
+var attemptFields = fieldTable{keys: []string{"attempt", "start", "end", "err"}, required: 1 | 2, read: setBy[AttemptRecord]}
 
 func (a *AttemptRecord) fields() *fieldTable { return &attemptFields }
 
@@ -484,30 +488,12 @@ func (a *AttemptRecord) encode(c *enc) {
 
 // readArray decodes an array of at most limit maps into a new []T (nil when empty),
 // naming each element's index in error paths.
-func readArray[T any, P interface {
-	*T
-	decodable
-}](d *dec, limit int) ([]T, *Error) {
-	n, err := d.arrayLen(limit)
-	if err != nil || n == 0 {
-		return nil, err
-	}
-	out := make([]T, n)
-	depth := d.depth + 1
-	for i := range out {
-		d.depth = depth
-		if err := d.sub(P(&out[i])); err != nil {
-			return nil, d.atIdx(err, i)
-		}
-	}
-	return out, nil
+func readArray[T any, P wireMap[T]](d *dec, limit int) ([]T, *Error) {
+	return readEach(d, limit, wireMaps[T, P]().read)
 }
 
 // writeArray writes key and then items as an array of maps: readArray's inverse.
-func writeArray[T any, P interface {
-	*T
-	encode(c *enc)
-}](c *enc, key string, items []T) {
+func writeArray[T any, P wireMap[T]](c *enc, key string, items []T) {
 	c.str(key)
 	c.arrayLen(len(items))
 	for i := range items {
@@ -520,6 +506,7 @@ func writeArray[T any, P interface {
 var infoFields = fieldTable{
 	keys:     []string{"task", "state", "attempts", "last_error", "next_run", "runs", "history", "payload_len", "truncated"},
 	required: 1 | 2,
+	read:     setBy[Info],
 }
 
 func (in *Info) fields() *fieldTable { return &infoFields }
@@ -595,7 +582,7 @@ func (ct *Cut) encode(c *enc) {
 
 // ---- DeadLetter ----
 
-var deadLetterFields = fieldTable{keys: []string{"task", "attempts", "died_at", "reason", "payload_len", "truncated"}, required: 1 | 4}
+var deadLetterFields = fieldTable{keys: []string{"task", "attempts", "died_at", "reason", "payload_len", "truncated"}, required: 1 | 4, read: setBy[DeadLetter]}
 
 func (dl *DeadLetter) fields() *fieldTable { return &deadLetterFields }
 
@@ -634,6 +621,8 @@ func (dl *DeadLetter) encode(c *enc) {
 var itemResultFields = fieldTable{
 	keys:     []string{"ns", "tid", "durability", "state", "next_run", "version", "code", "msg", "field"},
 	required: 2 | 4,
+	read:     setBy[ItemResult],
+	checked:  true,
 }
 
 func (r *ItemResult) fields() *fieldTable { return &itemResultFields }

@@ -88,6 +88,9 @@ func TestBadInput(t *testing.T) {
 		{"get of an unknown task", msg(&protocol.Get{ID: 9, TaskRef: protocol.TaskRef{TaskID: "ghost"}}), protocol.CodeNotFound, "", 9, false},
 		{"FIRE from a client", msg(&protocol.Fire{TaskID: "x", TaskType: "t", Durability: protocol.Ephemeral}), protocol.CodeUnexpected, "", 0, false},
 		{"SUBSCRIBE from a client", msg(&protocol.Subscribe{ID: 9, Types: []string{"t"}, Credits: 1}), protocol.CodeUnexpected, "", 9, false},
+		// Refused for who sends it before its body is read: a broken body does not matter.
+		{"FIRE without its fields", frame(body(t, map[string]any{"t": 50, "id": 9})), protocol.CodeUnexpected, "", 9, false},
+		{"ACK from a client without epoch", frame(body(t, map[string]any{"t": 51, "id": 9, "run": 1})), protocol.CodeUnexpected, "", 9, false},
 		{"PAUSE of an empty type", msg(&protocol.Pause{ID: 9}), protocol.CodeBadField, "type", 9, false},
 	}
 	for i, tc := range cases {

@@ -111,6 +111,7 @@ func (c *conn) readLoop() {
 	log := c.s.log.With("remote", c.nc.RemoteAddr())
 	log.Debug("tockd: connection accepted")
 	dec := protocol.NewDecoder(c.s.opts.MaxFrame)
+	dec.SetPeer(protocol.PeerClient) // refuses what the peer's role may not send
 	buf := make([]byte, readBufSize)
 	// head collects the stream's first 4 bytes, the HELLO's length prefix, which is held
 	// to MaxHelloFrame before its body is awaited.
