@@ -15,8 +15,9 @@ import (
 // big-endian 64-bit words: version, then Unix ns), so that the next leader continues the
 // schedule from there (and applies the task's misfire policy to occurrences that fell
 // due while no node led) instead of starting it over, and ignores progress of another
-// version than the record's (a replacement's schedule is its own). It is written only
-// while the record holds that version (PutNextFenced), deleted with the record
+// version than the record's (a replacement's schedule is its own). It is first written
+// with the record, in the same transaction (Record.NextDue: the first occurrence), then
+// only while the record holds that version (PutNextFenced), deleted with the record
 // (DeleteBatch), and overwritten by a recurring replacement's own progress.
 
 // NextDue is one task's progress.
@@ -27,6 +28,14 @@ type NextDue struct {
 }
 
 const nextLen = 16 // big-endian Version, then big-endian Due
+
+// progressValue is the value of a progress key: version, then due (Unix ns).
+func progressValue(version uint64, due int64) string {
+	var v [nextLen]byte
+	binary.BigEndian.PutUint64(v[:8], version)
+	binary.BigEndian.PutUint64(v[8:], uint64(due))
+	return string(v[:])
+}
 
 func (s *Store) nextKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -73,14 +82,12 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 // A missing record fails both compares (etcd never matches a value of an absent key).
 // It costs one op in the outer transaction and txnDepth levels below it, as recordOp.
 func progressOp(recKey, nextKey string, nd NextDue) clientv3.Op {
-	var v [nextLen]byte
-	binary.BigEndian.PutUint64(v[:8], nd.Version)
-	binary.BigEndian.PutUint64(v[8:], uint64(nd.Due))
+	v := progressValue(nd.Version, nd.Due)
 	notAbove := clientv3.Compare(clientv3.Value(recKey), "<", string(header(nd.Version+1)))
 	if nd.Version == math.MaxUint64 { // no higher version exists: stored at all suffices
 		notAbove = clientv3.Compare(clientv3.Version(recKey), ">", 0)
 	}
-	put := clientv3.OpTxn([]clientv3.Cmp{notAbove}, []clientv3.Op{clientv3.OpPut(nextKey, string(v[:]))}, nil)
+	put := clientv3.OpTxn([]clientv3.Cmp{notAbove}, []clientv3.Op{clientv3.OpPut(nextKey, v)}, nil)
 	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(recKey), "<", string(header(nd.Version)))},
 		nil, []clientv3.Op{put})
 }

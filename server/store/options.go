@@ -84,6 +84,10 @@ type Options struct {
 // budget of its parent (see recordOp).
 const txnDepth = 2
 
+// txnDepthNext is txnDepth for a record written with its progress (Record.NextDue):
+// each branch holds two puts.
+const txnDepthNext = 4
+
 func (o Options) withDefaults() (Options, error) {
 	if (len(o.Endpoints) == 0) == (o.Embedded == "") {
 		return o, fmt.Errorf("%w: set exactly one of Endpoints and Embedded", ErrConfig)
@@ -123,8 +127,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTxnOps == 0 {
 		o.MaxTxnOps = DefaultMaxTxnOps
 	}
-	if o.MaxTxnOps <= max(txnDepth, deleteDepth) {
-		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepth, deleteDepth))
+	if o.MaxTxnOps <= max(txnDepthNext, deleteDepth) {
+		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepthNext, deleteDepth))
 	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = DefaultMaxTxnBytes

@@ -20,6 +20,12 @@ type Record struct {
 	ID        string
 	Version   uint64
 	Body      []byte
+	// NextDue, when not 0, is the due time (Unix ns) of a recurring task's first
+	// occurrence: PutBatch writes it as the record's progress (next.go) in the same
+	// transaction as the record, and only if the record is written, so that a leader
+	// that loads the record always finds where its schedule stands, however soon after
+	// the submit it took over. Load does not read it (NextAt does).
+	NextDue int64
 }
 
 const headerLen = 8 // big-endian Version before Body
@@ -44,21 +50,26 @@ func encodeValue(r Record) string {
 	return string(b)
 }
 
-// recordOp writes key=val if the key is absent or holds a lower version,
-// and otherwise reads it back:
+// recordOp writes key=val (and its progress nk=nv, unless nk is "") if the key is
+// absent or holds a lower version, and otherwise reads it back:
 //
-//	txn( create==0 ? put : txn( value < be64(version) ? put : get ) )
+//	txn( create==0 ? put, put progress : txn( value < be64(version) ? put, put progress : get ) )
 //
-// It costs one op in the outer transaction and txnDepth levels below it.
-func recordOp(key, val string, version uint64) clientv3.Op {
+// It costs one op in the outer transaction and txnDepth levels below it, txnDepthNext
+// with a progress put.
+func recordOp(key, val string, version uint64, nk, nv string) clientv3.Op {
+	put := []clientv3.Op{clientv3.OpPut(key, val)}
+	if nk != "" {
+		put = append(put, clientv3.OpPut(nk, nv))
+	}
 	replace := clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(version)))},
-		[]clientv3.Op{clientv3.OpPut(key, val)},
+		put,
 		[]clientv3.Op{clientv3.OpGet(key)},
 	)
 	return clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(key, val)},
+		put,
 		[]clientv3.Op{replace},
 	)
 }
@@ -75,9 +86,10 @@ func (s *Store) Put(ctx context.Context, rec Record) error {
 }
 
 type pending struct {
-	idx int
-	key string
-	val string
+	idx      int
+	key, val string
+	// nk, nv: the record's progress key and value (Record.NextDue), or "" for none.
+	nk, nv string
 }
 
 // PutBatch stores recs as Put does, packed into transactions of at most
@@ -98,6 +110,12 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 	var group []pending
 	size := 0
 	perTxn := s.opts.MaxTxnOps - txnDepth
+	for _, r := range recs {
+		if r.NextDue != 0 {
+			perTxn = s.opts.MaxTxnOps - txnDepthNext
+			break
+		}
+	}
 	var groups [][]pending
 	for i, r := range recs {
 		k, err := s.key(r.Namespace, r.ID)
@@ -111,7 +129,12 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 		}
 		seen[k] = struct{}{}
 		v := encodeValue(r)
-		n := 2 * (len(k) + len(v)) // the put is in two branches
+		var nk, nv string
+		if r.NextDue != 0 {
+			nk, _ = s.nextKey(r.Namespace, r.ID) // valid when k is
+			nv = progressValue(r.Version, r.NextDue)
+		}
+		n := 2 * (len(k) + len(v) + len(nk) + len(nv)) // the puts are in two branches
 		if n > s.opts.MaxTxnBytes {
 			errs[i] = fmt.Errorf("%w: %s is %d bytes", ErrTooLarge, k, n)
 			continue
@@ -120,7 +143,7 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 			groups = append(groups, group)
 			group, size = nil, 0
 		}
-		group = append(group, pending{i, k, v})
+		group = append(group, pending{i, k, v, nk, nv})
 		size += n
 	}
 	if len(group) > 0 {
@@ -165,7 +188,7 @@ func (s *Store) concurrently(n int, fn func(i int) error) error {
 func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error) error {
 	ops := make([]clientv3.Op, len(g))
 	for i, p := range g {
-		ops[i] = recordOp(p.key, p.val, binary.BigEndian.Uint64([]byte(p.val)))
+		ops[i] = recordOp(p.key, p.val, binary.BigEndian.Uint64([]byte(p.val)), p.nk, p.nv)
 	}
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(ops...).Commit()
 	if err != nil {

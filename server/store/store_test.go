@@ -474,6 +474,40 @@ func TestNextDueFitsMaxTxnOps(t *testing.T) {
 	}
 }
 
+// A record put with its first due time writes its progress in the same transaction, and
+// only when the record itself is written (a refused lower version leaves the progress of
+// the stored one); batches of them fit etcd's --max-txn-ops.
+func TestRecordWithProgress(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnOps: 8})
+	ctx := ctxT(t)
+	var recs []Record
+	for i := range 20 {
+		id := fmt.Sprint("r", i)
+		recs = append(recs, Record{Namespace: "a", ID: id, Version: 2, Body: []byte(id), NextDue: int64(100 + i)})
+	}
+	recs = append(recs, Record{Namespace: "a", ID: "plain", Version: 1, Body: []byte("p")})
+	errs, err := s.PutBatch(ctx, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("record %d: %v", i, e)
+		}
+	}
+	next, err := s.NextAt(ctx, 0)
+	if err != nil || len(next) != 20 || next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
+		t.Fatalf("NextAt: %v, %v; want the 20 records' first due times", next, err)
+	}
+	// A lower version is refused, and its progress is not written.
+	if err := s.Put(ctx, Record{Namespace: "a", ID: "r7", Version: 1, Body: []byte("old"), NextDue: 5}); err == nil {
+		t.Fatal("a lower version was accepted")
+	}
+	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
+		t.Fatalf("after a refused lower version: %v, want version 2 at 107", next[Key{"a", "r7"}])
+	}
+}
+
 // Registry entries live under the session lease: they go when the session does.
 func TestWorkerRegistry(t *testing.T) {
 	s := openEmbedded(t, Options{SessionTTL: time.Second})

@@ -51,7 +51,9 @@
 //   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
 //     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
 //     ended), the leader records its due time with the task's version (<prefix>next/,
-//     coalesced to at most one write per task every 100 ms, fenced); the next leader
+//     coalesced to at most one write per task every 100 ms, fenced); the first one is
+//     written with the record itself, in its transaction, before the SUBMIT is
+//     answered, and the engine starts the schedule there; the next leader
 //     resumes the schedule from it (Engine.Resume) when the version is its record's (a
 //     replacement never inherits its predecessor's schedule), so the schedule does not
 //     drift by the failover's gap and occurrences that fell due while no node led get

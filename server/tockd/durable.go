@@ -536,7 +536,12 @@ type prepared struct {
 	// lock (of a run the replacement orphans, or of its park at a takeover) no run end
 	// deletes: submitPrepared deletes it (dropReplacedLock).
 	unlocks bool
-	err     error // conversion or refusal; the task is not submitted
+	// firstDue: a durable recurring task's first occurrence, as of when its record was
+	// built: recorded with it as its progress (store.Record.NextDue), and where the engine
+	// starts its schedule, so that a leader taking over at any moment after the write
+	// continues the same lattice.
+	firstDue time.Time
+	err      error // conversion or refusal; the task is not submitted
 }
 
 // prepare converts w and, for a durable task, checks it can be recorded and claims it.
@@ -566,9 +571,16 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 		return p
 	}
 	var fp recordPrint
-	if p.rec, fp, p.err = p.record(time.Now()); p.err != nil {
+	now := time.Now()
+	if p.rec, fp, p.err = p.record(now); p.err != nil {
 		p.err = fmt.Errorf("encode the durable record: %w", p.err)
 		return p
+	}
+	if recurring(p.t.Schedule.Kind) {
+		if p.firstDue, p.err = p.t.Schedule.First(now); p.err != nil {
+			return p
+		}
+		p.rec.NextDue = p.firstDue.UnixNano()
 	}
 	// The engine would refuse a version at or below one it holds (an ephemeral task, or
 	// a finished one it retains): refuse before writing a record. A resubmit of the
@@ -714,10 +726,13 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	d.term.RLock() // dropDurable waits: the task enters the engine before it drops them
 	if s.fence.Load() != p.term {
 		d.term.RUnlock()
-		next, _ := p.t.Schedule.First(time.Now()) // ToTask checked the schedule
+		next := p.firstDue // recorded as its progress: where the next leader resumes it
+		if next.IsZero() {
+			next, _ = p.t.Schedule.First(time.Now()) // ToTask checked the schedule
+		}
 		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
 	}
-	in, err := s.engine.Submit(p.t)
+	in, err := s.engine.Resume(p.t, p.firstDue) // zero for a one-shot task: Submit
 	d.term.RUnlock()
 	if err == nil {
 		s.noteArmed(in)

@@ -127,3 +127,36 @@ func TestProgressOfAnotherVersionIgnored(t *testing.T) {
 			time.Unix(0, stale), in.State, time.Unix(0, in.NextRun))
 	}
 }
+
+// A recurring durable task's first due time is in etcd by the time its SUBMIT is
+// answered, written with its record: a leader that takes over right after the submit
+// (before any progress write of the old one) resumes the same schedule instead of
+// starting it from its own clock. Progress used to follow the record up to
+// progressInterval later; a failover inside that window moved the schedule (the history
+// checker's recurring-lattice check found it).
+func TestFirstDueRecordedWithTheRecord(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	a := startDurable(t, st, nil)
+	defer a.stop(t)
+	c := connect(t, a.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	defer cancel()
+	for i, id := range []string{"e1", "e2", "e3", "e4", "e5"} {
+		submit(t, c, uint64(2+2*i), everyTask(id, time.Hour, 3))
+		// Read at once: nothing else writes this key until the 100 ms progress write.
+		resp, err := st.Client().Get(ctx, "/tock/next/default/"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 {
+			t.Fatalf("%s: no progress in etcd when its SUBMIT was answered; want its first due time, written with the record", id)
+		}
+		v := resp.Kvs[0].Value
+		version, due := binary.BigEndian.Uint64(v[:8]), int64(binary.BigEndian.Uint64(v[8:]))
+		if in := get(t, c, uint64(3+2*i), id); version != 3 || due != in.NextRun {
+			t.Fatalf("%s: progress version %d due %v; want version 3 due %v (the engine's next_run)",
+				id, version, time.Unix(0, due), time.Unix(0, in.NextRun))
+		}
+	}
+}

@@ -103,8 +103,10 @@ func TestSystemGoals(t *testing.T) {
 	for name, body := range map[string]string{
 		"core-1e6.txt":          "  fired 1000000 (unique 1000000) in 0.9s (1100000/s end to end)\n  lost 0  early 0  duplicates 0\n",
 		"make-loadgen-peer.txt": "ratio server/beanstalkd: end to end 60000/s / 15000/s = 4.00x (submit 1x); p99 lateness 66ms (server) vs 7s (beanstalkd)\nratio server/beanstalkd: end to end 3333/s / 3128/s = 1.07x (submit 3x); p99 lateness 3.9ms (server) vs 997ms (beanstalkd)\n",
-		"make-chaos.txt":        "5 rounds: 10 acknowledged, 0 lost; first dispatches [1.5s 3.2s]\n",
-		"cluster-durable.txt":   "no figure here\n",
+		"make-chaos.txt": "    chaos_test.go:360: seed 7: ops: submit ok 10; faults: kill 1, stall 2, etcd-stop 3, cut 4, etcd changes replayed 9\n" +
+			"    chaos_test.go:386: seed 7: 1 violations (recurring-lattice 1); replay the choices with TOCK_CHAOS_SEED=7\n" +
+			"5 rounds: 10 acknowledged, 0 lost; first dispatches [1.5s 3.2s]\n",
+		"cluster-durable.txt": "no figure here\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -117,6 +119,7 @@ func TestSystemGoals(t *testing.T) {
 		"**not met** (4.00x: 60000/s vs 15000/s)",
 		"**met** (p99 3.9ms vs 997ms)",
 		"**not met** (slowest first dispatch 3.2s; lost 0: true)",
+		"**not met** (1 violations: recurring-lattice 1; seed 7; faults: kill 1, stall 2, etcd-stop 3, cut 4)",
 		"not decided: the recorded output has no figure for it",
 		"not run (no recorded run)", // make-loadgen
 	} {

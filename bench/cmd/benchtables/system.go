@@ -25,6 +25,9 @@ var (
 	durable   = regexp.MustCompile(`durable submits/s: (\d+)`)
 	lostZero  = regexp.MustCompile(`\b0 lost\b|lost 0\b`)
 	dispatch  = regexp.MustCompile(`first dispatches \[([^\]]*)\]`)
+	// The history checker's summary (server/cluster TestChaosHistory) and its verdict line.
+	historyOps = regexp.MustCompile(`seed (\d+): ops: .*?; faults: kill (\d+), stall (\d+), etcd-stop (\d+), cut (\d+)`)
+	violations = regexp.MustCompile(`seed \d+: (\d+) violations \(([^)]*)\)`)
 )
 
 var systemGoals = []systemGoal{
@@ -94,6 +97,18 @@ var systemGoals = []systemGoal{
 			}
 			lost := lostZero.MatchString(out)
 			return worst <= 3*time.Second && lost, fmt.Sprintf("slowest first dispatch %v; lost 0: %v", worst.Round(time.Millisecond), lost), true
+		}},
+	{"make-chaos", "history checker over seeded faults (make chaos)", "every check holds over the whole history (issue 11: nothing lost, nothing run after a confirmed ACK or cancel, exclusive runs never overlap, no write of a deposed leader, nothing left in etcd)",
+		func(out string) (bool, string, bool) {
+			m := historyOps.FindStringSubmatch(out)
+			if m == nil {
+				return false, "", false
+			}
+			faults := fmt.Sprintf("seed %s; faults: kill %s, stall %s, etcd-stop %s, cut %s", m[1], m[2], m[3], m[4], m[5])
+			if v := violations.FindStringSubmatch(out); v != nil {
+				return false, fmt.Sprintf("%s violations: %s; %s", v[1], v[2], faults), true
+			}
+			return true, "0 violations; " + faults, true
 		}},
 }
 
