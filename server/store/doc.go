@@ -75,6 +75,8 @@
 // leader: the session's lease is lost (expired, revoked, or the Store closed),
 // no lease keep-alive has been answered for SessionTTL-LeaseGuard (so the node
 // stops before the server could expire the lease and elect someone else, as
-// long as a keep-alive round trip is shorter than LeaseGuard), or Resign was
-// called.
+// long as a keep-alive round trip is shorter than LeaseGuard), its election key
+// was deleted or rewritten while the session lives (an operator, or a next leader
+// after the lease expired; each term watches its own key, one watch on the
+// client's shared stream), or Resign was called.
 package store
