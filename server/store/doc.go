@@ -73,7 +73,10 @@
 // key: it grows with every new leader, so a fire stamped with an older epoch
 // can be refused (fencing). Done is closed when this node must stop acting as
 // leader: the session's lease is lost (expired, revoked, or the Store closed),
-// its valid-until has passed, or Resign was called.
+// its valid-until has passed, its election key was deleted or rewritten while
+// the session lives (an operator, or a next leader after the lease expired;
+// each term watches its own key, one watch on the client's shared stream), or
+// Resign was called.
 //
 // Valid-until (lease.go) is a conservative, monotonic deadline per session:
 // besides the session's own keep-alive stream, the Store sends one keep-alive

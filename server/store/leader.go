@@ -53,7 +53,9 @@ func (l *Leadership) Fence() Fence { return Fence{Key: l.key, Rev: l.epoch} }
 func (l *Leadership) Key() string { return l.key }
 
 // Done is closed when this node must stop acting as leader: its session is
-// lost (or about to be; see the package doc) or Resign was called.
+// lost (or about to be; see the package doc), its election key was deleted or
+// rewritten (by an operator, or by a next leader after the session's expiry),
+// or Resign was called.
 func (l *Leadership) Done() <-chan struct{} { return l.done }
 
 // Resign gives up leadership: Done closes and the election key is deleted,
@@ -84,14 +86,59 @@ func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, erro
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
 	l := &Leadership{elec: e, key: e.Key(), epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{}), lease: &ss.lease}
+	wctx, stopWatch := context.WithCancel(context.Background())
+	keyGone := s.watchKey(wctx, l.key, l.epoch)
 	go func() {
 		select {
 		case <-ss.lost:
 		case <-l.resigned:
+		case <-keyGone:
 		}
+		stopWatch()
 		close(l.done)
 	}()
 	return l, nil
+}
+
+// watchKey returns a channel closed once the election key key (created at revision
+// created) is deleted or rewritten, or once the watch cannot tell (the first read or
+// the watch failed, or etcd compacted past the revision watched from): a term whose key changed is over even while
+// its session lives (an operator or a new leader deleted it), and a node that makes no
+// fenced write would otherwise learn it only when its session ends. It costs one watch
+// per term, on the client's shared watch stream; ctx ends it.
+func (s *Store) watchKey(ctx context.Context, key string, created int64) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		// The key as it is now: Campaign may have rewritten its value after creating it.
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != created {
+			return
+		}
+		for wr := range s.cli.Watch(ctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
+			if wr.Err() != nil || wr.Canceled {
+				return
+			}
+			if n := len(wr.Events); n > 0 {
+				if wr.Events[n-1].Type == clientv3.EventTypePut {
+					s.dropRewritten(key, created)
+				}
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// dropRewritten deletes the election key key if it is still the one created at revision
+// created: it was rewritten, and the term it began is over; without the delete, this
+// session's next Campaign would find the key and lead again at the same epoch. Bounded
+// by the session TTL; a failure leaves the key to the session's end.
+func (s *Store) dropRewritten(key string, created int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.SessionTTL)
+	defer cancel()
+	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
+		Then(clientv3.OpDelete(key)).Commit()
 }
 
 // liveSession returns the current session, making a new one if there is

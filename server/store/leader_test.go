@@ -129,6 +129,44 @@ func TestDoneOnRevoke(t *testing.T) {
 	waitClosed(t, l.Done(), 2*time.Second, "Done after the lease was revoked")
 }
 
+// Done closes when the election key is deleted behind the node's back while its
+// session (and lease) stay alive, and when it is rewritten.
+func TestDoneOnElectionKeyChange(t *testing.T) {
+	for _, change := range []string{"delete", "rewrite"} {
+		t.Run(change, func(t *testing.T) {
+			a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+			ctx := ctxT(t)
+			l, err := a.Campaign(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-l.Done():
+				t.Fatal("Done closed right after the election")
+			case <-time.After(100 * time.Millisecond):
+			}
+			if change == "delete" {
+				_, err = a.Client().Delete(ctx, l.Key())
+			} else {
+				_, err = a.Client().Put(ctx, l.Key(), "someone else")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The watch delivers at once on loopback; 2s is slack for a loaded machine.
+			waitClosed(t, l.Done(), 2*time.Second, "Done after the election key's "+change)
+			// The next term is a new one, at a higher epoch (a rewritten key is deleted).
+			l2, err := a.Campaign(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l2.Epoch() <= l.Epoch() {
+				t.Fatalf("epoch %d after the key's %s, want above %d", l2.Epoch(), change, l.Epoch())
+			}
+		})
+	}
+}
+
 // cutProxy forwards TCP to target until cut, which drops every connection
 // and refuses new ones: a network partition between a client and etcd.
 type cutProxy struct {

@@ -14,7 +14,8 @@ import (
 // not attached to a lease, on purpose: they outlive a leader that dies mid-run, so the
 // next leader knows a run may still be executing on a worker and waits it out. A leader
 // writes and deletes them under its Fence (PutLockFenced, DeleteLockFenced), so a deposed
-// leader's late write never lands.
+// leader's late write never lands. A record's delete (DeleteBatchFenced) takes its lock
+// with it.
 
 func (s *Store) lockKey(ns, id string) (string, error) {
 	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
@@ -39,18 +40,29 @@ func (s *Store) PutLock(ctx context.Context, ns, id string, runID uint64) error 
 // a leader deposed while it stalled cannot start an exclusive run (nor overwrite the next
 // leader's lock, whose compare-and-delete would then leave it in etcd for good).
 func (s *Store) PutLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) error {
+	_, err := s.SwapLockFenced(ctx, f, ns, id, runID)
+	return err
+}
+
+// SwapLockFenced is PutLockFenced that also returns the run the lock named before (0
+// if there was none, or its value was not a run ID): a leader parking a task at a
+// takeover learns which run it waits out.
+func (s *Store) SwapLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) (prev uint64, err error) {
 	k, err := s.lockKey(ns, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	resp, err := f.txn(s.cli.Txn(ctx)).Then(clientv3.OpPut(k, runValue(runID))).Commit()
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(clientv3.OpPut(k, runValue(runID), clientv3.WithPrevKV())).Commit()
 	if err != nil {
-		return fmt.Errorf("store: lock %s: %w", k, err)
+		return 0, fmt.Errorf("store: lock %s: %w", k, err)
 	}
 	if !f.held(resp) {
-		return fmt.Errorf("store: lock %s: %w", k, ErrFenced)
+		return 0, fmt.Errorf("store: lock %s: %w", k, ErrFenced)
 	}
-	return nil
+	if pr := resp.Responses[0].GetResponsePut(); pr != nil && pr.PrevKv != nil && len(pr.PrevKv.Value) == 8 {
+		prev = binary.BigEndian.Uint64(pr.PrevKv.Value)
+	}
+	return prev, nil
 }
 
 // DeleteLock is DeleteLockFenced with the zero Fence.
@@ -67,6 +79,28 @@ func (s *Store) DeleteLockFenced(ctx context.Context, f Fence, ns, id string, ru
 		return err
 	}
 	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", runValue(runID))},
+		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
+	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
+	if err != nil {
+		return fmt.Errorf("store: unlock %s: %w", k, err)
+	}
+	if !f.held(resp) {
+		return fmt.Errorf("store: unlock %s: %w", k, ErrFenced)
+	}
+	return nil
+}
+
+// DeleteLockBeforeFenced removes ns/id's lock, whatever run it names, if it was last
+// written at or below revision rev (a lock written later, by a run that began after
+// rev, stays), only while f holds (ErrFenced otherwise). A server calls it when a
+// non-exclusive version replaced an exclusive one, whose run's lock (or parked lock)
+// no run end would delete. One transaction: txn(fence ? txn(mod <= rev ? delete) ).
+func (s *Store) DeleteLockBeforeFenced(ctx context.Context, f Fence, ns, id string, rev int64) error {
+	k, err := s.lockKey(ns, id)
+	if err != nil {
+		return err
+	}
+	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "<", rev+1)},
 		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
 	if err != nil {

@@ -259,10 +259,11 @@ type Versioned struct {
 	Version uint64
 }
 
-// DeleteBatch removes records (each with its progress, next.go) in as few transactions
+// DeleteBatch removes records (each with its progress, next.go, and its run lock,
+// locks.go) in as few transactions
 // as Options.MaxTxnOps allows, up to Options.TxnConcurrency of them in flight at once.
 // Each record goes only while it is stored at the version named: a record replaced by
-// a later version meanwhile stays, and so does its progress. Absent records are no
+// a later version meanwhile stays, and so do its progress and lock. Absent records are no
 // error. On an error some transactions may have committed: deleting again is harmless.
 func (s *Store) DeleteBatch(ctx context.Context, recs []Versioned) error {
 	return s.DeleteBatchFenced(ctx, Fence{}, recs)
@@ -284,7 +285,8 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned
 		}
 		seen[key] = true
 		nk, _ := s.nextKey(r.Namespace, r.ID) // valid when key is
-		ops = append(ops, deleteOp(key, nk, r.Version))
+		lk, _ := s.lockKey(r.Namespace, r.ID)
+		ops = append(ops, deleteOp(key, nk, lk, r.Version))
 		if len(ops) == s.opts.MaxTxnOps-deleteDepth {
 			txns, ops = append(txns, ops), nil
 		}
@@ -296,18 +298,20 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned
 }
 
 // deleteDepth is what one deleteOp costs against MaxTxnOps beyond its slot in the
-// outer transaction: two nested levels, the inner one with two deletes (etcd charges
+// outer transaction: two nested levels, the inner one with three deletes (etcd charges
 // each level's largest branch against its parent's budget).
-const deleteDepth = 3
+const deleteDepth = 4
 
-// deleteOp deletes key and its progress nk if key holds version v (its value starts
-// with be64(v)):
+// deleteOp deletes key, its progress nk and its run lock lk if key holds version v (its
+// value starts with be64(v)):
 //
-//	txn( value < be64(v) ? nothing : txn( value < be64(v+1) ? delete key, nk : nothing ) )
+//	txn( value < be64(v) ? nothing : txn( value < be64(v+1) ? delete key, nk, lk : nothing ) )
 //
-// A compare of an absent key's value fails, so an absent record deletes nothing.
-func deleteOp(key, nk string, v uint64) clientv3.Op {
-	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(nk)}
+// A compare of an absent key's value fails, so an absent record deletes nothing. The
+// lock goes with the record whatever run it names: the task has ended for good, and a
+// lock left by a replaced version's run would otherwise stay in etcd for good.
+func deleteOp(key, nk, lk string, v uint64) clientv3.Op {
+	del := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(nk), clientv3.OpDelete(lk)}
 	if v < math.MaxUint64 {
 		del = []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v+1)))}, del, nil)}

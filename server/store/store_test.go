@@ -576,6 +576,56 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 	}
 }
 
+// A record's delete takes its run lock with it (only when the version matches), and a
+// batch of such deletes fits a small --max-txn-ops; DeleteLockBeforeFenced removes a
+// lock written at or below the revision given, whatever run it names, and keeps a later one.
+func TestLocksGoWithTheirRecord(t *testing.T) {
+	s := openEmbedded(t, Options{MaxTxnOps: 8})
+	ctx := ctxT(t)
+	var dels []Versioned
+	for i := range 10 {
+		id := fmt.Sprint("x", i)
+		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 2, Body: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutLock(ctx, "a", id, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+		dels = append(dels, Versioned{Key{"a", id}, 2})
+	}
+	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x0"}, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if locks, err := s.Locks(ctx); err != nil || !locks[Key{"a", "x0"}] {
+		t.Fatalf("locks after a delete of another version: %v, %v; want x0's kept", locks, err)
+	}
+	if err := s.DeleteBatch(ctx, dels); err != nil {
+		t.Fatal(err)
+	}
+	if locks, err := s.Locks(ctx); err != nil || len(locks) != 0 {
+		t.Fatalf("locks after their records went: %v, %v; want none", locks, err)
+	}
+
+	if err := s.PutLock(ctx, "a", "y", 1); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLock(ctx, "a", "z", 2); err != nil { // after rev
+		t.Fatal(err)
+	}
+	for _, id := range []string{"y", "z"} {
+		if err := s.DeleteLockBeforeFenced(ctx, Fence{}, "a", id, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if locks, err := s.Locks(ctx); err != nil || len(locks) != 1 || !locks[Key{"a", "z"}] {
+		t.Fatalf("locks after DeleteLockBeforeFenced: %v, %v; want only z's (written after the revision)", locks, err)
+	}
+}
+
 // A refused put reports the record etcd holds, so that a caller can recognise its own
 // earlier write.
 func TestExistsCarriesTheStoredRecord(t *testing.T) {
@@ -610,6 +660,17 @@ func TestTxnFailedClassifies(t *testing.T) {
 		err := txnFailed("put", c.err)
 		if errors.Is(err, ErrUncertain) != c.uncertain || !errors.Is(err, c.err) {
 			t.Errorf("txnFailed(%v) = %v: uncertain %v, want %v (and the cause kept)", c.err, err, errors.Is(err, ErrUncertain), c.uncertain)
+		}
+	}
+}
+
+// SwapLockFenced returns the run the lock named before it: 0 when there was none.
+func TestSwapLockReturnsThePreviousRun(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	for _, c := range []struct{ run, prev uint64 }{{7, 0}, {9, 7}, {9, 9}} {
+		if prev, err := s.SwapLockFenced(ctx, Fence{}, "a", "x", c.run); err != nil || prev != c.prev {
+			t.Fatalf("swap to %d: previous %d, %v; want %d", c.run, prev, err, c.prev)
 		}
 	}
 }

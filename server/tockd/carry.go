@@ -26,7 +26,15 @@ import (
 //     queued FIRE is dropped when its turn comes: StartTimeout finds the run gone);
 //   - pending: the engine has not handed the run to the handler yet; the outcome waits
 //     in hold.pending, and the handler returns it as the attempt's result instead of
-//     FIREing the run. An outcome left pending for carryMaxWait is refused.
+//     FIREing the run. An outcome left pending for carryMaxWait is refused. An
+//     outcome of the run an exclusive task parked at the takeover waits out (its lock
+//     named that run: exclusive.go, parkLocked) ends the park, so that its run comes
+//     due at once and meets the outcome here; its lock goes with it.
+//
+// A worker whose connection to this same leader closed (a blip, a heartbeat false alarm)
+// carries the outcomes of its runs in flight on reconnecting: those runs were kept as
+// orphans (router.remove) for Options.ReconnectGrace, and an outcome of one, FIREd in
+// this term, ends it with Engine.Complete as a late ACK or NACK would.
 //
 // The answer (ACKED) lists the refused outcomes; for an accepted outcome that ends a
 // durable task it waits, as an ACK's OK does, for the record's deletion.
@@ -251,6 +259,11 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		why := ""
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
+		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
+			// A run of this term whose worker's connection closed: the worker is back.
+			seen[o.RunID] = true
+			complete = append(complete, found{co, k, &protocol.Fire{RunID: o.RunID}})
+			continue
 		} else if hr, ok := d.hold.held[k]; ok {
 			seen[o.RunID] = true
 			f := hr.f
@@ -295,7 +308,17 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		s.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
 		d.endHoldLocked()
 	}
+	epoch := d.epoch
 	d.mu.Unlock()
+	// An outcome of the very run a task parked at the takeover waits out (its lock named
+	// it, and the task is at the same version) ends the park: its held-back run comes due
+	// now and meets the outcome filed pending.
+	for _, co := range waiting {
+		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
+		if s.parked.take(epoch, k, co.o.Version, co.o.RunID) {
+			s.unparkFor(k, co.o.Version, epoch)
+		}
+	}
 	for _, x := range complete {
 		result := x.co.result()
 		if err := s.engine.Complete(x.f.RunID, result); err != nil {

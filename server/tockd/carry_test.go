@@ -2,6 +2,8 @@ package tockd
 
 import (
 	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -9,9 +11,8 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// A worker's ACK reaches a leader that has lost its leadership in etcd but not yet
-// noticed (its election key is gone, so the record's fenced delete is refused): the ACK
-// is answered STALE_EPOCH. The next leader, elected meanwhile, holds back the runs it
+// A worker's ACK reaches a leader that has lost its leadership in etcd (its election key
+// is gone): the ACK is answered STALE_EPOCH, or the worker is sent away first. The next leader, elected meanwhile, holds back the runs it
 // loaded until the worker registered at the old leader reconnects; the worker hands in
 // the outcome (CARRY) before it subscribes, and the new leader accepts it, ends the task
 // with it, deletes its record and never FIREs it again. The run the worker had not
@@ -61,9 +62,26 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLeading(t, n2, "the follower was not elected")
-	e := wantError(t, w.req(&protocol.Ack{RunID: done.RunID, Epoch: done.Epoch}), protocol.CodeStaleEpoch, "")
-	if e.RunID != done.RunID {
-		t.Fatalf("STALE_EPOCH names run %d, want %d", e.RunID, done.RunID)
+	// The first leader sees its key go (it watches it) and sends its worker away; an
+	// ACK that reaches it first is refused STALE_EPOCH. Either way the outcome stays
+	// unconfirmed.
+	w.send(&protocol.Ack{ID: 3, RunID: done.RunID, Epoch: done.Epoch})
+	for {
+		m, err := w.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the deposed leader kept its worker's connection open %v after its key went", replyWait)
+		}
+		if err != nil {
+			break // sent away
+		}
+		switch m := m.(type) {
+		case *protocol.Error:
+			if m.ID == 3 && (m.Code != protocol.CodeStaleEpoch || m.RunID != done.RunID) {
+				t.Fatalf("the ACK at the deposed leader answered %+v, want STALE_EPOCH for run %d", m, done.RunID)
+			}
+		case *protocol.OK:
+			t.Fatalf("the deposed leader confirmed the ACK: %+v", m)
+		}
 	}
 
 	// The worker moves to the new leader and hands the outcome in before subscribing.
@@ -148,5 +166,122 @@ func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
 	}
 	if st := ds.srv.Stats(); st.Fired != 1 || st.Carried != 1 {
 		t.Fatalf("Fired %d, Carried %d; want 1, 1", st.Fired, st.Carried)
+	}
+}
+
+// An exclusive durable task whose run was in flight at the takeover is parked for its
+// time to run (exclusive.go); the worker that ran it carries the outcome of that very
+// run (its lock named it, the task is unchanged): the new leader ends the park, ends the
+// task with the outcome at once (long before the time to run), never FIREs it again,
+// and leaves neither its record nor its lock in etcd.
+func TestCarriedOutcomeEndsAPark(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	t.Cleanup(func() { st1.Close() })
+	st2 := openPeerStore(t, st1, "n2")
+	t.Cleanup(func() { st2.Close() })
+	l1 := startDurable(t, st1, nil)
+	t.Cleanup(func() { l1.stop(t) })
+	n2, err := New(Options{Store: st2, NodeName: "n2", CarryGrace: 10 * time.Second, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2 := serveDurable(t, n2)
+	t.Cleanup(func() { l2.stop(t) })
+
+	const ttr = time.Minute // the park: the test never sits it out
+	c := connect(t, l1.addr)
+	w := connectWorker(t, l1.addr, 10, "w")
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(ttr)
+	submit(t, c, 2, excl)
+	done := w.fire()
+	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never saw the worker in the registry")
+		}
+	}
+	deleteLeaderKey(t, st1.Client()) // the first leader's term ends; the follower takes over
+	waitLeading(t, n2, "the follower was not elected")
+	if in := get(t, connect(t, l2.addr), 2, "excl"); in.State != task.Pending {
+		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
+	}
+
+	w2 := &wkr{client: dial(t, l2.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	sent := time.Now()
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: done.RunID, Epoch: done.Epoch, Namespace: done.Namespace,
+		TaskID: done.TaskID, Version: done.Version, Attempt: done.Attempt, Due: done.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY of the parked task's run answered %v %+v after %v, want ACKED with nothing refused", carryReply.Type(), carryReply, time.Since(sent))
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
+	c2 := connect(t, l2.addr)
+	if in := c2.waitState(10, "excl", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("excl ran %d times at the new leader, want its one carried attempt", in.Runs)
+	}
+	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	if len(w2.fires) > 0 {
+		t.Fatalf("the new leader FIREd %+v: the carried outcome did not end the park", w2.fires[0])
+	}
+	if ids := storedIDs(t, st2); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
+}
+
+// A worker's connection to the leader is cut after it ran a run but before it sent the
+// ACK (a network blip; the leader lives on). It reconnects to the same leader within the
+// run's time to run and carries the outcome: the leader accepts it (the run was kept
+// for the worker, not failed and redelivered at the cut), the task ends with it, and it
+// is never FIREd again.
+func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
+	st, ds, c, _ := startDurableWithWorker(t, 1)
+	p := newCutProxy(t, ds.addr)
+	w := connectWorker(t, p.ln.Addr().String(), 1, "blip")
+	tk := durableWorkTask("blipped")
+	tk.Type, tk.Timeout = "blip", int64(time.Minute)
+	submit(t, c, 2, tk)
+	f := w.fire()
+	p.cutAll() // the worker ran it; its ACK never leaves
+	// The leader sees the connection close: its reader has gone when the router no
+	// longer lists the worker's connection for the type.
+	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
+		n := 0
+		ds.srv.disp.subscribed(func(_ *conn, ws *workerState) {
+			for _, typ := range ws.types {
+				if typ == "blip" {
+					n++
+				}
+			}
+		})
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader never noticed the cut connection")
+		}
+	}
+
+	w2 := &wkr{client: dial(t, ds.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace,
+		TaskID: f.TaskID, Version: f.Version, Attempt: f.Attempt, Due: f.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY after reconnecting to the same leader answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"blip"}, Credits: 10}))
+	if in := c.waitState(10, "blipped", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("blipped ran %d times, want its one carried attempt", in.Runs)
+	}
+	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	if len(w2.fires) > 0 {
+		t.Fatalf("the leader FIREd %+v again: the run was redelivered at the cut", w2.fires[0])
+	}
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
 	}
 }

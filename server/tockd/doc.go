@@ -12,7 +12,9 @@
 //   - A follower holds no tasks. It answers task requests (SUBMIT, CANCEL, GET, LIST,
 //     the DLQ, PAUSE/RESUME) and SUBSCRIBE with NOT_LEADER naming the leader's address
 //     (read from etcd); the Go client and Worker follow it. PING and STATS are answered.
-//   - The moment its session is lost (or about to be), a leader stops dispatching (due
+//   - The moment its session is lost (or about to be), or its election key is deleted
+//     or rewritten while the session lives (it watches the key: an operator, or a next
+//     leader after the lease expired), a leader stops dispatching (due
 //     runs wait), refuses ACK/NACK (STALE_EPOCH), sends its workers away (ERROR
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
@@ -51,7 +53,9 @@
 //     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
 //     ACK was answered OK are never run again.
 //   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
-//     leader waits one time to run before running a task whose lock it finds.
+//     leader waits one time to run before running a task whose lock it finds, unless
+//     a worker carries the outcome of the run the lock names (carry.go). A lock goes
+//     with its task's record, and when a non-exclusive version replaces the task.
 //
 //   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
 //     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
@@ -78,6 +82,9 @@
 //     loaded runs come due at once, a new leader holds them back (unfired, in the
 //     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
 //     as the previous leader had in the registry (read by followers every 200 ms).
+//     A worker whose connection closed while the leader lived on carries to that same
+//     leader: its runs in flight are kept (orphans, router.go) for
+//     Options.ReconnectGrace before they fail and are redelivered.
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next

@@ -335,16 +335,18 @@ var errShutdownPending = errors.New("tockd: shutting down before the record was 
 // claim registers ns/id at version v as a durable submit in progress. It refuses
 // (EXISTS) a version at or below a durable task already held. A delete of an earlier
 // version's record, queued or in flight, cannot remove the new record: it names its own
-// version.
-func (d *durability) claim(k taskKey, e durEntry) error {
+// version. It reports whether the entry it replaces is exclusive (its run, or its park
+// at a takeover, may hold a run lock).
+func (d *durability) claim(k taskKey, e durEntry) (replacesExclusive bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if old, ok := d.tasks[k]; ok && e.version <= old.version {
-		return &protocol.Error{Code: protocol.CodeExists,
+	old, ok := d.tasks[k]
+	if ok && e.version <= old.version {
+		return false, &protocol.Error{Code: protocol.CodeExists,
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
 	}
 	d.tasks[k] = e
-	return nil
+	return ok && old.exclusive, nil
 }
 
 // release undoes a claim whose submit failed (unless a later claim replaced it).
@@ -495,7 +497,7 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 				nextDue = time.Unix(0, nd.Due)
 			}
 			if e.fp, err = printOf(w, r.Body); err == nil {
-				err = s.dur.claim(k, e)
+				_, err = s.dur.claim(k, e)
 			}
 			if err == nil {
 				var in task.Info
@@ -530,6 +532,10 @@ type prepared struct {
 	rec   store.Record // durable: the record to write
 	term  *store.Fence // durable: Server.fence when claimed, the term it is recorded in
 	held  *task.Info   // durable: a retry of the task the engine holds, as it holds it
+	// unlocks: durable, not exclusive, and it replaces an exclusive version whose run
+	// lock (of a run the replacement orphans, or of its park at a takeover) no run end
+	// deletes: submitPrepared deletes it (dropReplacedLock).
+	unlocks bool
 	// firstDue: a durable recurring task's first occurrence, as of when its record was
 	// built: recorded with it as its progress (store.Record.NextDue), and where the engine
 	// starts its schedule, so that a leader taking over at any moment after the write
@@ -594,9 +600,9 @@ func (s *Server) prepare(w *protocol.Task) prepared {
 		return p
 	}
 	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp}
-	if err := s.dur.claim(p.key, p.entry); err != nil {
-		p.err = err
-	}
+	replacesExclusive, err := s.dur.claim(p.key, p.entry)
+	p.err = err
+	p.unlocks = err == nil && replacesExclusive && !p.t.Exclusive
 	return p
 }
 
@@ -710,6 +716,13 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 		return s.engine.Submit(p.t)
 	}
 	d := s.dur
+	// A lock written after this revision is a later version's run's (it starts only once
+	// this version is in the engine): the replaced version's lock is at or below it.
+	// Read before the term lock, which a step-down waits for.
+	var before int64
+	if p.unlocks {
+		before = s.lockRevision()
+	}
 	d.term.RLock() // dropDurable waits: the task enters the engine before it drops them
 	if s.fence.Load() != p.term {
 		d.term.RUnlock()
@@ -723,6 +736,9 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 	d.term.RUnlock()
 	if err == nil {
 		s.noteArmed(in)
+		if p.unlocks {
+			s.dropReplacedLock(p.term, p.key, before)
+		}
 	}
 	if err != nil {
 		s.releaseClaim(p)

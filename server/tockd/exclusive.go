@@ -3,6 +3,7 @@ package tockd
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -27,6 +28,12 @@ import (
 //     task is the engine's like any other: GET shows it PENDING (next_run the occurrence
 //     it holds back; occurrences due during the wait get its misfire policy), CANCEL
 //     ends it, and its lock, rewritten to name this term (parkMarker), goes with it.
+//     A worker carrying the outcome of the run the old lock named (CARRY: same version
+//     and attempt) ends the wait at once: that run has ended (unparkFor, carry.go).
+//   - A lock goes with its task's record (store.DeleteBatchFenced deletes both, in one
+//     transaction), and when a non-exclusive version replaces an exclusive one (whose
+//     orphaned run's lock, or parked lock, no run end deletes: dropReplacedLock), so no
+//     lock outlives its task.
 //   - Within one leader the engine never runs two attempts of a task at once.
 
 // lockRun records run runID of ns/id as dispatched, fenced by this node's term (a node
@@ -79,6 +86,39 @@ func (s *Server) unlockRun(ev task.Event) {
 	}()
 }
 
+// lockRevision reads etcd's revision now, for dropReplacedLock (bounded by
+// storeOpTimeout); 0 if the read failed: no lock is then deleted.
+func (s *Server) lockRevision() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	rev, err := s.opts.Store.Revision(ctx)
+	if err != nil {
+		s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+			"err", err)
+		return 0
+	}
+	return rev
+}
+
+// dropReplacedLock deletes, in the background and fenced by f, the run lock of k if it
+// was written at or below revision before: a non-exclusive version replaced an
+// exclusive one, whose lock no run end deletes (the engine ignores a replaced run's
+// result). A later exclusive version's run writes its lock after before, and keeps it.
+func (s *Server) dropReplacedLock(f *store.Fence, k taskKey, before int64) {
+	if before == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		defer cancel()
+		if err := s.opts.Store.DeleteLockBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
+			s.fencedOut(*f, err)
+			s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+				"ns", k.ns, "id", k.id, "err", err)
+		}
+	}()
+}
+
 // ttrOf is the time to run a FIRE of t announces.
 func (s *Server) ttrOf(t task.Task) time.Duration {
 	if t.Timeout > 0 {
@@ -93,14 +133,120 @@ func (s *Server) ttrOf(t task.Task) time.Duration {
 // shows it PENDING, CANCEL ends it). Its run lock is first rewritten to name this term
 // (parkMarker), so that a CANCEL during the wait deletes exactly that lock (unlockRun);
 // if the rewrite fails, the old lock stays (a CANCEL then leaves it behind, logged).
+//
+// The run the old lock named is remembered (s.parked), so that a worker that carries
+// that run's outcome (carry.go) ends the park: the run has ended (unpark).
 func (s *Server) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (task.Info, error) {
 	wait := s.ttrOf(t)
 	s.log.Info("tockd: exclusive task with a run in flight at the takeover: its first run waits one time to run",
 		"ns", t.Namespace, "id", t.ID, "wait", wait)
-	if err := s.lockRun(t.Namespace, t.ID, parkMarker(epoch)); err != nil {
+	prev, err := s.swapLock(t.Namespace, t.ID, parkMarker(epoch))
+	if err != nil {
 		s.log.Warn("tockd: run lock of a waiting exclusive task not taken over; a CANCEL meanwhile would leave it in etcd", "err", err)
 	}
-	return s.engine.ResumeNotBefore(t, nextDue, time.Now().Add(wait))
+	in, err := s.engine.ResumeNotBefore(t, nextDue, time.Now().Add(wait))
+	if err == nil && prev != 0 {
+		s.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev})
+	}
+	return in, err
+}
+
+// swapLock is lockRun that returns the run the lock named before (store.SwapLockFenced).
+func (s *Server) swapLock(ns, id string, runID uint64) (uint64, error) {
+	f := s.fence.Load()
+	if f == nil {
+		return 0, fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, store.ErrFenced)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	prev, err := s.opts.Store.SwapLockFenced(ctx, *f, ns, id, runID)
+	if err != nil {
+		s.fencedOut(*f, err)
+		return 0, fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
+	}
+	return prev, nil
+}
+
+// parkedRun is the run an exclusive task parked at a takeover waits out: the run ID its
+// lock named, at the task version loaded.
+type parkedRun struct {
+	version, run uint64
+}
+
+// parkedRuns is the parked tasks of one term (the epoch of the last takeover that
+// parked one); an entry goes when a carried outcome ends its park. Guarded by mu.
+type parkedRuns struct {
+	mu    sync.Mutex
+	epoch uint64
+	runs  map[taskKey]parkedRun
+}
+
+// put records k's parked run for the term of epoch (forgetting an earlier term's).
+func (p *parkedRuns) put(epoch uint64, k taskKey, r parkedRun) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.epoch != epoch || p.runs == nil {
+		p.epoch, p.runs = epoch, map[taskKey]parkedRun{}
+	}
+	p.runs[k] = r
+}
+
+// take removes and reports whether k is parked in the term of epoch waiting out run at
+// version v.
+func (p *parkedRuns) take(epoch uint64, k taskKey, v, run uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.runs[k]
+	if !ok || p.epoch != epoch || r.version != v || r.run != run {
+		return false
+	}
+	delete(p.runs, k)
+	return true
+}
+
+// unparkFor ends the park of k at version in the term of epoch at once: a worker carried
+// the outcome of the run it waited out, so that run has ended. The task is dropped and
+// resumed at the same version with no hold, so that its held-back run reaches the
+// handler now (where the carried outcome, filed pending, ends it: carry.go); its lock,
+// naming this term, is deleted (the run the handler ends holds none of its own). A task
+// cancelled, replaced or started meanwhile is left alone (the outcome's wait ends as
+// before). Between the Drop and the Resume a request about the task finds nothing: a
+// window of two engine calls.
+func (s *Server) unparkFor(k taskKey, version, epoch uint64) {
+	d := s.dur
+	d.term.RLock() // no step-down drops the durable tasks between the Drop and the Resume
+	defer d.term.RUnlock()
+	if leading, e := s.leadership(); !leading || e != epoch {
+		return
+	}
+	in, err := s.engine.Get(k.ns, k.id)
+	if err != nil || in.Task.Version != version || in.State != task.Pending {
+		return // cancelled, replaced or run meanwhile: the outcome's wait ends as before
+	}
+	if err := s.engine.Drop(k.ns, k.id); err != nil {
+		return
+	}
+	var nextDue time.Time
+	if in.Task.Schedule.Recurring() {
+		nextDue = in.NextRun
+	}
+	resumed, err := s.engine.Resume(in.Task, nextDue)
+	if err != nil {
+		s.log.Error("tockd: a parked exclusive task could not be resumed after its carried outcome; it is gone from this leader's engine (its record stays for the next leader)",
+			"ns", k.ns, "id", k.id, "err", err)
+		return
+	}
+	s.noteArmed(resumed)
+	if f := s.fence.Load(); f != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+			defer cancel()
+			if err := s.opts.Store.DeleteLockFenced(ctx, *f, k.ns, k.id, parkMarker(epoch)); err != nil {
+				s.fencedOut(*f, err)
+				s.log.Warn("tockd: run lock of an unparked exclusive task not deleted", "ns", k.ns, "id", k.id, "err", err)
+			}
+		}()
+	}
 }
 
 // parkMarker is the run lock's value for tasks parked at the takeover of the term with

@@ -60,7 +60,8 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 // durable tasks meanwhile (standby.go). Elected, the node loads every durable record
 // into its engine (from the mirror, or from etcd if the mirror lags) and only then
 // dispatches, with the
-// election's epoch on every FIRE. The moment its session is lost (or about to be), it
+// election's epoch on every FIRE. The moment its session is lost (or about to be), or
+// its election key is deleted or rewritten (store.Leadership.Done), it
 // stops dispatching, drops the durable tasks from its engine (the next leader loads them
 // from etcd; their records stay), sends its workers away, and campaigns again. When ctx
 // ends while leading, it resigns, so that another node takes over at once rather than

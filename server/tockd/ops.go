@@ -180,9 +180,9 @@ func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, b
 		var perr *protocol.Error
 		if !errors.As(err, &perr) {
 			if errors.Is(err, task.ErrClosed) {
-				for _, p := range ps[i+1:] { // claimed and recorded, never submitted
-					if p.err == nil && p.w.Durability == protocol.Durable {
-						s.dur.release(p.key, p.entry)
+				for j := i + 1; j < len(ps); j++ { // claimed and recorded, never submitted
+					if p := &ps[j]; p.err == nil && p.held == nil && p.w.Durability == protocol.Durable {
+						s.releaseClaim(p) // term-checked, as every release of a claim
 					}
 				}
 				return engineError(id, err, "")

@@ -35,6 +35,9 @@ const (
 	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
 	// for its workers' carried outcomes (Options.CarryGrace).
 	DefaultCarryGrace = 500 * time.Millisecond
+	// DefaultReconnectGrace is how long the runs in flight on a closed worker connection
+	// wait for that worker to reconnect and carry their outcomes (Options.ReconnectGrace).
+	DefaultReconnectGrace = 2 * time.Second
 
 	// minMaxHelloFrame is the smallest MaxHelloFrame accepted: the largest valid HELLO
 	// (a 128-byte name, a 1024-byte token, the keys) is about 1.2 KiB.
@@ -48,6 +51,9 @@ const (
 	minHeartbeat = 10 * time.Millisecond
 	// maxCarryGrace: a longer hold would delay every takeover past any session TTL.
 	maxCarryGrace = 10 * time.Second
+	// maxReconnectGrace: a longer wait would delay the redelivery of a dead worker's
+	// runs past any time to run worth having.
+	maxReconnectGrace = time.Minute
 )
 
 // Dispatch chooses which subscribed worker (among those with a credit and room in their
@@ -215,6 +221,14 @@ type Options struct {
 	// Default 500 ms; at most 10 s; negative: no hold (outcomes are then accepted only
 	// for runs that have not come due yet at the new leader).
 	CarryGrace time.Duration
+	// ReconnectGrace is how long the runs in flight on a worker connection that closed
+	// while this node leads are kept for that worker (a network blip, a heartbeat false
+	// alarm) before they fail (retryably: redelivered per the task's retry policy): a
+	// worker that reconnects meanwhile and carries their outcomes (CARRY) ends them so,
+	// and they do not run again. A run whose time to run ends first times out as usual.
+	// It delays the redelivery of a dead worker's runs by as much. Default 2 s; at most
+	// 1 min; negative: the runs fail at once.
+	ReconnectGrace time.Duration
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -275,6 +289,9 @@ func (o *Options) setDefaults() {
 	if o.CarryGrace == 0 {
 		o.CarryGrace = DefaultCarryGrace
 	}
+	if o.ReconnectGrace == 0 {
+		o.ReconnectGrace = DefaultReconnectGrace
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -317,6 +334,8 @@ func (o *Options) validate() error {
 		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
 	case o.CarryGrace > maxCarryGrace:
 		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
+	case o.ReconnectGrace > maxReconnectGrace:
+		return bad("ReconnectGrace %v above %v", o.ReconnectGrace, maxReconnectGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
 	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:

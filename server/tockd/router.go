@@ -64,9 +64,10 @@ type runEngine interface {
 //   - nWaiting = Σ_t waiting[t].len() ≤ maxWaiting, and waiting[t].len() ≤ maxPerType
 //     for every t when the run was queued (a queue's stale runs, cancelled meanwhile,
 //     count until their turn). No waiting queue is empty.
-//   - A run is in one place at most: waiting (its engine timeout held) or in flight on
+//   - A run is in one place at most: waiting (its engine timeout held), in flight on
 //     exactly one worker (FIREd, its timeout running), until that worker's ACK/NACK
-//     (take) or its removal (remove).
+//     (take) or its removal (remove), or an orphan of a removed worker until a carried
+//     outcome takes it or reconnectGrace fails it (only while leading).
 //   - Each FIRE spends one credit of the worker it went to; credits only grow by
 //     subscribe (replaces them) and credit (adds, saturating).
 //   - Runs are fired only while leading, outside a takeover's hold (hold.on), and for
@@ -92,7 +93,10 @@ type router[W workerConn] struct {
 	maxWaiting int // Options.MaxWaitingRuns
 	maxPerType int // Options.MaxWaitingRunsPerType
 	carryGrace time.Duration
-	log        *slog.Logger
+	// reconnectGrace is Options.ReconnectGrace: how long a closed worker connection's
+	// runs in flight are kept for it (orphans) before they fail; 0 or less: at once.
+	reconnectGrace time.Duration
+	log            *slog.Logger
 
 	fired       atomic.Uint64 // FIREs queued to workers
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
@@ -109,6 +113,17 @@ type router[W workerConn] struct {
 	nextSeq  uint64            // numbers worker connections in subscription order
 	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
 	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
+	// orphans are the runs in flight on worker connections that closed while this node
+	// led, kept for reconnectGrace so that the worker, reconnecting, can carry their
+	// outcomes (carry.go) instead of the runs being redelivered; by run ID.
+	orphans map[uint64]orphan
+}
+
+// orphan is a run whose worker connection closed (router.orphans).
+type orphan struct {
+	key   taskKey
+	epoch uint64      // the term it was FIREd in
+	timer *time.Timer // fails it (errWorkerGone) when the grace ends
 }
 
 // leaseCheck is what the router needs of a term's lease (*store.Leadership and the
@@ -139,6 +154,7 @@ type workerState struct {
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.eng, r.strategy, r.log = eng, opts.Dispatch, opts.Logger
 	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
+	r.reconnectGrace, r.orphans = opts.ReconnectGrace, map[uint64]orphan{}
 	r.workers, r.byType = map[W]*workerState{}, map[string]map[W]*workerState{}
 	r.waiting, r.paused, r.lastRR = map[string]*runQueue{}, map[string]bool{}, map[string]uint64{}
 	r.leading = leading
@@ -407,7 +423,9 @@ func (r *router[W]) staleEpochLocked(id, epoch uint64) *protocol.Error {
 
 // remove forgets w, whose connection closed: it gets no more FIREs, and every run in
 // flight on it fails retryably (errWorkerGone), so the engine redelivers it per its
-// retry policy; unless handBack (the server is draining) or this node does not lead:
+// retry policy: after reconnectGrace (the runs are orphans meanwhile: a worker that
+// reconnects, to a blip or a false alarm, carries their outcomes instead), or at once
+// without one. Unless handBack (the server is draining) or this node does not lead:
 // then the runs are handed back, not failed (a durable task keeps its record, and the
 // next leader redelivers it; failing it here could end it, DEAD, and delete the record).
 func (r *router[W]) remove(w W, handBack bool) {
@@ -421,16 +439,56 @@ func (r *router[W]) remove(w W, handBack bool) {
 		}
 		inflight = ws.inflight
 	}
-	leading := r.leading
+	leading, epoch := r.leading, r.epoch
+	if !handBack && leading && r.reconnectGrace > 0 {
+		for runID, k := range inflight {
+			runID := runID
+			r.orphans[runID] = orphan{key: k, epoch: epoch,
+				timer: time.AfterFunc(r.reconnectGrace, func() { r.expireOrphan(runID, epoch) })}
+		}
+		inflight = nil
+	}
 	r.mu.Unlock()
 	if handBack || !leading {
 		return
 	}
 	for runID := range inflight {
-		if r.eng.Complete(runID, errWorkerGone) == nil {
-			r.redelivered.Add(1)
-		}
+		r.failGone(runID)
 	}
+}
+
+// failGone fails run runID because its worker went (errWorkerGone): redelivered.
+func (r *router[W]) failGone(runID uint64) {
+	if r.eng.Complete(runID, errWorkerGone) == nil {
+		r.redelivered.Add(1)
+	}
+}
+
+// expireOrphan fails the orphan runID of the term of epoch, if it is still one (no
+// carried outcome took it) and that term still leads.
+func (r *router[W]) expireOrphan(runID, epoch uint64) {
+	r.mu.Lock()
+	o, ok := r.orphans[runID]
+	if ok && o.epoch == epoch {
+		delete(r.orphans, runID)
+	}
+	fail := ok && o.epoch == epoch && r.leading && r.epoch == epoch
+	r.mu.Unlock()
+	if fail {
+		r.failGone(runID)
+	}
+}
+
+// takeOrphanLocked removes and reports whether runID is an orphan of task k, FIREd in
+// this term at epoch: a reconnected worker carries its outcome. Requires r.mu.
+func (r *router[W]) takeOrphanLocked(runID uint64, k taskKey, epoch uint64) bool {
+	o, ok := r.orphans[runID]
+	if !ok || o.key != k || o.epoch != epoch || epoch != r.epoch {
+		return false
+	}
+	o.timer.Stop()
+	delete(r.orphans, runID)
+	return true
 }
 
 // pause answers PAUSE (paused) and RESUME: a paused type's due runs wait, undispatched;
@@ -462,6 +520,11 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 			r.startHoldLocked(expect())
 		} else if !leading {
 			refused = r.hold.stop()
+			// Handed back, as remove does when not leading: the next leader redelivers.
+			for runID, o := range r.orphans {
+				o.timer.Stop()
+				delete(r.orphans, runID)
+			}
 		}
 	}
 	r.leading, r.epoch = leading, epoch

@@ -84,8 +84,12 @@ type testRouter struct {
 	eng *fakeEngine
 }
 
-// newTestRouter is a leading router (no Store) with opts' routing options and defaults.
+// newTestRouter is a leading router (no Store) with opts' routing options and defaults,
+// but for ReconnectGrace: unless a test sets one, a removed worker's runs fail at once.
 func newTestRouter(t *testing.T, opts Options) *testRouter {
+	if opts.ReconnectGrace == 0 {
+		opts.ReconnectGrace = -1
+	}
 	opts.setDefaults()
 	tr := &testRouter{t: t, r: &router[*fakeWorker]{}, eng: newFakeEngine()}
 	tr.r.init(tr.eng, &opts, true)
@@ -404,6 +408,41 @@ func TestRouterRemoveFailsRunsInFlight(t *testing.T) {
 	}
 	tr.r.offer(w) // its writer's last offer does nothing
 	tr.wantWaiting(1)
+}
+
+// With a ReconnectGrace, a removed worker's runs in flight are kept as orphans: one
+// taken by a carried outcome (the worker reconnected) is not failed; one whose grace
+// ends is failed (redelivered); a step-down hands the rest back, unfailed.
+func TestRouterKeepsOrphansForTheGrace(t *testing.T) {
+	tr := newTestRouter(t, Options{ReconnectGrace: time.Hour}) // the test ends the grace itself
+	tr.r.setLeading(true, 7, nil, nil)
+	w := tr.worker("w", 3, "a")
+	for id := uint64(1); id <= 3; id++ {
+		tr.route(id, "a")
+	}
+	tr.r.remove(w, false)
+	tr.verify()
+	if len(tr.eng.completed) != 0 {
+		t.Fatalf("runs failed at the disconnect: %v", tr.eng.completed)
+	}
+	tr.r.mu.Lock()
+	wrongTask := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t2"}, 7)
+	wrongEpoch := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 6)
+	took := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 7)
+	again := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 7)
+	tr.r.mu.Unlock()
+	if wrongTask || wrongEpoch || !took || again {
+		t.Fatalf("taking orphan 1: other task %v, other epoch %v, its own %v, twice %v; want only its own, once", wrongTask, wrongEpoch, took, again)
+	}
+	tr.r.expireOrphan(2, 7) // its grace ends
+	if len(tr.eng.completed) != 1 || !errors.Is(tr.eng.completed[2], errWorkerGone) || tr.r.redelivered.Load() != 1 {
+		t.Fatalf("after run 2's grace: completions %v, redelivered %d; want run 2 failed", tr.eng.completed, tr.r.redelivered.Load())
+	}
+	tr.r.setLeading(false, 7, nil, nil)
+	tr.r.expireOrphan(3, 7) // a timer that lost the race with the step-down
+	if len(tr.eng.completed) != 1 {
+		t.Fatalf("a step-down's orphan was failed: %v", tr.eng.completed)
+	}
 }
 
 func TestRouterRemoveHandsBack(t *testing.T) {

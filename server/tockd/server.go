@@ -59,6 +59,7 @@ type Server struct {
 	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
 	committer    committer   // groups durable record writes of concurrent requests (commit.go)
 	progress     *progress   // recurring durable tasks' next due times (progress.go); nil without a Store
+	parked       parkedRuns  // exclusive tasks parked at this term's takeover, with the run each waits out (exclusive.go)
 	stopProgress context.CancelFunc
 	progressDone chan struct{}
 

@@ -1,0 +1,76 @@
+package tockd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
+)
+
+// waitNoLocks waits (bounded by replyWait: lock deletes run in the background) until no
+// run lock is left in etcd.
+func waitNoLocks(t *testing.T, st *store.Store, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		locks, err := st.Locks(ctx)
+		cancel()
+		if err == nil && len(locks) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: run locks left in etcd: %v (%v)", why, locks, err)
+		}
+	}
+}
+
+// An exclusive durable task replaced, while its run holds a run lock, by a non-exclusive
+// version leaves no lock in etcd once the old run and the new version have ended: the
+// lock is deleted when the replaced version's run ends.
+func TestReplacedExclusiveTaskLeavesNoLock(t *testing.T) {
+	st, _, c, w := startDurableWithWorker(t, 10)
+	v1 := durableWorkTask("repl")
+	v1.Exclusive, v1.Timeout = true, int64(time.Minute)
+	submit(t, c, 2, v1)
+	f1 := w.fire()
+	if locks, err := st.Locks(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "repl"}] {
+		t.Fatalf("run lock while v1 runs: %v, %v", locks, err)
+	}
+	v2 := durableWorkTask("repl")
+	v2.Version = 1
+	submit(t, c, 3, v2)
+	w.req(&protocol.Ack{RunID: f1.RunID, Epoch: f1.Epoch}) // the old run ends (its answer does not matter here)
+	f2 := w.fire()
+	if f2.Version != 1 {
+		t.Fatalf("FIRE %+v, want v2's", f2)
+	}
+	wantOK(t, w.req(&protocol.Ack{RunID: f2.RunID, Epoch: f2.Epoch}))
+	c.waitState(4, "repl", task.Succeeded)
+	waitNoLocks(t, st, "after v2 ended")
+}
+
+// A task's run lock goes with its record: an exclusive version whose run was in flight
+// when an exclusive successor replaced it, and the successor cancelled before it ran,
+// leaves no lock.
+func TestCancelledReplacementLeavesNoLock(t *testing.T) {
+	st, _, c, w := startDurableWithWorker(t, 1)
+	v1 := durableWorkTask("repl")
+	v1.Exclusive, v1.Timeout = true, int64(time.Minute)
+	submit(t, c, 2, v1)
+	f1 := w.fire()
+	v2 := v1
+	v2.Version = 1
+	v2.Schedule = protocol.Schedule{Kind: task.KindAfter, Delay: int64(time.Hour)}
+	submit(t, c, 3, v2)
+	w.req(&protocol.Ack{RunID: f1.RunID, Epoch: f1.Epoch})
+	if ts, ok := c.call(&protocol.Cancel{ID: 4, TaskRef: protocol.TaskRef{TaskID: "repl"}}).(*protocol.TaskStatus); !ok || ts.State != task.Cancelled {
+		t.Fatalf("CANCEL answered %+v", ts)
+	}
+	if storedIDs(t, st)["default/repl"] {
+		t.Fatal("record left after CANCEL")
+	}
+	waitNoLocks(t, st, "after v2 was cancelled")
+}
