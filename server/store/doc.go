@@ -73,10 +73,23 @@
 // key: it grows with every new leader, so a fire stamped with an older epoch
 // can be refused (fencing). Done is closed when this node must stop acting as
 // leader: the session's lease is lost (expired, revoked, or the Store closed),
-// no lease keep-alive has been answered for SessionTTL-LeaseGuard (so the node
-// stops before the server could expire the lease and elect someone else, as
-// long as a keep-alive round trip is shorter than LeaseGuard), its election key
-// was deleted or rewritten while the session lives (an operator, or a next leader
-// after the lease expired; each term watches its own key, one watch on the
-// client's shared stream), or Resign was called.
+// its valid-until has passed, its election key was deleted or rewritten while
+// the session lives (an operator, or a next leader after the lease expired;
+// each term watches its own key, one watch on the client's shared stream), or
+// Resign was called.
+//
+// Valid-until (lease.go) is a conservative, monotonic deadline per session:
+// besides the session's own keep-alive stream, the Store sends one keep-alive
+// every SessionTTL/4 (each bounded by that interval) and reads the clock before
+// sending it; an answer with TTL > 0 moves valid-until to
+// max(valid-until, send time + TTL - LeaseGuard). etcd extends a lease when it
+// processes the request, after the send, so valid-until precedes the earliest
+// moment etcd can expire the lease however late the answer is read (a stalled
+// or starved process, a response sitting in a socket buffer). The rule: a node
+// acts as leader only while now < valid-until, which precedes the earliest
+// moment etcd can expire its lease. Leadership.Valid(now) checks it (one atomic
+// load and a compare) where the leader acts, since Done is closed by a
+// goroutine that may run late (after SIGCONT, say); the session watch closes
+// Done at the same deadline. The cost is one extra keep-alive request per
+// SessionTTL/4 per node.
 package store

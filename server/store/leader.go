@@ -16,7 +16,8 @@ type session struct {
 	sess    *concurrency.Session
 	lost    chan struct{} // closed once the lease may be gone
 	cancel  context.CancelFunc
-	closing atomic.Bool // set by Store.Close, which revokes itself
+	closing atomic.Bool   // set by Store.Close, which revokes itself
+	lease   leaseDeadline // valid until (lease.go): renewed by renew, read by Leadership.Valid
 }
 
 // Leadership is this node's term as leader.
@@ -27,7 +28,19 @@ type Leadership struct {
 	done      chan struct{}
 	resigned  chan struct{}
 	resignOne sync.Once
+	lease     *leaseDeadline // the session's
 }
+
+// Valid reports whether this node's lease is certainly alive at now (read with
+// time.Now, which carries a monotonic reading): now is before ValidUntil. It is one
+// atomic load and a compare, allocation-free: a leader checks it just before each act
+// of leadership, rather than trusting Done, which a goroutine that runs late closes.
+func (l *Leadership) Valid(now time.Time) bool { return l.lease.valid(now) }
+
+// ValidUntil is the moment this node stops being certain its lease is alive: the send
+// time of the latest keep-alive etcd answered, plus the TTL it granted, minus
+// LeaseGuard. It precedes the earliest moment etcd can expire the lease, and only grows.
+func (l *Leadership) ValidUntil() time.Time { return l.lease.until() }
 
 // Epoch is the CreateRevision of this node's election key: the fencing token.
 // A later leader always has a higher epoch.
@@ -72,7 +85,7 @@ func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, erro
 	if err := e.Campaign(ctx, value); err != nil {
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
-	l := &Leadership{elec: e, key: e.Key(), epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{})}
+	l := &Leadership{elec: e, key: e.Key(), epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{}), lease: &ss.lease}
 	wctx, stopWatch := context.WithCancel(context.Background())
 	keyGone := s.watchKey(wctx, l.key, l.epoch)
 	go func() {
@@ -158,18 +171,26 @@ func (s *Store) liveSession() (*session, error) {
 	}
 	ss := &session{sess: sess, lost: make(chan struct{}), cancel: cancel}
 	// The lease cannot expire before before+TTL (it was granted after it).
-	deadline := before.Add(time.Duration(ttl)*time.Second - s.opts.LeaseGuard)
-	go ss.watch(ka, deadline, s.opts.LeaseGuard)
+	ss.lease.extend(before, time.Duration(ttl)*time.Second, s.opts.LeaseGuard)
+	gone := make(chan struct{})
+	once := clientKeepAliveOnce(s.cli, sess.Lease())
+	go func() {
+		if renew(ctx, once, time.Now, s.opts.SessionTTL/renewDivide, s.opts.LeaseGuard, &ss.lease) == errLeaseGone {
+			close(gone)
+		}
+	}()
+	go ss.watch(ka, gone)
 	s.session = ss
 	return ss, nil
 }
 
-// watch closes ss.lost when the session ends or when no keep-alive has been
-// answered in time: a response received at t means the lease lives until at
-// least t+TTL minus the round trip, which guard is meant to cover. When it
-// gives up on a session that did not end by itself, it revokes the lease in
-// the background so the election key goes now, not at expiry.
-func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, deadline time.Time, guard time.Duration) {
+// watch closes ss.lost when the session ends, when renew finds the lease gone
+// (gone), or when the lease's valid-until (ss.lease, lease.go) passes. The
+// session's own keep-alive (ka) goes on beside renew but extends nothing: its
+// answers carry no send time. When it gives up on a session that did not end by
+// itself, it revokes the lease in the background so the election key goes now,
+// not at expiry.
+func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, gone <-chan struct{}) {
 	revoke := false
 	defer func() {
 		ss.cancel()
@@ -178,7 +199,7 @@ func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, deadline ti
 			go ss.sess.Close()
 		}
 	}()
-	t := time.NewTimer(time.Until(deadline))
+	t := time.NewTimer(time.Until(ss.lease.until()))
 	defer t.Stop()
 	for {
 		select {
@@ -186,8 +207,13 @@ func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, deadline ti
 			if !ok || r.TTL <= 0 {
 				return // cancelled by Close, or the lease is already gone
 			}
-			t.Reset(time.Duration(r.TTL)*time.Second - guard)
+		case <-gone:
+			return // etcd no longer has the lease: nothing to revoke
 		case <-t.C:
+			if now := time.Now(); ss.lease.valid(now) {
+				t.Reset(ss.lease.until().Sub(now)) // renewed meanwhile
+				continue
+			}
 			revoke = true
 			return
 		case <-ss.sess.Done():

@@ -58,7 +58,10 @@ type Options struct {
 	// etcd counts whole seconds, so it is rounded up to at least 1 s.
 	SessionTTL time.Duration
 	// LeaseGuard is how long before the lease could expire, counted from the
-	// last answered keep-alive, Leadership.Done fires (default SessionTTL/4).
+	// send time of the last answered keep-alive, Leadership.Valid turns false and
+	// Done fires (default SessionTTL/4): it covers the clock-rate difference
+	// between this node and etcd, and the gap between the send time's reading and
+	// the request leaving.
 	LeaseGuard time.Duration
 	// Node names this node; it is the value of its election key (default
 	// the host name).

@@ -19,6 +19,15 @@
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).
+//   - A node fires only while now < validUntil, which precedes the earliest moment etcd
+//     can expire its lease (store.Leadership.Valid: the send time of the last answered
+//     keep-alive + TTL - LeaseGuard). The router checks it just before pushing each FIRE
+//     (one atomic load and a compare, no allocation), not only through the goroutine
+//     that ends the term, which may run late: after a SIGSTOP past the TTL, the
+//     dispatch goroutines can run first. A run that fails the check is not fired: it
+//     waits, the term ends at once (leaderTerm.Lapsed: step down and resign, as above),
+//     and the run is handed back with the durable tasks; the next leader loads it.
+//     Durable writes need no such check: etcd refuses them by the fence.
 //   - Every WELCOME states a heartbeat interval (Options.Heartbeat: a quarter of the
 //     session TTL), so that clients and workers notice a frozen leader (nothing, not
 //     even a PONG, arrives for three intervals) and leave it for the next leader while

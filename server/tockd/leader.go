@@ -98,7 +98,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		}
 		epoch := uint64(l.Epoch())
 		fence := l.Fence()
-		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{})}
+		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{}), lapsed: make(chan struct{}), lease: l}
 		s.term.Store(term)
 		s.fence.Store(&fence)
 		records, locked, next, caughtUp := sb.current(ctx, st)
@@ -121,7 +121,7 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			continue
 		}
 		pause = campaignRetryMin
-		s.setLeading(true, epoch)
+		s.setLeading(true, epoch, term)
 		s.notifyLeadership(true, epoch)
 		s.log.Info("tockd: leading", "epoch", epoch, "key", l.Key(), "advertise", advertise)
 		select {
@@ -137,6 +137,15 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			// Releases the term (its key is gone: Resign's conditional delete does
 			// nothing, and spares a later key of this session).
 			s.resign(l, epoch)
+		case <-term.lapsed:
+			// A FIRE found the lease's valid-until passed (store.Leadership.Valid): etcd
+			// may expire it at any moment, and this node fires nothing more. The session
+			// watch, which may run late after a stall, is not waited for.
+			s.stepDown(epoch)
+			s.log.Warn("tockd: the session's lease is no longer certainly alive; dispatching stopped", "epoch", epoch, "valid_until", l.ValidUntil())
+			// Releases the term, as for a fenced refusal: if the lease in fact lives on, its
+			// election key would otherwise keep every other node from leading.
+			s.resign(l, epoch)
 		case <-ctx.Done():
 			s.stepDown(epoch)
 			s.resign(l, epoch)
@@ -150,7 +159,17 @@ type leaderTerm struct {
 	rev     int64         // the term's fence revision (store.Fence.Rev: its epoch)
 	deposed chan struct{} // closed (once) when etcd refused a fenced write of the term
 	once    sync.Once
+	lease   *store.Leadership
+	lapsed  chan struct{} // closed (once) when a FIRE found the lease no longer valid
+	lapse   sync.Once
 }
+
+// Valid is the term's lease check before each FIRE (leaseCheck): now before the
+// lease's valid-until. Allocation-free.
+func (t *leaderTerm) Valid(now time.Time) bool { return t.lease.Valid(now) }
+
+// Lapsed ends the term (leaseCheck): leaderLoop steps down. It does not block.
+func (t *leaderTerm) Lapsed() { t.lapse.Do(func() { close(t.lapsed) }) }
 
 // fencedOut ends this node's term at once if err is store.ErrFenced from a write fenced
 // by f and f is the current term's: leaderLoop then steps down as if the session were
@@ -169,7 +188,7 @@ func (s *Server) fencedOut(f store.Fence, err error) {
 // next leader, durable tasks dropped from the engine (not from etcd).
 func (s *Server) stepDown(epoch uint64) {
 	s.fence.Store(nil) // no durable write of this term from now on
-	s.setLeading(false, epoch)
+	s.setLeading(false, epoch, nil)
 	s.notifyLeadership(false, epoch)
 	// Durable tasks first: a worker sent away fails its runs in flight ("worker
 	// disconnected"), which must not end a durable task (and delete its record) here.

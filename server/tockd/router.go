@@ -71,7 +71,8 @@ type runEngine interface {
 //   - Each FIRE spends one credit of the worker it went to; credits only grow by
 //     subscribe (replaces them) and credit (adds, saturating).
 //   - Runs are fired only while leading, outside a takeover's hold (hold.on), and for
-//     types not paused; a type's waiting runs go out oldest first, and a run due while
+//     types not paused, and each FIRE only while the term's lease is valid at the moment
+//     it is pushed (lease.Valid(time.Now())); a run that fails the check waits; a type's waiting runs go out oldest first, and a run due while
 //     older runs of its type wait queues behind them.
 //
 // Locking: every field below mu is guarded by mu unless it says otherwise. mu is taken
@@ -108,6 +109,7 @@ type router[W workerConn] struct {
 	paused   map[string]bool               // types not dispatched until RESUME
 	leading  bool                          // this node dispatches; FIREs carry epoch
 	epoch    uint64
+	lease    leaseCheck        // this term's lease (nil: none, no Store); checked before every FIRE
 	nextSeq  uint64            // numbers worker connections in subscription order
 	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
 	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
@@ -122,6 +124,17 @@ type orphan struct {
 	key   taskKey
 	epoch uint64      // the term it was FIREd in
 	timer *time.Timer // fails it (errWorkerGone) when the grace ends
+}
+
+// leaseCheck is what the router needs of a term's lease (*store.Leadership and the
+// function that ends the term; a fake in the router's unit tests).
+type leaseCheck interface {
+	// Valid reports whether the lease is certainly alive at now: one atomic load and a
+	// compare (store.Leadership.Valid), called with router.mu held before every FIRE.
+	Valid(now time.Time) bool
+	// Lapsed is called (with router.mu held; it must not block) when a FIRE found the
+	// lease no longer valid: the term is over, whatever the session watch says yet.
+	Lapsed()
 }
 
 // workerState is the router's record of one worker connection; guarded by router.mu.
@@ -191,7 +204,9 @@ func (r *router[W]) route(f *protocol.Fire, recurring bool) error {
 
 // fireLocked FIREs f at the subscribed worker of its type chosen by the strategy among
 // those with a credit, skipping those whose reply queue is full (not reading) or that
-// are closing; false when none took it. Requires r.mu.
+// are closing; false when none took it, or when the term's lease is no longer certainly
+// alive (then the term is over: lease.Lapsed, and f waits, to be handed back at the
+// step-down). Requires r.mu.
 func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 	f.Epoch = r.epoch
 	var key uint64
@@ -226,6 +241,12 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 			}
 		}
 		if bestState == nil {
+			return false
+		}
+		// Checked here, just before the push: a goroutine that ends the term (the session
+		// watch, leaderLoop) may run late, after a stall, while this one fires.
+		if r.lease != nil && !r.lease.Valid(time.Now()) {
+			r.lease.Lapsed()
 			return false
 		}
 		if !best.push(f) {
@@ -484,13 +505,15 @@ func (r *router[W]) pause(typ string, paused bool) {
 }
 
 // setLeading records a change of leadership (changed: it is one): FIREs carry the new
-// epoch, and runs wait while this node does not lead. Gaining it with expect set (a
+// epoch, and runs wait while this node does not lead. lease is the new term's lease,
+// checked before every FIRE (nil: none, or not leading). Gaining it with expect set (a
 // Store) starts the takeover's hold for carried outcomes, waiting for expect() workers
 // (carry.go); losing it ends the hold and returns the outcomes pending, for refusal
 // outside the lock.
-func (r *router[W]) setLeading(leading bool, epoch uint64, expect func() int) (changed bool, refused []*carried) {
+func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, expect func() int) (changed bool, refused []*carried) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lease = lease
 	if r.leading != leading {
 		changed = true
 		if leading && expect != nil {

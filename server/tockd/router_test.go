@@ -415,7 +415,7 @@ func TestRouterRemoveFailsRunsInFlight(t *testing.T) {
 // ends is failed (redelivered); a step-down hands the rest back, unfailed.
 func TestRouterKeepsOrphansForTheGrace(t *testing.T) {
 	tr := newTestRouter(t, Options{ReconnectGrace: time.Hour}) // the test ends the grace itself
-	tr.r.setLeading(true, 7, nil)
+	tr.r.setLeading(true, 7, nil, nil)
 	w := tr.worker("w", 3, "a")
 	for id := uint64(1); id <= 3; id++ {
 		tr.route(id, "a")
@@ -438,7 +438,7 @@ func TestRouterKeepsOrphansForTheGrace(t *testing.T) {
 	if len(tr.eng.completed) != 1 || !errors.Is(tr.eng.completed[2], errWorkerGone) || tr.r.redelivered.Load() != 1 {
 		t.Fatalf("after run 2's grace: completions %v, redelivered %d; want run 2 failed", tr.eng.completed, tr.r.redelivered.Load())
 	}
-	tr.r.setLeading(false, 7, nil)
+	tr.r.setLeading(false, 7, nil, nil)
 	tr.r.expireOrphan(3, 7) // a timer that lost the race with the step-down
 	if len(tr.eng.completed) != 1 {
 		t.Fatalf("a step-down's orphan was failed: %v", tr.eng.completed)
@@ -455,7 +455,7 @@ func TestRouterRemoveHandsBack(t *testing.T) {
 			w := tr.worker("w", 3, "a")
 			tr.route(1, "a")
 			if !tc.draining {
-				tr.r.setLeading(false, 0, nil)
+				tr.r.setLeading(false, 0, nil, nil)
 			}
 			tr.r.remove(w, tc.draining)
 			tr.verify()
@@ -468,7 +468,7 @@ func TestRouterRemoveHandsBack(t *testing.T) {
 
 func TestRouterTakeStaleEpoch(t *testing.T) {
 	tr := newTestRouter(t, Options{})
-	tr.r.setLeading(true, 7, nil)
+	tr.r.setLeading(true, 7, nil, nil)
 	w := tr.worker("w", 3, "a")
 	tr.route(1, "a")
 	tr.route(2, "a")
@@ -489,7 +489,7 @@ func TestRouterTakeStaleEpoch(t *testing.T) {
 	if stale != nil || fmt.Sprint(fireds) != "[true false false]" || keys[0].id != "t2" {
 		t.Fatalf("takeAll: keys %v fired %v stale %v", keys, fireds, stale)
 	}
-	tr.r.setLeading(false, 7, nil)
+	tr.r.setLeading(false, 7, nil, nil)
 	if _, _, stale := tr.r.takeAll(w, 8, 7, []uint64{3}); stale == nil || !strings.Contains(stale.Message, "no longer leads") {
 		t.Fatalf("takeAll while not leading: %+v", stale)
 	}
@@ -507,7 +507,7 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	tr.verify()
 	wantRuns(t, w, 2, 1)
 
-	if changed, _ := tr.r.setLeading(false, 3, nil); !changed {
+	if changed, _ := tr.r.setLeading(false, 3, nil, nil); !changed {
 		t.Fatal("losing leadership is no change")
 	}
 	tr.route(3, "b") // not leading: waits
@@ -516,7 +516,7 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	tr.route(4, "b") // cancelled while it waits: dropped when its turn comes
 	tr.route(5, "b")
 	tr.wantWaiting(3)
-	if changed, _ := tr.r.setLeading(true, 4, nil); !changed {
+	if changed, _ := tr.r.setLeading(true, 4, nil, nil); !changed {
 		t.Fatal("gaining leadership is no change")
 	}
 	tr.verify()
@@ -525,7 +525,7 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	if f := w.fires[2]; f.Epoch != 4 {
 		t.Fatalf("a run fired on taking over carries epoch %d, want 4", f.Epoch)
 	}
-	if changed, _ := tr.r.setLeading(true, 4, nil); changed {
+	if changed, _ := tr.r.setLeading(true, 4, nil, nil); changed {
 		t.Fatal("leading again at the same epoch is a change")
 	}
 	if leading, epoch := tr.r.leadership(); !leading || epoch != 4 {
@@ -537,11 +537,11 @@ func TestRouterTakeoverHold(t *testing.T) {
 	// The grace outlasts the test: the hold ends by the workers' CARRYs alone, and the
 	// step-down at the end stops the grace timer before it fires.
 	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace})
-	tr.r.setLeading(false, 0, nil)
+	tr.r.setLeading(false, 0, nil, nil)
 	w1 := tr.worker("w1", 10, "a")
 	w2 := &fakeWorker{name: "w2", room: -1}
 	tr.route(1, "a") // due before the takeover: waits, and is held once it begins
-	tr.r.setLeading(true, 5, func() int { return 2 })
+	tr.r.setLeading(true, 5, nil, func() int { return 2 })
 	tr.route(2, "a") // due during the hold: held back although w1 has credits
 	tr.verify()
 	wantRuns(t, w1)
@@ -563,7 +563,7 @@ func TestRouterTakeoverHold(t *testing.T) {
 	if f := w1.fires[0]; f.Epoch != 5 {
 		t.Fatalf("a held run fired at epoch %d, want 5", f.Epoch)
 	}
-	if _, refused := tr.r.setLeading(false, 5, nil); len(refused) != 0 {
+	if _, refused := tr.r.setLeading(false, 5, nil, nil); len(refused) != 0 {
 		t.Fatalf("%d outcomes refused at the step-down, none pending", len(refused))
 	}
 	tr.r.mu.Lock()
@@ -572,4 +572,38 @@ func TestRouterTakeoverHold(t *testing.T) {
 	if grace != nil {
 		t.Fatal("the step-down left the grace timer running")
 	}
+}
+
+// fakeLease is a term's lease whose validity the test sets.
+type fakeLease struct {
+	valid  bool
+	lapsed int // calls of Lapsed
+}
+
+func (l *fakeLease) Valid(time.Time) bool { return l.valid }
+func (l *fakeLease) Lapsed()              { l.lapsed++ }
+
+// TestRouterFiresOnlyWhileLeaseValid: a run due once the term's lease is no longer
+// certainly alive is not fired, whether routed or drained: it waits (its timeout held),
+// and the term is reported over (Lapsed).
+func TestRouterFiresOnlyWhileLeaseValid(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	lease := &fakeLease{valid: true}
+	tr.r.setLeading(true, 7, lease, nil)
+	w := tr.worker("w", 10, "a")
+	tr.route(1, "a")
+	if len(w.fires) != 1 {
+		t.Fatalf("%d FIREs with the lease valid, want 1", len(w.fires))
+	}
+	lease.valid = false
+	tr.route(2, "a")
+	if len(w.fires) != 1 || lease.lapsed == 0 || !tr.eng.held[2] || tr.r.waitingLen() != 1 {
+		t.Fatalf("lease lapsed: %d FIREs (want 1), Lapsed called %d times, run 2 held %v, %d waiting (want 1)",
+			len(w.fires), lease.lapsed, tr.eng.held[2], tr.r.waitingLen())
+	}
+	tr.r.credit(w, 1) // drains: still not fired
+	if len(w.fires) != 1 || tr.r.waitingLen() != 1 {
+		t.Fatalf("a drain fired past the lease: %d FIREs, %d waiting", len(w.fires), tr.r.waitingLen())
+	}
+	tr.verify()
 }

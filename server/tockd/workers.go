@@ -50,13 +50,14 @@ func (s *Server) handler(_ context.Context, run *task.Run) error {
 // setLeading records a change of leadership in the router: FIREs carry the new epoch,
 // and runs wait while this node does not lead. Gaining it with a Store starts the
 // takeover's hold for carried outcomes (carry.go); losing it ends the hold and refuses
-// the outcomes pending.
-func (s *Server) setLeading(leading bool, epoch uint64) {
+// the outcomes pending. lease is the term's lease, checked before every FIRE (nil when
+// not leading, or with no Store).
+func (s *Server) setLeading(leading bool, epoch uint64, lease leaseCheck) {
 	var expect func() int
 	if s.opts.Store != nil {
 		expect = s.registeredBefore
 	}
-	changed, refused := s.disp.setLeading(leading, epoch, expect)
+	changed, refused := s.disp.setLeading(leading, epoch, lease, expect)
 	if changed {
 		s.leaderChanges.Add(1)
 	}
