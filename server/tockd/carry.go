@@ -42,6 +42,32 @@ import (
 // Costs: the handler pays one atomic load while nothing is pending; CARRY is O(1) per
 // outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu.
 
+// CarryRefusal is why a leader refused a carried outcome (Stats.CarryRefused, STATS
+// carry_refused_<name>). A refused outcome's run is run again if the task still owes it.
+type CarryRefusal uint8
+
+// The reasons for refusing a carried outcome.
+const (
+	CarryNotHeld        CarryRefusal = iota // the task is not held here: ended, cancelled, or never loaded
+	CarryChanged                            // the task is at another version, attempt or occurrence
+	CarryStarted                            // the run was already FIREd in this term
+	CarryExpired                            // the run did not reach the handler within carryMaxWait
+	CarryStoppedLeading                     // this node stopped leading before the run came due
+	CarryEnded                              // the held run ended meanwhile (cancelled, timed out)
+	CarryTwice                              // the run, or another outcome of its task, was named twice
+	NumCarryRefusals                        // the number of reasons
+)
+
+var carryRefusalNames = [NumCarryRefusals]string{"not_held", "changed", "started", "expired", "stopped_leading", "ended", "twice"}
+
+// String is the reason's name in STATS and /metrics.
+func (r CarryRefusal) String() string {
+	if r < NumCarryRefusals {
+		return carryRefusalNames[r]
+	}
+	return fmt.Sprintf("CarryRefusal(%d)", r)
+}
+
 // carryMaxWait bounds how long an outcome waits in hold.pending for its run to reach
 // the handler (a run due at once does so within milliseconds; one that does not is
 // parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
@@ -186,12 +212,20 @@ func (h *holdState) forget(f *protocol.Fire) {
 	}
 }
 
-// refuseCarried answers outcomes that were pending when the term or their wait ended.
-func refuseCarried(cos []*carried, why string) {
+// refuseCarried answers outcomes that were pending when the term or their wait ended,
+// or that met a run other than theirs, refused for reason.
+func (s *Server) refuseCarried(cos []*carried, reason CarryRefusal, why string) {
 	for _, co := range cos {
-		co.b.refuse(co.o.RunID, protocol.CodeUnknownRun, why)
+		s.refuseOutcome(co.b, co.o.RunID, reason, why)
 		co.b.settle()
 	}
+}
+
+// refuseOutcome lists run runID's carried outcome in b's ACKED as refused (UNKNOWN_RUN,
+// why) and counts it under reason.
+func (s *Server) refuseOutcome(b *ackBatch, runID uint64, reason CarryRefusal, why string) {
+	s.carryRefused[reason].Add(1)
+	b.refuse(runID, protocol.CodeUnknownRun, why)
 }
 
 // takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
@@ -211,7 +245,7 @@ func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, er
 		return false, nil
 	}
 	if !co.matches(f, recurring) {
-		refuseCarried([]*carried{co}, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
+		s.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
 		return false, nil
 	}
@@ -245,6 +279,8 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	}
 	var complete []found
 	var waiting []*carried
+	var refused [NumCarryRefusals]int // in this frame, by reason, for the log
+	nRefused := 0
 	d.mu.Lock()
 	if !d.leading {
 		d.mu.Unlock()
@@ -256,7 +292,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		co := &carried{o: o, b: b}
 		b.outstanding.Add(1)
 		k := taskKey{nsOrDefault(o.Namespace), o.TaskID}
-		why := ""
+		why, reason := "", CarryTwice
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
 		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
@@ -276,17 +312,20 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 				complete = append(complete, found{co, k, f})
 				continue
 			}
-			why = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due)
+			why, reason = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due), CarryChanged
 		} else {
 			seen[o.RunID] = true
-			if why = s.pendingLocked(co, k); why == "" {
+			if reason, why = s.pendingLocked(co, k); why == "" {
 				waiting = append(waiting, co)
 				continue
 			}
 		}
-		b.refuse(o.RunID, protocol.CodeUnknownRun, "carried outcome refused: "+why)
+		s.refuseOutcome(b, o.RunID, reason, "carried outcome refused: "+why)
 		b.settle()
+		refused[reason]++
+		nRefused++
 	}
+	holding := d.hold.on
 	if len(waiting) > 0 {
 		time.AfterFunc(carryMaxWait, func() {
 			var late []*carried
@@ -300,7 +339,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 				}
 			}
 			d.mu.Unlock()
-			refuseCarried(late, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
+			s.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
 		})
 	}
 	if endHold {
@@ -310,6 +349,10 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
+	if nRefused > 0 {
+		s.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
+			"by_reason", refusalCounts(refused))
+	}
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
@@ -322,7 +365,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	for _, x := range complete {
 		result := x.co.result()
 		if err := s.engine.Complete(x.f.RunID, result); err != nil {
-			refuseCarried([]*carried{x.co}, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
+			s.refuseCarried([]*carried{x.co}, CarryEnded, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
 			continue
 		}
 		s.settleCarried(x.co, x.k, result)
@@ -335,28 +378,40 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the
 // engine holds the task unchanged with that run still to start; otherwise it returns why
-// not. Requires s.disp.mu (and takes an engine shard's lock: the lock order allows it).
-func (s *Server) pendingLocked(co *carried, k taskKey) string {
+// not, and the reason. Requires s.disp.mu (and takes an engine shard's lock: the lock
+// order allows it).
+func (s *Server) pendingLocked(co *carried, k taskKey) (CarryRefusal, string) {
 	h := &s.disp.hold
 	in, err := s.engine.Get(k.ns, k.id)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
+		return CarryNotHeld, fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
 	case in.Task.Version != co.o.Version:
-		return fmt.Sprintf("task %s/%s is at version %d, not %d", k.ns, k.id, in.Task.Version, co.o.Version)
+		return CarryChanged, fmt.Sprintf("task %s/%s is at version %d, not %d", k.ns, k.id, in.Task.Version, co.o.Version)
 	case in.State == task.Pending && in.Task.Schedule.Recurring() && in.NextRun.UnixNano() != co.o.Due:
-		return fmt.Sprintf("task %s/%s is next due at %d, not %d", k.ns, k.id, in.NextRun.UnixNano(), co.o.Due)
+		return CarryChanged, fmt.Sprintf("task %s/%s is next due at %d, not %d", k.ns, k.id, in.NextRun.UnixNano(), co.o.Due)
 	case in.State != task.Pending && in.State != task.Due && !(in.State == task.Running && h.on):
-		return fmt.Sprintf("task %s/%s is %v: its run was already started", k.ns, k.id, in.State)
+		return CarryStarted, fmt.Sprintf("task %s/%s is %v: its run was already started", k.ns, k.id, in.State)
 	case h.pending[k] != nil:
-		return fmt.Sprintf("another outcome of task %s/%s is pending", k.ns, k.id)
+		return CarryTwice, fmt.Sprintf("another outcome of task %s/%s is pending", k.ns, k.id)
 	}
 	if h.pending == nil {
 		h.pending = map[taskKey]*carried{}
 	}
 	h.pending[k] = co
 	h.nPending.Add(1)
-	return ""
+	return 0, ""
+}
+
+// refusalCounts is the reasons counted in refused, by name, for a log line.
+func refusalCounts(refused [NumCarryRefusals]int) map[string]int {
+	m := map[string]int{}
+	for r, n := range refused {
+		if n > 0 {
+			m[CarryRefusal(r).String()] = n
+		}
+	}
+	return m
 }
 
 // settle drops one outcome still outstanding; the last one sends the reply.

@@ -40,7 +40,9 @@ type Server struct {
 	nacked      atomic.Uint64 // NACKs the engine accepted
 	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
 	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
-	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
+	// carryRefused counts carried outcomes refused, by reason (carry.go).
+	carryRefused [NumCarryRefusals]atomic.Uint64
+	registered   atomic.Int64 // workers last seen registered at another leader (registry.go)
 	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
 	// subscribed.
 	registryKick chan struct{}

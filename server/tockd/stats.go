@@ -26,6 +26,12 @@ type Stats struct {
 	Redelivered uint64 // runs failed because their worker disconnected
 	ReplyStalls uint64 // times a connection's reader stopped reading: over MaxQueuedReplyBytes
 	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
+	// CarryRefused counts the carried outcomes refused, by reason: each is a run that
+	// runs again if its task still owes one.
+	CarryRefused [NumCarryRefusals]uint64
+	// DurableCommits is the etcd writes of durable records made, each shared by the
+	// submits that were waiting when it started (commit.go).
+	DurableCommits uint64
 
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
@@ -35,6 +41,10 @@ type Stats struct {
 // Stats returns a snapshot of the server's counters and gauges.
 func (s *Server) Stats() Stats {
 	leading, epoch := s.leadership()
+	var refused [NumCarryRefusals]uint64
+	for r := range refused {
+		refused[r] = s.carryRefused[r].Load()
+	}
 	return Stats{
 		Engine:           s.engine.Stats(),
 		Connections:      s.numConns(),
@@ -48,6 +58,8 @@ func (s *Server) Stats() Stats {
 		Redelivered:      s.disp.redelivered.Load(),
 		ReplyStalls:      s.replyStalls.Load(),
 		Carried:          s.carried.Load(),
+		CarryRefused:     refused,
+		DurableCommits:   s.committer.commits.Load(),
 		IsLeader:         leading,
 		Epoch:            epoch,
 		LeaderChanges:    s.leaderChanges.Load(),

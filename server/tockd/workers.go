@@ -61,7 +61,7 @@ func (s *Server) setLeading(leading bool, epoch uint64, lease leaseCheck) {
 	if changed {
 		s.leaderChanges.Add(1)
 	}
-	refuseCarried(refused, "this node stopped leading before the run came due")
+	s.refuseCarried(refused, CarryStoppedLeading, "this node stopped leading before the run came due")
 }
 
 // leadership returns whether this node leads, and its epoch.
