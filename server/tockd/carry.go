@@ -19,9 +19,12 @@ import (
 // The race: the new leader loads the durable tasks, and their due runs reach the handler
 // (and would be FIREd) at once, before the worker holding an outcome has reconnected.
 // So, for Options.CarryGrace after a takeover, the router holds back every run the
-// handler gets (hold.on: they wait in the waiting queues, indexed by task in hold.held),
-// until as many workers as the previous leader had registered (registry.go) have sent
-// their CARRY, or the grace ends. An outcome then finds its run in one of two places:
+// handler gets (hold.on: they wait in the waiting queues), until as many workers as the
+// previous leader had registered (registry.go) have sent their CARRY, or the grace ends.
+// For carryMaxWait after a takeover (hold.indexing), hold or none, every run queued is
+// indexed by task in hold.held: a run still waiting unFIREd (no worker has subscribed
+// yet, or none has a credit) can take an outcome whenever it comes. An outcome then
+// finds its run in one of two places:
 //   - held: the handler queued it; the outcome is applied with Engine.Complete (the
 //     queued FIRE is dropped when its turn comes: StartTimeout finds the run gone);
 //   - pending: the engine has not handed the run to the handler yet; the outcome waits
@@ -76,6 +79,7 @@ const carryMaxWait = 10 * time.Second
 // holdState is the router's part in carrying outcomes; guarded by router.mu.
 type holdState struct {
 	on       bool                 // due runs are held back (not FIREd): a takeover's grace
+	indexing bool                 // runs queued go into held: for carryMaxWait after a takeover
 	term     uint64               // counts holds, so that a stale grace timer ends nothing
 	expect   int                  // workers registered at the previous leader (registry.go)
 	handedIn int                  // worker connections that sent CARRY since the takeover
@@ -83,6 +87,7 @@ type holdState struct {
 	pending  map[taskKey]*carried // outcomes whose run has not reached the handler yet
 	nPending atomic.Int32         // len(pending), read by the handler without the lock
 	grace    *time.Timer          // ends the hold; stopped when the term ends
+	window   *time.Timer          // ends indexing; stopped when the term ends
 }
 
 // carried is one outcome of a CARRY, and the answer it is part of.
@@ -123,27 +128,35 @@ func (co *carried) result() error {
 	return err
 }
 
-// startHoldLocked begins a takeover's hold: the runs due are held back until every
-// worker the previous leader had registered (expect) has sent CARRY, or for
-// Options.CarryGrace. With none registered (or a negative grace) there is nothing to
-// wait for. Requires r.mu.
+// startHoldLocked begins a takeover's carrying: the runs queued are indexed for
+// carryMaxWait, and the runs due are held back until every worker the previous leader
+// had registered (expect) has sent CARRY, or for Options.CarryGrace. With none
+// registered (or a negative grace) there is nothing to hold back for. Requires r.mu.
 func (r *router[W]) startHoldLocked(expect int) {
 	h := &r.hold
 	h.term++
 	h.expect, h.handedIn = expect, 0
 	h.held = map[taskKey]heldRun{}
-	if expect <= 0 || r.carryGrace <= 0 {
-		return
-	}
-	h.on = true
 	// The runs the load brought due before leadership was set wait already: they are
-	// held too (oldest first, so that a task's latest run wins).
+	// indexed too (oldest first, so that a task's latest run wins).
 	for _, q := range r.waiting {
 		for _, f := range q.items[q.head:] {
 			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
 		}
 	}
 	term := h.term
+	h.indexing = true
+	h.window = time.AfterFunc(carryMaxWait, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if h.term == term {
+			h.indexing = false
+		}
+	})
+	if expect <= 0 || r.carryGrace <= 0 {
+		return
+	}
+	h.on = true
 	h.grace = time.AfterFunc(r.carryGrace, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -180,10 +193,12 @@ func (r *router[W]) handInLocked(w W) (endHold bool) {
 // Requires router.mu.
 func (h *holdState) stop() []*carried {
 	h.term++
-	h.on, h.held = false, nil
-	if h.grace != nil {
-		h.grace.Stop()
-		h.grace = nil
+	h.on, h.indexing, h.held = false, false, nil
+	for _, t := range []**time.Timer{&h.grace, &h.window} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
 	}
 	var refused []*carried
 	for k, co := range h.pending {
@@ -194,10 +209,10 @@ func (h *holdState) stop() []*carried {
 	return refused
 }
 
-// note indexes f (a run of a recurring task or not), just queued, when the hold is on.
+// note indexes f (a run of a recurring task or not), just queued, while indexing.
 // Requires router.mu.
 func (h *holdState) note(f *protocol.Fire, recurring bool) {
-	if h.on {
+	if h.indexing {
 		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f, recurring: recurring, known: true}
 	}
 }
@@ -362,10 +377,15 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 			s.unparkFor(k, co.o.Version, epoch)
 		}
 	}
+	ended := 0
 	for _, x := range complete {
 		result := x.co.result()
 		if err := s.engine.Complete(x.f.RunID, result); err != nil {
-			s.refuseCarried([]*carried{x.co}, CarryEnded, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
+			why := fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err)
+			if ended++; ended == 1 {
+				s.log.Info("tockd: a carried outcome's held run ended meanwhile", "why", why)
+			}
+			s.refuseCarried([]*carried{x.co}, CarryEnded, why)
 			continue
 		}
 		s.settleCarried(x.co, x.k, result)

@@ -285,3 +285,50 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 		t.Fatalf("records left: %v", ids)
 	}
 }
+
+// A term with no takeover hold (the registry named no worker: the count was spent on a
+// term that lasted moments, or read just after the old leader's entries expired with its
+// lease) still meets a carried outcome: the run waits in the router's queue, unFIREd
+// (no worker has subscribed yet), and the worker carries its outcome before it
+// subscribes. The outcome ends the run (it was refused as "started" before, and the run
+// FIREd again: thousands of re-runs a failover in make loadgen-cluster on a loaded box).
+func TestCarriedOutcomeMeetsAWaitingRunWithoutAHold(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	t.Cleanup(func() { st.Close() })
+	ds := startDurable(t, st, nil) // a lone node: elected with no worker registered, so no hold
+	t.Cleanup(func() { ds.stop(t) })
+	c := connect(t, ds.addr)
+	submit(t, c, 2, durableWorkTask("waits"))
+	for deadline := time.Now().Add(replyWait); ds.srv.Stats().Waiting != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never waited for a worker: %+v", ds.srv.Stats())
+		}
+	}
+	in := get(t, c, 3, "waits")
+
+	w := &wkr{client: dial(t, ds.addr), id: 1}
+	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	// The run of the previous leader's term (another epoch and run ID), same version and
+	// attempt.
+	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: 7, Epoch: 1, TaskID: "waits",
+		Version: in.Task.Version, Attempt: 1, Due: in.NextRun}}})
+	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY answered %v %+v, want ACKED with nothing refused", r.Type(), r)
+	}
+	wantOK(t, w.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
+	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong { // every FIRE sent before it has been read
+		t.Fatalf("PING answered %v", r.Type())
+	}
+	if len(w.fires) > 0 {
+		t.Fatalf("FIREd %s again: the carried outcome did not end its waiting run", w.fires[0].TaskID)
+	}
+	if in := c.waitState(4, "waits", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("waits ran %d times, want its one carried attempt", in.Runs)
+	}
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+	if st := ds.srv.Stats(); st.Carried != 1 || st.CarryRefused != ([NumCarryRefusals]uint64{}) {
+		t.Fatalf("Carried %d, refused %v; want 1, none", st.Carried, st.CarryRefused)
+	}
+}
