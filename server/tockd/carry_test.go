@@ -332,3 +332,21 @@ func TestCarriedOutcomeMeetsAWaitingRunWithoutAHold(t *testing.T) {
 		t.Fatalf("Carried %d, refused %v; want 1, none", st.Carried, st.CarryRefused)
 	}
 }
+
+// The count of workers registered at the previous leader outlives a takeover: a term
+// that lasts moments (elected, then its session or key lost at once, as under load in
+// make loadgen-cluster) must not leave the next takeover with nobody to wait for, and
+// so no hold. A stale count costs at most one CarryGrace.
+func TestRegisteredCountOutlivesATakeover(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	s.registered.Store(2)
+	for term := 1; term <= 2; term++ {
+		if n := s.registeredBefore(); n != 2 {
+			t.Fatalf("takeover %d waits for %d workers, want the 2 last read", term, n)
+		}
+	}
+}

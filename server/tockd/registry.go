@@ -138,7 +138,10 @@ func (s *Server) noteRegistry(ctx context.Context, node string) {
 }
 
 // registeredBefore is how many workers the previous leader had registered, as last read
-// (at most registryReadInterval old), and forgets it: a takeover calls it once.
+// (at most registryReadInterval old, or older while this node led). It is not forgotten
+// at a takeover: a term that ends moments after it began (under load one lost its
+// session 45 ms in) would leave the next takeover with nobody to wait for, and no
+// hold; a stale count costs at most one CarryGrace.
 func (s *Server) registeredBefore() int {
-	return int(s.registered.Swap(0))
+	return int(s.registered.Load())
 }
