@@ -264,7 +264,14 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 		}
 	}
 
-	w2 := carryAndSubscribe(t, ds.addr, "blip", f)
+	w2 := &wkr{client: dial(t, ds.addr), id: 1}
+	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace,
+		TaskID: f.TaskID, Version: f.Version, Attempt: f.Attempt, Due: f.Due}}})
+	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY after reconnecting to the same leader answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
+	}
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"blip"}, Credits: 10}))
 	if in := c.waitState(10, "blipped", task.Succeeded); in.Runs != 1 {
 		t.Fatalf("blipped ran %d times, want its one carried attempt", in.Runs)
 	}
@@ -342,57 +349,4 @@ func TestRegisteredCountOutlivesATakeover(t *testing.T) {
 			t.Fatalf("takeover %d waits for %d workers, want the 2 last read", term, n)
 		}
 	}
-}
-
-// A leader's term ends while an ACK's record deletion is in flight: the deletion is
-// fenced, the ACK answered STALE_EPOCH, the record stays, and the engine keeps the
-// finished task for its retention. When the same node leads again it loads the record
-// anew (the retained copy does not block it, as "already exists"), so the worker's
-// carried outcome ends the task and its record goes; before, the outcome was refused
-// ("SUCCEEDED: its run was already started") and the record was left for a later leader
-// to run again.
-func TestReelectedLeaderReloadsARecordItsEngineRetained(t *testing.T) {
-	st, ds, c, w := startDurableWithWorker(t, 1)
-	submit(t, c, 2, durableWorkTask("fenced"))
-	f := w.fire()
-	ds.srv.fence.Store(nil) // the term is over for durable writes, as at a step-down
-	wantError(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}), protocol.CodeStaleEpoch, "")
-	if !storedIDs(t, st)["default/fenced"] {
-		t.Fatal("the record was deleted after the term ended")
-	}
-	deleteLeaderKey(t, st.Client()) // the term ends in etcd; the lone node is elected again
-	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
-		if leading, epoch := ds.srv.leadership(); leading && epoch != f.Epoch {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node did not lead again")
-		}
-	}
-
-	w2 := carryAndSubscribe(t, ds.addr, "w", f)
-	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
-		t.Fatalf("PING answered %v", r.Type())
-	}
-	if len(w2.fires) > 0 {
-		t.Fatalf("FIREd %s again", w2.fires[0].TaskID)
-	}
-	if ids := storedIDs(t, st); len(ids) != 0 {
-		t.Fatalf("records left: %v", ids)
-	}
-}
-
-// carryAndSubscribe connects a worker to addr, carries f's outcome (a success), fails
-// the test unless the CARRY is accepted whole, and subscribes it to typ.
-func carryAndSubscribe(t *testing.T, addr, typ string, f *protocol.Fire) *wkr {
-	t.Helper()
-	w := &wkr{client: dial(t, addr), id: 1}
-	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace,
-		TaskID: f.TaskID, Version: f.Version, Attempt: f.Attempt, Due: f.Due}}})
-	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
-		t.Fatalf("CARRY of run %d answered %v %+v, want ACKED with nothing refused", f.RunID, r.Type(), r)
-	}
-	wantOK(t, w.req(&protocol.Subscribe{Types: []string{typ}, Credits: 10}))
-	return w
 }

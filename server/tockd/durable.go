@@ -481,23 +481,6 @@ func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool,
 	s.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
 }
 
-// resumeRecord is Engine.Resume of a loaded record's task. A finished copy the engine
-// retains (Options.Retention) does not block it: that is this node's own, from an
-// earlier term whose deletion of the record was fenced, and the record, still stored,
-// says the task's end was never recorded. It is dropped and the record loaded, so that
-// a worker's carried outcome can end the task here (or it runs again).
-func (s *Server) resumeRecord(t task.Task, nextDue time.Time) (task.Info, error) {
-	in, err := s.engine.Resume(t, nextDue)
-	if !errors.Is(err, task.ErrExists) {
-		return in, err
-	}
-	if old, gerr := s.engine.Get(t.Namespace, t.ID); gerr != nil || !old.State.Terminal() {
-		return in, err
-	}
-	_ = s.engine.Drop(t.Namespace, t.ID) // gone meanwhile: nothing to drop
-	return s.engine.Resume(t, nextDue)
-}
-
 // loadRecord submits one record to the engine (see loadDurable); false if it was not.
 func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
@@ -521,7 +504,7 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 				if t.Exclusive && locked[sk] {
 					in, err = s.parkLocked(t, nextDue, epoch)
 				} else {
-					in, err = s.resumeRecord(t, nextDue)
+					in, err = s.engine.Resume(t, nextDue)
 				}
 				if err != nil {
 					s.dur.release(k, e)
