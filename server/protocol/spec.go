@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -504,7 +506,7 @@ func statsField[M any, V uint64 | int64](key string, read func(d *dec) (V, *Erro
 			}
 			c.str(key)
 			c.mapLen(len(v))
-			for _, k := range sortedKeys(v) {
+			for _, k := range slices.Sorted(maps.Keys(v)) { // the same map, the same bytes
 				c.str(k)
 				write(c, v[k])
 			}
