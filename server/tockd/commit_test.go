@@ -35,9 +35,7 @@ func TestCommitterTakeKeepsKeysApart(t *testing.T) {
 // requests (they share transactions).
 func TestConcurrentDurableSubmitsShareWrites(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	const conns, each = 16, 20
 	clients := make([]*client, conns)
 	for i := range clients {

@@ -21,7 +21,7 @@ const deposedStopBound = 2 * time.Second
 // term ended the moment its election key is deleted, while its session and keep-alives
 // carry on: it stops dispatching and sends its worker away within deposedStopBound.
 func TestDeposedLeaderWithoutWritesStopsWhenItsKeyGoes(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	every := workTask("tick", 1)
 	every.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(20 * time.Millisecond)}
 	c := connect(t, n.leader.addr)
@@ -38,7 +38,7 @@ func TestDeposedLeaderWithoutWritesStopsWhenItsKeyGoes(t *testing.T) {
 	for {
 		m, err := w.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the deposed leader neither FIREd nor closed its worker's connection within %v", replyWait)
+			t.Fatalf("the deposed leader neither FIREd nor closed its worker's connection within %v", waitBound)
 		}
 		if err != nil {
 			break // evicted

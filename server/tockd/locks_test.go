@@ -10,20 +10,19 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// waitNoLocks waits (bounded by replyWait: lock deletes run in the background) until no
-// run lock is left in etcd.
+// waitNoLocks waits until no run lock is left in etcd (lock deletes run in the
+// background).
 func waitNoLocks(t *testing.T, st *store.Store, why string) {
 	t.Helper()
-	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-		locks, err := st.Locks(ctx)
-		cancel()
-		if err == nil && len(locks) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: run locks left in etcd: %v (%v)", why, locks, err)
-		}
+	var locks map[store.Key]bool
+	var err error
+	if !waitUntil(func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		locks, err = st.Locks(ctx)
+		return err == nil && len(locks) == 0
+	}) {
+		t.Fatalf("%s: run locks left in etcd after %v: %v (%v)", why, waitBound, locks, err)
 	}
 }
 

@@ -83,8 +83,8 @@ func TestTaskRunsInEngine(t *testing.T) {
 		if p != "run me" {
 			t.Fatalf("handler got payload %q", p)
 		}
-	case <-time.After(replyWait):
-		t.Fatalf("the handler did not run within %v", replyWait)
+	case <-time.After(waitBound):
+		t.Fatalf("the handler did not run within %v", waitBound)
 	}
 	info := c.waitState(3, "now", task.Succeeded)
 	if info.Runs != 1 {

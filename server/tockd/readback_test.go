@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -152,20 +151,17 @@ func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 		t.Fatalf("SUBMIT answered %v", ok.Type())
 	}
 	ref := protocol.TaskRef{Namespace: w.Namespace, TaskID: w.ID}
-	deadline := time.Now().Add(replyWait)
 	var in protocol.Info
-	for {
+	if !waitUntil(func() bool {
 		r := c.call(&protocol.Get{ID: 4, TaskRef: ref})
 		ti, isInfo := r.(*protocol.TaskInfo)
 		if !isInfo {
 			t.Fatalf("GET answered %v %+v", r.Type(), r)
 		}
-		if in = ti.Info; in.State == task.Dead {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task never went DEAD: %v after %d runs", in.State, in.Runs)
-		}
+		in = ti.Info
+		return in.State == task.Dead
+	}) {
+		t.Fatalf("the task never went DEAD within %v: %v after %d runs", waitBound, in.State, in.Runs)
 	}
 	if !in.Truncated || len(in.History) != 2 || in.History[0].Attempt != 1 || in.History[1].Attempt != 40 ||
 		len(in.LastError) > cutTextLen || !strings.HasPrefix(long, in.LastError) {

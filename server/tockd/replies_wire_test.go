@@ -3,7 +3,6 @@ package tockd
 import (
 	"context"
 	"errors"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -90,31 +89,6 @@ func (c *client) raw(typ protocol.Type, fields map[string]any) protocol.Message 
 	}
 	c.write(frame(body(c.t, m)))
 	return c.recv()
-}
-
-// serveAlso serves opts beside a test's startServer, whose cleanup (last, since it was
-// registered first) checks for leaked goroutines once this one is shut down too.
-func serveAlso(t *testing.T, opts Options) *testServer {
-	t.Helper()
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, ErrServerClosed) && !errors.Is(err, task.ErrClosed) {
-			t.Errorf("Shutdown: %v", err)
-		}
-		<-served
-	})
-	return &testServer{srv: srv, addr: ln.Addr().String(), engine: srv.Engine()}
 }
 
 // TestEveryListedReplyOverTheWire provokes, over real sockets, every reply and error code
@@ -236,7 +210,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got.add(protocol.TypeSubmit, connect(t, closed.addr).call(&protocol.Submit{ID: 2, Task: wireTask("x", 0)}))
 
 	// A follower: NOT_LEADER for every request it refuses.
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	fc := connect(t, n.fd.addr)
 	for _, m := range []protocol.Message{&protocol.Submit{ID: 2, Task: wireTask("x", 0)},
 		&protocol.SubmitBatch{ID: 3, Tasks: []protocol.Task{wireTask("x", 0)}}, &protocol.Cancel{ID: 4, TaskRef: ref("x")},

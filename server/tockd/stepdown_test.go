@@ -17,7 +17,6 @@ import (
 // leader holds it.
 func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
@@ -44,7 +43,6 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	// The next leader holds it, durable.
 	ds.stop(t)
 	next := startDurable(t, st, nil)
-	defer next.stop(t)
 	in, err = next.srv.Engine().Get("default", "late")
 	if err != nil || next.srv.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
@@ -56,9 +54,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 // NOT_LEADER, nothing recorded, and the claim (dropped at the step-down) is not held.
 func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -91,9 +87,7 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 // which is now the new term's entry for the loaded task.
 func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	s := ds.srv
 	old := s.fence.Load()
 	defer s.fence.Store(nil)
@@ -103,7 +97,7 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 		s.stepDown(epoch)
 		next := *old
 		s.fence.Store(&next)
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
 		if err := s.loadDurable(ctx, epoch+1); err != nil {
 			t.Errorf("load: %v", err)

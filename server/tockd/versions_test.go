@@ -14,7 +14,7 @@ import (
 // storedVersions reads every record's version from etcd, by "ns/id".
 func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	vs := map[string]uint64{}
 	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
@@ -29,9 +29,7 @@ func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
 // version that won).
 func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	// Many connections a side, so that the request that commits a shared write often
 	// commits later ones too (commit.go) and reaches the engine after its rival.
 	const pairs, conns = 1000, 20
@@ -104,9 +102,7 @@ func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
 // there, must not take v3's record with it.
 func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
 	s := ds.srv
 	w2, w3 := durableTask("k", time.Hour), durableTask("k", time.Hour)
 	w2.Version, w3.Version = 2, 3
@@ -132,9 +128,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 	for _, v2Lands := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v2_lands=%v", v2Lands), func(t *testing.T) {
 			st := openStore(t, t.TempDir())
-			defer st.Close()
 			ds := startDurable(t, st, nil)
-			defer ds.stop(t)
 			v1 := durableTask("k", time.Hour)
 			v1.Version = 1
 			submit(t, connect(t, ds.addr), 2, v1)
@@ -156,7 +150,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 			}
 			d.cond.Broadcast()
 			d.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 			defer cancel()
 			d.flush(ctx)
 			if !v2Lands {

@@ -16,16 +16,28 @@ type wkr struct {
 	id    uint64
 }
 
-// connectWorker connects as a worker and subscribes to types with credits.
-func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *wkr {
+// dialWorker connects as a worker named name (key hashing weighs by name), not yet
+// subscribed: what a worker that hands in outcomes (CARRY) first does.
+func dialWorker(t *testing.T, addr, name string) *wkr {
 	t.Helper()
-	c := dial(t, addr)
-	c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	w := &wkr{client: c, id: 1}
+	return &wkr{client: connectAs(t, addr, protocol.RoleWorker, name), id: 1}
+}
+
+// connectNamedWorker connects as a worker named name and subscribes to types with
+// credits.
+func connectNamedWorker(t *testing.T, addr, name string, credits uint64, types ...string) *wkr {
+	t.Helper()
+	w := dialWorker(t, addr, name)
 	if r := w.req(&protocol.Subscribe{Types: types, Credits: credits}); r.Type() != protocol.TypeOK {
 		t.Fatalf("SUBSCRIBE answered %v %+v", r.Type(), r)
 	}
 	return w
+}
+
+// connectWorker is connectNamedWorker as "worker".
+func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *wkr {
+	t.Helper()
+	return connectNamedWorker(t, addr, "worker", credits, types...)
 }
 
 // req sends m with a fresh request ID and returns its reply, queueing FIREs read meanwhile.
@@ -80,6 +92,16 @@ func (w *wkr) fire() *protocol.Fire {
 	return f
 }
 
+// drain sends a PING and reads up to its PONG: every FIRE the server sent before it is
+// then in w.fires.
+func (w *wkr) drain() {
+	w.t.Helper()
+	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		w.t.Fatalf("PING answered %v", r.Type())
+	}
+}
+
+// ack sends an ACK of runID at epoch 0 (a node without a store) and returns the reply.
 func (w *wkr) ack(runID uint64) protocol.Message {
 	w.t.Helper()
 	return w.req(&protocol.Ack{RunID: runID})
@@ -259,8 +281,8 @@ func TestWorkerCreditsRespected(t *testing.T) {
 	f1 := w.fire()
 	wantOK(t, w.ack(f1.RunID))
 	// ACK returns no credit (PROTOCOL.md): nothing more may have been fired.
-	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong || len(w.fires) != 0 {
-		t.Fatalf("with no credit left: %v, fires %+v", r.Type(), w.fires)
+	if w.drain(); len(w.fires) != 0 {
+		t.Fatalf("with no credit left: fires %+v", w.fires)
 	}
 	wantOK(t, w.req(&protocol.Credit{Credits: 1}))
 	f2 := w.fire()
