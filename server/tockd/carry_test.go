@@ -9,6 +9,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // startCarryNodes is startTwoNodes with a follower (node "n2") whose carry grace is long,
@@ -32,6 +33,35 @@ func waitRegistered(t *testing.T, follower *Server) {
 func outcomeOf(f *protocol.Fire) protocol.Outcome {
 	return protocol.Outcome{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace, TaskID: f.TaskID,
 		Version: f.Version, Attempt: f.Attempt, Due: f.Due}
+}
+
+// carryTo connects a worker to addr (the node it reconnects to) that hands in f's outcome
+// before it subscribes to typ; CARRY must be answered ACKED with nothing refused.
+func carryTo(t *testing.T, addr string, f *protocol.Fire, typ string) *wkr {
+	t.Helper()
+	w := dialWorker(t, addr, "worker")
+	sent := time.Now()
+	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{outcomeOf(f)}})
+	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY of %s's run answered %v %+v after %v, want ACKED with nothing refused", f.TaskID, r.Type(), r, time.Since(sent))
+	}
+	wantOK(t, w.req(&protocol.Subscribe{Types: []string{typ}, Credits: 10}))
+	return w
+}
+
+// wantEndedByCarry requires f's task to have SUCCEEDED with its one carried run, w to
+// have been sent no FIRE (if it was: why), and st to hold no record.
+func wantEndedByCarry(t *testing.T, c *client, w *wkr, st *store.Store, f *protocol.Fire, why string) {
+	t.Helper()
+	if in := c.waitState(10, f.TaskID, task.Succeeded); in.Runs != 1 {
+		t.Fatalf("%s ran %d times, want its one carried attempt", f.TaskID, in.Runs)
+	}
+	if w.drain(); len(w.fires) > 0 {
+		t.Fatalf("FIRE %+v after the carried outcome: %s", w.fires[0], why)
+	}
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
 }
 
 // A worker's ACK reaches a leader that has lost its leadership in etcd (its election key
@@ -195,24 +225,8 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
 	}
 
-	w2 := dialWorker(t, l2.addr, "worker")
-	sent := time.Now()
-	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{outcomeOf(done)}})
-	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
-		t.Fatalf("CARRY of the parked task's run answered %v %+v after %v, want ACKED with nothing refused", carryReply.Type(), carryReply, time.Since(sent))
-	}
-	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
-	c2 := connect(t, l2.addr)
-	if in := c2.waitState(10, "excl", task.Succeeded); in.Runs != 1 {
-		t.Fatalf("excl ran %d times at the new leader, want its one carried attempt", in.Runs)
-	}
-	w2.drain()
-	if len(w2.fires) > 0 {
-		t.Fatalf("the new leader FIREd %+v: the carried outcome did not end the park", w2.fires[0])
-	}
-	if ids := storedIDs(t, st2); len(ids) != 0 {
-		t.Fatalf("records left: %v", ids)
-	}
+	w2 := carryTo(t, l2.addr, done, "w")
+	wantEndedByCarry(t, connect(t, l2.addr), w2, st2, done, "the carried outcome did not end the park")
 	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
 }
 
@@ -246,20 +260,6 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 		t.Fatalf("the leader never noticed the cut connection within %v", waitBound)
 	}
 
-	w2 := dialWorker(t, ds.addr, "worker")
-	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{outcomeOf(f)}})
-	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
-		t.Fatalf("CARRY after reconnecting to the same leader answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
-	}
-	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"blip"}, Credits: 10}))
-	if in := c.waitState(10, "blipped", task.Succeeded); in.Runs != 1 {
-		t.Fatalf("blipped ran %d times, want its one carried attempt", in.Runs)
-	}
-	w2.drain()
-	if len(w2.fires) > 0 {
-		t.Fatalf("the leader FIREd %+v again: the run was redelivered at the cut", w2.fires[0])
-	}
-	if ids := storedIDs(t, st); len(ids) != 0 {
-		t.Fatalf("records left: %v", ids)
-	}
+	w2 := carryTo(t, ds.addr, f, "blip")
+	wantEndedByCarry(t, c, w2, st, f, "the run was redelivered at the cut")
 }

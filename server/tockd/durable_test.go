@@ -12,14 +12,24 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// storedIDs reads which tasks have a record in etcd, by "ns/id".
-func storedIDs(t *testing.T, st *store.Store) map[string]bool {
+// storedVersions reads every record's version from etcd, by "ns/id".
+func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	ids := map[string]bool{}
-	if _, err := st.Load(ctx, func(r store.Record) error { ids[r.Namespace+"/"+r.ID] = true; return nil }); err != nil {
+	vs := map[string]uint64{}
+	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
 		t.Fatalf("Load: %v", err)
+	}
+	return vs
+}
+
+// storedIDs reads which tasks have a record in etcd, by "ns/id".
+func storedIDs(t *testing.T, st *store.Store) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	for id := range storedVersions(t, st) {
+		ids[id] = true
 	}
 	return ids
 }

@@ -26,26 +26,13 @@ func waitHealth(t *testing.T, s *Server, what string, ok func(error) bool) error
 // TestHealthNotServing: before Serve and once Shutdown began, Health says why the node
 // does not serve; in between it is nil.
 func TestHealthNotServing(t *testing.T) {
-	srv, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, Options{})
 	if err := srv.Health(); err == nil || !strings.Contains(err.Error(), "not serving") {
 		t.Fatalf("before Serve: Health() = %v, want not serving", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	ts := serve(t, srv)
 	waitHealth(t, srv, "healthy once serving", func(err error) bool { return err == nil })
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-served
+	ts.stop(t)
 	if err := srv.Health(); err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("after Shutdown: Health() = %v, want shutting down", err)
 	}

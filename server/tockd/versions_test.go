@@ -11,18 +11,6 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// storedVersions reads every record's version from etcd, by "ns/id".
-func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	vs := map[string]uint64{}
-	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	return vs
-}
-
 // Versions 2 and 3 of the same durable task submitted at once, 1,000 times over, from
 // two connections: whichever the engine refuses, the record of every accepted submit
 // stays in etcd (a refused version's clean-up deletes only its own record, never the

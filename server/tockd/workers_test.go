@@ -40,6 +40,15 @@ func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *
 	return connectNamedWorker(t, addr, "worker", credits, types...)
 }
 
+// startWithWorker starts a server for opts with a worker of type "w" holding credits,
+// and then a client.
+func startWithWorker(t *testing.T, opts Options, credits uint64) (*testServer, *client, *wkr) {
+	t.Helper()
+	ts := startServer(t, opts)
+	w := connectWorker(t, ts.addr, credits, "w")
+	return ts, connect(t, ts.addr), w
+}
+
 // req sends m with a fresh request ID and returns its reply, queueing FIREs read meanwhile.
 func (w *wkr) req(m protocol.Message) protocol.Message {
 	w.t.Helper()
@@ -130,9 +139,7 @@ func submit(t *testing.T, c *client, id uint64, w protocol.Task) {
 }
 
 func TestWorkerAckSucceeds(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 10)
 	timed := workTask("b", 1)
 	timed.Timeout = int64(5 * time.Second)
 	submit(t, c, 2, workTask("a", 1))
@@ -164,9 +171,7 @@ func TestWorkerAckSucceeds(t *testing.T) {
 // ACKS acknowledges many runs in one frame, and its ACKED lists exactly the runs an ACK
 // of each alone would have refused; a stale epoch refuses the whole frame.
 func TestWorkerAcksBatch(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 3, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 3)
 	for i, tid := range []string{"a", "b", "c"} {
 		submit(t, c, uint64(2+i), workTask(tid, 1))
 	}
@@ -205,9 +210,7 @@ func TestWorkerAcksBatch(t *testing.T) {
 }
 
 func TestWorkerNackRetryableIsRetried(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 10)
 	submit(t, c, 2, workTask("a", 3))
 	f1 := w.fire()
 	wantOK(t, w.req(&protocol.Nack{RunID: f1.RunID, Err: "try again", Retryable: true}))
@@ -224,9 +227,7 @@ func TestWorkerNackRetryableIsRetried(t *testing.T) {
 }
 
 func TestWorkerNackNonRetryableIsDead(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 10)
 	submit(t, c, 2, workTask("a", 5))
 	f := w.fire()
 	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "bad payload", Retryable: false}))
@@ -237,9 +238,7 @@ func TestWorkerNackNonRetryableIsDead(t *testing.T) {
 }
 
 func TestWorkerDisconnectRedelivers(t *testing.T) {
-	ts := startServer(t, Options{})
-	a := connectWorker(t, ts.addr, 1, "w")
-	c := connect(t, ts.addr)
+	ts, c, a := startWithWorker(t, Options{}, 1)
 	submit(t, c, 2, workTask("x", 3))
 	f1 := a.fire()
 	b := connectWorker(t, ts.addr, 1, "w")
@@ -273,9 +272,7 @@ func TestWorkerAckErrors(t *testing.T) {
 }
 
 func TestWorkerCreditsRespected(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 1, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 1)
 	submit(t, c, 2, workTask("a", 1000))
 	submit(t, c, 3, workTask("b", 1000))
 	f1 := w.fire()
@@ -295,9 +292,7 @@ func TestWorkerCreditsRespected(t *testing.T) {
 }
 
 func TestWorkerTTRTimesOut(t *testing.T) {
-	ts := startServer(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	w := connectWorker(t, ts.addr, 2, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}}, 2)
 	submit(t, c, 2, workTask("a", 2))
 	f1 := w.fire()
 	if f1.TTR != int64(50*time.Millisecond) {
