@@ -143,8 +143,7 @@ func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
 // The leader keeps a registry of its workers in etcd: an entry appears when a worker
 // subscribes, follows its load, and goes when it disconnects.
 func TestWorkerRegistry(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	entries := func(want int) []store.Worker {
 		t.Helper()
 		var ws []store.Worker

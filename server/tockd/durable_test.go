@@ -158,8 +158,7 @@ func TestStoreNeedsOwnEngine(t *testing.T) {
 // worker of type "w" with credits; they stop when the test ends.
 func startDurableWithWorker(t *testing.T, credits uint64) (*store.Store, *testServer, *client, *wkr) {
 	t.Helper()
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	return st, ds, connect(t, ds.addr), connectWorker(t, ds.addr, credits, "w")
 }
 

@@ -184,8 +184,7 @@ func deleteLeaderKey(t *testing.T, cli *clientv3.Client) int64 {
 // NOT_LEADER and ends the node's term at once: a lone node then campaigns again and leads
 // at a new epoch.
 func TestFencedSubmitEndsTheTerm(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	before := ds.srv.Stats()
 	c := connect(t, ds.addr)
 	deleteLeaderKey(t, st.Client())

@@ -197,6 +197,13 @@ func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *test
 	return ts
 }
 
+// startLeader is startDurable on a fresh embedded etcd: a lone node, leading.
+func startLeader(t *testing.T) (*store.Store, *testServer) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	return st, startDurable(t, st, nil)
+}
+
 // waitLeading waits until srv leads; why says what failed.
 func waitLeading(t *testing.T, srv *Server, why string) {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 
 // TestWelcomeEpoch: with a store, WELCOME carries the epoch the node leads at, not 0.
 func TestWelcomeEpoch(t *testing.T) {
-	d := startDurable(t, openStore(t, t.TempDir()), nil)
+	_, d := startLeader(t)
 	_, epoch := d.srv.leadership()
 	if epoch == 0 {
 		t.Fatal("a leader at epoch 0")

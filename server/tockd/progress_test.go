@@ -113,8 +113,7 @@ func TestReplacementDoesNotInheritProgress(t *testing.T) {
 // Progress recorded for another version than the stored record's is ignored at the
 // load: the task's schedule starts afresh instead of resuming the other version's.
 func TestProgressOfAnotherVersionIgnored(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	a := startDurable(t, st, nil)
+	st, a := startLeader(t)
 	submit(t, connect(t, a.addr), 2, everyTask("r", time.Hour, 2))
 	a.stop(t)
 	stale := time.Now().Add(-time.Minute).UnixNano()
@@ -143,8 +142,7 @@ func TestProgressOfAnotherVersionIgnored(t *testing.T) {
 // progressInterval later; a failover inside that window moved the schedule (the history
 // checker's recurring-lattice check found it).
 func TestFirstDueRecordedWithTheRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	a := startDurable(t, st, nil)
+	st, a := startLeader(t)
 	c := connect(t, a.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()

@@ -16,8 +16,7 @@ import (
 // (one that would run here as if ephemeral, beside the next leader's), and the next
 // leader holds it.
 func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -53,8 +52,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 // (that term's load may be done already, and would miss it): the write is refused
 // NOT_LEADER, nothing recorded, and the claim (dropped at the step-down) is not held.
 func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -86,8 +84,7 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 // was elected again and loaded that record: the failed submit must not undo the claim,
 // which is now the new term's entry for the loaded task.
 func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	_, ds := startLeader(t)
 	s := ds.srv
 	old := s.fence.Load()
 	defer s.fence.Store(nil)

@@ -16,8 +16,7 @@ import (
 // stays in etcd (a refused version's clean-up deletes only its own record, never the
 // version that won).
 func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	// Many connections a side, so that the request that commits a shared write often
 	// commits later ones too (commit.go) and reaches the engine after its rival.
 	const pairs, conns = 1000, 20
@@ -89,8 +88,7 @@ func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
 // and recorded (v3 replacing v2's record), v3 reaches the engine first, and v2, refused
 // there, must not take v3's record with it.
 func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w2, w3 := durableTask("k", time.Hour), durableTask("k", time.Hour)
 	w2.Version, w3.Version = 2, 3
@@ -115,8 +113,7 @@ func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 	for _, v2Lands := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v2_lands=%v", v2Lands), func(t *testing.T) {
-			st := openStore(t, t.TempDir())
-			ds := startDurable(t, st, nil)
+			st, ds := startLeader(t)
 			v1 := durableTask("k", time.Hour)
 			v1.Version = 1
 			submit(t, connect(t, ds.addr), 2, v1)

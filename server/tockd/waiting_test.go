@@ -181,8 +181,7 @@ func TestLeadershipFencesDispatch(t *testing.T) {
 // With a store the node campaigns: once elected, FIREs carry its election key's
 // revision as the epoch; Shutdown resigns.
 func TestElectedEpochOnFires(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	d := startDurable(t, st, nil)
+	_, d := startLeader(t)
 	waitLeading(t, d.srv, "the lone node never led")
 	epoch := d.srv.Stats().Epoch
 	if epoch == 0 {

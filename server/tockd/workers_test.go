@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -49,28 +50,24 @@ func startWithWorker(t *testing.T, opts Options, credits uint64) (*testServer, *
 	return ts, connect(t, ts.addr), w
 }
 
+// startFired is startWithWorker with tk submitted (request ID 2) and its first FIRE taken.
+func startFired(t *testing.T, opts Options, credits uint64, tk protocol.Task) (*testServer, *client, *wkr, *protocol.Fire) {
+	t.Helper()
+	ts, c, w := startWithWorker(t, opts, credits)
+	submit(t, c, 2, tk)
+	return ts, c, w, w.fire()
+}
+
 // req sends m with a fresh request ID and returns its reply, queueing FIREs read meanwhile.
 func (w *wkr) req(m protocol.Message) protocol.Message {
 	w.t.Helper()
 	w.id++
-	switch m := m.(type) {
-	case *protocol.Subscribe:
-		m.ID = w.id
-	case *protocol.Credit:
-		m.ID = w.id
-	case *protocol.Ack:
-		m.ID = w.id
-	case *protocol.Acks:
-		m.ID = w.id
-	case *protocol.Nack:
-		m.ID = w.id
-	case *protocol.Ping:
-		m.ID = w.id
-	case *protocol.Carry:
-		m.ID = w.id
-	default:
-		w.t.Fatalf("req: %v", m.Type())
+	// Every request type has its ID in a field of that name; the messages have no setter.
+	id := reflect.ValueOf(m).Elem().FieldByName("ID")
+	if !id.IsValid() || id.Kind() != reflect.Uint64 {
+		w.t.Fatalf("req: %v has no request ID", m.Type())
 	}
+	id.SetUint(w.id)
 	w.send(m)
 	for {
 		r := w.recv()
@@ -210,9 +207,7 @@ func TestWorkerAcksBatch(t *testing.T) {
 }
 
 func TestWorkerNackRetryableIsRetried(t *testing.T) {
-	_, c, w := startWithWorker(t, Options{}, 10)
-	submit(t, c, 2, workTask("a", 3))
-	f1 := w.fire()
+	_, c, w, f1 := startFired(t, Options{}, 10, workTask("a", 3))
 	wantOK(t, w.req(&protocol.Nack{RunID: f1.RunID, Err: "try again", Retryable: true}))
 	f2 := w.fire()
 	if f2.TaskID != "a" || f2.Attempt != 2 || f2.RunID == f1.RunID {
@@ -227,9 +222,7 @@ func TestWorkerNackRetryableIsRetried(t *testing.T) {
 }
 
 func TestWorkerNackNonRetryableIsDead(t *testing.T) {
-	_, c, w := startWithWorker(t, Options{}, 10)
-	submit(t, c, 2, workTask("a", 5))
-	f := w.fire()
+	_, c, w, f := startFired(t, Options{}, 10, workTask("a", 5))
 	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "bad payload", Retryable: false}))
 	in := c.waitState(3, "a", task.Dead)
 	if in.Attempts != 1 {
@@ -238,9 +231,7 @@ func TestWorkerNackNonRetryableIsDead(t *testing.T) {
 }
 
 func TestWorkerDisconnectRedelivers(t *testing.T) {
-	ts, c, a := startWithWorker(t, Options{}, 1)
-	submit(t, c, 2, workTask("x", 3))
-	f1 := a.fire()
+	ts, c, a, f1 := startFired(t, Options{}, 1, workTask("x", 3))
 	b := connectWorker(t, ts.addr, 1, "w")
 	a.nc.Close()
 	f2 := b.fire()
@@ -292,9 +283,7 @@ func TestWorkerCreditsRespected(t *testing.T) {
 }
 
 func TestWorkerTTRTimesOut(t *testing.T) {
-	_, c, w := startWithWorker(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}}, 2)
-	submit(t, c, 2, workTask("a", 2))
-	f1 := w.fire()
+	_, c, w, f1 := startFired(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}}, 2, workTask("a", 2))
 	if f1.TTR != int64(50*time.Millisecond) {
 		t.Fatalf("ttr %v", time.Duration(f1.TTR))
 	}
