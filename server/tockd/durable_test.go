@@ -57,9 +57,7 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
 	ds := startDurable(t, st, nil)
-	if err := ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return nil })
 	c := connect(t, ds.addr)
 
 	// A durable task that succeeds: its record goes.
@@ -69,7 +67,7 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	c.waitState(3, "done", task.Succeeded)
 	waitNoRecord(t, st, "done", "the record of a succeeded durable task")
 
-	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return errors.New("not before the restart") })
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return errors.New("not before the restart") })
 	every := durableTask("every", 0)
 	every.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(time.Hour)}
 	for i, w := range []protocol.Task{durableTask("later", time.Hour), every, durableTask("soon", 1500*time.Millisecond), wireTask("eph", time.Hour)} {
@@ -111,7 +109,7 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 			fired <- time.Now()
 		}
 	})
-	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil })
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return nil })
 	c = connect(t, ds.addr)
 	for i, id := range []string{"later", "every", "b1", "b2"} {
 		r := c.call(&protocol.Get{ID: uint64(30 + i), TaskRef: protocol.TaskRef{TaskID: id}})

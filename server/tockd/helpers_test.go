@@ -77,6 +77,14 @@ type testServer struct {
 	stopped bool
 }
 
+// handle registers h as the handler of taskType in the server's engine.
+func (ts *testServer) handle(t *testing.T, taskType string, h task.Handler) {
+	t.Helper()
+	if err := ts.engine.Register(taskType, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // newServer is New(opts); an error fails the test.
 func newServer(t *testing.T, opts Options) *Server {
 	t.Helper()

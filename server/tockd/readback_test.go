@@ -40,11 +40,9 @@ func (c *client) listAll(limit uint64, omit bool) (items []protocol.Info, sizes 
 // omit_payload leaves payloads out and says how long they are.
 func TestLargePayloadReadBack(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.engine.Register("fail", func(context.Context, *task.Run) error {
+	ts.handle(t, "fail", func(context.Context, *task.Run) error {
 		return task.NonRetryable(errors.New("refused"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	c := connect(t, ts.addr)
 	max := protocol.DefaultMaxFrame - 4096
 	over := wireTask("over", 0)
@@ -134,9 +132,7 @@ func TestLargePayloadReadBack(t *testing.T) {
 func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 	ts := startServer(t, Options{MaxFrame: minMaxFrame})
 	long := strings.Repeat("é", 20_000) // 40 KB, two bytes a rune: cuts must keep UTF-8 whole
-	if err := ts.engine.Register("fail", func(context.Context, *task.Run) error { return errors.New(long) }); err != nil {
-		t.Fatal(err)
-	}
+	ts.handle(t, "fail", func(context.Context, *task.Run) error { return errors.New(long) })
 	c := connect(t, ts.addr)
 	w := fullTask(0)
 	w.Schedule = protocol.Schedule{Kind: task.KindAfter}

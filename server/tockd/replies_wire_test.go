@@ -103,11 +103,9 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got := observed{}
 	ts := startServer(t, Options{Token: "tk", EngineOptions: []task.Option{task.WithWorkers(2),
 		task.WithMaxPayloadBytes(4 << 10)}})
-	if err := ts.engine.Register("dies", func(ctx context.Context, r *task.Run) error {
+	ts.handle(t, "dies", func(ctx context.Context, r *task.Run) error {
 		return task.NonRetryable(errors.New("no"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	hello := func(token string, v uint64, role protocol.Role) *protocol.Hello {
 		return &protocol.Hello{ID: 1, Version: v, Name: "t", Token: token, Role: role}
 	}
