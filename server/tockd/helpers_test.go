@@ -16,6 +16,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,8 +58,11 @@ const (
 // reads it, a record in etcd); where there is an event, wait on the event instead. cond
 // runs on the caller's goroutine, so it may fail the test itself; when waitUntil returns
 // false, the caller fails the test with what it last saw.
-func waitUntil(cond func() bool) bool {
-	deadline := time.Now().Add(waitBound)
+func waitUntil(cond func() bool) bool { return waitWithin(waitBound, cond) }
+
+// waitWithin is waitUntil bounded by limit.
+func waitWithin(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
 	for pause := pollFirst; !cond(); pause = min(2*pause, pollMost) {
 		if time.Now().After(deadline) {
 			return false
@@ -66,6 +70,26 @@ func waitUntil(cond func() bool) bool {
 		time.Sleep(pause)
 	}
 	return true
+}
+
+// TestWaitUntil: waitUntil returns true once another goroutine makes the condition hold,
+// having looked again after each pause; a condition that never holds is given up on
+// once the bound has passed, not before.
+func TestWaitUntil(t *testing.T) {
+	var set atomic.Bool
+	looks := 0
+	go set.Store(true)
+	if !waitUntil(func() bool { looks++; return set.Load() }) || looks < 1 {
+		t.Fatalf("waitUntil gave up on a condition that holds (%d looks)", looks)
+	}
+	const limit = 20 * time.Millisecond
+	start := time.Now()
+	if waitWithin(limit, func() bool { return false }) {
+		t.Fatal("waitWithin reported a condition that never holds")
+	}
+	if waited := time.Since(start); waited < limit {
+		t.Fatalf("waitWithin gave up after %v, before its limit %v", waited, limit)
+	}
 }
 
 // testServer is a live server on 127.0.0.1 with its engine.
