@@ -608,7 +608,9 @@ func (d *dec) skip(depth int) *Error {
 }
 
 // A fieldTable lists the keys of one map type: key i sets bit i of the presence mask.
-// A spec (spec.go) makes it; wiretask.go's types write theirs by hand.
+// A spec (spec.go) makes it, or handTable (wiretask.go) for a hand-written map type;
+// either way from key names, so that the required mask follows the keys (∀ i: bit i of
+// required set ⇔ keys[i] was named required).
 type fieldTable struct {
 	keys     []string
 	required uint64 // bit i set: keys[i] must be present (and not nil)

@@ -110,7 +110,6 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 	var keys []string
 	if envelope {
 		keys = []string{"t", "id"}
-		s.table.required |= 1 | 2
 	}
 	off := len(keys)
 	for i := range fs {
@@ -123,6 +122,9 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 	}
 	checkKeys(keys)
 	s.table.keys = keys
+	if envelope {
+		s.table.required |= s.table.bit("t") | s.table.bit("id")
+	}
 	_, s.table.checked = any(new(M)).(checker)
 	s.table.read = func(x any, d *dec, i int) (err *Error) {
 		f := &s.fields[i]
