@@ -138,10 +138,16 @@ func (r *router[W]) startHoldLocked(expect int) {
 	h.expect, h.handedIn = expect, 0
 	h.held = map[taskKey]heldRun{}
 	// The runs the load brought due before leadership was set wait already: they are
-	// indexed too (oldest first, so that a task's latest run wins).
+	// indexed too (oldest first, so that a task's latest run wins). A run the engine no
+	// longer holds is left out: one of this node's earlier term, whose durable task was
+	// dropped at the step-down and is loaded anew with a new run, must not take that
+	// run's outcome. HoldTimeout of a waiting run is its check: its timeout is held
+	// already. Cost: O(runs waiting), once a takeover.
 	for _, q := range r.waiting {
 		for _, f := range q.items[q.head:] {
-			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
+			if r.eng.HoldTimeout(f.RunID) == nil {
+				h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
+			}
 		}
 	}
 	term := h.term

@@ -58,6 +58,9 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (e *fakeEngine) HoldTimeout(runID uint64) error {
+	if e.gone[runID] {
+		return task.ErrUnknownRun
+	}
 	e.held[runID] = true
 	return nil
 }
@@ -512,8 +515,8 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	}
 	tr.route(3, "b") // not leading: waits
 	tr.wantWaiting(1)
-	tr.eng.gone[4] = true
-	tr.route(4, "b") // cancelled while it waits: dropped when its turn comes
+	tr.route(4, "b")
+	tr.eng.gone[4] = true // cancelled while it waits: dropped when its turn comes
 	tr.route(5, "b")
 	tr.wantWaiting(3)
 	if changed, _ := tr.r.setLeading(true, 4, nil, nil); !changed {
@@ -530,6 +533,28 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	}
 	if leading, epoch := tr.r.leadership(); !leading || epoch != 4 {
 		t.Fatalf("leadership %v %d", leading, epoch)
+	}
+}
+
+// A takeover indexes for carried outcomes only the waiting runs the engine still holds:
+// a run left in a queue by this node's earlier term (its durable task was dropped at the
+// step-down, and is loaded anew with a new run) must not take the outcome meant for the
+// new run. Under load a re-elected node refused hundreds of outcomes so ("the held run
+// ended meanwhile: unknown run"), and FIREd their runs again.
+func TestRouterTakeoverIndexesOnlyLiveRuns(t *testing.T) {
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace})
+	tr.r.setLeading(false, 0, nil, nil)
+	tr.routeKey(1, "a", "stale") // the earlier term's run, waiting still
+	tr.eng.gone[1] = true        // its task dropped at the step-down
+	tr.routeKey(2, "a", "live")
+	tr.r.setLeading(true, 5, nil, func() int { return 1 })
+	tr.r.mu.Lock()
+	_, stale := tr.r.hold.held[taskKey{task.DefaultNamespace, "stale"}]
+	_, live := tr.r.hold.held[taskKey{task.DefaultNamespace, "live"}]
+	tr.r.mu.Unlock()
+	tr.r.setLeading(false, 5, nil, nil) // stops the grace timer
+	if stale || !live {
+		t.Fatalf("indexed at the takeover: stale run %v, live run %v; want only the live one", stale, live)
 	}
 }
 
