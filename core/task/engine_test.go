@@ -430,9 +430,9 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
-// Resume continues a recurring task's schedule from the occurrence its previous holder
+// Continue continues a recurring task's schedule from the occurrence its previous holder
 // had armed: one already past is a misfire, handled by the task's policy.
-func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
+func TestContinueAppliesTheMisfirePolicy(t *testing.T) {
 	for _, tc := range []struct {
 		policy   MisfirePolicy
 		wantRuns int
@@ -443,7 +443,7 @@ func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
 			h.e.Register("r", func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
 			// Handed over 10.5 s after the occurrence due at epoch-10s: 11 of them passed.
 			past := epoch.Add(-10*time.Second - 500*time.Millisecond)
-			if _, err := h.e.Resume(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
+			if _, err := h.e.Continue(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
 				t.Fatal(err)
 			}
 			h.fake.Advance(0)
@@ -460,7 +460,7 @@ func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
 	}
 	// One-shot tasks ignore nextDue.
 	h := newHarness(t)
-	in, err := h.e.Resume(Task{ID: "o", Type: "r", Schedule: After(time.Minute)}, epoch.Add(-time.Hour))
+	in, err := h.e.Continue(Task{ID: "o", Type: "r", Schedule: After(time.Minute)}, epoch.Add(-time.Hour))
 	if err != nil || !in.NextRun.Equal(epoch.Add(time.Minute)) {
 		t.Fatalf("one-shot resume: %+v, %v", in, err)
 	}

@@ -63,7 +63,7 @@
 //     coalesced to at most one write per task every 100 ms, fenced); the first one is
 //     written with the record itself, in its transaction, before the SUBMIT is
 //     answered, and the engine starts the schedule there; the next leader
-//     resumes the schedule from it (Engine.Resume) when the version is its record's (a
+//     resumes the schedule from it (Engine.Continue) when the version is its record's (a
 //     replacement never inherits its predecessor's schedule), so the schedule does not
 //     drift by the failover's gap and occurrences that fell due while no node led get
 //     the task's misfire policy.

@@ -504,7 +504,7 @@ func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[
 				if t.Exclusive && locked[sk] {
 					in, err = s.parkLocked(t, nextDue, epoch)
 				} else {
-					in, err = s.engine.Resume(t, nextDue)
+					in, err = s.engine.Continue(t, nextDue)
 				}
 				if err != nil {
 					s.dur.release(k, e)
@@ -732,7 +732,7 @@ func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
 		}
 		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
 	}
-	in, err := s.engine.Resume(p.t, p.firstDue) // zero for a one-shot task: Submit
+	in, err := s.engine.Continue(p.t, p.firstDue) // zero for a one-shot task: Submit
 	d.term.RUnlock()
 	if err == nil {
 		s.noteArmed(in)

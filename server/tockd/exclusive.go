@@ -22,7 +22,7 @@ import (
 //   - A leader elected while a lock exists cannot know whether that run still executes
 //     on some worker: it puts the task in its engine at once, but holds its first run
 //     back one time to run (the task's timeout, or DefaultTTR) after taking over
-//     (parkLocked, Engine.ResumeNotBefore). The old run's worker was told the same time
+//     (parkLocked, Engine.ContinueNotBefore). The old run's worker was told the same time
 //     to run from the moment of its FIRE, which came before the takeover, so by then it
 //     has stopped, if it honours its ttr (the Go Worker's context does). Meanwhile the
 //     task is the engine's like any other: GET shows it PENDING (next_run the occurrence
@@ -129,7 +129,7 @@ func (s *Server) ttrOf(t task.Task) time.Duration {
 
 // parkLocked submits t (resumed at nextDue, if set), an exclusive task whose last run
 // may still execute somewhere, to the engine at once, with its first run held back one
-// time to run from now (Engine.ResumeNotBefore): every request finds it meanwhile (GET
+// time to run from now (Engine.ContinueNotBefore): every request finds it meanwhile (GET
 // shows it PENDING, CANCEL ends it). Its run lock is first rewritten to name this term
 // (parkMarker), so that a CANCEL during the wait deletes exactly that lock (unlockRun);
 // if the rewrite fails, the old lock stays (a CANCEL then leaves it behind, logged).
@@ -144,7 +144,7 @@ func (s *Server) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (task.
 	if err != nil {
 		s.log.Warn("tockd: run lock of a waiting exclusive task not taken over; a CANCEL meanwhile would leave it in etcd", "err", err)
 	}
-	in, err := s.engine.ResumeNotBefore(t, nextDue, time.Now().Add(wait))
+	in, err := s.engine.ContinueNotBefore(t, nextDue, time.Now().Add(wait))
 	if err == nil && prev != 0 {
 		s.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev})
 	}
@@ -210,11 +210,11 @@ func (p *parkedRuns) take(epoch uint64, k taskKey, v, run uint64) bool {
 // handler now (where the carried outcome, filed pending, ends it: carry.go); its lock,
 // naming this term, is deleted (the run the handler ends holds none of its own). A task
 // cancelled, replaced or started meanwhile is left alone (the outcome's wait ends as
-// before). Between the Drop and the Resume a request about the task finds nothing: a
+// before). Between the Drop and the Continue a request about the task finds nothing: a
 // window of two engine calls.
 func (s *Server) unparkFor(k taskKey, version, epoch uint64) {
 	d := s.dur
-	d.term.RLock() // no step-down drops the durable tasks between the Drop and the Resume
+	d.term.RLock() // no step-down drops the durable tasks between the Drop and the Continue
 	defer d.term.RUnlock()
 	if leading, e := s.leadership(); !leading || e != epoch {
 		return
@@ -230,7 +230,7 @@ func (s *Server) unparkFor(k taskKey, version, epoch uint64) {
 	if in.Task.Schedule.Recurring() {
 		nextDue = in.NextRun
 	}
-	resumed, err := s.engine.Resume(in.Task, nextDue)
+	resumed, err := s.engine.Continue(in.Task, nextDue)
 	if err != nil {
 		s.log.Error("tockd: a parked exclusive task could not be resumed after its carried outcome; it is gone from this leader's engine (its record stays for the next leader)",
 			"ns", k.ns, "id", k.id, "err", err)

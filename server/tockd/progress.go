@@ -18,7 +18,7 @@ import (
 const progressInterval = 100 * time.Millisecond
 
 // progress records where recurring durable tasks stand, so that the next leader resumes
-// their schedules (Engine.Resume) instead of starting them over, and applies each task's
+// their schedules (Engine.Continue) instead of starting them over, and applies each task's
 // misfire policy to occurrences that fell due while no node led. An entry is the armed
 // occurrence's due time and the task version it belongs to: the next leader ignores one
 // of another version than the record it loads, so a replacement never inherits its
@@ -105,7 +105,7 @@ func (p *progress) flush(ctx context.Context, s *Server) {
 }
 
 // noteArmed notes the first occurrence of a recurring durable task the engine just
-// accepted (in: Submit's or Resume's answer, as accepted), so that a failover before its
+// accepted (in: Submit's or Continue's answer, as accepted), so that a failover before its
 // first occurrence ends keeps its schedule too. A one-shot task has no progress.
 func (s *Server) noteArmed(in task.Info) {
 	if recurring(in.Task.Schedule.Kind) && !in.NextRun.IsZero() {
