@@ -259,7 +259,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		why := ""
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
-		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
+		} else if d.orphans.take(o.RunID, k, o.Epoch, d.epoch) {
 			// A run of this term whose worker's connection closed: the worker is back.
 			seen[o.RunID] = true
 			complete = append(complete, found{co, k, &protocol.Fire{RunID: o.RunID}})

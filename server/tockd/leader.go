@@ -193,7 +193,7 @@ func (s *Server) stepDown(epoch uint64) {
 	// Durable tasks first: a worker sent away fails its runs in flight ("worker
 	// disconnected"), which must not end a durable task (and delete its record) here.
 	s.dropDurable()
-	s.evictWorkers()
+	s.disp.evictAll()
 }
 
 func (s *Server) resign(l *store.Leadership, epoch uint64) {
@@ -204,23 +204,6 @@ func (s *Server) resign(l *store.Leadership, epoch uint64) {
 		return
 	}
 	s.log.Info("tockd: resigned leadership", "epoch", epoch)
-}
-
-// evictWorkers closes every subscribed worker connection with ERROR NOT_LEADER: a worker
-// of a node that does not lead would wait for FIREs that never come.
-func (s *Server) evictWorkers() {
-	d := &s.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := time.Now()
-	for _, conns := range d.byType {
-		for c := range conns {
-			// As Shutdown does: the reader sees evicted before its next Read, or the
-			// deadline interrupts that Read.
-			c.evicted.Store(true)
-			_ = c.nc.SetReadDeadline(now)
-		}
-	}
 }
 
 // dropDurable removes every durable task from the engine without ending it: its record

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -97,6 +98,14 @@ func (c *conn) push(m protocol.Message) bool {
 // setBackedUp marks c's reply queue as found full by a FIRE: its writer, having made
 // room, offers the waiting runs again (workerConn).
 func (c *conn) setBackedUp() { c.backedUp.Store(true) }
+
+// evict makes c's reader answer ERROR NOT_LEADER and close (workerConn): as Shutdown
+// does, the reader sees evicted before its next Read, or the deadline interrupts that
+// Read.
+func (c *conn) evict() {
+	c.evicted.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+}
 
 // subscribe answers SUBSCRIBE: it replaces c's types and credits, and fires waiting runs
 // of those types.
