@@ -22,13 +22,10 @@ type etcdFailure struct {
 //
 // It takes the server's lock once and reads two atomics: cheap enough for every probe.
 func (s *Server) Health() error {
-	if s.draining.Load() {
+	if s.conns.draining.Load() {
 		return errors.New("not serving: shutting down")
 	}
-	s.mu.Lock()
-	listening := len(s.listeners)
-	s.mu.Unlock()
-	if listening == 0 {
+	if s.conns.listening() == 0 {
 		return errors.New("not serving: no listener (before Serve, or Serve returned)")
 	}
 	if s.opts.Store == nil {

@@ -77,9 +77,9 @@ func TestPreHelloFrameLimit(t *testing.T) {
 func waitAdmitted(t *testing.T, s *Server, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(replyWait)
-	for s.admitted.Load() < n {
+	for s.conns.admitted.Load() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections admitted within %v, want %d", s.admitted.Load(), replyWait, n)
+			t.Fatalf("%d connections admitted within %v, want %d", s.conns.admitted.Load(), replyWait, n)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
-	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
 
@@ -28,19 +25,16 @@ type Server struct {
 	engine    *task.Engine
 	ownEngine bool // the engine was made by New: Shutdown closes it
 
-	draining atomic.Bool   // set once by Shutdown, before it touches any connection
-	admitted atomic.Uint64 // connections admitted since New (served or crowded out later)
+	conns *connSet // listeners, served connections, admission limits (connset.go)
 	// unlistedReplies counts replies the replies table does not list for their request
 	// (replies.go): a bug, logged at Error.
 	unlistedReplies atomic.Uint64
-	workers         atomic.Int64 // connections whose HELLO said role "worker"
 
-	disp        router[*conn] // routes due runs to worker connections (router.go)
-	acked       atomic.Uint64 // ACKs the engine accepted
-	nacked      atomic.Uint64 // NACKs the engine accepted
-	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
-	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
-	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
+	disp       router[*conn] // routes due runs to worker connections (router.go)
+	acked      atomic.Uint64 // ACKs the engine accepted
+	nacked     atomic.Uint64 // NACKs the engine accepted
+	carried    atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+	registered atomic.Int64  // workers last seen registered at another leader (registry.go)
 	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
 	// subscribed.
 	registryKick chan struct{}
@@ -50,8 +44,11 @@ type Server struct {
 	etcdFailed    atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
 	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
 	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
-	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
-	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
+	// stopLeading ends leaderLoop and leaderDone is closed when it has returned: both set
+	// by the first Serve with a Store, under conns.mu (connSet.addListener), and read by
+	// Shutdown after connSet.drain; nil before.
+	stopLeading context.CancelFunc
+	leaderDone  chan struct{}
 	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
 	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
 	standbyHook func(ctx context.Context, c store.Change)
@@ -62,19 +59,6 @@ type Server struct {
 	parked       parkedRuns  // exclusive tasks parked at this term's takeover, with the run each waits out (exclusive.go)
 	stopProgress context.CancelFunc
 	progressDone chan struct{}
-
-	mu        sync.Mutex
-	listeners map[net.Listener]struct{} // guarded by mu
-	conns     map[*conn]struct{}        // guarded by mu; served connections
-	// handshaking is the served connections that have not completed the handshake,
-	// oldest first, at most MaxHandshakes (guarded by mu); established counts the
-	// others that did, at most MaxConns (guarded by mu).
-	handshaking []*conn
-	established int
-	addr        net.Addr // guarded by mu; the first listener's address
-	// wg counts connection goroutines (two per connection) and rejecters. Add is called
-	// only under mu while draining is false, so no Add races Shutdown's Wait.
-	wg sync.WaitGroup
 }
 
 // New checks opts, fills in defaults and returns a server that is not yet listening. If
@@ -84,8 +68,8 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1)}
+	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine, registryKick: make(chan struct{}, 1)}
+	s.conns = newConnSet(&s.opts)
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
@@ -135,11 +119,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Engine() *task.Engine { return s.engine }
 
 // Addr returns the address of the first listener Serve was given, or nil before that.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+func (s *Server) Addr() net.Addr { return s.conns.address() }
 
 // ListenAndServe listens on Options.Addr and serves it (see Serve).
 func (s *Server) ListenAndServe() error {
@@ -158,15 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.opts.TLS != nil {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
-	}
-	s.listeners[ln] = struct{}{}
-	if s.addr == nil {
-		s.addr = ln.Addr()
+	first := func() {
 		if s.opts.Store != nil {
 			// A node campaigns once it serves: the election names the address other
 			// nodes send clients to.
@@ -179,18 +151,19 @@ func (s *Server) Serve(ln net.Listener) error {
 			go s.leaderLoop(lctx, s.opts.Store, advertise)
 		}
 	}
-	s.mu.Unlock()
+	if !s.conns.addListener(ln, first) {
+		ln.Close()
+		return ErrServerClosed
+	}
 	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
+		s.conns.removeListener(ln)
 		ln.Close()
 	}()
 	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if s.draining.Load() {
+			if s.conns.draining.Load() {
 				return ErrServerClosed
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -202,90 +175,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		pause = 0
-		s.admit(nc)
+		s.conns.admit(nc, s.newConn)
 	}
-}
-
-// admit starts serving nc, or refuses it when the server holds MaxConns established
-// connections or is draining. With MaxHandshakes sockets already in the handshake, the
-// oldest of them is crowded out: its reader answers OVERLOADED and closes.
-func (s *Server) admit(nc net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.draining.Load() {
-		nc.Close()
-		return
-	}
-	if len(s.handshaking) >= s.opts.MaxHandshakes {
-		old := s.handshaking[0]
-		s.handshaking = slices.Delete(s.handshaking, 0, 1)
-		old.crowded.Store(true)
-		_ = old.nc.SetReadDeadline(time.Now()) // as Shutdown does: the reader sees crowded
-	}
-	if s.established >= s.opts.MaxConns {
-		// The refusal is written by a goroutine of its own, so that a slow peer never
-		// stalls the accept loop; it lives at most 1 s + lingerTimeout.
-		s.wg.Add(1)
-		go s.reject(nc)
-		return
-	}
-	c := newConn(s, nc)
-	s.conns[c] = struct{}{}
-	s.handshaking = append(s.handshaking, c)
-	s.admitted.Add(1)
-	s.wg.Add(2)
-	go c.readLoop()
-	go c.writeLoop()
-}
-
-// reject answers a connection over MaxConns with ERROR OVERLOADED and closes it.
-func (s *Server) reject(nc net.Conn) {
-	defer s.wg.Done()
-	s.log.Info("tockd: connection refused: too many connections", "remote", nc.RemoteAddr(), "max_conns", s.opts.MaxConns)
-	e := &protocol.Error{Code: protocol.CodeOverloaded,
-		Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
-	buf, _ := protocol.AppendFrame(nil, e, s.opts.MaxFrame)
-	// A fresh socket's send buffer takes this small frame at once; the bound only keeps a
-	// pathological peer from holding the goroutine (or Shutdown) for long.
-	_ = nc.SetWriteDeadline(time.Now().Add(min(s.opts.WriteTimeout, time.Second)))
-	if _, err := nc.Write(buf); err != nil {
-		nc.Close()
-		return
-	}
-	lingerClose(nc)
-}
-
-// forget removes c from the served set; its writer calls it once, on exit.
-func (s *Server) forget(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	if i := slices.Index(s.handshaking, c); i >= 0 {
-		s.handshaking = slices.Delete(s.handshaking, i, i+1)
-	}
-	if c.established {
-		s.established--
-	}
-	s.mu.Unlock()
-}
-
-// establish moves c, whose HELLO was accepted, from the handshaking connections to the
-// established ones. It returns the OVERLOADED error that refuses c instead: crowded out
-// of the handshake meanwhile, or MaxConns established already.
-func (s *Server) establish(c *conn) *protocol.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := slices.Index(s.handshaking, c)
-	if i < 0 {
-		return c.crowdedOut()
-	}
-	s.handshaking = slices.Delete(s.handshaking, i, i+1)
-	if s.established >= s.opts.MaxConns {
-		return &protocol.Error{Code: protocol.CodeOverloaded,
-			Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
-	}
-	s.established++
-	c.established = true
-	return nil
 }
 
 // currentEpoch is the leader epoch WELCOME announces: this node's while it leads (0
@@ -300,25 +191,6 @@ func (s *Server) currentEpoch() uint64 {
 	return 0
 }
 
-// queuedReplyBytes is the replyCost of the replies queued on every connection and not
-// yet written. Cost: O(connections).
-func (s *Server) queuedReplyBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for c := range s.conns {
-		n += c.queued.Load()
-	}
-	return n
-}
-
-// numConns returns how many connections are being served.
-func (s *Server) numConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
-
 // Shutdown stops the server gracefully: it stops accepting (closing every listener),
 // then stops every connection from reading further. A connection first finishes the
 // requests it has already received (their replies are written), is sent ERROR
@@ -328,23 +200,10 @@ func (s *Server) numConns() int {
 // Shutdown closes it, with ctx; then, with a Store, it waits (until ctx is done) for the
 // deletes of finished durable tasks' records still queued. A second Shutdown returns ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
+	if !s.conns.drain() {
 		return ErrServerClosed
 	}
-	s.draining.Store(true)
-	for ln := range s.listeners {
-		ln.Close()
-	}
-	now := time.Now()
-	for c := range s.conns {
-		// Interrupts a blocked Read; the reader sees draining before its next one.
-		_ = c.nc.SetReadDeadline(now)
-	}
-	stopLeading, leaderDone := s.stopLeading, s.leaderDone
-	s.mu.Unlock()
-	if stopLeading != nil {
+	if stopLeading, leaderDone := s.stopLeading, s.leaderDone; stopLeading != nil {
 		// The deletes of tasks that finished here go first, while this node's term (their
 		// fence) lasts; then resign, so that another node can lead while this one drains.
 		s.dur.flush(ctx)
@@ -357,17 +216,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.conns.wg.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
+		s.conns.closeAll()
 		<-done
 	}
 	if s.ownEngine {
