@@ -48,14 +48,14 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 	}
 	// The follower must have read the registry (every workerReportInterval) to know
 	// whom to wait for.
-	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(replyWait); n2.replica.registry.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the follower never saw the worker in the registry")
 		}
 	}
 
 	// The first leader's term ends in etcd: its key goes, the follower is elected.
-	key := l1.srv.fence.Load().Key
+	key := l1.srv.replica.lead.fence.Load().Key
 	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 	defer cancel()
 	if _, err := st1.Client().Delete(ctx, key); err != nil {
@@ -195,7 +195,7 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 	excl.Exclusive, excl.Timeout = true, int64(ttr)
 	submit(t, c, 2, excl)
 	done := w.fire()
-	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(replyWait); n2.replica.registry.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the follower never saw the worker in the registry")
 		}
@@ -249,7 +249,7 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 	// longer lists the worker's connection for the type.
 	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
 		n := 0
-		ds.srv.disp.subscribed(func(_ *conn, ws *workerState) {
+		ds.srv.router.subscribed(func(_ *conn, ws *workerState) {
 			for _, typ := range ws.types {
 				if typ == "blip" {
 					n++

@@ -105,7 +105,7 @@ func (c *conn) readLoop() {
 	}()
 	defer func() {
 		if c.ready && c.role == protocol.RoleWorker {
-			c.s.disp.remove(c, c.s.conns.draining.Load())
+			c.s.router.remove(c, c.s.conns.draining.Load())
 			c.s.conns.workers.Add(-1)
 		}
 	}()
@@ -222,8 +222,8 @@ func (c *conn) handle(m protocol.Message, err error) bool {
 	if !c.ready {
 		return c.hello(m)
 	}
-	reply, closes := c.s.dispatch(c, m)
-	c.s.checkReply(m, reply)
+	reply, closes := c.s.requests.serve(c, m)
+	c.s.requests.checkReply(m, reply)
 	if reply == nil {
 		return true
 	}
@@ -425,7 +425,7 @@ func (c *conn) writeLoop() {
 		}
 		if c.backedUp.Load() && len(c.out) < cap(c.out) {
 			c.backedUp.Store(false)
-			c.s.disp.offer(c)
+			c.s.router.offer(c)
 		}
 		if cap(buf) > keepBufSize {
 			buf = make([]byte, 0, 4096)

@@ -56,7 +56,7 @@ type runEngine interface {
 // router routes due runs to subscribed worker connections: which workers subscribe to
 // which types and with how many credits, the choice of a worker (Options.Dispatch), the
 // runs waiting for one and their bounds, the runs in flight on each worker, and removing
-// a worker. It learns of the engine's runs from Server.handler (route) and of workers'
+// a worker. It learns of the engine's runs from remoteRuns.handler (route) and of workers'
 // requests from their readers (subscribe, credit, take, remove), and talks back to them
 // only through workerConn and runEngine, and sends its workers away when this node stops
 // leading (evictAll).
@@ -103,6 +103,7 @@ type router[W workerConn] struct {
 
 	fired       atomic.Uint64 // FIREs queued to workers
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
+	changes     atomic.Uint64 // times this node gained or lost leadership (setLeading)
 
 	mu       sync.Mutex
 	workers  map[W]*workerState            // every worker connection that subscribed or sent CARRY, until removed
@@ -272,7 +273,7 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 			return false
 		}
 		// Checked here, just before the push: a goroutine that ends the term (the session
-		// watch, leaderLoop) may run late, after a stall, while this one fires.
+		// watch, leadership.loop) may run late, after a stall, while this one fires.
 		if r.lease != nil && !r.lease.Valid(time.Now()) {
 			r.lease.Lapsed()
 			return false
@@ -544,6 +545,7 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 	r.lease = lease
 	if r.leading != leading {
 		changed = true
+		r.changes.Add(1)
 		if leading && expect != nil {
 			r.startHoldLocked(expect())
 		} else if !leading {

@@ -546,7 +546,7 @@ func TestRouterEvictAll(t *testing.T) {
 	tr.r.remove(gone, false)
 	carrier := &fakeWorker{name: "carrier", room: -1}
 	tr.r.mu.Lock()
-	tr.r.handInLocked(carrier)
+	tr.r.hold.handIn(tr.r.stateLocked(carrier))
 	tr.r.mu.Unlock()
 	tr.verify()
 
@@ -573,9 +573,9 @@ func TestRouterTakeoverHold(t *testing.T) {
 	tr.wantWaiting(2)
 	tr.r.mu.Lock()
 	held := len(tr.r.hold.held)
-	first := tr.r.handInLocked(w1)
-	again := tr.r.handInLocked(w1) // a connection's second CARRY counts once
-	last := tr.r.handInLocked(w2)  // w2 has not subscribed: a CARRY comes first
+	first := tr.r.hold.handIn(tr.r.stateLocked(w1))
+	again := tr.r.hold.handIn(tr.r.stateLocked(w1)) // a connection's second CARRY counts once
+	last := tr.r.hold.handIn(tr.r.stateLocked(w2))  // w2 has not subscribed: a CARRY comes first
 	if last {
 		tr.r.endHoldLocked()
 	}

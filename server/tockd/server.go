@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
-	"github.com/tock-sched/tock/server/store"
 )
 
 // ServerName is the software name sent in WELCOME.
@@ -19,46 +17,23 @@ const ServerName = "tockd/0.1"
 
 // Server serves the tock protocol over TCP. Create it with New, run it with Serve or
 // ListenAndServe, stop it with Shutdown. All methods are safe for concurrent use.
+//
+// It is the public API and the composition of the parts, each a type with its own
+// invariants and locking (see the package doc): conns (connset.go) and each conn
+// (conn.go), the connection layer; requests (requests.go), the answers to them; runs
+// (workers.go, carry.go) and router (router.go), the runs that workers execute; and,
+// with a Store, replica (replica.go). Every field is set by New and immutable after.
 type Server struct {
 	opts      Options
 	log       *slog.Logger
 	engine    *task.Engine
 	ownEngine bool // the engine was made by New: Shutdown closes it
 
-	conns *connSet // listeners, served connections, admission limits (connset.go)
-	// unlistedReplies counts replies the replies table does not list for their request
-	// (replies.go): a bug, logged at Error.
-	unlistedReplies atomic.Uint64
-
-	disp       router[*conn] // routes due runs to worker connections (router.go)
-	acked      atomic.Uint64 // ACKs the engine accepted
-	nacked     atomic.Uint64 // NACKs the engine accepted
-	carried    atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
-	registered atomic.Int64  // workers last seen registered at another leader (registry.go)
-	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
-	// subscribed.
-	registryKick chan struct{}
-
-	leaderChanges atomic.Uint64               // times this node gained or lost leadership
-	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
-	etcdFailed    atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
-	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
-	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
-	// stopLeading ends leaderLoop and leaderDone is closed when it has returned: both set
-	// by the first Serve with a Store, under conns.mu (connSet.addListener), and read by
-	// Shutdown after connSet.drain; nil before.
-	stopLeading context.CancelFunc
-	leaderDone  chan struct{}
-	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
-	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
-	standbyHook func(ctx context.Context, c store.Change)
-
-	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
-	committer    committer   // groups durable record writes of concurrent requests (commit.go)
-	progress     *progress   // recurring durable tasks' next due times (progress.go); nil without a Store
-	parked       parkedRuns  // exclusive tasks parked at this term's takeover, with the run each waits out (exclusive.go)
-	stopProgress context.CancelFunc
-	progressDone chan struct{}
+	conns    *connSet      // listeners, served connections, admission limits (connset.go)
+	requests *requests     // answers each request after the handshake (requests.go)
+	runs     *remoteRuns   // the engine handler and the workers' requests (workers.go)
+	router   router[*conn] // routes due runs to worker connections (router.go)
+	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
 }
 
 // New checks opts, fills in defaults and returns a server that is not yet listening. If
@@ -68,22 +43,23 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine, registryKick: make(chan struct{}, 1)}
+	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine}
 	s.conns = newConnSet(&s.opts)
+	if opts.Store != nil { // validate: then New makes the engine, and hooks its events here
+		s.replica = newReplica(&s.opts, &s.router)
+	}
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
 		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
-		if opts.Store != nil {
-			s.progress = newProgress()
-			s.dur = newDurability(opts.Store, s)
+		if s.replica != nil {
 			var eo task.Options
 			for _, o := range eopts {
 				o(&eo)
 			}
-			theirs := eo.OnEvent
+			theirs, dur := eo.OnEvent, s.replica.dur
 			eopts = append(eopts, task.WithOnEvent(func(ev task.Event) {
-				s.dur.onEvent(ev)
+				dur.onEvent(ev)
 				if theirs != nil {
 					theirs(ev)
 				}
@@ -96,20 +72,14 @@ func New(opts Options) (*Server, error) {
 		s.engine, s.ownEngine = e, true
 	}
 	// Without a store this node is alone and always leads, at epoch 0; with one it leads
-	// once elected (leaderLoop).
-	s.disp.init(s.engine, &s.opts, opts.Store == nil)
-	s.engine.RegisterFallback(s.handler)
-	if s.dur != nil {
-		go s.dur.run()
-		pctx, stop := context.WithCancel(context.Background())
-		s.stopProgress, s.progressDone = stop, make(chan struct{})
-		go func() {
-			defer close(s.progressDone)
-			done := make(chan struct{})
-			go func() { defer close(done); s.reportWorkers(pctx) }() // registry.go
-			s.progress.run(pctx, s)
-			<-done
-		}()
+	// once elected (leadership.loop).
+	s.router.init(s.engine, &s.opts, s.replica == nil)
+	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica}
+	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
+		replica: s.replica, snapshot: s.Stats}
+	s.engine.RegisterFallback(s.runs.handler)
+	if s.replica != nil {
+		s.replica.start(s.engine)
 	}
 	return s, nil
 }
@@ -139,16 +109,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
 	first := func() {
-		if s.opts.Store != nil {
+		if s.replica != nil {
 			// A node campaigns once it serves: the election names the address other
 			// nodes send clients to.
 			advertise := s.opts.AdvertiseAddr
 			if advertise == "" {
 				advertise = ln.Addr().String()
 			}
-			lctx, stop := context.WithCancel(context.Background())
-			s.stopLeading, s.leaderDone = stop, make(chan struct{})
-			go s.leaderLoop(lctx, s.opts.Store, advertise)
+			s.replica.lead.start(advertise)
 		}
 	}
 	if !s.conns.addListener(ln, first) {
@@ -185,11 +153,17 @@ func (s *Server) currentEpoch() uint64 {
 	if leading, epoch := s.leadership(); leading {
 		return epoch
 	}
-	if l := s.leaderSeen.Load(); l != nil && l.epoch > 0 {
+	if s.replica == nil {
+		return 0
+	}
+	if l := s.replica.lead.leaderSeen.Load(); l != nil && l.epoch > 0 {
 		return uint64(l.epoch)
 	}
 	return 0
 }
+
+// leadership returns whether this node leads, and its epoch.
+func (s *Server) leadership() (bool, uint64) { return s.router.leadership() }
 
 // Shutdown stops the server gracefully: it stops accepting (closing every listener),
 // then stops every connection from reading further. A connection first finishes the
@@ -203,16 +177,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.conns.drain() {
 		return ErrServerClosed
 	}
-	if stopLeading, leaderDone := s.stopLeading, s.leaderDone; stopLeading != nil {
-		// The deletes of tasks that finished here go first, while this node's term (their
-		// fence) lasts; then resign, so that another node can lead while this one drains.
-		s.dur.flush(ctx)
-		s.progress.flush(ctx, s)
-		stopLeading()
-		select {
-		case <-leaderDone:
-		case <-ctx.Done():
-		}
+	if s.replica != nil {
+		// While this node's term lasts, its finished tasks' deletes go out; then it
+		// resigns, so that another node can lead while this one drains.
+		s.replica.drain(ctx)
 	}
 
 	done := make(chan struct{})
@@ -230,12 +198,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			err = cerr
 		}
 	}
-	if s.dur != nil {
-		// After the engine: no event comes later. Queued deletes are finished, or logged
-		// when ctx ends first.
-		s.dur.stop(ctx)
-		s.stopProgress()
-		<-s.progressDone
+	if s.replica != nil {
+		// After the engine: no event comes later.
+		s.replica.stop(ctx)
 	}
 	return err
 }

@@ -45,7 +45,7 @@ func newStandby() *standby {
 }
 
 // run mirrors st until ctx ends; a lost watch is read again after standbyRetry. hook,
-// if not nil, runs before each change is applied (Server.standbyHook).
+// if not nil, runs before each change is applied (leadership.standbyHook).
 func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn(string, ...any) },
 	hook func(context.Context, store.Change)) {
 	defer func() {

@@ -21,14 +21,14 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	ds := startDurable(t, st, nil)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
-	ps := []prepared{s.prepare(&w)}
-	s.writeRecords(ps)
+	ps := []prepared{s.requests.prepare(&w)}
+	s.requests.writeRecords(ps)
 	if ps[0].err != nil {
 		t.Fatalf("record not written while leading: %v", ps[0].err)
 	}
 	_, epoch := s.leadership()
-	s.stepDown(epoch)
-	in, err := s.submitPrepared(&ps[0])
+	s.replica.lead.stepDown(epoch)
+	in, err := s.requests.submitPrepared(&ps[0])
 	if err != nil {
 		t.Fatalf("submit recorded before the step-down answered %v; want it accepted for the next leader", err)
 	}
@@ -36,7 +36,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 		t.Fatalf("reply describes %+v", in.Task)
 	}
 	if got, err := s.engine.Get("default", "late"); err == nil {
-		t.Fatalf("the deposed node's engine holds the task (%v, durable %v): untracked", got.State, s.durabilityOf(got) == protocol.Durable)
+		t.Fatalf("the deposed node's engine holds the task (%v, durable %v): untracked", got.State, s.requests.durabilityOf(got) == protocol.Durable)
 	}
 	if !storedIDs(t, st)["default/late"] {
 		t.Fatal("the record is gone: the next leader would not run the task")
@@ -46,7 +46,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	next := startDurable(t, st, nil)
 	defer next.stop(t)
 	in, err = next.srv.Engine().Get("default", "late")
-	if err != nil || next.srv.durabilityOf(in) != protocol.Durable {
+	if err != nil || next.srv.requests.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
 	}
 }
@@ -61,27 +61,27 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	defer ds.stop(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
-	ps := []prepared{s.prepare(&w)}
+	ps := []prepared{s.requests.prepare(&w)}
 	if ps[0].err != nil {
 		t.Fatal(ps[0].err)
 	}
 	// The term ends, and a later one of this node begins, as the server sees one: a
 	// fresh fence stored at an election (terms are told apart by that pointer, so its
 	// values do not matter here).
-	old := s.fence.Load()
+	old := s.replica.lead.fence.Load()
 	_, epoch := s.leadership()
-	s.stepDown(epoch)
+	s.replica.lead.stepDown(epoch)
 	next := *old
-	s.fence.Store(&next)
-	defer s.fence.Store(nil)
-	s.writeRecords(ps)
+	s.replica.lead.fence.Store(&next)
+	defer s.replica.lead.fence.Store(nil)
+	s.requests.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeNotLeader {
 		t.Fatalf("write of the old term's claim: %v, want NOT_LEADER", ps[0].err)
 	}
 	if storedIDs(t, st)["default/old-term"] {
 		t.Fatal("recorded in the later term")
 	}
-	if s.dur.held(taskKey{"default", "old-term"}) {
+	if s.replica.dur.held(taskKey{"default", "old-term"}) {
 		t.Fatal("the claim was not released")
 	}
 }
@@ -95,17 +95,17 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 	ds := startDurable(t, st, nil)
 	defer ds.stop(t)
 	s := ds.srv
-	old := s.fence.Load()
-	defer s.fence.Store(nil)
-	s.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	old := s.replica.lead.fence.Load()
+	defer s.replica.lead.fence.Store(nil)
+	s.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		// Between the write and its answer: a step-down, a new term, its load.
 		_, epoch := s.leadership()
-		s.stepDown(epoch)
+		s.replica.lead.stepDown(epoch)
 		next := *old
-		s.fence.Store(&next)
+		s.replica.lead.fence.Store(&next)
 		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 		defer cancel()
-		if err := s.loadDurable(ctx, epoch+1); err != nil {
+		if err := s.replica.dur.loadDurable(ctx, epoch+1); err != nil {
 			t.Errorf("load: %v", err)
 		}
 		for i := range errs {
@@ -114,13 +114,13 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 		return errs
 	}
 	w := durableTask("landed", time.Hour)
-	ps := []prepared{s.prepare(&w)}
-	s.writeRecords(ps)
+	ps := []prepared{s.requests.prepare(&w)}
+	s.requests.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeUncertain {
 		t.Fatalf("write answered %v, want UNCERTAIN", ps[0].err)
 	}
 	in, err := s.engine.Get("default", "landed")
-	if err != nil || s.durabilityOf(in) != protocol.Durable {
+	if err != nil || s.requests.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the new term's loaded task: %+v (%v), want it held durable", in, err)
 	}
 }

@@ -25,7 +25,7 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lost atomic.Bool
-	srv.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	srv.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		if lost.Swap(true) {
 			return errs
 		}
@@ -93,7 +93,7 @@ func TestUncertainWriteRetriedAtTheNextLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	a.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		for i := range errs {
 			errs[i] = fmt.Errorf("%w: put txn of %d records: %w", store.ErrUncertain, len(recs), context.DeadlineExceeded)
 		}
