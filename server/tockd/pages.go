@@ -57,7 +57,7 @@ func (q *requests) getReply(id uint64, in task.Info, omitPayload bool) protocol.
 	// The sizer's frame has ID 0: the reply's ID takes up to 8 bytes more than its
 	// length prefix does.
 	var z sizer
-	z.fitInfo(&w, q.opts.MaxFrame-8, omitPayload)
+	infoFit.fit(&z, &w, q.opts.MaxFrame-8, omitPayload)
 	return &protocol.TaskInfo{ID: id, Info: w}
 }
 
@@ -87,21 +87,42 @@ func (q *requests) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
 	return &protocol.DLQPage{ID: m.ID, Items: items, Next: next}, false
 }
 
-// itemFit is how a page's item kind is measured and cut (sizer): fit cuts an item to a
-// budget (the page's first, which must go in), size measures one, omit leaves its
-// payload out.
+// itemFit is how an item kind of a reply (a snapshot, a dead letter) is measured and
+// cut (sizer): size measures one as encoded, cut shortens its error texts and attempts
+// (marking it truncated), omit leaves its payload out.
 type itemFit[W any] struct {
-	fit  func(z *sizer, w *W, budget int, omit bool)
 	size func(z *sizer, w *W) int
+	cut  func(w *W)
 	omit func(w *W)
 }
 
 var (
-	infoFit = itemFit[protocol.Info]{fit: (*sizer).fitInfo, size: (*sizer).info,
-		omit: func(w *protocol.Info) { omitPayload(&w.Task, &w.Cut) }}
-	deadLetterFit = itemFit[protocol.DeadLetter]{fit: (*sizer).fitDeadLetter, size: (*sizer).deadLetter,
-		omit: func(w *protocol.DeadLetter) { omitPayload(&w.Task, &w.Cut) }}
+	infoFit = itemFit[protocol.Info]{size: (*sizer).info,
+		cut: func(in *protocol.Info) {
+			in.LastError, in.History, in.Truncated = cutText(in.LastError), cutAttempts(in.History), true
+		},
+		omit: func(in *protocol.Info) { omitPayload(&in.Task, &in.Cut) }}
+	deadLetterFit = itemFit[protocol.DeadLetter]{size: (*sizer).deadLetter,
+		cut: func(dl *protocol.DeadLetter) {
+			dl.Reason, dl.Attempts, dl.Truncated = cutText(dl.Reason), cutAttempts(dl.Attempts), true
+		},
+		omit: func(dl *protocol.DeadLetter) { omitPayload(&dl.Task, &dl.Cut) }}
 )
+
+// fit makes w take at most budget bytes: the payload left out if omit, then, if still
+// over, error texts and attempts cut, then the payload left out.
+func (k itemFit[W]) fit(z *sizer, w *W, budget int, omit bool) {
+	if omit {
+		k.omit(w)
+	}
+	if k.size(z, w) <= budget {
+		return
+	}
+	k.cut(w)
+	if k.size(z, w) > budget {
+		k.omit(w)
+	}
+}
 
 // fitPage reads a page of at most limit items (read) and converts them (wire), ending
 // it early where the next item would not fit maxFrame; the first item always goes in,
@@ -169,39 +190,6 @@ func (z *sizer) measure(m protocol.Message) int {
 		return protocol.MaxFrameLimit
 	}
 	return len(z.buf)
-}
-
-// fitInfo makes in take at most budget bytes: the payload left out if omit, then, if
-// still over, error texts and history cut, then the payload left out.
-func (z *sizer) fitInfo(in *protocol.Info, budget int, omit bool) {
-	if omit {
-		omitPayload(&in.Task, &in.Cut)
-	}
-	if z.info(in) <= budget {
-		return
-	}
-	in.LastError = cutText(in.LastError)
-	in.History = cutAttempts(in.History)
-	in.Truncated = true
-	if z.info(in) > budget {
-		omitPayload(&in.Task, &in.Cut)
-	}
-}
-
-// fitDeadLetter is fitInfo for a dead letter.
-func (z *sizer) fitDeadLetter(dl *protocol.DeadLetter, budget int, omit bool) {
-	if omit {
-		omitPayload(&dl.Task, &dl.Cut)
-	}
-	if z.deadLetter(dl) <= budget {
-		return
-	}
-	dl.Reason = cutText(dl.Reason)
-	dl.Attempts = cutAttempts(dl.Attempts)
-	dl.Truncated = true
-	if z.deadLetter(dl) > budget {
-		omitPayload(&dl.Task, &dl.Cut)
-	}
 }
 
 // omitPayload leaves t's payload out and records its length in cut.
