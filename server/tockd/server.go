@@ -22,7 +22,8 @@ const ServerName = "tockd/0.1"
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
 // (workers.go, carry.go) and router (router.go), the runs that workers execute; and,
-// with a Store, replica (replica.go). Every field is set by New and immutable after.
+// with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// part guards its own state.
 type Server struct {
 	opts      Options
 	log       *slog.Logger
