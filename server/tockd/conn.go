@@ -36,9 +36,28 @@ const (
 	lingerMax = 1 << 20
 )
 
-// conn is one client connection.
+// conn is one served connection, client or worker: its reader (readLoop: the
+// handshake, then each request through requests.serve) and its writer (writeLoop: the
+// replies, FIREs and heartbeats, coalesced into few Writes).
+//
+// Invariants:
+//   - queued = Σ replyCost of the messages on out and late and in the writer's buffer
+//     not yet written, ≤ MaxQueuedReplyBytes but for one larger reply queued alone and
+//     for late replies, which are never refused;
+//   - only the reader sends on out and closes it (under outMu, setting outClosed);
+//     pushes from other goroutines (FIREs, answers that waited for etcd) take outMu and
+//     never block, and none is queued once outClosed;
+//   - the writer alone writes to the socket and closes it, but for the two forced closes
+//     that unblock it (the reader's, past WriteTimeout; Shutdown's, when its context
+//     ends); done is closed when it exits.
+//
+// Locking: outMu guards outClosed and late and orders every push against the close of
+// out; established is guarded by connSet.mu; the fields marked atomic, or owned by the
+// reader or the writer, need no lock. Lock order: router.mu, then outMu (the router
+// pushes FIREs under its lock); nothing holding outMu takes router.mu or another
+// part's lock.
 type conn struct {
-	s  *Server
+	s  *Server // its parts: conns, requests, router; and its options
 	nc net.Conn
 	// out carries replies from the reader to the writer. Bounded (MaxPendingPerConn); the
 	// reader sends replies on it and closes it when it stops; engine handlers also push
