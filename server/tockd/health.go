@@ -20,7 +20,8 @@ type etcdFailure struct {
 //     within the store's SessionTTL and is then reported so. A follower that reads etcd
 //     is fit: it answers NOT_LEADER naming the leader.
 //
-// It takes the server's lock once and reads two atomics: cheap enough for every probe.
+// It takes connSet's lock and the router's once each and reads two atomics: cheap
+// enough for every probe.
 func (s *Server) Health() error {
 	if s.conns.draining.Load() {
 		return errors.New("not serving: shutting down")
