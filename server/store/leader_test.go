@@ -217,7 +217,7 @@ func TestDoneWhenEtcdUnreachable(t *testing.T) {
 	p := newCutProxy(t, strings.TrimPrefix(a.ClientURL(), "http://"))
 	o := a.ClientOptions()
 	o.Endpoints, o.Node, o.SessionTTL, o.LeaseGuard = []string{"http://" + p.ln.Addr().String()}, "n2", time.Second, 400*time.Millisecond
-	b, err := Open(ctxT(t), o)
+	b, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func openEmbedded(t *testing.T, o Options) *Store {
 	if o.Node == "" {
 		o.Node = "n1"
 	}
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("open embedded etcd: %v", err)
 	}
@@ -42,7 +42,7 @@ func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
 	co := first.ClientOptions()
 	o.Endpoints, o.Username, o.Password, o.TLS = co.Endpoints, co.Username, co.Password, co.TLS
 	o.Node = node
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("open second store: %v", err)
 	}

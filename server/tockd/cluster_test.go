@@ -18,7 +18,7 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 	defer cancel()
 	o := st.ClientOptions()
 	o.Node = node
-	peer, err := store.Open(ctx, o)
+	peer, err := store.Open(ctx, store.WithOptions(o))
 	if err != nil {
 		t.Fatalf("open a peer store: %v", err)
 	}

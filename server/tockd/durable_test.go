@@ -19,8 +19,8 @@ func openStore(t *testing.T, dir string) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{Embedded: dir, Node: "n1",
-		EmbeddedTick: 10 * time.Millisecond, EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
+	st, err := store.Open(ctx, store.WithEmbedded(dir), store.WithNode("n1"), store.WithEmbeddedTick(10*time.Millisecond),
+		store.WithEmbeddedElection(100*time.Millisecond), store.WithEmbeddedLog(zap.NewNop()))
 	if err != nil {
 		t.Fatalf("open embedded etcd: %v", err)
 	}

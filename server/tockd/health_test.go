@@ -132,7 +132,7 @@ func TestHealthCutOffFromEtcd(t *testing.T) {
 	o.SessionTTL, o.DialTimeout = time.Second, time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
 	defer cancel()
-	st, err := store.Open(ctx, o)
+	st, err := store.Open(ctx, store.WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}
