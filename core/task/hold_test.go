@@ -12,9 +12,7 @@ import (
 func TestHoldAndStartTimeout(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "held", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "held", Type: "remote", Schedule: After(0), Timeout: time.Second})
 	if err := h.e.HoldTimeout(id); err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +40,7 @@ func TestHoldAndStartTimeout(t *testing.T) {
 func TestHeldAttemptCompletesOrCancels(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "a", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	a := recv(t, runs)
+	a := h.startDeferred(runs, Task{ID: "a", Type: "remote", Schedule: After(0), Timeout: time.Second})
 	if err := h.e.HoldTimeout(a); err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +50,7 @@ func TestHeldAttemptCompletesOrCancels(t *testing.T) {
 	}
 	h.wait(EventSucceeded, "a")
 
-	h.submit(Task{ID: "b", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	b := recv(t, runs)
+	b := h.startDeferred(runs, Task{ID: "b", Type: "remote", Schedule: After(0), Timeout: time.Second})
 	if err := h.e.HoldTimeout(b); err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +68,7 @@ func TestDrop(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
 	h.submit(Task{ID: "pending", Type: "remote", Schedule: After(time.Minute)})
-	h.submit(Task{ID: "running", Type: "remote", Schedule: After(0)})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "running", Type: "remote", Schedule: After(0)})
 	for _, tid := range []string{"pending", "running"} {
 		if err := h.e.Drop("", tid); err != nil {
 			t.Fatal(err)
