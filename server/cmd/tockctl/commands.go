@@ -5,8 +5,9 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -530,22 +531,13 @@ func doStats(ctx context.Context, e *env, _ []string) error {
 	}
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "KIND\tNAME\tVALUE")
-	for _, k := range sortedKeys(st.Counters) {
+	for _, k := range slices.Sorted(maps.Keys(st.Counters)) {
 		fmt.Fprintf(tw, "counter\t%s\t%d\n", k, st.Counters[k])
 	}
-	for _, k := range sortedKeys(st.Gauges) {
+	for _, k := range slices.Sorted(maps.Keys(st.Gauges)) {
 		fmt.Fprintf(tw, "gauge\t%s\t%d\n", k, st.Gauges[k])
 	}
 	return tw.Flush()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func doLeader(ctx context.Context, e *env, _ []string) error {
