@@ -3,32 +3,42 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestCoreTargetSmall runs the core target in-process on a small workload and checks
-// that every task ran once, none early.
-func TestCoreTargetSmall(t *testing.T) {
-	c, err := parseFlags([]string{"-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64"})
+// runClean runs loadgen with args, bounded by limit, and checks that each of its -tasks
+// ran exactly once, none early, nothing failed, and that the summary says so; it returns
+// the configuration, the result and the summary.
+func runClean(t *testing.T, limit time.Duration, args ...string) (config, *result, string) {
+	t.Helper()
+	c, err := parseFlags(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	res, err := run(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := res.Counts
-	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != 2000 || res.TimedOut || n.Failed() {
+	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != int64(c.tasks) || res.TimedOut || res.failed() {
 		t.Fatalf("result %+v", res)
 	}
 	var out bytes.Buffer
 	res.print(&out)
-	if !bytes.Contains(out.Bytes(), []byte("lost 0  early 0")) {
+	if !strings.Contains(out.String(), "lost 0  early 0") {
 		t.Fatalf("summary:\n%s", out.String())
 	}
+	return c, res, out.String()
+}
+
+// TestCoreTargetSmall runs the core target in-process on a small workload and checks
+// that every task ran once, none early.
+func TestCoreTargetSmall(t *testing.T) {
+	runClean(t, 30*time.Second, "-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64")
 }
 
 func TestPayloadRoundTrip(t *testing.T) {

@@ -18,14 +18,14 @@ import (
 func twoNodes(t *testing.T) (leader, follower *server) {
 	t.Helper()
 	ctx := bounded(t)
-	st1, err := store.Open(ctx, store.Options{Embedded: t.TempDir(), Node: "n1", EmbeddedTick: 10 * time.Millisecond,
-		EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
+	st1, err := store.Open(ctx, store.WithEmbedded(t.TempDir()), store.WithNode("n1"), store.WithEmbeddedTick(10*time.Millisecond),
+		store.WithEmbeddedElection(100*time.Millisecond), store.WithEmbeddedLog(zap.NewNop()))
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}
 	o2 := st1.ClientOptions() // the embedded etcd wants its root password
 	o2.Node = "n2"
-	st2, err := store.Open(ctx, o2)
+	st2, err := store.Open(ctx, store.WithOptions(o2))
 	if err != nil {
 		t.Fatal(err)
 	}

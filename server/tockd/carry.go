@@ -43,7 +43,8 @@ import (
 // durable task it waits, as an ACK's OK does, for the record's deletion.
 //
 // Costs: the handler pays one atomic load while nothing is pending; CARRY is O(1) per
-// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu.
+// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu,
+// but for the atomic counters (nPending, refused).
 
 // CarryRefusal is why a leader refused a carried outcome (Stats.CarryRefused, STATS
 // carry_refused_<name>). A refused outcome's run is run again if the task still owes it.
@@ -76,7 +77,8 @@ func (r CarryRefusal) String() string {
 // parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
 const carryMaxWait = 10 * time.Second
 
-// holdState is the router's part in carrying outcomes; guarded by router.mu.
+// holdState is the router's part in carrying outcomes; guarded by router.mu but for
+// nPending and refused.
 type holdState struct {
 	on       bool                 // due runs are held back (not FIREd): a takeover's grace
 	indexing bool                 // runs queued go into held: for carryMaxWait after a takeover
@@ -88,6 +90,8 @@ type holdState struct {
 	nPending atomic.Int32         // len(pending), read by the handler without the lock
 	grace    *time.Timer          // ends the hold; stopped when the term ends
 	window   *time.Timer          // ends indexing; stopped when the term ends
+	// refused counts the outcomes refused, by reason (atomic: Stats reads it).
+	refused [NumCarryRefusals]atomic.Uint64
 }
 
 // carried is one outcome of a CARRY, and the answer it is part of.
@@ -182,16 +186,16 @@ func (r *router[W]) endHoldLocked() {
 	}
 }
 
-// handInLocked counts w's CARRY toward ending the hold (its first only), and reports
-// whether the hold is on and every worker expected has now handed in. Requires r.mu.
-func (r *router[W]) handInLocked(w W) (endHold bool) {
-	ws := r.stateLocked(w)
+// handIn counts the CARRY of the worker whose state is ws toward ending the hold (its
+// first only), and reports whether the hold is on and every worker expected has now
+// handed in. Requires router.mu.
+func (h *holdState) handIn(ws *workerState) (endHold bool) {
 	if ws.carried {
 		return false
 	}
 	ws.carried = true
-	r.hold.handedIn++
-	return r.hold.on && r.hold.handedIn >= r.hold.expect
+	h.handedIn++
+	return h.on && h.handedIn >= h.expect
 }
 
 // stop ends a term's carrying (the node stops leading): the hold, the index of held
@@ -234,26 +238,38 @@ func (h *holdState) forget(f *protocol.Fire) {
 }
 
 // refuseCarried answers outcomes that were pending when the term or their wait ended,
-// or that met a run other than theirs, refused for reason.
-func (s *Server) refuseCarried(cos []*carried, reason CarryRefusal, why string) {
+// or that met a run other than theirs, refused for reason. It touches only the atomic
+// counters of h: router.mu is not needed.
+func (h *holdState) refuseCarried(cos []*carried, reason CarryRefusal, why string) {
 	for _, co := range cos {
-		s.refuseOutcome(co.b, co.o.RunID, reason, why)
+		h.refuseOutcome(co.b, co.o.RunID, reason, why)
 		co.b.settle()
 	}
 }
 
 // refuseOutcome lists run runID's carried outcome in b's ACKED as refused (UNKNOWN_RUN,
-// why) and counts it under reason.
-func (s *Server) refuseOutcome(b *ackBatch, runID uint64, reason CarryRefusal, why string) {
-	s.carryRefused[reason].Add(1)
+// why) and counts it under reason; router.mu is not needed.
+func (h *holdState) refuseOutcome(b *ackBatch, runID uint64, reason CarryRefusal, why string) {
+	h.refused[reason].Add(1)
 	b.refuse(runID, protocol.CodeUnknownRun, why)
+}
+
+// refusalCounts is the reasons counted in refused, by name, for a log line.
+func refusalCounts(refused [NumCarryRefusals]int) map[string]int {
+	m := map[string]int{}
+	for r, n := range refused {
+		if n > 0 {
+			m[CarryRefusal(r).String()] = n
+		}
+	}
+	return m
 }
 
 // takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
 // (of a recurring task or not): handled is true when one matched, and err is then the
 // attempt's result. An outcome of the task that does not match this run is refused.
-func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
-	d := &s.disp
+func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
+	d := rr.router
 	k := taskKey{f.Namespace, f.TaskID}
 	d.mu.Lock()
 	co := d.hold.pending[k]
@@ -266,21 +282,21 @@ func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, er
 		return false, nil
 	}
 	if !co.matches(f, recurring) {
-		s.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
+		rr.router.hold.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
 		return false, nil
 	}
 	err = co.result()
-	s.settleCarried(co, k, err)
+	rr.settleCarried(co, k, err)
 	return true, err
 }
 
 // settleCarried counts an accepted outcome and answers it: at once, or, when it ends a
 // durable task, once the task's record is deleted.
-func (s *Server) settleCarried(co *carried, k taskKey, result error) {
-	s.carried.Add(1)
+func (rr *remoteRuns) settleCarried(co *carried, k taskKey, result error) {
+	rr.carried.Add(1)
 	runID := co.o.RunID
-	if !s.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
+	if rr.replica == nil || !rr.replica.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
 		co.b.settle()
 	}
 }
@@ -289,8 +305,8 @@ func (s *Server) settleCarried(co *carried, k taskKey, result error) {
 // (listed in the ACKED with UNKNOWN_RUN); the reply waits for the outcomes pending and
 // for the records of the durable tasks they end. The first CARRY of a worker connection
 // counts toward ending the takeover's hold.
-func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
-	d := &s.disp
+func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
+	d := rr.router
 	b := &ackBatch{c: c, id: m.ID}
 	b.outstanding.Store(1) // this goroutine's share, dropped below
 	type found struct {
@@ -303,11 +319,11 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	var refused [NumCarryRefusals]int // in this frame, by reason, for the log
 	nRefused := 0
 	d.mu.Lock()
-	if !d.leading {
+	if !d.leading { // only with a replica: without one this node always leads
 		d.mu.Unlock()
-		return s.notLeader(m.ID), false
+		return rr.replica.lead.notLeader(m.ID), false
 	}
-	endHold := d.handInLocked(c)
+	endHold := d.hold.handIn(d.stateLocked(c))
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -316,7 +332,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		why, reason := "", CarryTwice
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
-		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
+		} else if d.orphans.take(o.RunID, k, o.Epoch, d.epoch) {
 			// A run of this term whose worker's connection closed: the worker is back.
 			seen[o.RunID] = true
 			complete = append(complete, found{co, k, &protocol.Fire{RunID: o.RunID}})
@@ -325,7 +341,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 			seen[o.RunID] = true
 			f := hr.f
 			if !hr.known {
-				in, err := s.engine.Get(k.ns, k.id)
+				in, err := rr.engine.Get(k.ns, k.id)
 				hr.recurring = err == nil && in.Task.Schedule.Recurring()
 			}
 			if co.matches(f, hr.recurring) {
@@ -336,12 +352,12 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 			why, reason = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due), CarryChanged
 		} else {
 			seen[o.RunID] = true
-			if reason, why = s.pendingLocked(co, k); why == "" {
+			if reason, why = rr.pendingLocked(co, k); why == "" {
 				waiting = append(waiting, co)
 				continue
 			}
 		}
-		s.refuseOutcome(b, o.RunID, reason, "carried outcome refused: "+why)
+		d.hold.refuseOutcome(b, o.RunID, reason, "carried outcome refused: "+why)
 		b.settle()
 		refused[reason]++
 		nRefused++
@@ -360,41 +376,44 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 				}
 			}
 			d.mu.Unlock()
-			s.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
+			d.hold.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
 		})
 	}
 	if endHold {
 		// After this frame's outcomes found their runs, so that none of those is FIREd.
-		s.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
+		rr.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
 		d.endHoldLocked()
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	if nRefused > 0 {
-		s.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
+		rr.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
 			"by_reason", refusalCounts(refused))
 	}
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
 	for _, co := range waiting {
+		if rr.replica == nil {
+			break // no run locks, so nothing parked
+		}
 		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-		if s.parked.take(epoch, k, co.o.Version, co.o.RunID) {
-			s.unparkFor(k, co.o.Version, epoch)
+		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
+			locks.unparkFor(k, co.o.Version, epoch)
 		}
 	}
 	ended := 0
 	for _, x := range complete {
 		result := x.co.result()
-		if err := s.engine.Complete(x.f.RunID, result); err != nil {
+		if err := rr.engine.Complete(x.f.RunID, result); err != nil {
 			why := fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err)
 			if ended++; ended == 1 {
-				s.log.Info("tockd: a carried outcome's held run ended meanwhile", "why", why)
+				rr.log.Info("tockd: a carried outcome's held run ended meanwhile", "why", why)
 			}
-			s.refuseCarried([]*carried{x.co}, CarryEnded, why)
+			d.hold.refuseCarried([]*carried{x.co}, CarryEnded, why)
 			continue
 		}
-		s.settleCarried(x.co, x.k, result)
+		rr.settleCarried(x.co, x.k, result)
 	}
 	if b.outstanding.Add(-1) > 0 {
 		return nil, false // the last outcome settled sends the reply
@@ -404,11 +423,10 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the
 // engine holds the task unchanged with that run still to start; otherwise it returns why
-// not, and the reason. Requires s.disp.mu (and takes an engine shard's lock: the lock
-// order allows it).
-func (s *Server) pendingLocked(co *carried, k taskKey) (CarryRefusal, string) {
-	h := &s.disp.hold
-	in, err := s.engine.Get(k.ns, k.id)
+// not, and the reason. Requires router.mu (and takes an engine shard's lock: the lock order allows it).
+func (rr *remoteRuns) pendingLocked(co *carried, k taskKey) (CarryRefusal, string) {
+	h := &rr.router.hold
+	in, err := rr.engine.Get(k.ns, k.id)
 	switch {
 	case err != nil:
 		return CarryNotHeld, fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
@@ -427,17 +445,6 @@ func (s *Server) pendingLocked(co *carried, k taskKey) (CarryRefusal, string) {
 	h.pending[k] = co
 	h.nPending.Add(1)
 	return 0, ""
-}
-
-// refusalCounts is the reasons counted in refused, by name, for a log line.
-func refusalCounts(refused [NumCarryRefusals]int) map[string]int {
-	m := map[string]int{}
-	for r, n := range refused {
-		if n > 0 {
-			m[CarryRefusal(r).String()] = n
-		}
-	}
-	return m
 }
 
 // settle drops one outcome still outstanding; the last one sends the reply.
