@@ -20,7 +20,8 @@ import (
 // (and would be FIREd) at once, before the worker holding an outcome has reconnected.
 // So, for Options.CarryGrace after a takeover, the router holds back every run the
 // handler gets (hold.on: they wait in the waiting queues), until as many workers as the
-// previous leader had registered (registry.go) have sent their CARRY, or the grace ends.
+// previous leader had registered (registry.go) have subscribed, each after its CARRY
+// frames, or the grace ends.
 // For carryMaxWait after a takeover (hold.indexing), hold or none, every run queued is
 // indexed by task in hold.held: a run still waiting unFIREd (no worker has subscribed
 // yet, or none has a credit) can take an outcome whenever it comes. An outcome then
@@ -186,9 +187,10 @@ func (r *router[W]) endHoldLocked() {
 	}
 }
 
-// handIn counts the CARRY of the worker whose state is ws toward ending the hold (its
-// first only), and reports whether the hold is on and every worker expected has now
-// handed in. Requires router.mu.
+// handIn counts the worker whose state is ws toward ending the hold (once: at its first
+// SUBSCRIBE, which a worker sends after all its CARRY frames, so that they have all
+// found their runs), and reports whether the hold is on and every worker expected has
+// now handed in. Requires router.mu.
 func (h *holdState) handIn(ws *workerState) (endHold bool) {
 	if ws.carried {
 		return false
@@ -303,8 +305,8 @@ func (rr *remoteRuns) settleCarried(co *carried, k taskKey, result error) {
 
 // carry answers CARRY: each outcome is accepted (its run ended with it) or refused
 // (listed in the ACKED with UNKNOWN_RUN); the reply waits for the outcomes pending and
-// for the records of the durable tasks they end. The first CARRY of a worker connection
-// counts toward ending the takeover's hold.
+// for the records of the durable tasks they end. The worker's SUBSCRIBE, after its
+// CARRY frames, counts toward ending the takeover's hold (router.subscribe).
 func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	d := rr.router
 	b := &ackBatch{c: c, id: m.ID}
@@ -323,7 +325,6 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 		d.mu.Unlock()
 		return rr.replica.lead.notLeader(m.ID), false
 	}
-	endHold := d.hold.handIn(d.stateLocked(c))
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -378,11 +379,6 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 			d.mu.Unlock()
 			d.hold.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
 		})
-	}
-	if endHold {
-		// After this frame's outcomes found their runs, so that none of those is FIREd.
-		rr.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
-		d.endHoldLocked()
 	}
 	epoch := d.epoch
 	d.mu.Unlock()

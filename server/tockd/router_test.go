@@ -583,6 +583,30 @@ func TestRouterTakeoverIndexesOnlyLiveRuns(t *testing.T) {
 	}
 }
 
+// A worker hands in at its first SUBSCRIBE after the takeover, which it sends after all
+// its CARRY frames (a worker carrying more than protocol.MaxBatch outcomes sends several):
+// the hold ends when every expected worker has subscribed, not at the last one's first
+// CARRY frame. Before, with two workers, the hold ended at the second one's first frame,
+// the first worker was FIREd runs whose outcomes the later frames carried, and those were
+// refused as "started" (7,701 in make loadgen-cluster -workers 2 over 4 kills) and run
+// again.
+func TestRouterHoldEndsWhenEveryWorkerSubscribed(t *testing.T) {
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace}) // ends by the workers alone
+	tr.r.setLeading(false, 0, nil, nil)
+	tr.route(1, "a") // loaded: waits for the hold
+	tr.r.setLeading(true, 5, nil, func() int { return 2 })
+	w1 := tr.worker("w1", 10, "a") // handed in (its CARRYs, then SUBSCRIBE)
+	tr.route(2, "a")
+	wantRuns(t, w1)                // one of two expected workers has handed in: the hold goes on
+	w2 := tr.worker("w2", 10, "a") // the second and last expected worker
+	tr.verify()
+	tr.wantWaiting(0)
+	if n := len(w1.fires) + len(w2.fires); n != 2 {
+		t.Fatalf("%d runs FIREd once both workers subscribed, want 2", n)
+	}
+	tr.r.setLeading(false, 5, nil, nil)
+}
+
 func TestRouterTakeoverHold(t *testing.T) {
 	// The grace outlasts the test: the hold ends by the workers' CARRYs alone, and the
 	// step-down at the end stops the grace timer before it fires.
