@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/server/client"
-	"github.com/tock-sched/tock/server/cluster/history"
+	"github.com/tock-sched/tock/server/internal/clustertest/history"
 	"github.com/tock-sched/tock/server/store"
 )
 
