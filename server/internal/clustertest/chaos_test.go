@@ -223,6 +223,7 @@ func chaosSchedule(rng *rand.Rand) []history.FaultKind {
 // doc). The seed is printed; TOCK_CHAOS_SEED replays its choices (the timing of a real
 // cluster is not replayed).
 func TestChaosHistory(t *testing.T) {
+	multiProcess(t)
 	seed := uint64(chaosDefaultSeed)
 	if v := os.Getenv(chaosSeedEnv); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)

@@ -79,6 +79,7 @@ func waitLeader(t *testing.T, nodes ...*Node) (*Node, uint64) {
 // TestFailoverAfterLeaderKill: exactly one of three nodes leads; SIGKILL the leader and
 // another leads within the goal, twice, with a higher epoch each time.
 func TestFailoverAfterLeaderKill(t *testing.T) {
+	multiProcess(t)
 	_, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 	t.Logf("first leader %s at epoch %d", leader.Name(), epoch)
@@ -105,6 +106,7 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 // single member to lose) neither moves tockd's leadership nor stops durable submits,
 // over a window longer than the session TTL (a lost session would show within it).
 func TestLeaderSurvivesEtcdMemberStop(t *testing.T) {
+	multiProcess(t)
 	e, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 
@@ -157,6 +159,7 @@ func TestLeaderSurvivesEtcdMemberStop(t *testing.T) {
 // them makes it stop leading and another node lead (never both), within the goal; once
 // restored it follows.
 func TestLeaderCutOffFromEtcd(t *testing.T) {
+	multiProcess(t)
 	e := StartEtcd(t, 3)
 	bin := BuildTockd(t)
 	var proxied []string

@@ -33,6 +33,7 @@ type interval struct {
 // cannot be interrupted) but honours its time to run. Every run's interval is recorded:
 // no two overlap, across the failover, and runs go on at the new epoch.
 func TestExclusiveNeverOverlaps(t *testing.T) {
+	multiProcess(t)
 	_, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 	var addrs []string

@@ -129,6 +129,7 @@ func producer(c *client.Client, l *ledger, prefix string, stop <-chan struct{}, 
 // kill (its ACK never confirmed), never after an ACK the cluster confirmed. Rounds: the
 // TOCK_FAILOVER_ROUNDS environment variable (default 1; make chaos runs 5).
 func TestDurableFailover(t *testing.T) {
+	multiProcess(t)
 	rounds := 1
 	if v := os.Getenv(failoverRoundsEnv); v != "" {
 		n, err := strconv.Atoi(v)

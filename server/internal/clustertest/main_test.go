@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -10,10 +11,16 @@ import (
 )
 
 // TestMain builds (or finds cached) etcd before any test, so that no test's bounds
-// include a cold build, and checks for leaked goroutines after all of them.
+// include a cold build, and checks for leaked goroutines after all of them. With
+// -short every test that needs etcd skips (multiProcess), and so does the build.
 func TestMain(m *testing.M) {
 	// ants starts its default pool at init (through the client's imports): not a leak.
 	baseline := goleak.IgnoreCurrent()
+	flag.Parse() // for testing.Short
+	if testing.Short() {
+		goleak.VerifyTestMain(m, baseline)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), EtcdBuildTimeout)
 	dir, err := EtcdBinary(ctx)
 	cancel()
@@ -23,4 +30,13 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "etcd binaries in %s\n", dir)
 	goleak.VerifyTestMain(m, baseline)
+}
+
+// multiProcess skips t under -short: it starts etcd members and tockd processes and
+// takes seconds to minutes (make test runs it: it passes no -short).
+func multiProcess(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd members and tockd processes: not with -short")
+	}
 }

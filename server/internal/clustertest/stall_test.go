@@ -45,6 +45,7 @@ type seenFire struct {
 // goroutines may run before the goroutine that ends its term: a leader acts only while
 // its lease is certainly alive (store.Leadership.Valid, checked on every FIRE).
 func TestStalledLeaderFiresNothingAfterResume(t *testing.T) {
+	multiProcess(t)
 	e := StartEtcd(t, 3)
 	bin := BuildTockd(t)
 	eps := strings.Join(e.Endpoints(), ",")
