@@ -13,6 +13,7 @@ import (
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // Bounds of these tests. electBound is generous (a first election is one campaign,
@@ -304,19 +305,17 @@ func startDispatchLoad(t *testing.T, l *ledger, clientAddrs string, workerAddrs 
 // waitRunAtEpochAbove waits for a run at an epoch above epoch and returns that epoch.
 func waitRunAtEpochAbove(t *testing.T, l *ledger, epoch uint64) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(electBound)
-	for {
+	var above uint64
+	tockdtest.EventuallyWithin(t, fmt.Sprintf("a run at an epoch above %d", epoch), electBound, func() bool {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for e := range l.epochs {
 			if e > epoch {
-				l.mu.Unlock()
-				return e
+				above = e
+				return true
 			}
 		}
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no run at an epoch above %d within %v", epoch, electBound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return above
 }

@@ -2,12 +2,16 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/tock-sched/tock/server/client"
 )
 
 // TestMain builds (or finds cached) etcd before any test, so that no test's bounds
@@ -39,4 +43,14 @@ func multiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd members and tockd processes: not with -short")
 	}
+}
+
+// runWorker runs w until ctx ends, on a goroutine workers counts; a Run that ends any
+// other way fails t.
+func runWorker(t *testing.T, ctx context.Context, workers *sync.WaitGroup, w *client.Worker) {
+	workers.Go(func() {
+		if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("worker: %v", err)
+		}
+	})
 }

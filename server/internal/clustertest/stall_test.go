@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -79,13 +78,7 @@ func TestStalledLeaderFiresNothingAfterResume(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	workers.Add(1)
-	go func() {
-		defer workers.Done()
-		if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
-			t.Errorf("worker: %v", err)
-		}
-	}()
+	runWorker(t, ctx, &workers, w)
 	c, err := client.Dial(ctx, leader.Addr(), fast)
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func (r *recordingTB) Fatalf(format string, args ...any) {
 func TestEventuallyGivesUp(t *testing.T) {
 	tb := &recordingTB{TB: t}
 	start := time.Now()
-	eventually(tb, "the moon", 20*time.Millisecond, func() bool { return false })
+	EventuallyWithin(tb, "the moon", 20*time.Millisecond, func() bool { return false })
 	if tb.msg != "the moon: not within 20ms" || time.Since(start) < 20*time.Millisecond {
 		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
 	}

@@ -22,10 +22,13 @@ const Poll = time.Millisecond
 // an event (a channel, a reply), wait on that.
 func Eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	eventually(tb, what, Limit, cond)
+	EventuallyWithin(tb, what, Limit, cond)
 }
 
-func eventually(tb testing.TB, what string, limit time.Duration, cond func() bool) {
+// EventuallyWithin is Eventually with a bound of the test's own, for a test whose
+// point is a timing goal (a new leader dispatching within an election's bound): limit
+// states that goal, with its slack, where the test names it.
+func EventuallyWithin(tb testing.TB, what string, limit time.Duration, cond func() bool) {
 	tb.Helper()
 	if cond() {
 		return
