@@ -3,25 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
-	"time"
+
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// TestCoreTargetSmall runs the core target in-process on a small workload and checks
-// that every task ran once, none early.
-func TestCoreTargetSmall(t *testing.T) {
-	c, err := parseFlags([]string{"-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64"})
+// runSmall runs loadgen with args on a small workload of tasks tasks and checks that
+// every task ran once, none early, and that the summary says so.
+func runSmall(t *testing.T, tasks int, args ...string) *result {
+	t.Helper()
+	c, err := parseFlags(append([]string{"-tasks", strconv.Itoa(tasks), "-producers", "2", "-payload", "64"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 	defer cancel()
 	res, err := run(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := res.Counts
-	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != 2000 || res.TimedOut || n.Failed() {
+	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != int64(tasks) || res.TimedOut || res.failed() {
 		t.Fatalf("result %+v", res)
 	}
 	var out bytes.Buffer
@@ -29,6 +32,24 @@ func TestCoreTargetSmall(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("lost 0  early 0")) {
 		t.Fatalf("summary:\n%s", out.String())
 	}
+	return res
+}
+
+// TestCoreTargetSmall runs the core target in-process on a small workload.
+func TestCoreTargetSmall(t *testing.T) {
+	runSmall(t, 2000, "-target", "core", "-window", "50ms")
+}
+
+// TestServerTargetSmall runs the server target against a tockd in the test process,
+// ephemeral tasks and then durable ones through an embedded etcd: every task is
+// submitted, fired to loadgen's workers and acknowledged.
+func TestServerTargetSmall(t *testing.T) {
+	s := tockdtest.Start(t)
+	runSmall(t, 2000, "-target", "server", "-addr", s.Addr, "-window", "50ms")
+
+	d := tockdtest.Start(t, tockdtest.Etcd())
+	tockdtest.Eventually(t, "the durable node leads", func() bool { return d.Stats().IsLeader })
+	runSmall(t, 200, "-target", "server", "-addr", d.Addr, "-durable")
 }
 
 func TestPayloadRoundTrip(t *testing.T) {
