@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/internal/clustertest"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
@@ -32,60 +29,6 @@ const (
 	// slack. Before the byte budget the queue pinned ~430 MB.
 	attackRSS = 200 << 20
 )
-
-// buildTockd builds this command (without -race, whatever the test's flags: the race
-// detector's shadow memory would be measured too) and returns the binary's path.
-func buildTockd(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command builds tockd for this test: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "tockd")
-	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startTockd starts bin with args and returns its process and its client address, read
-// from its "tockd listening" log line.
-func startTockd(t *testing.T, bin string, args ...string) (*os.Process, string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrs := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.Contains(line, "tockd listening") {
-				continue
-			}
-			for _, f := range strings.Fields(line) {
-				if a, ok := strings.CutPrefix(f, "addr="); ok {
-					addrs <- a
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-addrs:
-		return cmd.Process, a
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("tockd did not log its address")
-		return nil, ""
-	}
-}
 
 // peakRSS reads VmHWM, the process's peak resident set size, in bytes.
 func peakRSS(t *testing.T, pid int) int64 {
@@ -119,8 +62,10 @@ func TestNeverReadingConnectionMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tockd and moves ~3 GB of replies over loopback: not with -short")
 	}
-	proc, addr := startTockd(t, buildTockd(t), "-addr", "127.0.0.1:0", "-admin-addr", "off",
-		"-log-level", "info")
+	// A tockd process built without -race, whatever the test's flags: the race
+	// detector's shadow memory would be measured too.
+	node := clustertest.StartTockd(t, clustertest.BuildTockd(t), "-admin-addr", "off")
+	addr := node.Addr()
 
 	setup := tockdtest.Dial(t, addr, tockdtest.Name("attack"))
 	subs := make([]protocol.Message, attackTasks)
@@ -148,7 +93,7 @@ func TestNeverReadingConnectionMemory(t *testing.T) {
 	// its reader (or the process passes the bound).
 	ping := uint64(1000)
 	tockdtest.Eventually(t, "the server stops reading the attacker's requests (reply_stalls)", func() bool {
-		if rss := peakRSS(t, proc.Pid); rss > attackRSS {
+		if rss := peakRSS(t, node.Pid()); rss > attackRSS {
 			t.Fatalf("tockd's peak RSS reached %d MB with one connection that never reads, over the %d MB bound",
 				rss>>20, attackRSS>>20)
 		}
@@ -171,7 +116,7 @@ func TestNeverReadingConnectionMemory(t *testing.T) {
 			t.Fatalf("reply %d: %v id %d, want a non-empty TASK_PAGE %d", i, r.Type(), r.RequestID(), 100+i)
 		}
 	}
-	rss := peakRSS(t, proc.Pid)
+	rss := peakRSS(t, node.Pid())
 	if rss > attackRSS {
 		t.Fatalf("tockd's peak RSS reached %d MB with one connection that never reads, over the %d MB bound",
 			rss>>20, attackRSS>>20)
