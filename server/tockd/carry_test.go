@@ -9,7 +9,60 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
+
+// startCarryNodes is startTwoNodes with a follower (node "n2") whose carry grace is long,
+// so that a worker's reconnection is surely within it on a loaded machine; the hold ends
+// as soon as the one registered worker has handed in.
+func startCarryNodes(t *testing.T) *twoNodes {
+	t.Helper()
+	return startTwoNodes(t, Options{NodeName: "n2", CarryGrace: waitBound, EngineOptions: []task.Option{task.WithWorkers(2)}})
+}
+
+// waitRegistered waits until the follower has read the worker registry (it does every
+// workerReportInterval) and so knows whom to wait for.
+func waitRegistered(t *testing.T, follower *Server) {
+	t.Helper()
+	if !waitUntil(func() bool { return follower.registered.Load() >= 1 }) {
+		t.Fatalf("the follower never saw the worker in the registry within %v", waitBound)
+	}
+}
+
+// outcomeOf is the outcome a worker that ran f's run hands in (CARRY).
+func outcomeOf(f *protocol.Fire) protocol.Outcome {
+	return protocol.Outcome{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace, TaskID: f.TaskID,
+		Version: f.Version, Attempt: f.Attempt, Due: f.Due}
+}
+
+// carryTo connects a worker to addr (the node it reconnects to) that hands in f's outcome
+// before it subscribes to typ; CARRY must be answered ACKED with nothing refused.
+func carryTo(t *testing.T, addr string, f *protocol.Fire, typ string) *wkr {
+	t.Helper()
+	w := dialWorker(t, addr, "worker")
+	sent := time.Now()
+	r := w.req(&protocol.Carry{Outcomes: []protocol.Outcome{outcomeOf(f)}})
+	if acked, ok := r.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
+		t.Fatalf("CARRY of %s's run answered %v %+v after %v, want ACKED with nothing refused", f.TaskID, r.Type(), r, time.Since(sent))
+	}
+	wantOK(t, w.req(&protocol.Subscribe{Types: []string{typ}, Credits: 10}))
+	return w
+}
+
+// wantEndedByCarry requires f's task to have SUCCEEDED with its one carried run, w to
+// have been sent no FIRE (if it was: why), and st to hold no record.
+func wantEndedByCarry(t *testing.T, c *client, w *wkr, st *store.Store, f *protocol.Fire, why string) {
+	t.Helper()
+	if in := c.waitState(10, f.TaskID, task.Succeeded); in.Runs != 1 {
+		t.Fatalf("%s ran %d times, want its one carried attempt", f.TaskID, in.Runs)
+	}
+	if w.drain(); len(w.fires) > 0 {
+		t.Fatalf("FIRE %+v after the carried outcome: %s", w.fires[0], why)
+	}
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records left: %v", ids)
+	}
+}
 
 // A worker's ACK reaches a leader that has lost its leadership in etcd (its election key
 // is gone): the ACK is answered STALE_EPOCH, or the worker is sent away first. The next leader, elected meanwhile, holds back the runs it
@@ -18,20 +71,8 @@ import (
 // with it, deletes its record and never FIREs it again. The run the worker had not
 // finished is FIREd by the new leader as before.
 func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
-	st1 := openStore(t, t.TempDir())
-	t.Cleanup(func() { st1.Close() })
-	st2 := openPeerStore(t, st1, "n2")
-	t.Cleanup(func() { st2.Close() })
-	l1 := startDurable(t, st1, nil)
-	t.Cleanup(func() { l1.stop(t) })
-	// A long grace, so that the worker's reconnection is surely within it on a loaded
-	// machine; the hold ends as soon as the one registered worker has handed in.
-	n2, err := New(Options{Store: st2, NodeName: "n2", CarryGrace: 10 * time.Second, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2 := serveDurable(t, n2)
-	t.Cleanup(func() { l2.stop(t) })
+	n := startCarryNodes(t)
+	st1, st2, l1, n2, l2 := n.st1, n.st2, n.leader, n.follower, n.fd
 
 	c := connect(t, l1.addr)
 	w := connectWorker(t, l1.addr, 10, "w")
@@ -48,15 +89,11 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 	}
 	// The follower must have read the registry (every workerReportInterval) to know
 	// whom to wait for.
-	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never saw the worker in the registry")
-		}
-	}
+	waitRegistered(t, n2)
 
 	// The first leader's term ends in etcd: its key goes, the follower is elected.
 	key := l1.srv.fence.Load().Key
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	if _, err := st1.Client().Delete(ctx, key); err != nil {
 		t.Fatal(err)
@@ -69,7 +106,7 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 	for {
 		m, err := w.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the deposed leader kept its worker's connection open %v after its key went", replyWait)
+			t.Fatalf("the deposed leader kept its worker's connection open %v after its key went", waitBound)
 		}
 		if err != nil {
 			break // sent away
@@ -85,10 +122,8 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 	}
 
 	// The worker moves to the new leader and hands the outcome in before subscribing.
-	w2 := &wkr{client: dial(t, l2.addr), id: 1}
-	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: done.RunID, Epoch: done.Epoch, Namespace: done.Namespace,
-		TaskID: done.TaskID, Version: done.Version, Attempt: done.Attempt, Due: done.Due}}})
+	w2 := dialWorker(t, l2.addr, "worker")
+	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{outcomeOf(done)}})
 	if acked, ok := carryReply.(*protocol.Acked); ok && len(acked.Failed) == 0 && storedIDs(t, st2)["default/carried"] {
 		t.Fatal("CARRY answered while the task's record was still stored")
 	}
@@ -106,9 +141,7 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 		wantOK(t, w2.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
 		break
 	}
-	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong { // every FIRE sent before it has been read
-		t.Fatalf("PING answered %v", r.Type())
-	}
+	w2.drain()
 	for _, f := range w2.fires {
 		again = append(again, f)
 	}
@@ -175,18 +208,8 @@ func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
 // task with the outcome at once (long before the time to run), never FIREs it again,
 // and leaves neither its record nor its lock in etcd.
 func TestCarriedOutcomeEndsAPark(t *testing.T) {
-	st1 := openStore(t, t.TempDir())
-	t.Cleanup(func() { st1.Close() })
-	st2 := openPeerStore(t, st1, "n2")
-	t.Cleanup(func() { st2.Close() })
-	l1 := startDurable(t, st1, nil)
-	t.Cleanup(func() { l1.stop(t) })
-	n2, err := New(Options{Store: st2, NodeName: "n2", CarryGrace: 10 * time.Second, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2 := serveDurable(t, n2)
-	t.Cleanup(func() { l2.stop(t) })
+	n := startCarryNodes(t)
+	st1, st2, l1, n2, l2 := n.st1, n.st2, n.leader, n.follower, n.fd
 
 	const ttr = time.Minute // the park: the test never sits it out
 	c := connect(t, l1.addr)
@@ -195,39 +218,15 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 	excl.Exclusive, excl.Timeout = true, int64(ttr)
 	submit(t, c, 2, excl)
 	done := w.fire()
-	for deadline := time.Now().Add(replyWait); n2.registered.Load() < 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never saw the worker in the registry")
-		}
-	}
+	waitRegistered(t, n2)
 	deleteLeaderKey(t, st1.Client()) // the first leader's term ends; the follower takes over
 	waitLeading(t, n2, "the follower was not elected")
 	if in := get(t, connect(t, l2.addr), 2, "excl"); in.State != task.Pending {
 		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
 	}
 
-	w2 := &wkr{client: dial(t, l2.addr), id: 1}
-	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	sent := time.Now()
-	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: done.RunID, Epoch: done.Epoch, Namespace: done.Namespace,
-		TaskID: done.TaskID, Version: done.Version, Attempt: done.Attempt, Due: done.Due}}})
-	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
-		t.Fatalf("CARRY of the parked task's run answered %v %+v after %v, want ACKED with nothing refused", carryReply.Type(), carryReply, time.Since(sent))
-	}
-	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
-	c2 := connect(t, l2.addr)
-	if in := c2.waitState(10, "excl", task.Succeeded); in.Runs != 1 {
-		t.Fatalf("excl ran %d times at the new leader, want its one carried attempt", in.Runs)
-	}
-	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
-		t.Fatalf("PING answered %v", r.Type())
-	}
-	if len(w2.fires) > 0 {
-		t.Fatalf("the new leader FIREd %+v: the carried outcome did not end the park", w2.fires[0])
-	}
-	if ids := storedIDs(t, st2); len(ids) != 0 {
-		t.Fatalf("records left: %v", ids)
-	}
+	w2 := carryTo(t, l2.addr, done, "w")
+	wantEndedByCarry(t, connect(t, l2.addr), w2, st2, done, "the carried outcome did not end the park")
 	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
 }
 
@@ -247,7 +246,7 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 	p.cutAll() // the worker ran it; its ACK never leaves
 	// The leader sees the connection close: its reader has gone when the router no
 	// longer lists the worker's connection for the type.
-	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
+	if !waitUntil(func() bool {
 		n := 0
 		ds.srv.disp.subscribed(func(_ *conn, ws *workerState) {
 			for _, typ := range ws.types {
@@ -256,32 +255,11 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 				}
 			}
 		})
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the leader never noticed the cut connection")
-		}
+		return n == 0
+	}) {
+		t.Fatalf("the leader never noticed the cut connection within %v", waitBound)
 	}
 
-	w2 := &wkr{client: dial(t, ds.addr), id: 1}
-	w2.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	carryReply := w2.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: f.RunID, Epoch: f.Epoch, Namespace: f.Namespace,
-		TaskID: f.TaskID, Version: f.Version, Attempt: f.Attempt, Due: f.Due}}})
-	if acked, ok := carryReply.(*protocol.Acked); !ok || len(acked.Failed) != 0 {
-		t.Fatalf("CARRY after reconnecting to the same leader answered %v %+v, want ACKED with nothing refused", carryReply.Type(), carryReply)
-	}
-	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"blip"}, Credits: 10}))
-	if in := c.waitState(10, "blipped", task.Succeeded); in.Runs != 1 {
-		t.Fatalf("blipped ran %d times, want its one carried attempt", in.Runs)
-	}
-	if r := w2.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
-		t.Fatalf("PING answered %v", r.Type())
-	}
-	if len(w2.fires) > 0 {
-		t.Fatalf("the leader FIREd %+v again: the run was redelivered at the cut", w2.fires[0])
-	}
-	if ids := storedIDs(t, st); len(ids) != 0 {
-		t.Fatalf("records left: %v", ids)
-	}
+	w2 := carryTo(t, ds.addr, f, "blip")
+	wantEndedByCarry(t, c, w2, st, f, "the run was redelivered at the cut")
 }

@@ -3,71 +3,20 @@ package tockd
 import (
 	"context"
 	"encoding/json"
-	"github.com/tock-sched/tock/core/task"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
-
-// openPeerStore connects a second node's store to the etcd of st.
-func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-	defer cancel()
-	o := st.ClientOptions()
-	o.Node = node
-	peer, err := store.Open(ctx, o)
-	if err != nil {
-		t.Fatalf("open a peer store: %v", err)
-	}
-	return peer
-}
-
-// twoNodes is a leader and a follower on one embedded etcd; cleanup stops what is left.
-type twoNodes struct {
-	st1, st2     *store.Store
-	leader, fd   *durableServer
-	follower     *Server
-	leaderActive bool
-}
-
-// startTwoNodes starts the leader (elected first: the only candidate yet), then the
-// follower.
-func startTwoNodes(t *testing.T) *twoNodes {
-	t.Helper()
-	n := &twoNodes{st1: openStore(t, t.TempDir())}
-	t.Cleanup(func() { n.st1.Close() })
-	n.st2 = openPeerStore(t, n.st1, "n2")
-	t.Cleanup(func() { n.st2.Close() })
-	n.leader, n.leaderActive = startDurable(t, n.st1, nil), true
-	t.Cleanup(func() {
-		if n.leaderActive {
-			n.leader.stop(t)
-		}
-	})
-	var err error
-	if n.follower, err = New(Options{Store: n.st2}); err != nil {
-		t.Fatal(err)
-	}
-	n.fd = serveDurable(t, n.follower)
-	t.Cleanup(func() { n.fd.stop(t) })
-	return n
-}
-
-// stopLeader stops the leader (it resigns on the way).
-func (n *twoNodes) stopLeader(t *testing.T) {
-	n.leader.stop(t)
-	n.leaderActive = false
-}
 
 // Two nodes on one etcd: the follower refuses task requests and SUBSCRIBE with
 // NOT_LEADER naming the leader's address; when the leader resigns (Shutdown), the
 // follower is elected, loads the durable tasks from etcd and dispatches them at its own,
 // higher epoch.
 func TestFollowerRedirectsThenTakesOver(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	st2, leader, follower, fd := n.st2, n.leader, n.follower, n.fd
 
 	c := connect(t, leader.addr)
@@ -77,24 +26,23 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 	fc := connect(t, fd.addr)
 	// A follower names the leader once it has read who leads (it polls etcd every
 	// leaderPollInterval, never in a request); until then NOT_LEADER names nobody.
-	for deadline := time.Now().Add(replyWait); ; {
+	var named string
+	if !waitUntil(func() bool {
 		e := wantError(t, fc.call(&protocol.Submit{ID: 3, Task: durableTask("refused", 0)}), protocol.CodeNotLeader, "")
-		if e.Leader == leader.addr {
-			break
+		if named = e.Leader; named != "" && named != leader.addr {
+			t.Fatalf("NOT_LEADER names %q, want the leader's address %q", named, leader.addr)
 		}
-		if e.Leader != "" || time.Now().After(deadline) {
-			t.Fatalf("NOT_LEADER names %q, want the leader's address %q", e.Leader, leader.addr)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return named == leader.addr
+	}) {
+		t.Fatalf("NOT_LEADER names %q after %v, want the leader's address %q", named, waitBound, leader.addr)
 	}
-	w := dial(t, fd.addr)
-	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "w", Role: protocol.RoleWorker})
+	w := connectAs(t, fd.addr, protocol.RoleWorker, "w")
 	wantError(t, w.call(&protocol.Subscribe{ID: 2, Types: []string{"t"}, Credits: 1}), protocol.CodeNotLeader, "")
 	if st := follower.Stats(); st.IsLeader || st.Engine.Tasks != 0 {
 		t.Fatalf("follower stats: leader %v, %d tasks; want false and none (it holds no tasks)", st.IsLeader, st.Engine.Tasks)
 	}
 
-	n.stopLeader(t) // resigns: the follower takes over without waiting for a TTL
+	n.leader.stop(t) // resigns: the follower takes over without waiting for a TTL
 	waitLeading(t, follower, "the follower never took over")
 	wk := connectWorker(t, fd.addr, 1, "t")
 	f := wk.fire()
@@ -111,7 +59,7 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 // the next leader only one time to run after the takeover (the old run may still execute
 // somewhere); a plain durable task in the same position runs at once.
 func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	st1, st2, leader, follower, fd := n.st1, n.st2, n.leader, n.follower, n.fd
 
 	const ttr = time.Second
@@ -134,7 +82,7 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 
 	// The old run's time to run ends before this instant plus ttr: its FIRE came earlier.
 	stopping := time.Now()
-	n.stopLeader(t)
+	n.leader.stop(t)
 	waitLeading(t, follower, "the follower never took over")
 	w2 := connectWorker(t, fd.addr, 2, "w")
 	first := w2.fire()
@@ -147,17 +95,7 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 			second.TaskID, after, ttr)
 	}
 	wantOK(t, w2.req(&protocol.Ack{RunID: second.RunID, Epoch: second.Epoch}))
-	deadline := time.Now().Add(replyWait)
-	for {
-		locks, err := st2.Locks(context.Background())
-		if err == nil && len(locks) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run locks after the ACK: %v, %v; want none", locks, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitNoLocks(t, st2, "after the ACK")
 }
 
 // A recurring durable task resumes, after a time with no leader, where its last leader
@@ -168,7 +106,6 @@ func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
 	for _, policy := range []task.MisfirePolicy{task.MisfireFireOnce, task.MisfireSkip} {
 		t.Run(policy.String(), func(t *testing.T) {
 			st := openStore(t, t.TempDir())
-			defer st.Close()
 			const every = 500 * time.Millisecond
 			a := startDurable(t, st, nil)
 			c := connect(t, a.addr)
@@ -185,12 +122,8 @@ func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
 			a.stop(t)             // records the progress, resigns
 			time.Sleep(3 * every) // the outage: no node leads (time must pass; nothing to await)
 
-			b, err := New(Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			bd := serveDurable(t, b)
-			defer bd.stop(t)
+			b := newServer(t, Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
+			bd := serve(t, b)
 			waitLeading(t, b, "the second node was not elected")
 			tookOver := time.Now().UnixNano()
 			f := connectWorker(t, bd.addr, 10, "w").fire()
@@ -210,23 +143,18 @@ func TestRecurringTaskResumesAcrossAnOutage(t *testing.T) {
 // The leader keeps a registry of its workers in etcd: an entry appears when a worker
 // subscribes, follows its load, and goes when it disconnects.
 func TestWorkerRegistry(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	st, ds := startLeader(t)
 	entries := func(want int) []store.Worker {
 		t.Helper()
-		deadline := time.Now().Add(replyWait)
-		for {
-			ws, err := st.Workers(context.Background())
-			if err == nil && len(ws) == want {
-				return ws
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("registry %+v (%v), want %d entries", ws, err, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var ws []store.Worker
+		var err error
+		if !waitUntil(func() bool {
+			ws, err = st.Workers(context.Background())
+			return err == nil && len(ws) == want
+		}) {
+			t.Fatalf("registry %+v (%v), want %d entries", ws, err, want)
 		}
+		return ws
 	}
 	w := connectNamedWorker(t, ds.addr, "reporter", 7, "w", "v")
 	ws := entries(1)

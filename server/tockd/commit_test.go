@@ -34,10 +34,7 @@ func TestCommitterTakeKeepsKeysApart(t *testing.T) {
 // Durable SUBMITs from many connections at once all land, in fewer etcd writes than
 // requests (they share transactions).
 func TestConcurrentDurableSubmitsShareWrites(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	st, ds := startLeader(t)
 	const conns, each = 16, 20
 	clients := make([]*client, conns)
 	for i := range clients {

@@ -9,16 +9,6 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// connectNamedWorker is connectWorker with a HELLO name (key hashing weighs by name).
-func connectNamedWorker(t *testing.T, addr, name string, credits uint64, types ...string) *wkr {
-	t.Helper()
-	c := dial(t, addr)
-	c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: name, Role: protocol.RoleWorker})
-	w := &wkr{client: c, id: 1}
-	wantOK(t, w.req(&protocol.Subscribe{Types: types, Credits: credits}))
-	return w
-}
-
 // placed submits a task due now and returns which of ws it was FIREd at, and the FIRE.
 // It waits for the server's fired count to grow, then pings every worker: a FIRE queued
 // before a PING's reply is read before it, so exactly one worker holds it.
@@ -26,19 +16,12 @@ func placed(t *testing.T, ts *testServer, c *client, ws []*wkr, w protocol.Task)
 	t.Helper()
 	before := ts.srv.Stats().Fired
 	submit(t, c, 2, w)
-	deadline := time.Now().Add(replyWait)
-	for ts.srv.Stats().Fired == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was never fired", w.ID)
-		}
-		time.Sleep(time.Millisecond)
+	if !waitUntil(func() bool { return ts.srv.Stats().Fired != before }) {
+		t.Fatalf("%s was never fired within %v", w.ID, waitBound)
 	}
 	at, fire := -1, (*protocol.Fire)(nil)
 	for i, wk := range ws {
-		if r := wk.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
-			t.Fatalf("PING answered %v", r.Type())
-		}
-		if len(wk.fires) > 0 {
+		if wk.drain(); len(wk.fires) > 0 {
 			if at >= 0 || len(wk.fires) > 1 {
 				t.Fatalf("%s fired more than once", w.ID)
 			}

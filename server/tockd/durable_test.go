@@ -4,100 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
-	"go.uber.org/zap"
 )
 
-// openStore opens an embedded etcd on dir (free ports), as server/store's tests do.
-func openStore(t *testing.T, dir string) *store.Store {
+// storedVersions reads every record's version from etcd, by "ns/id".
+func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{Embedded: dir, Node: "n1",
-		EmbeddedTick: 10 * time.Millisecond, EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("open embedded etcd: %v", err)
+	vs := map[string]uint64{}
+	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
+		t.Fatalf("Load: %v", err)
 	}
-	return st
+	return vs
 }
 
-// durableServer is a live server over a store, stopped by stop (not by Cleanup), so that
-// a test can restart it.
-type durableServer struct {
-	srv    *Server
-	addr   string
-	served chan error
-}
-
-func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *durableServer {
-	t.Helper()
-	eopts := []task.Option{task.WithWorkers(2)}
-	if onEvent != nil {
-		eopts = append(eopts, task.WithOnEvent(onEvent))
-	}
-	srv, err := New(Options{Store: st, EngineOptions: eopts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := serveDurable(t, srv)
-	// With a store the node serves requests once elected (a lone node: at once).
-	waitLeading(t, srv, "the lone node was not elected")
-	return d
-}
-
-// waitLeading waits (bounded by replyWait) until srv leads; why says what failed.
-func waitLeading(t *testing.T, srv *Server, why string) {
-	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for !srv.Stats().IsLeader {
-		if time.Now().After(deadline) {
-			t.Fatal(why)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// serveDurable serves srv on a fresh loopback port; the caller stops it.
-func serveDurable(t *testing.T, srv *Server) *durableServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &durableServer{srv: srv, addr: ln.Addr().String(), served: make(chan error, 1)}
-	go func() { d.served <- srv.Serve(ln) }()
-	return d
-}
-
-func (d *durableServer) stop(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-	defer cancel()
-	if err := d.srv.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-d.served; !errors.Is(err, ErrServerClosed) {
-		t.Fatalf("Serve returned %v", err)
-	}
-}
-
+// storedIDs reads which tasks have a record in etcd, by "ns/id".
 func storedIDs(t *testing.T, st *store.Store) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-	defer cancel()
 	ids := map[string]bool{}
-	if _, err := st.Load(ctx, func(r store.Record) error { ids[r.Namespace+"/"+r.ID] = true; return nil }); err != nil {
-		t.Fatalf("Load: %v", err)
+	for id := range storedVersions(t, st) {
+		ids[id] = true
 	}
 	return ids
 }
 
+// waitNoRecord waits until task id (namespace default) has no record in etcd; what names
+// the record in the failure.
+func waitNoRecord(t *testing.T, st *store.Store, id, what string) {
+	t.Helper()
+	if !waitUntil(func() bool { return !storedIDs(t, st)["default/"+id] }) {
+		t.Fatalf("%s is still stored after %v", what, waitBound)
+	}
+}
+
+// durableTask is wireTask(id, d), durable.
 func durableTask(id string, d time.Duration) protocol.Task {
 	w := wireTask(id, d)
 	w.Durability = protocol.Durable
@@ -111,9 +57,7 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
 	ds := startDurable(t, st, nil)
-	if err := ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return nil })
 	c := connect(t, ds.addr)
 
 	// A durable task that succeeds: its record goes.
@@ -121,13 +65,9 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 		t.Fatalf("durable submit replied %+v", r)
 	}
 	c.waitState(3, "done", task.Succeeded)
-	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/done"]; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the record of a succeeded durable task is still stored after %v", replyWait)
-		}
-	}
+	waitNoRecord(t, st, "done", "the record of a succeeded durable task")
 
-	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return errors.New("not before the restart") })
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return errors.New("not before the restart") })
 	every := durableTask("every", 0)
 	every.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(time.Hour)}
 	for i, w := range []protocol.Task{durableTask("later", time.Hour), every, durableTask("soon", 1500*time.Millisecond), wireTask("eph", time.Hour)} {
@@ -163,15 +103,13 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	restart := time.Now()
 
 	st = openStore(t, dir)
-	defer st.Close()
 	fired := make(chan time.Time, 4)
 	ds = startDurable(t, st, func(ev task.Event) {
 		if ev.Kind == task.EventStarted && ev.ID == "soon" {
 			fired <- time.Now()
 		}
 	})
-	defer ds.stop(t)
-	ds.srv.Engine().Register("t", func(context.Context, *task.Run) error { return nil })
+	ds.handle(t, "t", func(context.Context, *task.Run) error { return nil })
 	c = connect(t, ds.addr)
 	for i, id := range []string{"later", "every", "b1", "b2"} {
 		r := c.call(&protocol.Get{ID: uint64(30 + i), TaskRef: protocol.TaskRef{TaskID: id}})
@@ -188,24 +126,16 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	select {
 	case at := <-fired:
 		t.Logf("the durable task due soon fired %v after the restart began", at.Sub(restart))
-	case <-time.After(replyWait):
-		t.Fatalf("the durable task due soon did not fire within %v of the restart", replyWait)
+	case <-time.After(waitBound):
+		t.Fatalf("the durable task due soon did not fire within %v of the restart", waitBound)
 	}
 	c.waitState(42, "soon", task.Succeeded)
-	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/soon"]; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the record of the succeeded task is still stored after %v", replyWait)
-		}
-	}
+	waitNoRecord(t, st, "soon", "the record of the succeeded task")
 	// Cancelling a durable task deletes its record too.
 	if r := c.call(&protocol.Cancel{ID: 43, TaskRef: protocol.TaskRef{TaskID: "b1"}}).(*protocol.TaskStatus); r.Durability != protocol.Durable || r.State != task.Cancelled {
 		t.Fatalf("cancel of a durable task: %+v", r)
 	}
-	for deadline := time.Now().Add(replyWait); storedIDs(t, st)["default/b1"]; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the record of the cancelled task is still stored after %v", replyWait)
-		}
-	}
+	waitNoRecord(t, st, "b1", "the record of the cancelled task")
 	if ids := storedIDs(t, st); len(ids) != 3 || !ids["default/later"] || !ids["default/every"] || !ids["default/b2"] {
 		t.Fatalf("stored after the restart: %v", ids)
 	}
@@ -224,12 +154,9 @@ func TestStoreNeedsOwnEngine(t *testing.T) {
 
 // startDurableWithWorker starts a tockd with a store on a fresh etcd, a client and a
 // worker of type "w" with credits; they stop when the test ends.
-func startDurableWithWorker(t *testing.T, credits uint64) (*store.Store, *durableServer, *client, *wkr) {
+func startDurableWithWorker(t *testing.T, credits uint64) (*store.Store, *testServer, *client, *wkr) {
 	t.Helper()
-	st := openStore(t, t.TempDir())
-	t.Cleanup(func() { st.Close() })
-	ds := startDurable(t, st, nil)
-	t.Cleanup(func() { ds.stop(t) })
+	st, ds := startLeader(t)
 	return st, ds, connect(t, ds.addr), connectWorker(t, ds.addr, credits, "w")
 }
 
@@ -270,13 +197,8 @@ func TestDurableEndRepliesAfterTheRecordIsDeleted(t *testing.T) {
 // reply queue: answers that waited for etcd queue beside it, never close the connection.
 func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
-	srv, err := New(Options{Store: st, MaxPendingPerConn: 2, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := serveDurable(t, srv)
-	defer ds.stop(t)
+	srv := newServer(t, Options{Store: st, MaxPendingPerConn: 2, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	ds := serve(t, srv)
 	waitLeading(t, srv, "not elected")
 	const n = 200
 	c := connect(t, ds.addr)
@@ -292,6 +214,7 @@ func TestManyDurableAcksOnASmallReplyQueue(t *testing.T) {
 	oks := 0
 	for fired := 0; fired < n || oks < n; {
 		var m protocol.Message
+		var err error
 		if len(w.fires) > 0 { // read while SUBSCRIBE's answer was awaited
 			m, w.fires = w.fires[0], w.fires[1:]
 		} else if m, err = w.next(); err != nil {

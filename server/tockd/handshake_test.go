@@ -114,8 +114,7 @@ func TestIdleTimeout(t *testing.T) {
 
 func TestWorkerRole(t *testing.T) {
 	ts := startServer(t, Options{})
-	w := dial(t, ts.addr)
-	w.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "w", Role: protocol.RoleWorker})
+	w := connectAs(t, ts.addr, protocol.RoleWorker, "w")
 	wantOK(t, w.call(&protocol.Subscribe{ID: 2, Types: []string{"t"}, Credits: 10}))
 	wantError(t, w.call(&protocol.Ack{ID: 3, RunID: 1, Epoch: 0}), protocol.CodeUnknownRun, "")
 	w.ping(4) // still open, and a worker may send client requests
@@ -133,11 +132,11 @@ func TestQuietConnectionGetsHeartbeats(t *testing.T) {
 	ts := startServer(t, Options{Heartbeat: hb})
 	c := dial(t, ts.addr)
 	time.Sleep(3 * hb) // a silence before HELLO: the first frame must still be WELCOME
-	w := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "quiet", Role: protocol.RoleClient})
+	w := c.hello(helloAs(protocol.RoleClient, "quiet"))
 	if w.Heartbeat != int64(hb) || c.beats != 0 {
 		t.Fatalf("WELCOME heartbeat_ns = %d, want %d; %d heartbeats before it, want none", w.Heartbeat, hb, c.beats)
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(replyWait))
+	_ = c.nc.SetReadDeadline(time.Now().Add(waitBound))
 	for {
 		m, err := c.dec.Next()
 		if err != nil {
@@ -146,7 +145,7 @@ func TestQuietConnectionGetsHeartbeats(t *testing.T) {
 		if m == nil {
 			n, rerr := c.nc.Read(c.buf)
 			if rerr != nil && n == 0 {
-				t.Fatalf("no heartbeat within %v: %v", replyWait, rerr)
+				t.Fatalf("no heartbeat within %v: %v", waitBound, rerr)
 			}
 			c.dec.Feed(c.buf[:n])
 			continue

@@ -12,46 +12,27 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// waitHealth polls Health (which only observes) until ok(err) holds, bounded by
-// replyWait, and returns that error.
+// waitHealth polls Health (which only observes) until ok(err) holds, and returns that
+// error.
 func waitHealth(t *testing.T, s *Server, what string, ok func(error) bool) error {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for {
-		err := s.Health()
-		if ok(err) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; Health() = %v", what, replyWait, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var err error
+	if !waitUntil(func() bool { err = s.Health(); return ok(err) }) {
+		t.Fatalf("%s: not within %v; Health() = %v", what, waitBound, err)
 	}
+	return err
 }
 
 // TestHealthNotServing: before Serve and once Shutdown began, Health says why the node
 // does not serve; in between it is nil.
 func TestHealthNotServing(t *testing.T) {
-	srv, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, Options{})
 	if err := srv.Health(); err == nil || !strings.Contains(err.Error(), "not serving") {
 		t.Fatalf("before Serve: Health() = %v, want not serving", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	ts := serve(t, srv)
 	waitHealth(t, srv, "healthy once serving", func(err error) bool { return err == nil })
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-served
+	ts.stop(t)
 	if err := srv.Health(); err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("after Shutdown: Health() = %v, want shutting down", err)
 	}
@@ -125,20 +106,18 @@ func (p *cutProxy) cutAll() {
 // reports itself unhealthy, naming etcd; once etcd is back it leads and is healthy.
 func TestHealthCutOffFromEtcd(t *testing.T) {
 	etcd := openStore(t, t.TempDir())
-	defer etcd.Close()
 	p := newCutProxy(t, strings.TrimPrefix(etcd.ClientURL(), "http://"))
 	o := etcd.ClientOptions()
 	o.Endpoints, o.Node = []string{"http://" + p.ln.Addr().String()}, "n1"
 	o.SessionTTL, o.DialTimeout = time.Second, time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	st, err := store.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() }) // after the node has stopped
 	d := startDurable(t, st, nil)
-	defer d.stop(t)
 	if err := d.srv.Health(); err != nil {
 		t.Fatalf("leading: Health() = %v", err)
 	}
@@ -147,6 +126,6 @@ func TestHealthCutOffFromEtcd(t *testing.T) {
 	if !strings.Contains(err.Error(), "etcd") {
 		t.Errorf("cut off: Health() = %v, want the reason to name etcd", err)
 	}
-	p.heal() // also lets the deferred Shutdown and Close reach etcd
+	p.heal() // also lets the Shutdown and Close at Cleanup reach etcd
 	waitHealth(t, d.srv, "healthy once etcd is back", func(err error) bool { return err == nil })
 }

@@ -1,18 +1,31 @@
 package tockd
 
+// The test support of this package's own tests, one of each: the wait bound and the wait
+// on a condition, the servers (with and without a store), and the raw connections that
+// speak the wire format to them. These tests are package tockd, so they cannot import the
+// external tockdtest package (it imports tockd); what this file guarantees is the same:
+//   - every server a test starts is stopped when the test ends, at the latest, and
+//     before the stores it runs on are closed (Cleanup runs last-registered first);
+//   - a test that starts a server with startServer fails if a goroutine outlives it
+//     (goleak), checked after everything else the test started has stopped;
+//   - every wait is bounded by waitBound: a broken server fails a test, never hangs it.
+
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 )
 
 // baseline ignores the goroutines that exist before any test runs (ants starts a default
@@ -24,23 +37,133 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, baseline)
 }
 
-// replyWait bounds every wait for a reply or a close. A loopback reply takes
-// microseconds; the bound is generous so that a loaded CI machine never fails a correct
-// test, and exists only so that a broken server fails the test instead of hanging it.
-const replyWait = 10 * time.Second
+// waitBound bounds every wait in these tests for something that must happen: a reply, a
+// close, an election, a write seen in etcd. On loopback these take microseconds to a few
+// milliseconds; the bound is generous so that a loaded 2-core machine running -race never
+// fails a correct test, and exists only so that a broken server fails the test instead of
+// hanging it. It also serves where a test needs a server's allowance to outlast any such
+// wait (a carry grace the test must never sit out).
+const waitBound = 10 * time.Second
+
+// waitUntil looks at its condition again after pollFirst, then doubles the pause up to
+// pollMost: a state that holds soon is seen within a millisecond, and a long wait (an
+// election; an etcd read at every look) does not load the machine it waits on.
+const (
+	pollFirst = time.Millisecond
+	pollMost  = 16 * time.Millisecond
+)
+
+// waitUntil calls cond until it returns true, and reports whether it did within
+// waitBound. It is for states that no event announces (a gauge, a task's state as GET
+// reads it, a record in etcd); where there is an event, wait on the event instead. cond
+// runs on the caller's goroutine, so it may fail the test itself; when waitUntil returns
+// false, the caller fails the test with what it last saw.
+func waitUntil(cond func() bool) bool { return waitWithin(waitBound, cond) }
+
+// waitWithin is waitUntil bounded by limit.
+func waitWithin(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for pause := pollFirst; !cond(); pause = min(2*pause, pollMost) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pause)
+	}
+	return true
+}
+
+// TestWaitUntil: waitUntil returns true once another goroutine makes the condition hold,
+// having looked again after each pause; a condition that never holds is given up on
+// once the bound has passed, not before.
+func TestWaitUntil(t *testing.T) {
+	var set atomic.Bool
+	looks := 0
+	go set.Store(true)
+	if !waitUntil(func() bool { looks++; return set.Load() }) || looks < 1 {
+		t.Fatalf("waitUntil gave up on a condition that holds (%d looks)", looks)
+	}
+	const limit = 20 * time.Millisecond
+	start := time.Now()
+	if waitWithin(limit, func() bool { return false }) {
+		t.Fatal("waitWithin reported a condition that never holds")
+	}
+	if waited := time.Since(start); waited < limit {
+		t.Fatalf("waitWithin gave up after %v, before its limit %v", waited, limit)
+	}
+}
 
 // testServer is a live server on 127.0.0.1 with its engine.
 type testServer struct {
-	srv    *Server
-	addr   string
-	engine *task.Engine
+	srv     *Server
+	addr    string
+	engine  *task.Engine
+	served  chan error // Serve's result
+	stopped bool
 }
 
-// startServer starts a server on a fresh loopback port. If opts has no Engine, one is
-// made (2 workers). Cleanup shuts the server down, waits for Serve to return, closes
-// opts.Engine (the test's engine is handed over; closing it twice is harmless) and
-// checks that no goroutine leaked.
+// handle registers h as the handler of taskType in the server's engine.
+func (ts *testServer) handle(t *testing.T, taskType string, h task.Handler) {
+	t.Helper()
+	if err := ts.engine.Register(taskType, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newServer is New(opts); an error fails the test.
+func newServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// serve serves srv on a fresh loopback port until stop, which Cleanup calls if the test
+// has not (a test stops a node itself to fail over or to restart it).
+func serve(t *testing.T, srv *Server) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{srv: srv, addr: ln.Addr().String(), engine: srv.Engine(), served: make(chan error, 1)}
+	go func() { ts.served <- srv.Serve(ln) }()
+	t.Cleanup(func() { ts.stop(t) })
+	return ts
+}
+
+// stop shuts the server down (a node with a store resigns on the way) and waits for Serve
+// to return; a second stop does nothing. Shutdown answers ErrServerClosed if the test
+// shut the server down itself, which is no failure here.
+func (ts *testServer) stop(t *testing.T) {
+	t.Helper()
+	if ts.stopped {
+		return
+	}
+	ts.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); err != nil && !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-ts.served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+	}
+}
+
+// startServer starts a server without a store (serveAlso) and checks, once the test has
+// ended and everything it started has stopped, that no goroutine leaked.
 func startServer(t *testing.T, opts Options) *testServer {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t, baseline) }) // registered first: runs last
+	return serveAlso(t, opts)
+}
+
+// serveAlso starts a server beside the test's startServer, whose leak check waits for
+// it. If opts has no Engine, one is made (2 workers). opts.Engine is handed over: it is
+// closed once the server is stopped (closing it twice is harmless).
+func serveAlso(t *testing.T, opts Options) *testServer {
 	t.Helper()
 	if opts.Engine == nil && opts.EngineOptions == nil {
 		e, err := task.New(task.WithWorkers(2))
@@ -49,34 +172,96 @@ func startServer(t *testing.T, opts Options) *testServer {
 		}
 		opts.Engine = e
 	}
-	ownEngine := opts.Engine
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-		if ownEngine != nil {
-			if err := ownEngine.Close(ctx); err != nil && !errors.Is(err, task.ErrClosed) {
+	if e := opts.Engine; e != nil {
+		t.Cleanup(func() { // registered before serve's stop: runs after it
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+			defer cancel()
+			if err := e.Close(ctx); err != nil && !errors.Is(err, task.ErrClosed) {
 				t.Errorf("engine Close: %v", err)
 			}
-		}
-		goleak.VerifyNone(t, baseline)
-	})
-	return &testServer{srv: srv, addr: ln.Addr().String(), engine: srv.Engine()}
+		})
+	}
+	return serve(t, newServer(t, opts))
+}
+
+// openStore opens an embedded etcd on dir (free ports, fast elections), as server/store's
+// tests do; Cleanup closes it, after the servers started on it later have stopped (a test
+// may close it itself first: a second Close does nothing).
+func openStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{Embedded: dir, Node: "n1",
+		EmbeddedTick: 10 * time.Millisecond, EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("open embedded etcd: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// openPeerStore connects a second node's store to the etcd of st; Cleanup closes it.
+func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	o := st.ClientOptions()
+	o.Node = node
+	peer, err := store.Open(ctx, o)
+	if err != nil {
+		t.Fatalf("open a peer store: %v", err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	return peer
+}
+
+// startDurable serves a node over st (engine: 2 workers, and onEvent if not nil) and
+// waits until it leads: with a store a node serves requests once elected, and a lone
+// node is elected at once.
+func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *testServer {
+	t.Helper()
+	eopts := []task.Option{task.WithWorkers(2)}
+	if onEvent != nil {
+		eopts = append(eopts, task.WithOnEvent(onEvent))
+	}
+	ts := serve(t, newServer(t, Options{Store: st, EngineOptions: eopts}))
+	waitLeading(t, ts.srv, "the lone node was not elected")
+	return ts
+}
+
+// startLeader is startDurable on a fresh embedded etcd: a lone node, leading.
+func startLeader(t *testing.T) (*store.Store, *testServer) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	return st, startDurable(t, st, nil)
+}
+
+// waitLeading waits until srv leads; why says what failed.
+func waitLeading(t *testing.T, srv *Server, why string) {
+	t.Helper()
+	if !waitUntil(func() bool { return srv.Stats().IsLeader }) {
+		t.Fatalf("%s within %v", why, waitBound)
+	}
+}
+
+// twoNodes is a leader and a follower on one embedded etcd.
+type twoNodes struct {
+	st1, st2   *store.Store
+	leader, fd *testServer // fd serves follower
+	follower   *Server
+}
+
+// startTwoNodes starts the leader (elected first: the only candidate yet), then the
+// follower, made with follower (its Store is st2).
+func startTwoNodes(t *testing.T, follower Options) *twoNodes {
+	t.Helper()
+	n := &twoNodes{st1: openStore(t, t.TempDir())}
+	n.st2 = openPeerStore(t, n.st1, "n2")
+	n.leader = startDurable(t, n.st1, nil)
+	follower.Store = n.st2
+	n.follower = newServer(t, follower)
+	n.fd = serve(t, n.follower)
+	return n
 }
 
 // client speaks the wire format on one raw connection.
@@ -91,7 +276,7 @@ type client struct {
 // dial connects without a handshake.
 func dial(t *testing.T, addr string) *client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, replyWait)
+	nc, err := net.DialTimeout("tcp", addr, waitBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +284,23 @@ func dial(t *testing.T, addr string) *client {
 	return &client{t: t, nc: nc, dec: protocol.NewDecoder(protocol.MaxFrameLimit), buf: make([]byte, 64<<10)}
 }
 
+// helloAs is the HELLO (ID 1, no token) of a connection in role, as name.
+func helloAs(role protocol.Role, name string) *protocol.Hello {
+	return &protocol.Hello{ID: 1, Version: protocol.Version, Name: name, Role: role}
+}
+
+// connectAs dials and completes the handshake in role, as name.
+func connectAs(t *testing.T, addr string, role protocol.Role, name string) *client {
+	t.Helper()
+	c := dial(t, addr)
+	c.hello(helloAs(role, name))
+	return c
+}
+
 // connect dials and completes the handshake as a client.
 func connect(t *testing.T, addr string) *client {
 	t.Helper()
-	c := dial(t, addr)
-	c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "test", Role: protocol.RoleClient})
-	return c
+	return connectAs(t, addr, protocol.RoleClient, "test")
 }
 
 // hello sends h and requires a WELCOME.
@@ -131,7 +327,7 @@ func (c *client) send(m protocol.Message) {
 // write writes raw bytes.
 func (c *client) write(b []byte) {
 	c.t.Helper()
-	_ = c.nc.SetWriteDeadline(time.Now().Add(replyWait))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(waitBound))
 	if _, err := c.nc.Write(b); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
@@ -141,7 +337,7 @@ func (c *client) write(b []byte) {
 // The server's heartbeats (PONG with ID 0) are skipped and counted in c.beats.
 func (c *client) next() (protocol.Message, error) {
 	c.t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(replyWait))
+	_ = c.nc.SetReadDeadline(time.Now().Add(waitBound))
 	for {
 		m, err := c.dec.Next()
 		if err != nil {
@@ -197,14 +393,14 @@ func wantError(t *testing.T, r protocol.Message, code protocol.Code, field strin
 }
 
 // wantClosed requires the server to close the connection: every byte it sends from now
-// on is read and then EOF (or a reset) must come, within replyWait.
+// on is read and then EOF (or a reset) must come, within waitBound.
 func (c *client) wantClosed() {
 	c.t.Helper()
 	for {
 		m, err := c.next()
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.t.Fatalf("the server did not close the connection within %v", replyWait)
+				c.t.Fatalf("the server did not close the connection within %v", waitBound)
 			}
 			return // io.EOF, or a reset: closed either way
 		}
@@ -241,19 +437,20 @@ func wireTask(id string, d time.Duration) protocol.Task {
 		Schedule: protocol.Schedule{Kind: task.KindAfter, Delay: int64(d)}}
 }
 
-// waitState polls GET until the task is in state want; polling only observes, the wait
-// is bounded by replyWait.
+// waitState polls GET until the task is in state want (GET only observes).
 func (c *client) waitState(id uint64, tid string, want task.State) protocol.Info {
 	c.t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for {
-		r := c.call(&protocol.Get{ID: id, TaskRef: protocol.TaskRef{TaskID: tid}})
-		if ti, ok := r.(*protocol.TaskInfo); ok && ti.Info.State == want {
-			return ti.Info
+	var r protocol.Message
+	var info protocol.Info
+	if !waitUntil(func() bool {
+		r = c.call(&protocol.Get{ID: id, TaskRef: protocol.TaskRef{TaskID: tid}})
+		ti, ok := r.(*protocol.TaskInfo)
+		if ok {
+			info = ti.Info
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("task %s not %v within %v; last reply %v %+v", tid, want, replyWait, r.Type(), r)
-		}
-		time.Sleep(time.Millisecond)
+		return ok && ti.Info.State == want
+	}) {
+		c.t.Fatalf("task %s not %v within %v; last reply %v %+v", tid, want, waitBound, r.Type(), r)
 	}
+	return info
 }

@@ -16,16 +16,12 @@ import (
 // waitConns polls STATS on c until the server serves want connections (c included).
 func (c *client) waitConns(id uint64, want int64) {
 	c.t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for {
-		st := c.call(&protocol.Stats{ID: id}).(*protocol.StatsReply)
-		if st.Gauges["connections"] == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("connections gauge %d, want %d within %v", st.Gauges["connections"], want, replyWait)
-		}
-		time.Sleep(time.Millisecond)
+	var got int64
+	if !waitUntil(func() bool {
+		got = c.call(&protocol.Stats{ID: id}).(*protocol.StatsReply).Gauges["connections"]
+		return got == want
+	}) {
+		c.t.Fatalf("connections gauge %d, want %d within %v", got, want, waitBound)
 	}
 }
 
@@ -72,14 +68,11 @@ func (s *Server) stuck() bool {
 	return false
 }
 
+// waitStuck waits until some connection's reply queue is full.
 func waitStuck(t *testing.T, s *Server) {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for !s.stuck() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection's reply queue filled within %v", replyWait)
-		}
-		time.Sleep(time.Millisecond)
+	if !waitUntil(s.stuck) {
+		t.Fatalf("no connection's reply queue filled within %v", waitBound)
 	}
 }
 
@@ -112,7 +105,7 @@ func TestShutdownGraceful(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
 		done <- ts.srv.Shutdown(ctx)
 	}()
@@ -144,7 +137,7 @@ func TestShutdownGraceful(t *testing.T) {
 	if err := ts.srv.Shutdown(context.Background()); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("second Shutdown: %v", err)
 	}
-	if _, err := net.DialTimeout("tcp", ts.addr, replyWait); err == nil {
+	if _, err := net.DialTimeout("tcp", ts.addr, waitBound); err == nil {
 		t.Fatal("the listener still accepts")
 	}
 	if _, err := ts.engine.Submit(task.Task{ID: "x", Type: "t", Schedule: task.After(0)}); !errors.Is(err, task.ErrClosed) {
@@ -205,12 +198,8 @@ func TestQueuedReplyBytesBounded(t *testing.T) {
 		buf, _ = protocol.AppendFrame(buf, &protocol.List{ID: uint64(100 + i), Limit: 8}, 0)
 	}
 	c.write(buf) // ~40 KB of requests; ~128 MB of replies, none read yet
-	deadline := time.Now().Add(replyWait)
-	for ts.srv.Stats().ReplyStalls == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the reader never stalled within %v; queued reply bytes peaked at %d", replyWait, ts.srv.queuedPeak())
-		}
-		time.Sleep(time.Millisecond)
+	if !waitUntil(func() bool { return ts.srv.Stats().ReplyStalls != 0 }) {
+		t.Fatalf("the reader never stalled within %v; queued reply bytes peaked at %d", waitBound, ts.srv.queuedPeak())
 	}
 	other := connect(t, ts.addr)
 	other.ping(2)
@@ -219,19 +208,15 @@ func TestQueuedReplyBytesBounded(t *testing.T) {
 	}
 	// The writer moves in bursts while the kernel's socket buffers fill, so the gauge can
 	// read 0 between two of them; once they are full it holds the stalled replies.
-	for {
+	if !waitUntil(func() bool {
 		st := other.call(&protocol.Stats{ID: 4}).(*protocol.StatsReply)
 		q := st.Gauges["queued_reply_bytes"]
 		if q > bound || st.Counters["reply_stalls"] == 0 {
 			t.Fatalf("STATS queued_reply_bytes %d, reply_stalls %d: want at most %d, and stalls", q, st.Counters["reply_stalls"], bound)
 		}
-		if q > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("STATS queued_reply_bytes still 0 after %v", replyWait)
-		}
-		time.Sleep(time.Millisecond)
+		return q > 0
+	}) {
+		t.Fatalf("STATS queued_reply_bytes still 0 after %v", waitBound)
 	}
 	if p := ts.srv.queuedPeak(); p > bound {
 		t.Fatalf("queued reply bytes peaked at %d, over MaxQueuedReplyBytes %d", p, bound)

@@ -10,28 +10,28 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// waitNoLocks waits (bounded by replyWait: lock deletes run in the background) until no
-// run lock is left in etcd.
+// waitNoLocks waits until no run lock is left in etcd (lock deletes run in the
+// background).
 func waitNoLocks(t *testing.T, st *store.Store, why string) {
 	t.Helper()
-	for deadline := time.Now().Add(replyWait); ; time.Sleep(5 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-		locks, err := st.Locks(ctx)
-		cancel()
-		if err == nil && len(locks) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: run locks left in etcd: %v (%v)", why, locks, err)
-		}
+	var locks map[store.Key]bool
+	var err error
+	if !waitUntil(func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		locks, err = st.Locks(ctx)
+		return err == nil && len(locks) == 0
+	}) {
+		t.Fatalf("%s: run locks left in etcd after %v: %v (%v)", why, waitBound, locks, err)
 	}
 }
 
-// An exclusive durable task replaced, while its run holds a run lock, by a non-exclusive
-// version leaves no lock in etcd once the old run and the new version have ended: the
-// lock is deleted when the replaced version's run ends.
-func TestReplacedExclusiveTaskLeavesNoLock(t *testing.T) {
-	st, _, c, w := startDurableWithWorker(t, 10)
+// replaceRunningExclusive starts a lone node with a client and a worker holding credits,
+// submits the exclusive durable task "repl", takes its run (which holds a run lock),
+// submits replacement(v1) as version 1 and ends the old run: v2 is what is left.
+func replaceRunningExclusive(t *testing.T, credits uint64, replacement func(v1 protocol.Task) protocol.Task) (*store.Store, *client, *wkr) {
+	t.Helper()
+	st, _, c, w := startDurableWithWorker(t, credits)
 	v1 := durableWorkTask("repl")
 	v1.Exclusive, v1.Timeout = true, int64(time.Minute)
 	submit(t, c, 2, v1)
@@ -39,10 +39,18 @@ func TestReplacedExclusiveTaskLeavesNoLock(t *testing.T) {
 	if locks, err := st.Locks(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "repl"}] {
 		t.Fatalf("run lock while v1 runs: %v, %v", locks, err)
 	}
-	v2 := durableWorkTask("repl")
+	v2 := replacement(v1)
 	v2.Version = 1
 	submit(t, c, 3, v2)
 	w.req(&protocol.Ack{RunID: f1.RunID, Epoch: f1.Epoch}) // the old run ends (its answer does not matter here)
+	return st, c, w
+}
+
+// An exclusive durable task replaced, while its run holds a run lock, by a non-exclusive
+// version leaves no lock in etcd once the old run and the new version have ended: the
+// lock is deleted when the replaced version's run ends.
+func TestReplacedExclusiveTaskLeavesNoLock(t *testing.T) {
+	st, c, w := replaceRunningExclusive(t, 10, func(protocol.Task) protocol.Task { return durableWorkTask("repl") })
 	f2 := w.fire()
 	if f2.Version != 1 {
 		t.Fatalf("FIRE %+v, want v2's", f2)
@@ -56,16 +64,10 @@ func TestReplacedExclusiveTaskLeavesNoLock(t *testing.T) {
 // when an exclusive successor replaced it, and the successor cancelled before it ran,
 // leaves no lock.
 func TestCancelledReplacementLeavesNoLock(t *testing.T) {
-	st, _, c, w := startDurableWithWorker(t, 1)
-	v1 := durableWorkTask("repl")
-	v1.Exclusive, v1.Timeout = true, int64(time.Minute)
-	submit(t, c, 2, v1)
-	f1 := w.fire()
-	v2 := v1
-	v2.Version = 1
-	v2.Schedule = protocol.Schedule{Kind: task.KindAfter, Delay: int64(time.Hour)}
-	submit(t, c, 3, v2)
-	w.req(&protocol.Ack{RunID: f1.RunID, Epoch: f1.Epoch})
+	st, c, _ := replaceRunningExclusive(t, 1, func(v2 protocol.Task) protocol.Task {
+		v2.Schedule = protocol.Schedule{Kind: task.KindAfter, Delay: int64(time.Hour)}
+		return v2
+	})
 	if ts, ok := c.call(&protocol.Cancel{ID: 4, TaskRef: protocol.TaskRef{TaskID: "repl"}}).(*protocol.TaskStatus); !ok || ts.State != task.Cancelled {
 		t.Fatalf("CANCEL answered %+v", ts)
 	}

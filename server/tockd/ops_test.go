@@ -63,15 +63,37 @@ func TestSubmitGetCancelList(t *testing.T) {
 	wantError(t, c.call(&protocol.List{ID: 12, Cursor: "not-a-cursor"}), protocol.CodeBadField, "cursor")
 }
 
+// TestCancelFinishedTask: CANCEL of a task that already SUCCEEDED or went DEAD changes
+// nothing and answers TASK_STATUS with that final state (as a second CANCEL answers
+// CANCELLED). UNEXPECTED is for protocol misuse; this is a well-formed request.
+func TestCancelFinishedTask(t *testing.T) {
+	ts := startServer(t, Options{})
+	ts.handle(t, "t", func(ctx context.Context, r *task.Run) error {
+		if r.Task.ID == "doomed" {
+			return task.NonRetryable(errors.New("no"))
+		}
+		return nil
+	})
+	c := connect(t, ts.addr)
+	for i, want := range map[string]task.State{"fine": task.Succeeded, "doomed": task.Dead} {
+		c.call(&protocol.Submit{ID: 2, Task: wireTask(i, 0)})
+		c.waitState(3, i, want)
+		r := c.call(&protocol.Cancel{ID: 4, TaskRef: protocol.TaskRef{TaskID: i}})
+		st, ok := r.(*protocol.TaskStatus)
+		if !ok || st.State != want || st.TaskID != i {
+			t.Fatalf("CANCEL of %s (%v): %v %+v, want TASK_STATUS %v", i, want, r.Type(), r, want)
+		}
+		c.waitState(5, i, want) // and it stays so
+	}
+}
+
 func TestTaskRunsInEngine(t *testing.T) {
 	ts := startServer(t, Options{})
 	ran := make(chan string, 1)
-	if err := ts.engine.Register("t", func(ctx context.Context, r *task.Run) error {
+	ts.handle(t, "t", func(ctx context.Context, r *task.Run) error {
 		ran <- string(r.Task.Payload)
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	c := connect(t, ts.addr)
 	w := wireTask("now", 0)
 	w.Payload = []byte("run me")
@@ -83,8 +105,8 @@ func TestTaskRunsInEngine(t *testing.T) {
 		if p != "run me" {
 			t.Fatalf("handler got payload %q", p)
 		}
-	case <-time.After(replyWait):
-		t.Fatalf("the handler did not run within %v", replyWait)
+	case <-time.After(waitBound):
+		t.Fatalf("the handler did not run within %v", waitBound)
 	}
 	info := c.waitState(3, "now", task.Succeeded)
 	if info.Runs != 1 {
@@ -111,14 +133,12 @@ func TestDeadLetters(t *testing.T) {
 	ts := startServer(t, Options{})
 	var fail atomic.Bool
 	fail.Store(true)
-	if err := ts.engine.Register("t", func(ctx context.Context, r *task.Run) error {
+	ts.handle(t, "t", func(ctx context.Context, r *task.Run) error {
 		if fail.Load() {
 			return task.NonRetryable(errors.New("boom"))
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	c := connect(t, ts.addr)
 	c.call(&protocol.Submit{ID: 2, Task: wireTask("d1", 0)})
 	c.call(&protocol.Submit{ID: 3, Task: wireTask("d2", 0)})

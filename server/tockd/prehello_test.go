@@ -10,17 +10,12 @@ import (
 
 // TestWelcomeEpoch: with a store, WELCOME carries the epoch the node leads at, not 0.
 func TestWelcomeEpoch(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	d := startDurable(t, st, nil)
-	defer d.stop(t)
+	_, d := startLeader(t)
 	_, epoch := d.srv.leadership()
 	if epoch == 0 {
 		t.Fatal("a leader at epoch 0")
 	}
-	c := dial(t, d.addr)
-	got := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "t", Role: protocol.RoleClient})
-	if got.Epoch != epoch {
+	if got := dial(t, d.addr).hello(helloAs(protocol.RoleClient, "t")); got.Epoch != epoch {
 		t.Fatalf("WELCOME epoch %d, want the leader's %d", got.Epoch, epoch)
 	}
 }
@@ -28,20 +23,19 @@ func TestWelcomeEpoch(t *testing.T) {
 // TestWelcomeEpochOnFollower: a node that does not lead announces the leader's epoch,
 // once it has read it from etcd (it polls every 200 ms).
 func TestWelcomeEpochOnFollower(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	_, epoch := n.leader.srv.leadership()
-	deadline := time.Now().Add(replyWait)
-	for {
+	var got uint64
+	if !waitUntil(func() bool {
 		c := dial(t, n.fd.addr)
-		got := c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "t", Role: protocol.RoleClient})
+		got = c.hello(helloAs(protocol.RoleClient, "t")).Epoch
 		c.nc.Close()
-		if got.Epoch == epoch {
-			return
+		if got != 0 && got != epoch {
+			t.Fatalf("follower's WELCOME epoch %d, want the leader's %d", got, epoch)
 		}
-		if got.Epoch != 0 || time.Now().After(deadline) {
-			t.Fatalf("follower's WELCOME epoch %d, want the leader's %d", got.Epoch, epoch)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return got == epoch
+	}) {
+		t.Fatalf("follower's WELCOME epoch %d after %v, want the leader's %d", got, waitBound, epoch)
 	}
 }
 
@@ -49,7 +43,7 @@ func TestWelcomeEpochOnFollower(t *testing.T) {
 // larger length prefix is answered FRAME_TOO_LARGE and closed at once, without waiting
 // for (or buffering) its body. A HELLO of exactly MaxHelloFrame bytes is accepted.
 func TestPreHelloFrameLimit(t *testing.T) {
-	// HandshakeTimeout far above replyWait: the close must come from the limit, not the
+	// HandshakeTimeout far above waitBound: the close must come from the limit, not the
 	// timeout.
 	ts := startServer(t, Options{HandshakeTimeout: time.Hour})
 	c := dial(t, ts.addr)
@@ -72,16 +66,12 @@ func TestPreHelloFrameLimit(t *testing.T) {
 	ok.ping(2)
 }
 
-// waitAdmitted waits (bounded by replyWait) until the server has admitted n connections
-// in all, so that connections are admitted in the order the test dials them.
+// waitAdmitted waits until the server has admitted n connections in all, so that
+// connections are admitted in the order the test dials them.
 func waitAdmitted(t *testing.T, s *Server, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for s.admitted.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections admitted within %v, want %d", s.admitted.Load(), replyWait, n)
-		}
-		time.Sleep(time.Millisecond)
+	if !waitUntil(func() bool { return s.admitted.Load() >= n }) {
+		t.Fatalf("%d connections admitted within %v, want %d", s.admitted.Load(), waitBound, n)
 	}
 }
 

@@ -45,7 +45,7 @@ func everyTask(id string, interval time.Duration, version uint64) protocol.Task 
 // run (misfire policy fire once) on the schedule's phase, not skipped, for an every and
 // a cron schedule alike.
 func TestRecurringScheduleSurvivesFailover(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	c := connect(t, n.leader.addr)
 	submit(t, c, 2, everyTask("hourly", time.Hour, 0))
 	const every = time.Second
@@ -60,11 +60,10 @@ func TestRecurringScheduleSurvivesFailover(t *testing.T) {
 		t.Fatalf("next_run %d, %v at the leader, want all set", hourly.NextRun, armed)
 	}
 	// soon's and cron's first occurrences fall due while the leader still leads but has
-	// no worker: they wait there, unfinished, when the leader goes.
-	for time.Now().UnixNano() <= max(armed["soon"], armed["cron"]) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	n.stopLeader(t)
+	// no worker: they wait there, unfinished, when the leader goes. (Time must pass:
+	// nothing to await.)
+	time.Sleep(time.Until(time.Unix(0, max(armed["soon"], armed["cron"])+1)))
+	n.leader.stop(t)
 	waitLeading(t, n.follower, "the follower never took over")
 	tookOver := time.Now().UnixNano()
 	fc := connect(t, n.fd.addr)
@@ -92,7 +91,7 @@ func TestRecurringScheduleSurvivesFailover(t *testing.T) {
 // A replacing version of a recurring durable task does not inherit its predecessor's
 // progress: after a failover it keeps its own schedule, not the old version's.
 func TestReplacementDoesNotInheritProgress(t *testing.T) {
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	c := connect(t, n.leader.addr)
 	submit(t, c, 2, everyTask("r", 100*time.Millisecond, 1))
 	w := connectWorker(t, n.leader.addr, 10, "w")
@@ -102,7 +101,7 @@ func TestReplacementDoesNotInheritProgress(t *testing.T) {
 	}
 	submit(t, c, 3, everyTask("r", time.Hour, 2))
 	v2 := get(t, c, 4, "r")
-	n.stopLeader(t)
+	n.leader.stop(t)
 	waitLeading(t, n.follower, "the follower never took over")
 	after := get(t, connect(t, n.fd.addr), 2, "r")
 	if after.Task.Version != 2 || after.State != task.Pending || after.NextRun != v2.NextRun {
@@ -114,13 +113,11 @@ func TestReplacementDoesNotInheritProgress(t *testing.T) {
 // Progress recorded for another version than the stored record's is ignored at the
 // load: the task's schedule starts afresh instead of resuming the other version's.
 func TestProgressOfAnotherVersionIgnored(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	a := startDurable(t, st, nil)
+	st, a := startLeader(t)
 	submit(t, connect(t, a.addr), 2, everyTask("r", time.Hour, 2))
 	a.stop(t)
 	stale := time.Now().Add(-time.Minute).UnixNano()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	// Written behind the store's back (PutNextFenced writes only a version the record
 	// holds), as a write of version 1 racing version 2's submit could have landed.
@@ -131,7 +128,6 @@ func TestProgressOfAnotherVersionIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startDurable(t, st, nil)
-	defer b.stop(t)
 	in := get(t, connect(t, b.addr), 2, "r")
 	if in.State != task.Pending || in.NextRun <= time.Now().UnixNano() {
 		t.Fatalf("version 2 after a restart with version 1's progress (due %v): %v, next_run %v; want PENDING, due in the future (its own schedule)",
@@ -146,12 +142,9 @@ func TestProgressOfAnotherVersionIgnored(t *testing.T) {
 // progressInterval later; a failover inside that window moved the schedule (the history
 // checker's recurring-lattice check found it).
 func TestFirstDueRecordedWithTheRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	a := startDurable(t, st, nil)
-	defer a.stop(t)
+	st, a := startLeader(t)
 	c := connect(t, a.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	for i, id := range []string{"e1", "e2", "e3", "e4", "e5"} {
 		submit(t, c, uint64(2+2*i), everyTask(id, time.Hour, 3))

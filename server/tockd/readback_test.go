@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -41,11 +40,9 @@ func (c *client) listAll(limit uint64, omit bool) (items []protocol.Info, sizes 
 // omit_payload leaves payloads out and says how long they are.
 func TestLargePayloadReadBack(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.engine.Register("fail", func(context.Context, *task.Run) error {
+	ts.handle(t, "fail", func(context.Context, *task.Run) error {
 		return task.NonRetryable(errors.New("refused"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	c := connect(t, ts.addr)
 	max := protocol.DefaultMaxFrame - 4096
 	over := wireTask("over", 0)
@@ -135,9 +132,7 @@ func TestLargePayloadReadBack(t *testing.T) {
 func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 	ts := startServer(t, Options{MaxFrame: minMaxFrame})
 	long := strings.Repeat("é", 20_000) // 40 KB, two bytes a rune: cuts must keep UTF-8 whole
-	if err := ts.engine.Register("fail", func(context.Context, *task.Run) error { return errors.New(long) }); err != nil {
-		t.Fatal(err)
-	}
+	ts.handle(t, "fail", func(context.Context, *task.Run) error { return errors.New(long) })
 	c := connect(t, ts.addr)
 	w := fullTask(0)
 	w.Schedule = protocol.Schedule{Kind: task.KindAfter}
@@ -152,20 +147,17 @@ func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 		t.Fatalf("SUBMIT answered %v", ok.Type())
 	}
 	ref := protocol.TaskRef{Namespace: w.Namespace, TaskID: w.ID}
-	deadline := time.Now().Add(replyWait)
 	var in protocol.Info
-	for {
+	if !waitUntil(func() bool {
 		r := c.call(&protocol.Get{ID: 4, TaskRef: ref})
 		ti, isInfo := r.(*protocol.TaskInfo)
 		if !isInfo {
 			t.Fatalf("GET answered %v %+v", r.Type(), r)
 		}
-		if in = ti.Info; in.State == task.Dead {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task never went DEAD: %v after %d runs", in.State, in.Runs)
-		}
+		in = ti.Info
+		return in.State == task.Dead
+	}) {
+		t.Fatalf("the task never went DEAD within %v: %v after %d runs", waitBound, in.State, in.Runs)
 	}
 	if !in.Truncated || len(in.History) != 2 || in.History[0].Attempt != 1 || in.History[1].Attempt != 40 ||
 		len(in.LastError) > cutTextLen || !strings.HasPrefix(long, in.LastError) {

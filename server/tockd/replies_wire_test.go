@@ -3,7 +3,6 @@ package tockd
 import (
 	"context"
 	"errors"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -34,28 +33,33 @@ func (l listedReply) String() string {
 
 // notProvoked is every listed reply the wire test cannot cause, and why.
 func notProvoked() map[listedReply]string {
-	m := map[listedReply]string{
-		{protocol.TypeSubmitBatch, protocol.CodeNotLeader, true}:  "a durable write fenced off mid-batch: a leader change between two etcd round trips",
-		{protocol.TypeSubmitBatch, protocol.CodeInternal, true}:   "an engine error with no mapping: a bug",
-		{protocol.TypeCancel, protocol.CodeOverloaded, false}:     "etcd failing to delete a cancelled durable task's record (TestDurable* cover the store errors)",
-		{protocol.TypeCancel, protocol.CodeUncertain, false}:      "etcd losing a cancelled durable task's delete mid-write",
-		{protocol.TypeSubmit, protocol.CodeUncertain, false}:      "etcd losing a durable record's write mid-write",
-		{protocol.TypeSubmitBatch, protocol.CodeUncertain, true}:  "etcd losing a durable record's write mid-write",
-		{protocol.TypeDLQRequeue, protocol.CodeExists, false}:     "a live task holding the dead letter's key: engine semantics under change (issue 12, item 7)",
-		{protocol.TypeDLQRequeue, protocol.CodeOverloaded, false}: "the requeued task replaces its own retained record, so no limit is crossed by it alone",
-		{protocol.TypeAcks, protocol.CodeStaleEpoch, true}:        "a run of the current epoch turning stale mid-frame: a leader change during the ACKS",
-		{protocol.TypeAcks, protocol.CodeInternal, true}:          "etcd failing to record a durable run's end",
-		{protocol.TypeCarry, protocol.CodeStaleEpoch, true}:       "a leader change before a carried durable run's end is recorded",
-		{protocol.TypeCarry, protocol.CodeInternal, true}:         "etcd failing to record a carried durable run's end",
-	}
+	m := map[listedReply]string{}
 	for req := range replies {
 		m[listedReply{req, protocol.CodeInternal, false}] = "a server bug, or a reply that cannot be encoded"
 		if req != protocol.TypeSubmit {
 			m[listedReply{req, protocol.CodeShuttingDown, false}] = "the drain's SHUTTING_DOWN carries id 0 (TestShutdownGraceful); only SUBMIT meets a closed engine"
 		}
 	}
-	m[listedReply{protocol.TypeAck, protocol.CodeInternal, false}] = "etcd failing to record a durable run's end"
-	m[listedReply{protocol.TypeNack, protocol.CodeInternal, false}] = "etcd failing to record a durable run's end"
+	excuse := func(why string, ls ...listedReply) {
+		for _, l := range ls {
+			m[l] = why
+		}
+	}
+	reply := func(req protocol.Type, code protocol.Code) listedReply { return listedReply{req, code, false} }
+	item := func(req protocol.Type, code protocol.Code) listedReply { return listedReply{req, code, true} }
+	excuse("a durable write fenced off mid-batch: a leader change between two etcd round trips", item(protocol.TypeSubmitBatch, protocol.CodeNotLeader))
+	excuse("an engine error with no mapping: a bug", item(protocol.TypeSubmitBatch, protocol.CodeInternal))
+	excuse("etcd failing to delete a cancelled durable task's record (TestDurable* cover the store errors)", reply(protocol.TypeCancel, protocol.CodeOverloaded))
+	excuse("etcd losing a cancelled durable task's delete mid-write", reply(protocol.TypeCancel, protocol.CodeUncertain))
+	excuse("etcd losing a durable record's write mid-write",
+		reply(protocol.TypeSubmit, protocol.CodeUncertain), item(protocol.TypeSubmitBatch, protocol.CodeUncertain))
+	excuse("a live task holding the dead letter's key: engine semantics under change (issue 12, item 7)", reply(protocol.TypeDLQRequeue, protocol.CodeExists))
+	excuse("the requeued task replaces its own retained record, so no limit is crossed by it alone", reply(protocol.TypeDLQRequeue, protocol.CodeOverloaded))
+	excuse("a run of the current epoch turning stale mid-frame: a leader change during the ACKS", item(protocol.TypeAcks, protocol.CodeStaleEpoch))
+	excuse("etcd failing to record a durable run's end",
+		item(protocol.TypeAcks, protocol.CodeInternal), reply(protocol.TypeAck, protocol.CodeInternal), reply(protocol.TypeNack, protocol.CodeInternal))
+	excuse("a leader change before a carried durable run's end is recorded", item(protocol.TypeCarry, protocol.CodeStaleEpoch))
+	excuse("etcd failing to record a carried durable run's end", item(protocol.TypeCarry, protocol.CodeInternal))
 	return m
 }
 
@@ -92,31 +96,6 @@ func (c *client) raw(typ protocol.Type, fields map[string]any) protocol.Message 
 	return c.recv()
 }
 
-// serveAlso serves opts beside a test's startServer, whose cleanup (last, since it was
-// registered first) checks for leaked goroutines once this one is shut down too.
-func serveAlso(t *testing.T, opts Options) *testServer {
-	t.Helper()
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, ErrServerClosed) && !errors.Is(err, task.ErrClosed) {
-			t.Errorf("Shutdown: %v", err)
-		}
-		<-served
-	})
-	return &testServer{srv: srv, addr: ln.Addr().String(), engine: srv.Engine()}
-}
-
 // TestEveryListedReplyOverTheWire provokes, over real sockets, every reply and error code
 // the replies table (and so PROTOCOL.md) lists for each request, except those
 // notProvoked names with the reason; each must come, and none is left out silently.
@@ -124,11 +103,9 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got := observed{}
 	ts := startServer(t, Options{Token: "tk", EngineOptions: []task.Option{task.WithWorkers(2),
 		task.WithMaxPayloadBytes(4 << 10)}})
-	if err := ts.engine.Register("dies", func(ctx context.Context, r *task.Run) error {
+	ts.handle(t, "dies", func(ctx context.Context, r *task.Run) error {
 		return task.NonRetryable(errors.New("no"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	hello := func(token string, v uint64, role protocol.Role) *protocol.Hello {
 		return &protocol.Hello{ID: 1, Version: v, Name: "t", Token: token, Role: role}
 	}
@@ -236,7 +213,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got.add(protocol.TypeSubmit, connect(t, closed.addr).call(&protocol.Submit{ID: 2, Task: wireTask("x", 0)}))
 
 	// A follower: NOT_LEADER for every request it refuses.
-	n := startTwoNodes(t)
+	n := startTwoNodes(t, Options{})
 	fc := connect(t, n.fd.addr)
 	for _, m := range []protocol.Message{&protocol.Submit{ID: 2, Task: wireTask("x", 0)},
 		&protocol.SubmitBatch{ID: 3, Tasks: []protocol.Task{wireTask("x", 0)}}, &protocol.Cancel{ID: 4, TaskRef: ref("x")},

@@ -16,7 +16,6 @@ import (
 // starts, and every later write, by the revision that wrote it.
 func TestStandbyMirrors(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
 	ctx := context.Background()
 	put := func(id string, v uint64) {
 		t.Helper()
@@ -44,7 +43,7 @@ func TestStandbyMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records, locks, _, ok := sb.snapshotAt(l.Epoch(), replyWait)
+	records, locks, _, ok := sb.snapshotAt(l.Epoch(), waitBound)
 	if !ok {
 		t.Fatal("the mirror never reached the election's revision")
 	}
@@ -67,7 +66,7 @@ func TestStandbyMirrors(t *testing.T) {
 // electionKeys counts the candidates' keys in st's election.
 func electionKeys(t *testing.T, st *store.Store) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	resp, err := st.Client().Get(ctx, store.DefaultPrefix+"leader/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
@@ -81,14 +80,9 @@ func electionKeys(t *testing.T, st *store.Store) int64 {
 // it must load all 100, not the mirror's copy from when it started campaigning.
 func TestNewLeaderLoadsWritesAfterItsCampaignBegan(t *testing.T) {
 	st1 := openStore(t, t.TempDir())
-	defer st1.Close()
 	st2 := openPeerStore(t, st1, "n2")
-	defer st2.Close()
 	leader := startDurable(t, st1, nil)
-	follower, err := New(Options{Store: st2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	follower := newServer(t, Options{Store: st2})
 	// The stall: no record written from now on reaches the mirror before the mirror
 	// stops (the node stops it once elected, whether or not it caught up).
 	follower.standbyHook = func(ctx context.Context, c store.Change) {
@@ -96,12 +90,9 @@ func TestNewLeaderLoadsWritesAfterItsCampaignBegan(t *testing.T) {
 			<-ctx.Done()
 		}
 	}
-	fd := serveDurable(t, follower)
-	defer fd.stop(t)
-	for deadline := time.Now().Add(replyWait); electionKeys(t, st1) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never campaigned")
-		}
+	serve(t, follower)
+	if !waitUntil(func() bool { return electionKeys(t, st1) >= 2 }) {
+		t.Fatalf("the follower never campaigned within %v", waitBound)
 	}
 
 	const n = 100

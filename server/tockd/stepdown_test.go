@@ -16,9 +16,7 @@ import (
 // (one that would run here as if ephemeral, beside the next leader's), and the next
 // leader holds it.
 func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -44,7 +42,6 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	// The next leader holds it, durable.
 	ds.stop(t)
 	next := startDurable(t, st, nil)
-	defer next.stop(t)
 	in, err = next.srv.Engine().Get("default", "late")
 	if err != nil || next.srv.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
@@ -55,10 +52,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 // (that term's load may be done already, and would miss it): the write is refused
 // NOT_LEADER, nothing recorded, and the claim (dropped at the step-down) is not held.
 func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
 	ps := []prepared{s.prepare(&w)}
@@ -90,10 +84,7 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 // was elected again and loaded that record: the failed submit must not undo the claim,
 // which is now the new term's entry for the loaded task.
 func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	_, ds := startLeader(t)
 	s := ds.srv
 	old := s.fence.Load()
 	defer s.fence.Store(nil)
@@ -103,7 +94,7 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 		s.stepDown(epoch)
 		next := *old
 		s.fence.Store(&next)
-		ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
 		if err := s.loadDurable(ctx, epoch+1); err != nil {
 			t.Errorf("load: %v", err)

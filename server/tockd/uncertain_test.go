@@ -19,11 +19,7 @@ import (
 // loaded the record, is accepted too.
 func TestUncertainWriteRetriedOnce(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
-	srv, err := New(Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
 	var lost atomic.Bool
 	srv.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		if lost.Swap(true) {
@@ -37,8 +33,7 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 		}
 		return errs
 	}
-	ds := serveDurable(t, srv)
-	defer ds.stop(t)
+	ds := serve(t, srv)
 	waitLeading(t, srv, "the lone node was not elected")
 
 	c := connect(t, ds.addr)
@@ -86,27 +81,18 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 // (not EXISTS), with the task as loaded.
 func TestUncertainWriteRetriedAtTheNextLeader(t *testing.T) {
 	st1 := openStore(t, t.TempDir())
-	defer st1.Close()
 	st2 := openPeerStore(t, st1, "n2")
-	defer st2.Close()
-	a, err := New(Options{Store: st1, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newServer(t, Options{Store: st1, EngineOptions: []task.Option{task.WithWorkers(2)}})
 	a.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		for i := range errs {
 			errs[i] = fmt.Errorf("%w: put txn of %d records: %w", store.ErrUncertain, len(recs), context.DeadlineExceeded)
 		}
 		return errs
 	}
-	ad := serveDurable(t, a)
+	ad := serve(t, a)
 	waitLeading(t, a, "the first node was not elected")
-	b, err := New(Options{Store: st2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bd := serveDurable(t, b)
-	defer bd.stop(t)
+	b := newServer(t, Options{Store: st2})
+	bd := serve(t, b)
 
 	w := durableTask("once", time.Hour)
 	wantError(t, connect(t, ad.addr).call(&protocol.Submit{ID: 2, Task: w}), protocol.CodeUncertain, "")

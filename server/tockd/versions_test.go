@@ -11,27 +11,12 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// storedVersions reads every record's version from etcd, by "ns/id".
-func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), replyWait)
-	defer cancel()
-	vs := map[string]uint64{}
-	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	return vs
-}
-
 // Versions 2 and 3 of the same durable task submitted at once, 1,000 times over, from
 // two connections: whichever the engine refuses, the record of every accepted submit
 // stays in etcd (a refused version's clean-up deletes only its own record, never the
 // version that won).
 func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	st, ds := startLeader(t)
 	// Many connections a side, so that the request that commits a shared write often
 	// commits later ones too (commit.go) and reaches the engine after its rival.
 	const pairs, conns = 1000, 20
@@ -103,10 +88,7 @@ func TestConcurrentVersionsKeepTheWinnersRecord(t *testing.T) {
 // and recorded (v3 replacing v2's record), v3 reaches the engine first, and v2, refused
 // there, must not take v3's record with it.
 func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ds := startDurable(t, st, nil)
-	defer ds.stop(t)
+	st, ds := startLeader(t)
 	s := ds.srv
 	w2, w3 := durableTask("k", time.Hour), durableTask("k", time.Hour)
 	w2.Version, w3.Version = 2, 3
@@ -131,10 +113,7 @@ func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 	for _, v2Lands := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v2_lands=%v", v2Lands), func(t *testing.T) {
-			st := openStore(t, t.TempDir())
-			defer st.Close()
-			ds := startDurable(t, st, nil)
-			defer ds.stop(t)
+			st, ds := startLeader(t)
 			v1 := durableTask("k", time.Hour)
 			v1.Version = 1
 			submit(t, connect(t, ds.addr), 2, v1)
@@ -156,7 +135,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 			}
 			d.cond.Broadcast()
 			d.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), replyWait)
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 			defer cancel()
 			d.flush(ctx)
 			if !v2Lands {

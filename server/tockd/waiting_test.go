@@ -10,15 +10,11 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// waitWaiting polls the server's waiting-run count until it is n (bounded by replyWait).
+// waitWaiting polls the server's waiting-run count until it is n.
 func waitWaiting(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(replyWait)
-	for s.Stats().Waiting != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting runs: %d, want %d", s.Stats().Waiting, n)
-		}
-		time.Sleep(time.Millisecond)
+	if !waitUntil(func() bool { return s.Stats().Waiting == n }) {
+		t.Fatalf("waiting runs: %d, want %d within %v", s.Stats().Waiting, n, waitBound)
 	}
 }
 
@@ -117,8 +113,8 @@ func TestWaitingRunsBoundedPerType(t *testing.T) {
 	}
 	// The five come due together, so which two wait is the engine's choice; three fail.
 	waitWaiting(t, ts.srv, 2)
-	deadline := time.Now().Add(replyWait)
-	for dead := 0; dead < 3; {
+	dead := 0
+	if !waitUntil(func() bool {
 		dead = 0
 		for i := range 5 {
 			info := c.call(&protocol.Get{ID: 20, TaskRef: protocol.TaskRef{TaskID: fmt.Sprint("idle", i)}}).(*protocol.TaskInfo).Info
@@ -130,9 +126,9 @@ func TestWaitingRunsBoundedPerType(t *testing.T) {
 			}
 			dead++
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the unserved type's runs DEAD within %v, want 3 (2 waiting)", dead, replyWait)
-		}
+		return dead >= 3
+	}) {
+		t.Fatalf("%d of the unserved type's runs DEAD within %v, want 3 (2 waiting)", dead, waitBound)
 	}
 	waitWaiting(t, ts.srv, 2)
 	for i := range 2 {
@@ -185,10 +181,7 @@ func TestLeadershipFencesDispatch(t *testing.T) {
 // With a store the node campaigns: once elected, FIREs carry its election key's
 // revision as the epoch; Shutdown resigns.
 func TestElectedEpochOnFires(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	d := startDurable(t, st, nil)
-	defer d.stop(t)
+	_, d := startLeader(t)
 	waitLeading(t, d.srv, "the lone node never led")
 	epoch := d.srv.Stats().Epoch
 	if epoch == 0 {

@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,40 +17,57 @@ type wkr struct {
 	id    uint64
 }
 
-// connectWorker connects as a worker and subscribes to types with credits.
-func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *wkr {
+// dialWorker connects as a worker named name (key hashing weighs by name), not yet
+// subscribed: what a worker that hands in outcomes (CARRY) first does.
+func dialWorker(t *testing.T, addr, name string) *wkr {
 	t.Helper()
-	c := dial(t, addr)
-	c.hello(&protocol.Hello{ID: 1, Version: protocol.Version, Name: "worker", Role: protocol.RoleWorker})
-	w := &wkr{client: c, id: 1}
+	return &wkr{client: connectAs(t, addr, protocol.RoleWorker, name), id: 1}
+}
+
+// connectNamedWorker connects as a worker named name and subscribes to types with
+// credits.
+func connectNamedWorker(t *testing.T, addr, name string, credits uint64, types ...string) *wkr {
+	t.Helper()
+	w := dialWorker(t, addr, name)
 	if r := w.req(&protocol.Subscribe{Types: types, Credits: credits}); r.Type() != protocol.TypeOK {
 		t.Fatalf("SUBSCRIBE answered %v %+v", r.Type(), r)
 	}
 	return w
 }
 
+// connectWorker is connectNamedWorker as "worker".
+func connectWorker(t *testing.T, addr string, credits uint64, types ...string) *wkr {
+	t.Helper()
+	return connectNamedWorker(t, addr, "worker", credits, types...)
+}
+
+// startWithWorker starts a server for opts with a worker of type "w" holding credits,
+// and then a client.
+func startWithWorker(t *testing.T, opts Options, credits uint64) (*testServer, *client, *wkr) {
+	t.Helper()
+	ts := startServer(t, opts)
+	w := connectWorker(t, ts.addr, credits, "w")
+	return ts, connect(t, ts.addr), w
+}
+
+// startFired is startWithWorker with tk submitted (request ID 2) and its first FIRE taken.
+func startFired(t *testing.T, opts Options, credits uint64, tk protocol.Task) (*testServer, *client, *wkr, *protocol.Fire) {
+	t.Helper()
+	ts, c, w := startWithWorker(t, opts, credits)
+	submit(t, c, 2, tk)
+	return ts, c, w, w.fire()
+}
+
 // req sends m with a fresh request ID and returns its reply, queueing FIREs read meanwhile.
 func (w *wkr) req(m protocol.Message) protocol.Message {
 	w.t.Helper()
 	w.id++
-	switch m := m.(type) {
-	case *protocol.Subscribe:
-		m.ID = w.id
-	case *protocol.Credit:
-		m.ID = w.id
-	case *protocol.Ack:
-		m.ID = w.id
-	case *protocol.Acks:
-		m.ID = w.id
-	case *protocol.Nack:
-		m.ID = w.id
-	case *protocol.Ping:
-		m.ID = w.id
-	case *protocol.Carry:
-		m.ID = w.id
-	default:
-		w.t.Fatalf("req: %v", m.Type())
+	// Every request type has its ID in a field of that name; the messages have no setter.
+	id := reflect.ValueOf(m).Elem().FieldByName("ID")
+	if !id.IsValid() || id.Kind() != reflect.Uint64 {
+		w.t.Fatalf("req: %v has no request ID", m.Type())
 	}
+	id.SetUint(w.id)
 	w.send(m)
 	for {
 		r := w.recv()
@@ -80,6 +98,16 @@ func (w *wkr) fire() *protocol.Fire {
 	return f
 }
 
+// drain sends a PING and reads up to its PONG: every FIRE the server sent before it is
+// then in w.fires.
+func (w *wkr) drain() {
+	w.t.Helper()
+	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong {
+		w.t.Fatalf("PING answered %v", r.Type())
+	}
+}
+
+// ack sends an ACK of runID at epoch 0 (a node without a store) and returns the reply.
 func (w *wkr) ack(runID uint64) protocol.Message {
 	w.t.Helper()
 	return w.req(&protocol.Ack{RunID: runID})
@@ -108,9 +136,7 @@ func submit(t *testing.T, c *client, id uint64, w protocol.Task) {
 }
 
 func TestWorkerAckSucceeds(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 10)
 	timed := workTask("b", 1)
 	timed.Timeout = int64(5 * time.Second)
 	submit(t, c, 2, workTask("a", 1))
@@ -142,9 +168,7 @@ func TestWorkerAckSucceeds(t *testing.T) {
 // ACKS acknowledges many runs in one frame, and its ACKED lists exactly the runs an ACK
 // of each alone would have refused; a stale epoch refuses the whole frame.
 func TestWorkerAcksBatch(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 3, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 3)
 	for i, tid := range []string{"a", "b", "c"} {
 		submit(t, c, uint64(2+i), workTask(tid, 1))
 	}
@@ -183,11 +207,7 @@ func TestWorkerAcksBatch(t *testing.T) {
 }
 
 func TestWorkerNackRetryableIsRetried(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
-	submit(t, c, 2, workTask("a", 3))
-	f1 := w.fire()
+	_, c, w, f1 := startFired(t, Options{}, 10, workTask("a", 3))
 	wantOK(t, w.req(&protocol.Nack{RunID: f1.RunID, Err: "try again", Retryable: true}))
 	f2 := w.fire()
 	if f2.TaskID != "a" || f2.Attempt != 2 || f2.RunID == f1.RunID {
@@ -202,11 +222,7 @@ func TestWorkerNackRetryableIsRetried(t *testing.T) {
 }
 
 func TestWorkerNackNonRetryableIsDead(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 10, "w")
-	c := connect(t, ts.addr)
-	submit(t, c, 2, workTask("a", 5))
-	f := w.fire()
+	_, c, w, f := startFired(t, Options{}, 10, workTask("a", 5))
 	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "bad payload", Retryable: false}))
 	in := c.waitState(3, "a", task.Dead)
 	if in.Attempts != 1 {
@@ -215,11 +231,7 @@ func TestWorkerNackNonRetryableIsDead(t *testing.T) {
 }
 
 func TestWorkerDisconnectRedelivers(t *testing.T) {
-	ts := startServer(t, Options{})
-	a := connectWorker(t, ts.addr, 1, "w")
-	c := connect(t, ts.addr)
-	submit(t, c, 2, workTask("x", 3))
-	f1 := a.fire()
+	ts, c, a, f1 := startFired(t, Options{}, 1, workTask("x", 3))
 	b := connectWorker(t, ts.addr, 1, "w")
 	a.nc.Close()
 	f2 := b.fire()
@@ -251,16 +263,14 @@ func TestWorkerAckErrors(t *testing.T) {
 }
 
 func TestWorkerCreditsRespected(t *testing.T) {
-	ts := startServer(t, Options{})
-	w := connectWorker(t, ts.addr, 1, "w")
-	c := connect(t, ts.addr)
+	_, c, w := startWithWorker(t, Options{}, 1)
 	submit(t, c, 2, workTask("a", 1000))
 	submit(t, c, 3, workTask("b", 1000))
 	f1 := w.fire()
 	wantOK(t, w.ack(f1.RunID))
 	// ACK returns no credit (PROTOCOL.md): nothing more may have been fired.
-	if r := w.req(&protocol.Ping{}); r.Type() != protocol.TypePong || len(w.fires) != 0 {
-		t.Fatalf("with no credit left: %v, fires %+v", r.Type(), w.fires)
+	if w.drain(); len(w.fires) != 0 {
+		t.Fatalf("with no credit left: fires %+v", w.fires)
 	}
 	wantOK(t, w.req(&protocol.Credit{Credits: 1}))
 	f2 := w.fire()
@@ -273,11 +283,7 @@ func TestWorkerCreditsRespected(t *testing.T) {
 }
 
 func TestWorkerTTRTimesOut(t *testing.T) {
-	ts := startServer(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	w := connectWorker(t, ts.addr, 2, "w")
-	c := connect(t, ts.addr)
-	submit(t, c, 2, workTask("a", 2))
-	f1 := w.fire()
+	_, c, w, f1 := startFired(t, Options{DefaultTTR: 50 * time.Millisecond, EngineOptions: []task.Option{task.WithWorkers(2)}}, 2, workTask("a", 2))
 	if f1.TTR != int64(50*time.Millisecond) {
 		t.Fatalf("ttr %v", time.Duration(f1.TTR))
 	}
