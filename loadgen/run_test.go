@@ -3,41 +3,44 @@ package main
 import (
 	"bytes"
 	"context"
-	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// runSmall runs loadgen with args on a small workload of tasks tasks and checks that
-// every task ran once, none early, and that the summary says so.
-func runSmall(t *testing.T, tasks int, args ...string) *result {
+// runClean runs loadgen with args, bounded by limit, and checks that each of its -tasks
+// ran exactly once, none early, nothing failed, and that the summary says so; it returns
+// the configuration, the result and the summary.
+func runClean(t *testing.T, limit time.Duration, args ...string) (config, *result, string) {
 	t.Helper()
-	c, err := parseFlags(append([]string{"-tasks", strconv.Itoa(tasks), "-producers", "2", "-payload", "64"}, args...))
+	c, err := parseFlags(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	res, err := run(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := res.Counts
-	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != int64(tasks) || res.TimedOut || res.failed() {
+	if n.Lost != 0 || n.Early != 0 || n.Duplicates != 0 || n.Unique != int64(c.tasks) || res.TimedOut || res.failed() {
 		t.Fatalf("result %+v", res)
 	}
 	var out bytes.Buffer
 	res.print(&out)
-	if !bytes.Contains(out.Bytes(), []byte("lost 0  early 0")) {
+	if !strings.Contains(out.String(), "lost 0  early 0") {
 		t.Fatalf("summary:\n%s", out.String())
 	}
-	return res
+	return c, res, out.String()
 }
 
-// TestCoreTargetSmall runs the core target in-process on a small workload.
+// TestCoreTargetSmall runs the core target in-process on a small workload and checks
+// that every task ran once, none early.
 func TestCoreTargetSmall(t *testing.T) {
-	runSmall(t, 2000, "-target", "core", "-window", "50ms")
+	runClean(t, 30*time.Second, "-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64")
 }
 
 // TestServerTargetSmall runs the server target against a tockd in the test process,
@@ -45,11 +48,12 @@ func TestCoreTargetSmall(t *testing.T) {
 // submitted, fired to loadgen's workers and acknowledged.
 func TestServerTargetSmall(t *testing.T) {
 	s := tockdtest.Start(t)
-	runSmall(t, 2000, "-target", "server", "-addr", s.Addr, "-window", "50ms")
+	runClean(t, tockdtest.Limit, "-target", "server", "-addr", s.Addr, "-tasks", "2000", "-window", "50ms",
+		"-producers", "2", "-payload", "64")
 
 	d := tockdtest.Start(t, tockdtest.Etcd())
 	tockdtest.Eventually(t, "the durable node leads", func() bool { return d.Stats().IsLeader })
-	runSmall(t, 200, "-target", "server", "-addr", d.Addr, "-durable")
+	runClean(t, tockdtest.Limit, "-target", "server", "-addr", d.Addr, "-durable", "-tasks", "200")
 }
 
 func TestPayloadRoundTrip(t *testing.T) {
