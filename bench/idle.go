@@ -14,8 +14,7 @@ func Idle(b *testing.B, newTimers func() Timers, n int, window time.Duration) {
 	if _, ok := cpuTime(); !ok {
 		b.Skip("no process CPU clock on this platform")
 	}
-	tm, r := newTimers(), newRNG(1)
-	populate(b, tm, n, &r)
+	tm, _ := populated(b, newTimers, n)
 	time.Sleep(window / 10) // let drivers and the runtime go to sleep
 	wc, counts := tm.(wakeupCounter)
 	var cpu, wall time.Duration

@@ -55,8 +55,7 @@ const gcsPerOp = 3
 // which marks everything reachable and blocks until sweeping is done. Timers that hold
 // no pointers cost it nothing; the empty implementation is the baseline.
 func ForcedGC(b *testing.B, newTimers func() Timers, n int) {
-	tm, r := newTimers(), newRNG(1)
-	populate(b, tm, n, &r)
+	tm, _ := populated(b, newTimers, n)
 	runtime.GC()
 	var gcs []float64
 	b.ReportAllocs()

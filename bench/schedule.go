@@ -8,9 +8,12 @@ import (
 	"time"
 )
 
-// populate initialises tm with n slots and schedules every slot at a far delay.
-func populate(b *testing.B, tm Timers, n int, r *rng) {
+// populated makes a Timers with newTimers, initialises it with n slots and schedules
+// every slot at a far delay; it returns it with the random source (seed 1) that drew
+// the delays, for the workload to go on drawing from.
+func populated(b *testing.B, newTimers func() Timers, n int) (Timers, rng) {
 	b.Helper()
+	tm, r := newTimers(), newRNG(1)
 	if err := tm.Init(n, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -21,6 +24,7 @@ func populate(b *testing.B, tm Timers, n int, r *rng) {
 		}
 	}
 	runtime.GC() // start measuring from a clean heap, not the population's garbage
+	return tm, r
 }
 
 // ScheduleCancel: n timers pending at [1h, 2h); an op cancels the timer of the next slot
@@ -32,8 +36,7 @@ func populate(b *testing.B, tm Timers, n int, r *rng) {
 // at random instead adds a cache miss per op for the handle to both sides and, at 1e6,
 // costs several times more on this machine for both.
 func ScheduleCancel(b *testing.B, newTimers func() Timers, n int) {
-	tm, r := newTimers(), newRNG(1)
-	populate(b, tm, n, &r)
+	tm, r := populated(b, newTimers, n)
 	slot := 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -59,8 +62,7 @@ func cancelAndReschedule(tm Timers, slot int, r *rng) error {
 // disjoint range of slots and visits it in order, so the only contention is inside the
 // implementation.
 func ScheduleCancelParallel(b *testing.B, newTimers func() Timers, n int) {
-	tm, r := newTimers(), newRNG(1)
-	populate(b, tm, n, &r)
+	tm, _ := populated(b, newTimers, n)
 	procs := runtime.GOMAXPROCS(0) // RunParallel starts this many goroutines
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -91,8 +93,7 @@ func ScheduleCancelParallel(b *testing.B, newTimers func() Timers, n int) {
 // timeout, so each deadline moves later, as an idle or session timeout pushed back on
 // every request does.
 func Reset(b *testing.B, newTimers func() Timers, n int, sliding bool) {
-	tm, r := newTimers(), newRNG(1)
-	populate(b, tm, n, &r)
+	tm, r := populated(b, newTimers, n)
 	slot := 0
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -45,6 +45,15 @@ func BenchmarkPushPop(b *testing.B) {
 	}
 }
 
+// presentIDs returns count ids drawn at random from the n a populated heap holds.
+func presentIDs(r *rand.Rand, n, count int) []uint32 {
+	ids := make([]uint32, count)
+	for i := range ids {
+		ids[i] = r.Uint32N(uint32(n))
+	}
+	return ids
+}
+
 // BenchmarkUpdate re-times a random present id to a random deadline in
 // [0, span), as a timer reset does.
 func BenchmarkUpdate(b *testing.B) {
@@ -52,10 +61,7 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Run(sz.name, func(b *testing.B) {
 			h, r := populated(sz.n, 1)
 			off := offsets(3)
-			ids := make([]uint32, len(off))
-			for i := range ids {
-				ids[i] = r.Uint32N(uint32(sz.n))
-			}
+			ids := presentIDs(r, sz.n, len(off))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -72,10 +78,7 @@ func BenchmarkRemovePush(b *testing.B) {
 		b.Run(sz.name, func(b *testing.B) {
 			h, r := populated(sz.n, 1)
 			off := offsets(3)
-			ids := make([]uint32, len(off))
-			for i := range ids {
-				ids[i] = r.Uint32N(uint32(sz.n))
-			}
+			ids := presentIDs(r, sz.n, len(off))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {

@@ -101,6 +101,24 @@ func step(t testing.TB, h *Heap, m model, o op, id uint32, deadline int64) {
 	}
 }
 
+// opMix is TestModel's mix of ops, in thousandths: a draw x from [0, 1000) picks the
+// first op whose bound is above x (so opPush 40%, opReset 0.1%).
+var opMix = []struct {
+	below int
+	op    op
+}{{400, opPush}, {550, opRemove}, {750, opUpdate}, {950, opPop}, {990, opCheck}, {999, opGrow}, {1000, opReset}}
+
+// pickOp draws one op from opMix.
+func pickOp(r *rand.Rand) op {
+	x := r.IntN(1000)
+	for _, m := range opMix[:len(opMix)-1] {
+		if x < m.below {
+			return m.op
+		}
+	}
+	return opMix[len(opMix)-1].op
+}
+
 func TestModel(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -121,23 +139,7 @@ func TestModel(t *testing.T) {
 			var h Heap
 			m := make(model)
 			for range tc.ops {
-				var o op
-				switch x := r.IntN(1000); {
-				case x < 400:
-					o = opPush
-				case x < 550:
-					o = opRemove
-				case x < 750:
-					o = opUpdate
-				case x < 950:
-					o = opPop
-				case x < 990:
-					o = opCheck
-				case x < 999:
-					o = opGrow
-				default:
-					o = opReset
-				}
+				o := pickOp(r)
 				id := r.Uint32N(tc.ids)
 				if o == opRemove || o == opUpdate {
 					// Mostly target present ids so those paths run often.

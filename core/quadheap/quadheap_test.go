@@ -113,6 +113,25 @@ func drain(t testing.TB, h *Heap) []pair {
 	return out
 }
 
+// mustDrainTo drains h (see drain) and checks that it held exactly want, in order.
+func mustDrainTo(t testing.TB, h *Heap, want []pair) {
+	t.Helper()
+	if got := drain(t, h); !slices.Equal(got, want) {
+		t.Fatalf("drained %v, want %v", got, want)
+	}
+}
+
+// retimeCase is a table row for an operation that gives id a deadline, over a heap
+// built from start: the operation's result, and what the heap drains to after it.
+type retimeCase struct {
+	name     string
+	start    []pair
+	id       uint32
+	deadline int64
+	want     bool
+	drained  []pair
+}
+
 func TestZeroValue(t *testing.T) {
 	var h Heap
 	mustVerifyT(t, &h)
@@ -142,14 +161,7 @@ func TestZeroValue(t *testing.T) {
 }
 
 func TestPush(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		start    []pair
-		id       uint32
-		deadline int64
-		want     bool
-		drained  []pair
-	}{
+	for _, tc := range []retimeCase{
 		{"empty", nil, 3, 10, true, []pair{{3, 10}}},
 		{"new min", []pair{{1, 5}, {2, 7}}, 3, 1, true, []pair{{3, 1}, {1, 5}, {2, 7}}},
 		{"new max", []pair{{1, 5}, {2, 7}}, 3, 9, true, []pair{{1, 5}, {2, 7}, {3, 9}}},
@@ -164,9 +176,7 @@ func TestPush(t *testing.T) {
 				t.Fatalf("Push(%d, %d) = %v, want %v", tc.id, tc.deadline, got, tc.want)
 			}
 			mustVerifyT(t, h)
-			if got := drain(t, h); !slices.Equal(got, tc.drained) {
-				t.Fatalf("drained %v, want %v", got, tc.drained)
-			}
+			mustDrainTo(t, h, tc.drained)
 		})
 	}
 }
@@ -198,9 +208,7 @@ func TestRemove(t *testing.T) {
 			if h.Contains(tc.id) {
 				t.Fatalf("Contains(%d) = true after Remove", tc.id)
 			}
-			if got := drain(t, h); !slices.Equal(got, tc.drained) {
-				t.Fatalf("drained %v, want %v", got, tc.drained)
-			}
+			mustDrainTo(t, h, tc.drained)
 		})
 	}
 }
@@ -238,14 +246,7 @@ func TestRemoveSiftsUp(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	five := []pair{{0, 50}, {1, 10}, {2, 40}, {3, 20}, {4, 30}}
-	for _, tc := range []struct {
-		name     string
-		start    []pair
-		id       uint32
-		deadline int64
-		want     bool
-		drained  []pair
-	}{
+	for _, tc := range []retimeCase{
 		{"decrease to min", five, 0, 5, true, []pair{{0, 5}, {1, 10}, {3, 20}, {4, 30}, {2, 40}}},
 		{"increase min to max", five, 1, 60, true, []pair{{3, 20}, {4, 30}, {2, 40}, {0, 50}, {1, 60}}},
 		{"same deadline", five, 3, 20, true, []pair{{1, 10}, {3, 20}, {4, 30}, {2, 40}, {0, 50}}},
@@ -267,9 +268,7 @@ func TestUpdate(t *testing.T) {
 			} else if h.Contains(tc.id) {
 				t.Fatalf("Update of absent id %d inserted it", tc.id)
 			}
-			if got := drain(t, h); !slices.Equal(got, tc.drained) {
-				t.Fatalf("drained %v, want %v", got, tc.drained)
-			}
+			mustDrainTo(t, h, tc.drained)
 		})
 	}
 }
@@ -362,9 +361,7 @@ func TestGrow(t *testing.T) {
 	if cap(h.entries) < 4000 || len(h.pos) != 10000 {
 		t.Fatalf("after Grow(4000, 9999): cap(entries) = %d, len(pos) = %d", cap(h.entries), len(h.pos))
 	}
-	if got := drain(t, &h); !slices.Equal(got, []pair{{2, 1}, {4999, 3}}) {
-		t.Fatalf("drained %v", got)
-	}
+	mustDrainTo(t, &h, []pair{{2, 1}, {4999, 3}})
 }
 
 func TestPosGrowsGeometrically(t *testing.T) {

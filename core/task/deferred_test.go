@@ -19,6 +19,15 @@ func deferring(h *harness, typ string) chan uint64 {
 	return runs
 }
 
+// startDeferred submits tk (due at once, of a type deferring registered), lets it start,
+// and returns its first attempt's run ID, read from runs.
+func (h *harness) startDeferred(runs chan uint64, tk Task) uint64 {
+	h.t.Helper()
+	h.submit(tk)
+	h.fake.Advance(0)
+	return recv(h.t, runs)
+}
+
 func recv(t *testing.T, ch chan uint64) uint64 {
 	t.Helper()
 	select {
@@ -34,10 +43,8 @@ func TestDeferredAttemptCompletesLater(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
 	h.e.Register("local", func(ctx context.Context, r *Run) error { return nil })
-	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0)})
 	h.submit(Task{ID: "l", Type: "local", Schedule: After(time.Second)})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "r", Type: "remote", Schedule: After(0)})
 	// The only worker is free again while the deferred attempt is outstanding.
 	h.fake.Advance(time.Second)
 	h.wait(EventSucceeded, "l")
@@ -66,9 +73,7 @@ func TestDeferredAttemptCompletesLater(t *testing.T) {
 func TestDeferredFailureIsRetriedWithANewRunID(t *testing.T) {
 	h := newHarness(t)
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Retry: RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second}})
-	h.fake.Advance(0)
-	first := recv(t, runs)
+	first := h.startDeferred(runs, Task{ID: "r", Type: "remote", Schedule: After(0), Retry: RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second}})
 	if err := h.e.Complete(first, errors.New("worker said no")); err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +95,7 @@ func TestDeferredFailureIsRetriedWithANewRunID(t *testing.T) {
 func TestDeferredAttemptTimesOutAndCannotCompleteAfter(t *testing.T) {
 	h := newHarness(t)
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: 5 * time.Second})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: 5 * time.Second})
 	h.fake.Advance(5 * time.Second)
 	h.wait(EventTimedOut, "r")
 	h.wait(EventDead, "r")
@@ -108,9 +111,7 @@ func TestDeferredAttemptTimesOutAndCannotCompleteAfter(t *testing.T) {
 func TestCancelEndsADeferredAttempt(t *testing.T) {
 	h := newHarness(t)
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0)})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "r", Type: "remote", Schedule: After(0)})
 	if err := h.e.Cancel("", "r"); err != nil {
 		t.Fatal(err)
 	}

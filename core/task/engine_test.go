@@ -406,22 +406,40 @@ func TestCronWithSecondsRunsEachOccurrenceOnce(t *testing.T) {
 	}
 }
 
+// misfireCases are the misfire policies, each with the runs it makes of a backlog of
+// missed occurrences.
+var misfireCases = []struct {
+	policy   MisfirePolicy
+	wantRuns int
+}{{MisfireFireOnce, 1}, {MisfireSkip, 0}}
+
+// countRuns registers handler typ, which succeeds and counts its runs.
+func countRuns(h *harness, typ string) *atomic.Int32 {
+	var runs atomic.Int32
+	h.e.Register(typ, func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
+	return &runs
+}
+
+// waitMisfire waits for id's misfire event and, when its policy runs the backlog
+// (wantRuns 1), for that run's success; it returns the misfire.
+func (h *harness) waitMisfire(id string, wantRuns int) Event {
+	h.t.Helper()
+	ev := h.wait(EventMisfired, id)
+	if wantRuns == 1 {
+		h.wait(EventSucceeded, id)
+	}
+	return ev
+}
+
 func TestMisfirePolicies(t *testing.T) {
-	for _, tc := range []struct {
-		policy   MisfirePolicy
-		wantRuns int
-	}{{MisfireFireOnce, 1}, {MisfireSkip, 0}} {
+	for _, tc := range misfireCases {
 		t.Run(fmt.Sprint(tc.policy), func(t *testing.T) {
 			h := newHarness(t)
-			var runs atomic.Int32
-			h.e.Register("r", func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
+			runs := countRuns(h, "r")
 			h.submit(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy})
 			// The engine falls 10 s behind: occurrences at 1..10 s are all due at once.
 			h.fake.Advance(10*time.Second + 500*time.Millisecond)
-			h.wait(EventMisfired, "r")
-			if tc.wantRuns == 1 {
-				h.wait(EventSucceeded, "r")
-			}
+			h.waitMisfire("r", tc.wantRuns)
 			in, _ := h.e.Get("", "r")
 			if int(runs.Load()) != tc.wantRuns || in.State != Pending || !in.NextRun.Equal(epoch.Add(11*time.Second)) {
 				t.Fatalf("runs %d, info %+v", runs.Load(), in)
@@ -433,24 +451,17 @@ func TestMisfirePolicies(t *testing.T) {
 // Resume continues a recurring task's schedule from the occurrence its previous holder
 // had armed: one already past is a misfire, handled by the task's policy.
 func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
-	for _, tc := range []struct {
-		policy   MisfirePolicy
-		wantRuns int
-	}{{MisfireFireOnce, 1}, {MisfireSkip, 0}} {
+	for _, tc := range misfireCases {
 		t.Run(fmt.Sprint(tc.policy), func(t *testing.T) {
 			h := newHarness(t)
-			var runs atomic.Int32
-			h.e.Register("r", func(ctx context.Context, r *Run) error { runs.Add(1); return nil })
+			runs := countRuns(h, "r")
 			// Handed over 10.5 s after the occurrence due at epoch-10s: 11 of them passed.
 			past := epoch.Add(-10*time.Second - 500*time.Millisecond)
 			if _, err := h.e.Resume(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
 				t.Fatal(err)
 			}
 			h.fake.Advance(0)
-			ev := h.wait(EventMisfired, "r")
-			if tc.wantRuns == 1 {
-				h.wait(EventSucceeded, "r")
-			}
+			ev := h.waitMisfire("r", tc.wantRuns)
 			in, _ := h.e.Get("", "r")
 			// The schedule keeps its phase: occurrences at past + k s, the next after now.
 			if int(runs.Load()) != tc.wantRuns || ev.Missed == 0 || !in.NextRun.Equal(past.Add(11*time.Second)) {

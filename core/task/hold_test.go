@@ -7,17 +7,23 @@ import (
 	"time"
 )
 
+// startHeld starts task id of type "remote" (see deferring), due at once with a 1 s
+// timeout, and holds its timeout; it returns the attempt's run ID.
+func (h *harness) startHeld(runs chan uint64, id string) uint64 {
+	h.t.Helper()
+	runID := h.startDeferred(runs, Task{ID: id, Type: "remote", Schedule: After(0), Timeout: time.Second})
+	if err := h.e.HoldTimeout(runID); err != nil {
+		h.t.Fatal(err)
+	}
+	return runID
+}
+
 // A held attempt outlives its timeout; StartTimeout gives it the whole timeout again from
 // the moment it is called, and the attempt then times out on that new deadline.
 func TestHoldAndStartTimeout(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "held", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	id := recv(t, runs)
-	if err := h.e.HoldTimeout(id); err != nil {
-		t.Fatal(err)
-	}
+	id := h.startHeld(runs, "held")
 	h.fake.Advance(time.Hour) // far past the 1 s timeout: held, nothing happens
 	if s := h.state("held"); s != Running {
 		t.Fatalf("held attempt: %v, want RUNNING", s)
@@ -42,24 +48,14 @@ func TestHoldAndStartTimeout(t *testing.T) {
 func TestHeldAttemptCompletesOrCancels(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
-	h.submit(Task{ID: "a", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	a := recv(t, runs)
-	if err := h.e.HoldTimeout(a); err != nil {
-		t.Fatal(err)
-	}
+	a := h.startHeld(runs, "a")
 	h.fake.Advance(time.Minute)
 	if err := h.e.Complete(a, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(EventSucceeded, "a")
 
-	h.submit(Task{ID: "b", Type: "remote", Schedule: After(0), Timeout: time.Second})
-	h.fake.Advance(0)
-	b := recv(t, runs)
-	if err := h.e.HoldTimeout(b); err != nil {
-		t.Fatal(err)
-	}
+	b := h.startHeld(runs, "b")
 	if err := h.e.Cancel("", "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +70,7 @@ func TestDrop(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	runs := deferring(h, "remote")
 	h.submit(Task{ID: "pending", Type: "remote", Schedule: After(time.Minute)})
-	h.submit(Task{ID: "running", Type: "remote", Schedule: After(0)})
-	h.fake.Advance(0)
-	id := recv(t, runs)
+	id := h.startDeferred(runs, Task{ID: "running", Type: "remote", Schedule: After(0)})
 	for _, tid := range []string{"pending", "running"} {
 		if err := h.e.Drop("", tid); err != nil {
 			t.Fatal(err)

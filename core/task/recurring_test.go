@@ -343,10 +343,17 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		}
 		return in
 	}
-	t.Run("pending", func(t *testing.T) {
-		h := newHarness(t)
+	// submitted submits tk as task "r" of type "r", every minute, to a new scripted
+	// engine.
+	submitted := func(t *testing.T, tk Task, opts ...Option) (*harness, *scripted) {
+		h := newHarness(t, opts...)
 		sc := newScripted(h)
-		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		tk.ID, tk.Type, tk.Schedule = "r", "r", Every(m)
+		h.submit(tk)
+		return h, sc
+	}
+	t.Run("pending", func(t *testing.T) {
+		h, sc := submitted(t, Task{})
 		sc.attempt(m, m, 1, boom, EventDead)
 		sc.set(m + 30*s)
 		if in := requeue(h); in.State != Pending || !in.NextRun.Equal(epoch.Add(m+30*s)) {
@@ -357,9 +364,7 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
 	})
 	t.Run("pending, the requeued run outlasts the next occurrence", func(t *testing.T) {
-		h := newHarness(t)
-		sc := newScripted(h)
-		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Misfire: MisfireSkip})
+		h, sc := submitted(t, Task{Misfire: MisfireSkip})
 		sc.attempt(m, m, 1, boom, EventDead)
 		sc.set(m + 30*s)
 		requeue(h)
@@ -373,9 +378,7 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
 	})
 	t.Run("running", func(t *testing.T) {
-		h := newHarness(t)
-		sc := newScripted(h)
-		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		h, sc := submitted(t, Task{})
 		sc.attempt(m, m, 1, boom, EventDead)
 		sc.begin(2*m, 2*m, 1)
 		if in := requeue(h); in.State != Running {
@@ -386,9 +389,7 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		sc.attempt(3*m, 3*m, 1, nil, EventSucceeded)
 	})
 	t.Run("backing off", func(t *testing.T) {
-		h := newHarness(t)
-		sc := newScripted(h)
-		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Retry: flaky})
+		h, sc := submitted(t, Task{Retry: flaky})
 		sc.attempt(m, m, 1, boom, EventRetrying)
 		sc.attempt(m+10*s, m+10*s, 2, boom, EventDead)
 		sc.attempt(2*m, 2*m, 1, boom, EventRetrying)
@@ -404,9 +405,7 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		opts []Option
 	}{{"record gone", []Option{WithRetention(-1)}}, {"cancelled", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, tc.opts...)
-			sc := newScripted(h)
-			h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Version: 4})
+			h, sc := submitted(t, Task{Version: 4}, tc.opts...)
 			sc.attempt(m, m, 1, boom, EventDead)
 			if err := h.e.Cancel("", "r"); err != nil {
 				t.Fatal(err)
@@ -423,9 +422,7 @@ func TestRequeueRecurringDeadOccurrence(t *testing.T) {
 		})
 	}
 	t.Run("a different task holds the ID", func(t *testing.T) {
-		h := newHarness(t)
-		sc := newScripted(h)
-		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m)})
+		h, sc := submitted(t, Task{})
 		sc.attempt(m, m, 1, boom, EventDead)
 		h.submit(Task{ID: "r", Type: "r", Schedule: Every(m), Version: 1})
 		if _, err := h.e.Requeue("", "r"); !errors.Is(err, ErrExists) {

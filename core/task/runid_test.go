@@ -1,7 +1,6 @@
 package task
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,31 +10,16 @@ import (
 // attempt, and returns the run IDs of their first attempts.
 func runIDs(t *testing.T, h *harness, n int) []uint64 {
 	t.Helper()
-	runs := make(chan uint64, n)
-	h.e.Register("remote", func(_ context.Context, r *Run) error {
-		runs <- r.RunID
-		return ErrDeferred
-	})
+	runs := deferring(h, "remote")
 	for i := range n {
 		h.submit(Task{ID: fmt.Sprintf("t%d", i), Type: "remote", Schedule: After(0)})
 	}
 	h.fake.Advance(0)
 	ids := make([]uint64, n)
 	for i := range ids {
-		ids[i] = recvRun(t, runs)
+		ids[i] = recv(t, runs)
 	}
 	return ids
-}
-
-func recvRun(t *testing.T, ch chan uint64) uint64 {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(eventWait):
-		t.Fatal("the handler was not called")
-		return 0
-	}
 }
 
 // Two engines (two server starts, or two leaders of a cluster) never issue the same run
@@ -73,14 +57,8 @@ func TestRunIDsDifferAcrossEngines(t *testing.T) {
 // the engine's base with one XOR: no allocation.
 func TestRunIDLookupAllocatesNothing(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
-	runs := make(chan uint64, 1)
-	h.e.Register("remote", func(_ context.Context, r *Run) error {
-		runs <- r.RunID
-		return ErrDeferred
-	})
-	h.submit(Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: time.Hour})
-	h.fake.Advance(0)
-	id := recvRun(t, runs)
+	runs := deferring(h, "remote")
+	id := h.startDeferred(runs, Task{ID: "r", Type: "remote", Schedule: After(0), Timeout: time.Hour})
 	if n := testing.AllocsPerRun(100, func() {
 		if err := h.e.HoldTimeout(id); err != nil {
 			t.Fatal(err)

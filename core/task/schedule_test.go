@@ -206,17 +206,6 @@ func occurrences(t *testing.T, s Schedule, from, to time.Time) []time.Time {
 	return out
 }
 
-func utcStrings(ts []time.Time) string {
-	var b strings.Builder
-	for i, x := range ts {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(x.UTC().Format("01-02 15:04Z"))
-	}
-	return b.String()
-}
-
 // zone loads a time zone or fails the test.
 func zone(t testing.TB, name string) *time.Location {
 	t.Helper()

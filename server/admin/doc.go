@@ -11,7 +11,7 @@
 //
 // Usage, beside a tockd.Server srv:
 //
-//	adm, err := admin.New(admin.Options{Addr: addr, Snapshot: srv.Stats, Logger: log})
+//	adm, err := admin.New(admin.WithAddr(addr), admin.WithSnapshot(srv.Stats), admin.WithLogger(log))
 //	go adm.ListenAndServe() // or net.Listen, then go adm.Serve(ln)
 //	...
 //	adm.Shutdown(ctx)

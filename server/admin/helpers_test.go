@@ -52,7 +52,7 @@ func fixedStats() tockd.Stats {
 // shuts it down and checks that Serve returned ErrServerClosed.
 func start(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
-	s, err := New(opts)
+	s, err := New(WithOptions(opts))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -77,6 +77,50 @@ type Options struct {
 	MetricsMaxInFlight int           // default DefaultMetricsMaxInFlight
 }
 
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithOptions replaces the whole Options struct (fields left zero take their defaults).
+func WithOptions(o Options) Option { return func(dst *Options) { *dst = o } }
+
+// WithAddr sets Options.Addr.
+func WithAddr(addr string) Option { return func(o *Options) { o.Addr = addr } }
+
+// WithSnapshot sets Options.Snapshot.
+func WithSnapshot(f func() tockd.Stats) Option { return func(o *Options) { o.Snapshot = f } }
+
+// WithHealthy sets Options.Healthy.
+func WithHealthy(f func() error) Option { return func(o *Options) { o.Healthy = f } }
+
+// WithToken sets Options.Token.
+func WithToken(token string) Option { return func(o *Options) { o.Token = token } }
+
+// WithLogger sets Options.Logger.
+func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
+
+// WithReadHeaderTimeout sets Options.ReadHeaderTimeout.
+func WithReadHeaderTimeout(d time.Duration) Option {
+	return func(o *Options) { o.ReadHeaderTimeout = d }
+}
+
+// WithReadTimeout sets Options.ReadTimeout.
+func WithReadTimeout(d time.Duration) Option { return func(o *Options) { o.ReadTimeout = d } }
+
+// WithWriteTimeout sets Options.WriteTimeout.
+func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
+
+// WithIdleTimeout sets Options.IdleTimeout.
+func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.IdleTimeout = d } }
+
+// WithMaxHeaderBytes sets Options.MaxHeaderBytes.
+func WithMaxHeaderBytes(n int) Option { return func(o *Options) { o.MaxHeaderBytes = n } }
+
+// WithMetricsTimeout sets Options.MetricsTimeout.
+func WithMetricsTimeout(d time.Duration) Option { return func(o *Options) { o.MetricsTimeout = d } }
+
+// WithMetricsMaxInFlight sets Options.MetricsMaxInFlight.
+func WithMetricsMaxInFlight(n int) Option { return func(o *Options) { o.MetricsMaxInFlight = n } }
+
 // setDefaults fills in every zero field but Snapshot.
 func (o *Options) setDefaults() {
 	if o.Addr == "" {

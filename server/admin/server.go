@@ -34,7 +34,11 @@ type Server struct {
 
 // New checks opts, fills in defaults and returns a server that is not yet listening.
 // Bad options give an error wrapping ErrInvalidOptions that names the field.
-func New(opts Options) (*Server, error) {
+func New(options ...Option) (*Server, error) {
+	var opts Options
+	for _, opt := range options {
+		opt(&opts)
+	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err

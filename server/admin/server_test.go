@@ -3,8 +3,10 @@ package admin
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +34,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"Token", Options{Snapshot: ok, Token: "line\nbreak"}},
 		{"WriteTimeout", Options{Snapshot: ok, WriteTimeout: time.Second, MetricsTimeout: time.Second}},
 	} {
-		_, err := New(tc.opts)
+		_, err := New(WithOptions(tc.opts))
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("New with bad %s: %v, want ErrInvalidOptions naming the field", tc.field, err)
 		}
@@ -40,7 +42,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	s, err := New(Options{Snapshot: fixedStats})
+	s, err := New(WithSnapshot(fixedStats))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestIndexAndNotFound(t *testing.T) {
 }
 
 func TestListenAndServe(t *testing.T) {
-	s, err := New(Options{Addr: "127.0.0.1:0", Snapshot: fixedStats})
+	s, err := New(WithAddr("127.0.0.1:0"), WithSnapshot(fixedStats))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestListenAndServe(t *testing.T) {
 		t.Errorf("ListenAndServe after Shutdown: %v, want ErrServerClosed", err)
 	}
 
-	s2, err := New(Options{Addr: "127.0.0.1:99999", Snapshot: fixedStats})
+	s2, err := New(WithAddr("127.0.0.1:99999"), WithSnapshot(fixedStats))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestListenAndServe(t *testing.T) {
 // TestShutdown: Shutdown returns with no goroutine left, a second one and a later Serve
 // say ErrServerClosed.
 func TestShutdown(t *testing.T) {
-	s, err := New(Options{Snapshot: fixedStats})
+	s, err := New(WithSnapshot(fixedStats))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +206,11 @@ func TestShutdown(t *testing.T) {
 // and once the handler finishes nothing is left.
 func TestShutdownForcesStuckRequests(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	s, err := New(Options{Snapshot: fixedStats, Healthy: func() error {
+	s, err := New(WithSnapshot(fixedStats), WithHealthy(func() error {
 		close(entered)
 		<-release
 		return nil
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,4 +245,25 @@ func TestShutdownForcesStuckRequests(t *testing.T) {
 	}
 	close(release)
 	tockdtest.VerifyNone(t) // retries until the released handler's goroutine ends
+}
+
+// TestOptionSetters: each WithX sets its own field (WithOptions is what every other
+// test builds with).
+func TestOptionSetters(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	var o Options
+	for _, opt := range []Option{WithAddr("127.0.0.1:1"), WithSnapshot(fixedStats), WithHealthy(func() error { return nil }),
+		WithToken("tok"), WithLogger(logger), WithReadHeaderTimeout(1), WithReadTimeout(2), WithWriteTimeout(3),
+		WithIdleTimeout(4), WithMaxHeaderBytes(5), WithMetricsTimeout(6), WithMetricsMaxInFlight(7)} {
+		opt(&o)
+	}
+	if o.Snapshot == nil || o.Healthy == nil {
+		t.Fatalf("WithSnapshot or WithHealthy left its field nil: %+v", o)
+	}
+	o.Snapshot, o.Healthy = nil, nil
+	want := Options{Addr: "127.0.0.1:1", Token: "tok", Logger: logger, ReadHeaderTimeout: 1, ReadTimeout: 2,
+		WriteTimeout: 3, IdleTimeout: 4, MaxHeaderBytes: 5, MetricsTimeout: 6, MetricsMaxInFlight: 7}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("options set field by field = %+v, want %+v", o, want)
+	}
 }

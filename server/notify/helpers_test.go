@@ -91,7 +91,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // mustNew builds a Notifier and closes it (draining) at the end of the test.
 func mustNew(t *testing.T, o Options) *Notifier {
 	t.Helper()
-	n, err := New(o)
+	n, err := New(WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

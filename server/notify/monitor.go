@@ -37,7 +37,8 @@ type Sink interface {
 // DefaultInterval is MonitorOptions.Interval's default.
 const DefaultInterval = 15 * time.Second
 
-// MonitorOptions configures a Monitor.
+// MonitorOptions configures a Monitor. Sample and Sink are required; a zero Interval
+// takes its default, and a zero threshold disables its check.
 type MonitorOptions struct {
 	Thresholds
 	// Sample is called once per check from Run's goroutine; required.
@@ -46,6 +47,52 @@ type MonitorOptions struct {
 	Sink Sink
 	// Interval between checks; the lateness p95 covers one interval. Default 15 s.
 	Interval time.Duration
+}
+
+// MonitorOption sets a field of MonitorOptions.
+type MonitorOption func(*MonitorOptions)
+
+// WithMonitorOptions replaces the whole MonitorOptions struct (fields left zero take
+// their defaults).
+func WithMonitorOptions(o MonitorOptions) MonitorOption {
+	return func(dst *MonitorOptions) { *dst = o }
+}
+
+// WithThresholds sets MonitorOptions.Thresholds.
+func WithThresholds(t Thresholds) MonitorOption {
+	return func(o *MonitorOptions) { o.Thresholds = t }
+}
+
+// WithSample sets MonitorOptions.Sample.
+func WithSample(f func() Sample) MonitorOption { return func(o *MonitorOptions) { o.Sample = f } }
+
+// WithSink sets MonitorOptions.Sink.
+func WithSink(s Sink) MonitorOption { return func(o *MonitorOptions) { o.Sink = s } }
+
+// WithInterval sets MonitorOptions.Interval.
+func WithInterval(d time.Duration) MonitorOption { return func(o *MonitorOptions) { o.Interval = d } }
+
+func (o *MonitorOptions) setDefaults() {
+	setDefault(&o.Interval, DefaultInterval)
+}
+
+// validate checks the fields after setDefaults and names the first bad one.
+func (o *MonitorOptions) validate() error {
+	switch {
+	case o.Sample == nil:
+		return bad("MonitorOptions.Sample is nil")
+	case o.Sink == nil:
+		return bad("MonitorOptions.Sink is nil")
+	case o.Interval < 0:
+		return bad("MonitorOptions.Interval %v is negative", o.Interval)
+	case o.Backlog < 0:
+		return bad("Thresholds.Backlog %d is negative", o.Backlog)
+	case o.LatenessP95 < 0:
+		return bad("Thresholds.LatenessP95 %v is negative", o.LatenessP95)
+	case o.For < 0:
+		return bad("Thresholds.For %v is negative", o.For)
+	}
+	return nil
 }
 
 // Monitor checks Thresholds over Samples on an interval. For each condition it sends one
@@ -68,24 +115,15 @@ type condition struct {
 	firing bool      // a breach alert was taken and no resolved one yet
 }
 
-// NewMonitor checks opts.
-func NewMonitor(opts MonitorOptions) (*Monitor, error) {
-	if opts.Interval == 0 {
-		opts.Interval = DefaultInterval
+// NewMonitor checks the options and returns a Monitor; Run starts it.
+func NewMonitor(options ...MonitorOption) (*Monitor, error) {
+	var opts MonitorOptions
+	for _, opt := range options {
+		opt(&opts)
 	}
-	switch {
-	case opts.Sample == nil:
-		return nil, bad("MonitorOptions.Sample is nil")
-	case opts.Sink == nil:
-		return nil, bad("MonitorOptions.Sink is nil")
-	case opts.Interval < 0:
-		return nil, bad("MonitorOptions.Interval %v is negative", opts.Interval)
-	case opts.Backlog < 0:
-		return nil, bad("Thresholds.Backlog %d is negative", opts.Backlog)
-	case opts.LatenessP95 < 0:
-		return nil, bad("Thresholds.LatenessP95 %v is negative", opts.LatenessP95)
-	case opts.For < 0:
-		return nil, bad("Thresholds.For %v is negative", opts.For)
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	return &Monitor{opts: opts}, nil
 }

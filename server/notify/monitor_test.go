@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,11 +27,8 @@ func (s *sink) Notify(a Alert) bool {
 func TestMonitorBacklog(t *testing.T) {
 	var s sink
 	var sample Sample
-	m, err := NewMonitor(MonitorOptions{
-		Thresholds: Thresholds{Backlog: 100, For: 30 * time.Second},
-		Sample:     func() Sample { return sample },
-		Sink:       &s,
-	})
+	m, err := NewMonitor(WithThresholds(Thresholds{Backlog: 100, For: 30 * time.Second}),
+		WithSample(func() Sample { return sample }), WithSink(&s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +68,7 @@ func TestMonitorBacklog(t *testing.T) {
 
 func TestMonitorRetriesRefusedAlert(t *testing.T) {
 	s := sink{refuse: true}
-	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 1}, Sample: func() Sample { return Sample{Queued: 5} }, Sink: &s})
+	m, _ := NewMonitor(WithThresholds(Thresholds{Backlog: 1}), WithSample(func() Sample { return Sample{Queued: 5} }), WithSink(&s))
 	t0 := time.Unix(0, 0)
 	m.check(t0)
 	s.refuse = false
@@ -96,11 +94,8 @@ func lateness(per [3]uint64, above uint64) task.Histogram {
 func TestMonitorLatenessFromDeltas(t *testing.T) {
 	var s sink
 	var sample Sample
-	m, err := NewMonitor(MonitorOptions{
-		Thresholds: Thresholds{LatenessP95: 25 * ms},
-		Sample:     func() Sample { return sample },
-		Sink:       &s,
-	})
+	m, err := NewMonitor(WithThresholds(Thresholds{LatenessP95: 25 * ms}),
+		WithSample(func() Sample { return sample }), WithSink(&s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +136,8 @@ func TestMonitorLatenessFromDeltas(t *testing.T) {
 func TestMonitorRun(t *testing.T) {
 	var s sink
 	checked := make(chan struct{})
-	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 1}, Sink: &s,
-		Sample: func() Sample { checked <- struct{}{}; return Sample{Queued: 2} }})
+	m, _ := NewMonitor(WithThresholds(Thresholds{Backlog: 1}), WithSink(&s),
+		WithSample(func() Sample { checked <- struct{}{}; return Sample{Queued: 2} }))
 	tick := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -156,7 +151,7 @@ func TestMonitorRun(t *testing.T) {
 	}
 
 	// Run with a real ticker returns when ctx ends too.
-	m2, _ := NewMonitor(MonitorOptions{Sink: &s, Sample: func() Sample { return Sample{} }, Interval: time.Hour})
+	m2, _ := NewMonitor(WithSink(&s), WithSample(func() Sample { return Sample{} }), WithInterval(time.Hour))
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()
 	m2.Run(ctx2)
@@ -164,16 +159,19 @@ func TestMonitorRun(t *testing.T) {
 
 func TestMonitorBadOptions(t *testing.T) {
 	sample := func() Sample { return Sample{} }
-	for _, o := range []MonitorOptions{
-		{Sink: &sink{}},
-		{Sample: sample},
-		{Sample: sample, Sink: &sink{}, Interval: -1},
-		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{Backlog: -1}},
-		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{LatenessP95: -1}},
-		{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{For: -1}},
+	for _, c := range []struct {
+		o    MonitorOptions
+		want string
+	}{
+		{MonitorOptions{Sink: &sink{}}, "Sample"},
+		{MonitorOptions{Sample: sample}, "Sink"},
+		{MonitorOptions{Sample: sample, Sink: &sink{}, Interval: -1}, "Interval"},
+		{MonitorOptions{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{Backlog: -1}}, "Backlog"},
+		{MonitorOptions{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{LatenessP95: -1}}, "LatenessP95"},
+		{MonitorOptions{Sample: sample, Sink: &sink{}, Thresholds: Thresholds{For: -1}}, "For"},
 	} {
-		if _, err := NewMonitor(o); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("NewMonitor(%+v) = %v, want ErrInvalidOption", o, err)
+		if _, err := NewMonitor(WithMonitorOptions(c.o)); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewMonitor(%+v) = %v, want ErrInvalidOption naming %q", c.o, err, c.want)
 		}
 	}
 }
@@ -183,12 +181,27 @@ func TestMonitorThroughNotifier(t *testing.T) {
 	rc := newReceiver(t, nil)
 	n := mustNew(t, Options{Webhooks: []Webhook{{URL: rc.URL}}})
 	queued := 10
-	m, _ := NewMonitor(MonitorOptions{Thresholds: Thresholds{Backlog: 5}, Sink: n, Sample: func() Sample { return Sample{Queued: queued} }})
+	m, _ := NewMonitor(WithThresholds(Thresholds{Backlog: 5}), WithSink(n), WithSample(func() Sample { return Sample{Queued: queued} }))
 	m.check(time.Unix(0, 0))
 	queued = 0
 	m.check(time.Unix(1, 0))
 	closeDrained(t, n)
 	if s := n.Stats(); s.Sent != 2 || s.Deduplicated != 0 {
 		t.Errorf("stats %+v, want breach and resolved sent", s)
+	}
+}
+
+// TestMonitorOptionSetters: each WithX sets its own field (TestMonitorBadOptions builds
+// with WithMonitorOptions).
+func TestMonitorOptionSetters(t *testing.T) {
+	th := Thresholds{Backlog: 1, LatenessP95: 2, For: 3}
+	s := &sink{}
+	var o MonitorOptions
+	for _, opt := range []MonitorOption{WithThresholds(th), WithSample(func() Sample { return Sample{Queued: 4} }),
+		WithSink(s), WithInterval(5)} {
+		opt(&o)
+	}
+	if o.Thresholds != th || o.Sink != s || o.Interval != 5 || o.Sample == nil || o.Sample().Queued != 4 {
+		t.Errorf("options set field by field = %+v", o)
 	}
 }

@@ -66,8 +66,12 @@ type Stats struct {
 	Dropped      uint64 // not sent: queue full, Notify after Close, or cut off by Close's ctx
 }
 
-// New checks opts and starts one sender goroutine per webhook.
-func New(opts Options) (*Notifier, error) {
+// New checks the options and starts one sender goroutine per webhook.
+func New(options ...Option) (*Notifier, error) {
+	var opts Options
+	for _, opt := range options {
+		opt(&opts)
+	}
 	opts.Webhooks = append([]Webhook(nil), opts.Webhooks...) // ours: setDefaults writes it
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -237,7 +238,7 @@ func TestBadOptions(t *testing.T) {
 		{Options{Webhooks: []Webhook{ok}, MaxText: 8}, "MaxText"},
 		{Options{Webhooks: []Webhook{ok}, MaxFields: -1}, "MaxFields"},
 	} {
-		n, err := New(c.o)
+		n, err := New(WithOptions(c.o))
 		if err == nil {
 			n.Close(context.Background())
 			t.Errorf("New(%+v) accepted", c.o)
@@ -246,5 +247,29 @@ func TestBadOptions(t *testing.T) {
 		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOption naming %q", c.o, err, c.want)
 		}
+	}
+}
+
+// TestOptionSetters: each WithX sets its own field (WithOptions is what every other
+// test builds with).
+func TestOptionSetters(t *testing.T) {
+	hooks := []Webhook{{URL: "http://h/1"}, {URL: "http://h/2", Format: FormatFeishu}}
+	httpClient, logger := &http.Client{}, slog.New(slog.DiscardHandler)
+	var o Options
+	for _, opt := range []Option{WithWebhooks(hooks...), WithNode("n"), WithDedupWindow(1), WithMaxKeys(2),
+		WithRateLimit(3), WithBurst(4), WithQueueSize(5), WithTimeout(6), WithRetries(7), WithRetryBackoff(8),
+		WithMaxRetryBackoff(9), WithMaxText(10), WithMaxFields(11), WithHTTPClient(httpClient), WithLogger(logger),
+		WithClock(time.Now)} {
+		opt(&o)
+	}
+	if o.Clock == nil {
+		t.Fatal("WithClock left Clock nil")
+	}
+	o.Clock = nil
+	want := Options{Webhooks: hooks, Node: "n", DedupWindow: 1, MaxKeys: 2, RateLimit: 3, Burst: 4, QueueSize: 5,
+		Timeout: 6, Retries: 7, RetryBackoff: 8, MaxRetryBackoff: 9, MaxText: 10, MaxFields: 11,
+		HTTPClient: httpClient, Logger: logger}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}
 }

@@ -103,6 +103,60 @@ type Options struct {
 	Clock func() time.Time
 }
 
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithOptions replaces the whole Options struct (fields left zero take their defaults).
+func WithOptions(o Options) Option { return func(dst *Options) { *dst = o } }
+
+// WithWebhooks sets Options.Webhooks.
+func WithWebhooks(hooks ...Webhook) Option { return func(o *Options) { o.Webhooks = hooks } }
+
+// WithNode sets Options.Node.
+func WithNode(node string) Option { return func(o *Options) { o.Node = node } }
+
+// WithDedupWindow sets Options.DedupWindow.
+func WithDedupWindow(d time.Duration) Option { return func(o *Options) { o.DedupWindow = d } }
+
+// WithMaxKeys sets Options.MaxKeys.
+func WithMaxKeys(n int) Option { return func(o *Options) { o.MaxKeys = n } }
+
+// WithRateLimit sets Options.RateLimit.
+func WithRateLimit(perSecond float64) Option { return func(o *Options) { o.RateLimit = perSecond } }
+
+// WithBurst sets Options.Burst.
+func WithBurst(n int) Option { return func(o *Options) { o.Burst = n } }
+
+// WithQueueSize sets Options.QueueSize.
+func WithQueueSize(n int) Option { return func(o *Options) { o.QueueSize = n } }
+
+// WithTimeout sets Options.Timeout.
+func WithTimeout(d time.Duration) Option { return func(o *Options) { o.Timeout = d } }
+
+// WithRetries sets Options.Retries.
+func WithRetries(n int) Option { return func(o *Options) { o.Retries = n } }
+
+// WithRetryBackoff sets Options.RetryBackoff.
+func WithRetryBackoff(d time.Duration) Option { return func(o *Options) { o.RetryBackoff = d } }
+
+// WithMaxRetryBackoff sets Options.MaxRetryBackoff.
+func WithMaxRetryBackoff(d time.Duration) Option { return func(o *Options) { o.MaxRetryBackoff = d } }
+
+// WithMaxText sets Options.MaxText.
+func WithMaxText(n int) Option { return func(o *Options) { o.MaxText = n } }
+
+// WithMaxFields sets Options.MaxFields.
+func WithMaxFields(n int) Option { return func(o *Options) { o.MaxFields = n } }
+
+// WithHTTPClient sets Options.HTTPClient.
+func WithHTTPClient(c *http.Client) Option { return func(o *Options) { o.HTTPClient = c } }
+
+// WithLogger sets Options.Logger.
+func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
+
+// WithClock sets Options.Clock.
+func WithClock(now func() time.Time) Option { return func(o *Options) { o.Clock = now } }
+
 func (o *Options) setDefaults() {
 	if o.Node == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {

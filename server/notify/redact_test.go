@@ -22,7 +22,7 @@ func TestWebhookURLRedacted(t *testing.T) {
 		"https://user:" + key + "@hooks.example/hook",                // a password
 		"https://hooks.example/hook/" + key + "?x=1",                 // valid, with a bad format below
 	} {
-		_, err := New(Options{Webhooks: []Webhook{{URL: raw, Format: "slack"}}})
+		_, err := New(WithWebhooks(Webhook{URL: raw, Format: "slack"}))
 		if err == nil || strings.Contains(err.Error(), key) {
 			t.Errorf("New with %q: %v; want an error without the key", raw, err)
 		}

@@ -25,6 +25,16 @@ var benchBatch = func() *SubmitBatch {
 	return m
 }()
 
+// benchResults is the server's answer to benchBatch: 99 tasks scheduled, one refused.
+var benchResults = func() *BatchResult {
+	m := &BatchResult{ID: 1 << 20, Results: make([]ItemResult, len(benchBatch.Tasks))}
+	for i, t := range benchBatch.Tasks {
+		m.Results[i] = ItemResult{ID: t.ID, Durability: t.Durability, State: task.Pending, NextRun: t.Schedule.At, Version: 1}
+	}
+	m.Results[50] = ItemResult{ID: benchBatch.Tasks[50].ID, Durability: Ephemeral, Code: CodeExists, Message: "task exists", Field: "tid"}
+	return m
+}()
+
 // benchEncode appends m as a frame into a reused buffer, b.N times.
 func benchEncode(b *testing.B, m Message) {
 	buf := make([]byte, 0, 16<<10)
@@ -68,6 +78,12 @@ func BenchmarkEncodeSubmitBatch(b *testing.B) { benchEncode(b, benchBatch) }
 // BenchmarkDecodeSubmitBatch: the server's hot path in from producers (100 tasks: their
 // strings, payloads and the slice allocated).
 func BenchmarkDecodeSubmitBatch(b *testing.B) { benchDecode(b, benchBatch) }
+
+// BenchmarkEncodeBatchResult: the server's answer to each SUBMIT_BATCH.
+func BenchmarkEncodeBatchResult(b *testing.B) { benchEncode(b, benchResults) }
+
+// BenchmarkDecodeBatchResult: a producer reading that answer.
+func BenchmarkDecodeBatchResult(b *testing.B) { benchDecode(b, benchResults) }
 
 // BenchmarkDecodeAck: the server's hot path in.
 func BenchmarkDecodeAck(b *testing.B) { benchDecode(b, benchAck) }

@@ -96,7 +96,7 @@ func toSchedule(w *Schedule) (task.Schedule, error) {
 		s.Location = loc
 	}
 	if err := s.Validate(); err != nil {
-		return task.Schedule{}, newError(CodeInvalidTask, "schedule."+scheduleFields.keys[kindKey[w.Kind]], err.Error())
+		return task.Schedule{}, newError(CodeInvalidTask, "schedule."+kindKey[w.Kind], err.Error())
 	}
 	return s, nil
 }

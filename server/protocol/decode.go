@@ -320,39 +320,36 @@ func (d *dec) follow(n int) (uint64, *Error) {
 	return v, nil
 }
 
-// integer consumes the integer whose first byte is c (isInt(c) holds) and returns its
-// bits and whether its encoding is a signed one; if it is, v is the value as an int64.
-func (d *dec) integer(c byte) (v uint64, signed bool, err *Error) {
-	switch {
+// integer consumes an integer of any msgpack integer encoding (else BAD_FIELD: want
+// what) and returns its bits and whether its encoding is a signed one; if it is, v is
+// the value as an int64.
+func (d *dec) integer(what string) (v uint64, signed bool, err *Error) {
+	switch c := d.peek(); {
 	case c <= 0x7f: // positive fixint
 		d.off++
 		return uint64(c), false, nil
 	case c >= 0xe0: // negative fixint
 		d.off++
 		return uint64(int8(c)), true, nil
-	case c <= codeUint64: // uint 8, 16, 32, 64
+	case c >= codeUint8 && c <= codeUint64: // uint 8, 16, 32, 64
 		v, err = d.follow(1 << (c - codeUint8))
 		return v, false, err
+	case c >= codeInt8 && c <= codeInt64: // int 8, 16, 32, 64 bits: sign-extend from w bytes
+		w := 1 << (c - codeInt8)
+		v, err = d.follow(w)
+		shift := 64 - 8*w
+		return uint64(int64(v<<shift) >> shift), true, err
 	}
-	w := 1 << (c - codeInt8) // int 8, 16, 32, 64 bits: sign-extend from w bytes
-	v, err = d.follow(w)
-	shift := 64 - 8*w
-	return uint64(int64(v<<shift) >> shift), true, err
+	return 0, false, d.wrongType(what)
 }
 
 // uint reads an integer of any msgpack integer encoding whose value is >= 0.
 func (d *dec) uint() (uint64, *Error) {
-	if !isInt(d.peek()) {
-		return 0, d.wrongType("unsigned integer")
-	}
-	v, signed, err := d.integer(d.body[d.off])
-	if err != nil {
-		return 0, err
-	}
-	if signed && int64(v) < 0 {
+	v, signed, err := d.integer("unsigned integer")
+	if err == nil && signed && int64(v) < 0 {
 		return 0, d.badField("want unsigned integer, got %d", int64(v))
 	}
-	return v, nil
+	return v, err
 }
 
 // uintMax reads an unsigned integer of at most limit.
@@ -364,7 +361,6 @@ func (d *dec) uintMax(limit uint64) (uint64, *Error) {
 	return v, err
 }
 
-// int reads an integer of any msgpack integer encoding that fits an int64.
 // errCode reads an error code (ERROR, and the failures in BATCH_RESULT and ACKED): a
 // uint below 2^16. A code this package does not know is kept (clients treat it as
 // INTERNAL).
@@ -373,18 +369,13 @@ func (d *dec) errCode() (Code, *Error) {
 	return Code(v), err
 }
 
+// int reads an integer of any msgpack integer encoding that fits an int64.
 func (d *dec) int() (int64, *Error) {
-	if !isInt(d.peek()) {
-		return 0, d.wrongType("integer")
-	}
-	v, signed, err := d.integer(d.body[d.off])
-	if err != nil {
-		return 0, err
-	}
-	if !signed && v > math.MaxInt64 {
+	v, signed, err := d.integer("integer")
+	if err == nil && !signed && v > math.MaxInt64 {
 		return 0, d.badField("%d overflows a signed 64-bit integer", v)
 	}
-	return int64(v), nil
+	return int64(v), err
 }
 
 // float reads a float32, float64 or integer (some encoders write whole floats as integers).
@@ -617,7 +608,9 @@ func (d *dec) skip(depth int) *Error {
 }
 
 // A fieldTable lists the keys of one map type: key i sets bit i of the presence mask.
-// A spec (spec.go) makes it; wiretask.go's types write theirs by hand.
+// A spec (spec.go) makes it, or handTable (wiretask.go) for a hand-written map type;
+// either way from key names, so that the required mask follows the keys (∀ i: bit i of
+// required set ⇔ keys[i] was named required).
 type fieldTable struct {
 	keys     []string
 	required uint64 // bit i set: keys[i] must be present (and not nil)

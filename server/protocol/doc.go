@@ -15,8 +15,11 @@
 // accessor of the Go field (spec.go). The decoder's key table, the required mask (from
 // each field's own flag, never from its position) and the encoder come from that list;
 // the spec also names who may send the type, which a Decoder told its Peer enforces
-// (UNEXPECTED, before the body is read). The nested maps of tasks and snapshots
-// (wiretask.go) still have hand-written tables and encoders.
+// (UNEXPECTED, before the body is read). Snapshots, dead letters and attempts are specs
+// too. The task, its schedule and retry policy, and a batch result (wiretask.go), on the
+// SUBMIT and SUBMIT_BATCH hot paths, keep hand-written set switches and encoders; their
+// tables are built from key names, the required ones named (handTable), so that no
+// table anywhere holds a bit written by position.
 //
 // Invariants:
 //   - Decoding never panics and never allocates in proportion to a length the peer

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 )
 
@@ -183,14 +182,4 @@ func AppendFrame(dst []byte, msg Message, maxFrame int) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(out[start:], uint32(n))
 	return out, nil
-}
-
-// sortedKeys returns m's keys in order, so that a message always encodes to the same bytes.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

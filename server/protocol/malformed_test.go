@@ -182,16 +182,7 @@ func TestStreamSplitEverywhere(t *testing.T) {
 		var got []Message
 		for _, p := range pieces {
 			d.Feed(p)
-			for {
-				m, err := d.Next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m == nil {
-					break
-				}
-				got = append(got, m)
-			}
+			got = append(got, drain(t, d)...)
 		}
 		if len(got) != len(ms) || d.Buffered() != 0 {
 			t.Fatalf("got %d messages, %d bytes left; want %d", len(got), d.Buffered(), len(ms))
@@ -214,18 +205,23 @@ func TestStreamSplitEverywhere(t *testing.T) {
 	// Truncated: every proper prefix yields the complete frames in it and then waits.
 	d := NewDecoder(0)
 	d.Feed(stream[:len(stream)-1])
-	n := 0
+	if n := len(drain(t, d)); n != len(ms)-1 {
+		t.Fatalf("truncated stream gave %d messages, want %d", n, len(ms)-1)
+	}
+}
+
+// drain returns the messages d holds complete, failing t on an error.
+func drain(t *testing.T, d *Decoder) []Message {
+	t.Helper()
+	var got []Message
 	for {
 		m, err := d.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if m == nil {
-			break
+			return got
 		}
-		n++
-	}
-	if n != len(ms)-1 {
-		t.Fatalf("truncated stream gave %d messages, want %d", n, len(ms)-1)
+		got = append(got, m)
 	}
 }

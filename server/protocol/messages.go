@@ -128,12 +128,6 @@ var specs = [numTypes]*msgSpec{
 	TypeAcked: ackedSpec, TypeCarry: carrySpec,
 }
 
-// checked marks s's Go type a checker; it returns s.
-func checked(s *msgSpec) *msgSpec {
-	s.table.checked = true
-	return s
-}
-
 // bit returns key's presence bit as checkFields sees the mask ("t" and "id" shifted
 // out). It panics for a key the type lacks: a programming error.
 func (s *msgSpec) bit(key string) uint64 { return s.table.bit(key) >> 2 }
@@ -230,7 +224,7 @@ type Submit struct {
 }
 
 var submitSpec = message(TypeSubmit, byClient|byWorker,
-	subField[Submit, Task]("task", func(m *Submit) *Task { return &m.Task }).req())
+	subField("task", wireMaps[Task](), func(m *Submit) *Task { return &m.Task }).req())
 
 // SubmitBatch submits up to MaxBatch tasks; each gets its own result.
 type SubmitBatch struct {
@@ -340,7 +334,7 @@ type TaskInfo struct {
 }
 
 var taskInfoSpec = message(TypeTaskInfo, byServer,
-	subField[TaskInfo, Info]("info", func(m *TaskInfo) *Info { return &m.Info }).req())
+	subField("info", specMaps(infoSpec), func(m *TaskInfo) *Info { return &m.Info }).req())
 
 // TaskPage answers LIST.
 type TaskPage struct {
@@ -358,7 +352,7 @@ func pageReply[M, T any, P interface {
 		strField("next", MaxCursorLen, next))
 }
 
-var taskPageSpec = pageReply(TypeTaskPage, wireMaps[Info](),
+var taskPageSpec = pageReply(TypeTaskPage, specMaps(infoSpec),
 	func(m *TaskPage) *[]Info { return &m.Items }, func(m *TaskPage) *string { return &m.Next })
 
 // ---- dead letters and administration ----
@@ -385,7 +379,7 @@ type DLQPage struct {
 	Next  string       // "next"
 }
 
-var dlqPageSpec = pageReply(TypeDLQPage, wireMaps[DeadLetter](),
+var dlqPageSpec = pageReply(TypeDLQPage, specMaps(deadLetterSpec),
 	func(m *DLQPage) *[]DeadLetter { return &m.Items }, func(m *DLQPage) *string { return &m.Next })
 
 // DLQPurge removes one dead letter (TaskID set) or all of them (All); exactly one of
@@ -397,13 +391,13 @@ type DLQPurge struct {
 	All       bool   // "all"
 }
 
-var dlqPurgeSpec = checked(message(TypeDLQPurge, byClient|byWorker,
+var dlqPurgeSpec = message(TypeDLQPurge, byClient|byWorker,
 	nameField("ns", task.MaxNamespaceLen, func(m *DLQPurge) *string { return &m.Namespace }),
 	strField("tid", task.MaxIDLen, func(m *DLQPurge) *string { return &m.TaskID }).
 		omitIf(func(m *DLQPurge) bool { return m.All }), // written when not All, even empty
 	boolField("all", func(m *DLQPurge) *bool { return &m.All }).
 		refuse("tid", purgeOne, func(m *DLQPurge) bool { return m.TaskID != "" }),
-))
+)
 
 // purgeTID is the presence bit of DLQ_PURGE's "tid".
 var purgeTID = dlqPurgeSpec.bit("tid")

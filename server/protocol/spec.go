@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -14,8 +16,8 @@ import (
 // encoder's key order and omissions. The primitives the fields call (dec.uint, enc.str,
 // ...) are the hand-tuned ones of decode.go and encode.go.
 //
-// Costs: the plain kinds (uint, int, string, bool: most fields, all of FIRE's and ACK's
-// but payload and durability) are read and written in place: one switch case around the
+// Costs: the plain kinds (uint, int, string, bool, binary, a named enum: most fields,
+// all of FIRE's and ACK's) are read and written in place: one switch case around the
 // primitive, the value at the offset its accessor gave at init (the one use of unsafe,
 // the offset checked to lie inside the struct), the key written as precomputed bytes.
 // Any other field costs two or three indirect calls (the table's, the field's, its
@@ -29,6 +31,7 @@ type field[M any] struct {
 	kind     plain
 	off      uintptr                   // plain: where the value lies in M (taken from the accessor at init)
 	limit    uint64                    // plain: the largest uint, or the longest string in bytes
+	names    []string                  // plainEnum: the name of each value
 	read     func(m *M, d *dec) *Error // reads the value into m
 	// write writes key and m's value and returns true, or, when opt (the key is
 	// optional) and the value is zero, writes nothing and returns false.
@@ -39,7 +42,7 @@ type field[M any] struct {
 }
 
 // plain is a kind of field read and written in place: one switch case instead of
-// indirect calls, on the codec's hot paths (FIRE, ACK).
+// indirect calls, on the codec's hot paths (FIRE, ACK, TASK_STATUS).
 type plain uint8
 
 const (
@@ -49,6 +52,8 @@ const (
 	plainStr
 	plainName // a plainStr the Decoder interns
 	plainBool
+	plainEnum // a uint8 enum, on the wire the name of its value
+	plainBin  // a []byte, empty is nil
 )
 
 // offsetOf returns the offset in M of the value p returns. It panics for an accessor
@@ -98,8 +103,8 @@ type mapSpec[M any] struct {
 }
 
 // newMapSpec builds the spec of the map type M from its fields, in the order the encoder
-// writes them. It panics (at package initialisation) on a key given twice or more keys
-// than maxKeys allows.
+// writes them. Its table is checked when M has a checkFields rule. It panics (at package
+// initialisation) on a bad key list (see checkKeys).
 func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 	s := &mapSpec[M]{fields: fs}
 	var keys []string
@@ -109,27 +114,18 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 	off := len(keys)
 	for i := range fs {
 		f := &fs[i]
-		for _, k := range keys {
-			if k == f.key {
-				panic("protocol: key " + strconv.Quote(f.key) + " given twice")
-			}
-		}
 		keys = append(keys, f.key)
-		if len(f.key) > 31 {
-			panic("protocol: key " + strconv.Quote(f.key) + " is no fixstr")
-		}
-		f.wire = string([]byte{codeFixStr | byte(len(f.key))}) + f.key
+		f.wire = string([]byte{codeFixStr | byte(len(f.key)&0x1f)}) + f.key
 		if f.required {
 			s.table.required |= 1 << (off + i)
 		}
 	}
-	if envelope {
-		s.table.required |= 1 | 2
-	}
-	if len(keys) > maxKeys {
-		panic("protocol: more than " + strconv.Itoa(maxKeys) + " keys in one map")
-	}
+	checkKeys(keys)
 	s.table.keys = keys
+	if envelope {
+		s.table.required |= s.table.bit("t") | s.table.bit("id")
+	}
+	_, s.table.checked = any(new(M)).(checker)
 	s.table.read = func(x any, d *dec, i int) (err *Error) {
 		f := &s.fields[i]
 		at := unsafe.Add(unsafe.Pointer(x.(*M)), f.off)
@@ -144,12 +140,33 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 			*(*string)(at), err = d.name(int(f.limit))
 		case plainBool:
 			*(*bool)(at), err = d.bool()
+		case plainEnum:
+			*(*uint8)(at), err = enum[uint8](d, f.names)
+		case plainBin:
+			*(*[]byte)(at), err = d.bin(int(f.limit))
 		default:
 			err = f.read(x.(*M), d)
 		}
 		return err
 	}
 	return s
+}
+
+// checkKeys panics (at package initialisation) on a key list with a key twice, a key
+// longer than a fixstr holds (31 bytes, the form the encoder writes and the decoder
+// expects first), or more keys than maxKeys allows.
+func checkKeys(keys []string) {
+	for i, k := range keys {
+		if slices.Contains(keys[:i], k) {
+			panic("protocol: key " + strconv.Quote(k) + " given twice")
+		}
+		if len(k) > 31 {
+			panic("protocol: key " + strconv.Quote(k) + " is no fixstr")
+		}
+	}
+	if len(keys) > maxKeys {
+		panic("protocol: more than " + strconv.Itoa(maxKeys) + " keys in one map")
+	}
 }
 
 // writeFields writes m's fields that are not omitted, in order, and returns how many.
@@ -191,6 +208,17 @@ func (s *mapSpec[M]) writeFields(c *enc, m *M) int {
 				c.bool(v)
 				n++
 			}
+		case plainEnum:
+			if v := *(*uint8)(at); !opt || v != 0 {
+				putEnum(c, f.key, f.names, v)
+				n++
+			}
+		case plainBin:
+			if v := *(*[]byte)(at); !opt || len(v) > 0 {
+				c.buf = append(c.buf, f.wire...)
+				c.bin(v)
+				n++
+			}
 		default:
 			if f.write(m, c, f.key, opt) {
 				n++
@@ -220,7 +248,7 @@ func (s *mapSpec[M]) readMap(d *dec, m *M) *Error {
 func within[M, E any](get func(m *M) *E, fs ...field[E]) []field[M] {
 	out := make([]field[M], len(fs))
 	for i, f := range fs {
-		out[i] = field[M]{key: f.key, required: f.required, kind: f.kind, limit: f.limit}
+		out[i] = field[M]{key: f.key, required: f.required, kind: f.kind, limit: f.limit, names: f.names}
 		if f.kind != viaFuncs {
 			out[i].off = offsetOf(get) + f.off
 		} else {
@@ -296,73 +324,42 @@ func positiveField[M any](key string, p func(*M) *int64) field[M] {
 
 // binField is a binary of at most limit bytes, left out when empty.
 func binField[M any](key string, limit int, p func(*M) *[]byte) field[M] {
-	return field[M]{key: key,
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.bin(limit)
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := *p(m)
-			if opt && len(v) == 0 {
-				return false
-			}
-			c.str(key)
-			c.bin(v)
-			return true
-		},
-	}
+	return plainField(key, plainBin, uint64(limit), p)
 }
 
 // enumField is one of names (a value with no name cannot be encoded).
 func enumField[M any, T ~uint8](key string, names []string, p func(*M) *T) field[M] {
+	f := plainField(key, plainEnum, 0, p)
+	f.names = names
+	return f
+}
+
+// scalarField is a value of type V that read and write (key, then value) read and
+// write, left out when zero.
+func scalarField[M any, V comparable](key string, read func(d *dec) (V, *Error), write func(c *enc, key string, v V), p func(*M) *V) field[M] {
 	return field[M]{key: key,
 		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = enum[T](d, names)
+			*p(m), err = read(d)
 			return err
 		},
 		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == 0 {
+			var zero V
+			v := *p(m)
+			if opt && v == zero {
 				return false
 			}
-			putEnum(c, key, names, *v)
+			write(c, key, v)
 			return true
 		},
 	}
 }
 
 func stateField[M any](key string, p func(*M) *task.State) field[M] {
-	return field[M]{key: key,
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.state()
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == 0 {
-				return false
-			}
-			putState(c, key, *v)
-			return true
-		},
-	}
+	return scalarField(key, (*dec).state, putState, p)
 }
 
 func codeField[M any](key string, p func(*M) *Code) field[M] {
-	return field[M]{key: key,
-		read: func(m *M, d *dec) (err *Error) {
-			*p(m), err = d.errCode()
-			return err
-		},
-		write: func(m *M, c *enc, key string, opt bool) bool {
-			v := p(m)
-			if opt && *v == 0 {
-				return false
-			}
-			c.kUint(key, uint64(*v))
-			return true
-		},
-	}
+	return scalarField(key, (*dec).errCode, func(c *enc, key string, v Code) { c.kUint(key, uint64(v)) }, p)
 }
 
 // wireMap is a map type of wiretask.go, with its own field table and encoder.
@@ -372,19 +369,19 @@ type wireMap[T any] interface {
 	encode(c *enc)
 }
 
-// subField is a nested map of a wireMap type; always written.
-func subField[M, T any, P wireMap[T]](key string, p func(*M) *T) field[M] {
+// subField is a nested map, read and written as e says; always written.
+func subField[M, T any](key string, e elems[T], p func(*M) *T) field[M] {
 	return field[M]{key: key,
-		read: func(m *M, d *dec) *Error { return d.sub(P(p(m))) },
+		read: func(m *M, d *dec) *Error { return e.read(d, p(m)) },
 		write: func(m *M, c *enc, key string, _ bool) bool {
 			c.str(key)
-			P(p(m)).encode(c)
+			e.write(c, p(m))
 			return true
 		},
 	}
 }
 
-// elems is how an array field reads and writes one element.
+// elems is how a nested value is read and written: an array's element, or a sub-map.
 type elems[T any] struct {
 	read  func(d *dec, x *T) *Error
 	write func(c *enc, x *T)
@@ -434,7 +431,7 @@ func readEach[T any](d *dec, limit int, read func(d *dec, x *T) *Error) ([]T, *E
 	return out, nil
 }
 
-// wireMaps are the elements of an array of a wireMap type.
+// wireMaps are the maps of a wireMap type.
 func wireMaps[T any, P wireMap[T]]() elems[T] {
 	return elems[T]{
 		read:  func(d *dec, x *T) *Error { return d.sub(P(x)) },
@@ -442,7 +439,7 @@ func wireMaps[T any, P wireMap[T]]() elems[T] {
 	}
 }
 
-// specMaps are the elements of an array of a map type with a spec.
+// specMaps are the maps of a map type with a spec.
 func specMaps[T any](s *mapSpec[T]) elems[T] {
 	return elems[T]{
 		read:  func(d *dec, x *T) *Error { return s.readMap(d, x) },
@@ -504,7 +501,7 @@ func statsField[M any, V uint64 | int64](key string, read func(d *dec) (V, *Erro
 			}
 			c.str(key)
 			c.mapLen(len(v))
-			for _, k := range sortedKeys(v) {
+			for _, k := range slices.Sorted(maps.Keys(v)) { // the same map, the same bytes
 				c.str(k)
 				write(c, v[k])
 			}

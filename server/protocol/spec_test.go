@@ -1,25 +1,32 @@
 package protocol
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestCheckedTables: a table is marked checked exactly when its Go type has a
-// checkFields rule, so that no rule is skipped and no type is asserted for nothing.
-func TestCheckedTables(t *testing.T) {
-	for ty := Type(1); ty < numTypes; ty++ {
-		if s := specs[ty]; s != nil {
-			if _, ok := s.new().(checker); ok != s.table.checked {
-				t.Errorf("%v: checker %v, table checked %v", ty, ok, s.table.checked)
+// TestHandTableRequiredByName: a hand-written table's required mask comes from the
+// names given, so it follows each key wherever the key stands in the list; a required
+// name that is no key fails at initialisation.
+func TestHandTableRequiredByName(t *testing.T) {
+	required := []string{"tid", "type", "schedule", "durability"}
+	keys := slices.Clone(taskFields.keys)
+	for range keys {
+		keys = append(keys[1:], keys[0]) // every rotation: each key at every place
+		tab := handTable[Task](keys, required...)
+		for i, k := range tab.keys {
+			if got, want := tab.required&(1<<i) != 0, slices.Contains(required, k); got != want {
+				t.Errorf("keys %v: %q required %v, want %v", keys, k, got, want)
 			}
 		}
 	}
-	for _, x := range []decodable{&Task{}, &Schedule{}, &Retry{}, &AttemptRecord{}, &Info{}, &DeadLetter{}, &ItemResult{}} {
-		if _, ok := x.(checker); ok != x.fields().checked {
-			t.Errorf("%T: checker %v, table checked %v", x, ok, x.fields().checked)
+	defer func() {
+		if recover() == nil {
+			t.Error("handTable accepted a required name that is no key")
 		}
-	}
+	}()
+	handTable[Task](taskFields.keys, "task_id")
 }
 
 // TestRequiredFollowsKeys: the required mask is built from each field's own flag, so

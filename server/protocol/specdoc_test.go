@@ -16,15 +16,10 @@ var proseKeys = map[Type][]string{TypeGet: {"omit_payload"}}
 // lists on its heading's line (one shared by the headings before it that have none), or
 // else the key table after its heading. It returns key -> required, per type.
 func docFields(t *testing.T) map[Type]map[string]bool {
-	doc, err := os.ReadFile("../PROTOCOL.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	heading := regexp.MustCompile(`\*\*([A-Z_]+)\*\* \((?:t=)?(\d+)\)`)
-	brace := regexp.MustCompile("`\\{([^`]*)\\}`")
 	out := map[Type]map[string]bool{}
 	var waiting []Type // headings on this line with no list of their own yet
-	lines := strings.Split(string(doc), "\n")
+	lines := docLines(t)
 	for n, line := range lines {
 		waiting = waiting[:0]
 		hs := heading.FindAllStringSubmatchIndex(line, -1)
@@ -37,19 +32,12 @@ func docFields(t *testing.T) map[Type]map[string]bool {
 			if j+1 < len(hs) {
 				end = hs[j+1][0]
 			}
-			lists := brace.FindAllStringSubmatch(line[h[1]:end], -1)
-			if len(lists) == 0 && j+1 < len(hs) {
+			keys := braceKeys(line[h[1]:end])
+			if keys == nil && j+1 < len(hs) {
 				waiting = append(waiting, ty)
 				continue
 			}
-			keys := map[string]bool{}
-			for _, l := range lists {
-				for _, item := range splitTop(l[1]) {
-					k, rest, _ := strings.Cut(item, ":")
-					keys[strings.TrimSpace(k)] = strings.Contains(rest, "(req")
-				}
-			}
-			if len(lists) == 0 { // a table follows
+			if keys == nil { // a table follows
 				keys = docTable(lines[n+1:])
 			}
 			for _, w := range append(waiting, ty) {
@@ -59,6 +47,32 @@ func docFields(t *testing.T) map[Type]map[string]bool {
 		}
 	}
 	return out
+}
+
+func docLines(t *testing.T) []string {
+	doc, err := os.ReadFile("../PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(doc), "\n")
+}
+
+var brace = regexp.MustCompile("`\\{([^`]*)\\}`")
+
+// braceKeys reads the `{key: type (req, ...)}` lists in s: key -> required; nil when
+// s has none.
+func braceKeys(s string) map[string]bool {
+	var keys map[string]bool
+	for _, l := range brace.FindAllStringSubmatch(s, -1) {
+		if keys == nil {
+			keys = map[string]bool{}
+		}
+		for _, item := range splitTop(l[1]) {
+			k, rest, _ := strings.Cut(item, ":")
+			keys[strings.TrimSpace(k)] = strings.Contains(rest, "(req")
+		}
+	}
+	return keys
 }
 
 // docTable reads the key table at the start of lines (after blank lines).
@@ -137,27 +151,62 @@ func TestSpecsMatchProtocolDoc(t *testing.T) {
 		for _, k := range proseKeys[ty] {
 			want[k] = false
 		}
-		got := map[string]bool{}
-		for i, k := range s.table.keys[2:] {
-			got[k] = s.table.required&(1<<(i+2)) != 0
+		sameKeys(t, ty.String(), tableKeys(s.table, 2), want)
+	}
+}
+
+// tableKeys returns t's keys after the first off: key -> required.
+func tableKeys(t *fieldTable, off int) map[string]bool {
+	got := map[string]bool{}
+	for i, k := range t.keys[off:] {
+		got[k] = t.required&(1<<(i+off)) != 0
+	}
+	return got
+}
+
+// sameKeys fails t unless got and want (key -> required) agree, naming what.
+func sameKeys(t *testing.T, what string, got, want map[string]bool) {
+	t.Helper()
+	gotKeys, wantKeys := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))
+	if !slices.Equal(gotKeys, wantKeys) {
+		t.Errorf("%s: the code's keys are %v, PROTOCOL.md's %v", what, gotKeys, wantKeys)
+		return
+	}
+	for k, req := range got {
+		if want[k] != req {
+			t.Errorf("%s: %q required %v in the code, %v in PROTOCOL.md", what, k, req, want[k])
 		}
-		var gotKeys, wantKeys []string
-		for k := range got {
-			gotKeys = append(gotKeys, k)
-		}
-		for k := range want {
-			wantKeys = append(wantKeys, k)
-		}
-		slices.Sort(gotKeys)
-		slices.Sort(wantKeys)
-		if !slices.Equal(gotKeys, wantKeys) {
-			t.Errorf("%v: the spec's keys are %v, PROTOCOL.md's %v", ty, gotKeys, wantKeys)
+	}
+}
+
+// TestNestedMapsMatchProtocolDoc: the maps inside messages (the task, its schedule and
+// retry policy, a batch result, a snapshot, an attempt, a dead letter) have the keys,
+// and the required keys, that PROTOCOL.md gives them. A key required only in some case
+// (a schedule kind's key, a result's state on success) is required in neither: its
+// type's checkFields rule requires it.
+func TestNestedMapsMatchProtocolDoc(t *testing.T) {
+	lines := docLines(t)
+	for _, tc := range []struct {
+		what, line string // line: the start of the line the map's table follows, or its {list} is on
+		table      *fieldTable
+	}{
+		{"task", "## The task", &taskFields},
+		{"schedule", "**schedule**", &scheduleFields},
+		{"retry", "**retry**", &retryFields},
+		{"batch result", "**BATCH_RESULT**", &itemResultFields},
+		{"snapshot", "**Snapshots**", &infoSpec.table},
+		{"attempt", "An **attempt** is", &attemptSpec.table},
+		{"dead letter", "oldest first, paged as LIST is. A dead letter is", &deadLetterSpec.table},
+	} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, tc.line) })
+		if i < 0 {
+			t.Errorf("%s: PROTOCOL.md has no line starting %q", tc.what, tc.line)
 			continue
 		}
-		for k, req := range got {
-			if want[k] != req {
-				t.Errorf("%v: %q required %v in the spec, %v in PROTOCOL.md", ty, k, req, want[k])
-			}
+		want := braceKeys(strings.TrimPrefix(lines[i], tc.line))
+		if want == nil || strings.HasPrefix(tc.line, "**BATCH_RESULT**") { // its {list} is the message's
+			want = docTable(lines[i+1:])
 		}
+		sameKeys(t, tc.what, tableKeys(tc.table, 0), want)
 	}
 }

@@ -35,7 +35,7 @@ func TestEmbeddedEtcdRefusesStrangers(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{Embedded: dir, Node: "n1", EmbeddedTick: 10 * time.Millisecond,
 		EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()}
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestEmbeddedEtcdRefusesStrangers(t *testing.T) {
 
 	po := s.ClientOptions()
 	po.Node = "n2"
-	peer, err := Open(ctxT(t), po)
+	peer, err := Open(ctxT(t), WithOptions(po))
 	if err != nil {
 		t.Fatalf("peer with ClientOptions: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestEmbeddedEtcdRefusesStrangers(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(ctxT(t), o)
+	s, err = Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

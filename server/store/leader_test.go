@@ -86,14 +86,8 @@ func TestCampaignHandover(t *testing.T) {
 func TestDoneOnSessionClose(t *testing.T) {
 	a := openEmbedded(t, Options{SessionTTL: time.Second})
 	ctx := ctxT(t)
-	l, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	sess := a.session.sess
-	a.mu.Unlock()
-	if err := sess.Close(); err != nil {
+	l := mustCampaign(t, a)
+	if err := sessionOf(a).Close(); err != nil {
 		t.Fatalf("close session: %v", err)
 	}
 	waitClosed(t, l.Done(), 2*time.Second, "Done after the session closed")
@@ -110,14 +104,8 @@ func TestDoneOnSessionClose(t *testing.T) {
 func TestDoneOnRevoke(t *testing.T) {
 	a := openEmbedded(t, Options{SessionTTL: time.Second})
 	ctx := ctxT(t)
-	l, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	lease := a.session.sess.Lease()
-	a.mu.Unlock()
-	if _, err := a.Client().Revoke(ctx, lease); err != nil {
+	l := mustCampaign(t, a)
+	if _, err := a.Client().Revoke(ctx, sessionOf(a).Lease()); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	defer func() {
@@ -136,15 +124,13 @@ func TestDoneOnElectionKeyChange(t *testing.T) {
 		t.Run(change, func(t *testing.T) {
 			a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
 			ctx := ctxT(t)
-			l, err := a.Campaign(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := mustCampaign(t, a)
 			select {
 			case <-l.Done():
 				t.Fatal("Done closed right after the election")
 			case <-time.After(100 * time.Millisecond):
 			}
+			var err error
 			if change == "delete" {
 				_, err = a.Client().Delete(ctx, l.Key())
 			} else {
@@ -156,10 +142,7 @@ func TestDoneOnElectionKeyChange(t *testing.T) {
 			// The watch delivers at once on loopback; 2s is slack for a loaded machine.
 			waitClosed(t, l.Done(), 2*time.Second, "Done after the election key's "+change)
 			// The next term is a new one, at a higher epoch (a rewritten key is deleted).
-			l2, err := a.Campaign(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l2 := mustCampaign(t, a)
 			if l2.Epoch() <= l.Epoch() {
 				t.Fatalf("epoch %d after the key's %s, want above %d", l2.Epoch(), change, l.Epoch())
 			}
@@ -217,7 +200,7 @@ func TestDoneWhenEtcdUnreachable(t *testing.T) {
 	p := newCutProxy(t, strings.TrimPrefix(a.ClientURL(), "http://"))
 	o := a.ClientOptions()
 	o.Endpoints, o.Node, o.SessionTTL, o.LeaseGuard = []string{"http://" + p.ln.Addr().String()}, "n2", time.Second, 400*time.Millisecond
-	b, err := Open(ctxT(t), o)
+	b, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,20 +74,9 @@ func (s *Store) DeleteLock(ctx context.Context, ns, id string, runID uint64) err
 // stays), only while f holds (ErrFenced otherwise: the lock stays for the next leader to
 // wait out). One transaction: txn(fence ? txn(value == run ? delete) ).
 func (s *Store) DeleteLockFenced(ctx context.Context, f Fence, ns, id string, runID uint64) error {
-	k, err := s.lockKey(ns, id)
-	if err != nil {
-		return err
-	}
-	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", runValue(runID))},
-		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
-	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
-	if err != nil {
-		return fmt.Errorf("store: unlock %s: %w", k, err)
-	}
-	if !f.held(resp) {
-		return fmt.Errorf("store: unlock %s: %w", k, ErrFenced)
-	}
-	return nil
+	return s.deleteLockIfFenced(ctx, f, ns, id, func(k string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.Value(k), "=", runValue(runID))
+	})
 }
 
 // DeleteLockBeforeFenced removes ns/id's lock, whatever run it names, if it was last
@@ -96,12 +85,19 @@ func (s *Store) DeleteLockFenced(ctx context.Context, f Fence, ns, id string, ru
 // non-exclusive version replaced an exclusive one, whose run's lock (or parked lock)
 // no run end would delete. One transaction: txn(fence ? txn(mod <= rev ? delete) ).
 func (s *Store) DeleteLockBeforeFenced(ctx context.Context, f Fence, ns, id string, rev int64) error {
+	return s.deleteLockIfFenced(ctx, f, ns, id, func(k string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.ModRevision(k), "<", rev+1)
+	})
+}
+
+// deleteLockIfFenced removes ns/id's lock if cond, made from the lock's key, holds, only
+// while f holds (ErrFenced otherwise). One transaction: txn(fence ? txn(cond ? delete) ).
+func (s *Store) deleteLockIfFenced(ctx context.Context, f Fence, ns, id string, cond func(key string) clientv3.Cmp) error {
 	k, err := s.lockKey(ns, id)
 	if err != nil {
 		return err
 	}
-	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "<", rev+1)},
-		[]clientv3.Op{clientv3.OpDelete(k)}, nil)
+	del := clientv3.OpTxn([]clientv3.Cmp{cond(k)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
 	resp, err := f.txn(s.cli.Txn(ctx)).Then(del).Commit()
 	if err != nil {
 		return fmt.Errorf("store: unlock %s: %w", k, err)

@@ -23,7 +23,8 @@ const (
 	DefaultLeaseGuardDivide = 4 // LeaseGuard defaults to SessionTTL/4
 )
 
-// Options configures Open. Exactly one of Endpoints and Embedded must be set.
+// Options configures Open. Exactly one of Endpoints and Embedded must be set; every other
+// field left zero takes its default, and so does a negative duration or size.
 type Options struct {
 	// Endpoints of an external etcd cluster.
 	Endpoints []string
@@ -91,16 +92,72 @@ const txnDepth = 2
 // each branch holds two puts.
 const txnDepthNext = 4
 
-func (o Options) withDefaults() (Options, error) {
-	if (len(o.Endpoints) == 0) == (o.Embedded == "") {
-		return o, fmt.Errorf("%w: set exactly one of Endpoints and Embedded", ErrConfig)
-	}
-	if (o.Username == "") != (o.Password == "") {
-		return o, fmt.Errorf("%w: Username and Password go together", ErrConfig)
-	}
-	if o.Embedded != "" && (o.Username != "" || o.TLS != nil) {
-		return o, fmt.Errorf("%w: Username, Password and TLS are for Endpoints; the embedded etcd has its own root password (%s)", ErrConfig, RootPasswordFile)
-	}
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithOptions replaces the whole Options struct (fields left zero take their defaults).
+func WithOptions(o Options) Option { return func(dst *Options) { *dst = o } }
+
+// WithEndpoints sets Options.Endpoints.
+func WithEndpoints(endpoints ...string) Option { return func(o *Options) { o.Endpoints = endpoints } }
+
+// WithUsername sets Options.Username.
+func WithUsername(user string) Option { return func(o *Options) { o.Username = user } }
+
+// WithPassword sets Options.Password.
+func WithPassword(password string) Option { return func(o *Options) { o.Password = password } }
+
+// WithTLS sets Options.TLS.
+func WithTLS(c *tls.Config) Option { return func(o *Options) { o.TLS = c } }
+
+// WithEmbedded sets Options.Embedded.
+func WithEmbedded(dataDir string) Option { return func(o *Options) { o.Embedded = dataDir } }
+
+// WithEmbeddedClientPort sets Options.EmbeddedClientPort.
+func WithEmbeddedClientPort(port int) Option { return func(o *Options) { o.EmbeddedClientPort = port } }
+
+// WithEmbeddedTick sets Options.EmbeddedTick.
+func WithEmbeddedTick(d time.Duration) Option { return func(o *Options) { o.EmbeddedTick = d } }
+
+// WithEmbeddedElection sets Options.EmbeddedElection.
+func WithEmbeddedElection(d time.Duration) Option { return func(o *Options) { o.EmbeddedElection = d } }
+
+// WithEmbeddedLog sets Options.EmbeddedLog.
+func WithEmbeddedLog(l *zap.Logger) Option { return func(o *Options) { o.EmbeddedLog = l } }
+
+// WithStartTimeout sets Options.StartTimeout.
+func WithStartTimeout(d time.Duration) Option { return func(o *Options) { o.StartTimeout = d } }
+
+// WithPrefix sets Options.Prefix.
+func WithPrefix(prefix string) Option { return func(o *Options) { o.Prefix = prefix } }
+
+// WithSessionTTL sets Options.SessionTTL.
+func WithSessionTTL(d time.Duration) Option { return func(o *Options) { o.SessionTTL = d } }
+
+// WithLeaseGuard sets Options.LeaseGuard.
+func WithLeaseGuard(d time.Duration) Option { return func(o *Options) { o.LeaseGuard = d } }
+
+// WithNode sets Options.Node.
+func WithNode(node string) Option { return func(o *Options) { o.Node = node } }
+
+// WithDialTimeout sets Options.DialTimeout.
+func WithDialTimeout(d time.Duration) Option { return func(o *Options) { o.DialTimeout = d } }
+
+// WithMaxTxnOps sets Options.MaxTxnOps.
+func WithMaxTxnOps(n int) Option { return func(o *Options) { o.MaxTxnOps = n } }
+
+// WithMaxTxnBytes sets Options.MaxTxnBytes.
+func WithMaxTxnBytes(n int) Option { return func(o *Options) { o.MaxTxnBytes = n } }
+
+// WithLoadPageSize sets Options.LoadPageSize.
+func WithLoadPageSize(n int) Option { return func(o *Options) { o.LoadPageSize = n } }
+
+// WithTxnConcurrency sets Options.TxnConcurrency.
+func WithTxnConcurrency(n int) Option { return func(o *Options) { o.TxnConcurrency = n } }
+
+// setDefaults fills in the fields left zero (or negative, for the durations and sizes
+// below) and rounds SessionTTL up to whole seconds, as etcd counts them.
+func (o *Options) setDefaults() {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -110,9 +167,6 @@ func (o Options) withDefaults() (Options, error) {
 	o.SessionTTL = time.Duration(ttlSeconds(o.SessionTTL)) * time.Second
 	if o.LeaseGuard <= 0 {
 		o.LeaseGuard = o.SessionTTL / DefaultLeaseGuardDivide
-	}
-	if o.LeaseGuard >= o.SessionTTL {
-		return o, fmt.Errorf("%w: LeaseGuard %v must be below SessionTTL %v", ErrConfig, o.LeaseGuard, o.SessionTTL)
 	}
 	if o.Node == "" {
 		h, err := os.Hostname()
@@ -130,9 +184,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTxnOps == 0 {
 		o.MaxTxnOps = DefaultMaxTxnOps
 	}
-	if o.MaxTxnOps <= max(txnDepthNext, deleteDepth) {
-		return o, fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepthNext, deleteDepth))
-	}
 	if o.MaxTxnBytes <= 0 {
 		o.MaxTxnBytes = DefaultMaxTxnBytes
 	}
@@ -142,10 +193,25 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TxnConcurrency <= 0 {
 		o.TxnConcurrency = DefaultTxnConcurrency
 	}
-	if strings.ContainsRune(o.Node, 0) {
-		return o, fmt.Errorf("%w: Node has a NUL byte", ErrConfig)
+}
+
+// validate checks the fields after setDefaults and names the first bad one.
+func (o *Options) validate() error {
+	switch {
+	case (len(o.Endpoints) == 0) == (o.Embedded == ""):
+		return fmt.Errorf("%w: set exactly one of Endpoints and Embedded", ErrConfig)
+	case (o.Username == "") != (o.Password == ""):
+		return fmt.Errorf("%w: Username and Password go together", ErrConfig)
+	case o.Embedded != "" && (o.Username != "" || o.TLS != nil):
+		return fmt.Errorf("%w: Username, Password and TLS are for Endpoints; the embedded etcd has its own root password (%s)", ErrConfig, RootPasswordFile)
+	case o.LeaseGuard >= o.SessionTTL:
+		return fmt.Errorf("%w: LeaseGuard %v must be below SessionTTL %v", ErrConfig, o.LeaseGuard, o.SessionTTL)
+	case o.MaxTxnOps <= max(txnDepthNext, deleteDepth):
+		return fmt.Errorf("%w: MaxTxnOps %d must exceed %d", ErrConfig, o.MaxTxnOps, max(txnDepthNext, deleteDepth))
+	case strings.ContainsRune(o.Node, 0):
+		return fmt.Errorf("%w: Node has a NUL byte", ErrConfig)
 	}
-	return o, nil
+	return nil
 }
 
 func ttlSeconds(d time.Duration) int {

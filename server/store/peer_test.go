@@ -69,7 +69,7 @@ func TestEmbeddedPeerNotOnTCP(t *testing.T) {
 // A data directory too long for a unix socket path is a clear error, not bind's EINVAL.
 func TestEmbeddedPeerSocketPathTooLong(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", maxSocketPath))
-	_, err := Open(ctxT(t), Options{Embedded: dir, Node: "n1", EmbeddedLog: zap.NewNop()})
+	_, err := Open(ctxT(t), WithEmbedded(dir), WithNode("n1"), WithEmbeddedLog(zap.NewNop()))
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "shorter data directory") {
 		t.Fatalf("Open with a %d-byte data directory: %v, want ErrConfig asking for a shorter one", len(dir), err)
 	}

@@ -37,9 +37,15 @@ type Store struct {
 }
 
 // Open connects to etcd (starting the embedded one if Options.Embedded is
-// set) and returns a Store.
-func Open(ctx context.Context, o Options) (*Store, error) {
-	o, err := o.withDefaults()
+// set) and returns a Store. Bad options give an error wrapping ErrConfig that names
+// the field.
+func Open(ctx context.Context, opts ...Option) (*Store, error) {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.setDefaults()
+	err := o.validate()
 	if err != nil {
 		return nil, err
 	}

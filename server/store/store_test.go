@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 )
 
@@ -29,7 +30,7 @@ func openEmbedded(t *testing.T, o Options) *Store {
 	if o.Node == "" {
 		o.Node = "n1"
 	}
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("open embedded etcd: %v", err)
 	}
@@ -42,12 +43,64 @@ func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
 	co := first.ClientOptions()
 	o.Endpoints, o.Username, o.Password, o.TLS = co.Endpoints, co.Username, co.Password, co.TLS
 	o.Node = node
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("open second store: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// mustPut puts each record in turn, failing the test at the first error.
+func mustPut(t *testing.T, s *Store, recs ...Record) {
+	t.Helper()
+	for _, r := range recs {
+		if err := s.Put(ctxT(t), r); err != nil {
+			t.Fatalf("put %s/%s at version %d: %v", r.Namespace, r.ID, r.Version, err)
+		}
+	}
+}
+
+// mustPutBatch writes recs with one PutBatch, failing the test if any is refused.
+func mustPutBatch(t *testing.T, s *Store, recs []Record) {
+	t.Helper()
+	errs, err := s.PutBatch(ctxT(t), recs)
+	if err != nil {
+		t.Fatalf("put batch: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("record %d: %v", i, e)
+		}
+	}
+}
+
+// numbered returns n records ns/prefix0 ... ns/prefix(n-1) at version v, each with its
+// ID as its body.
+func numbered(ns, prefix string, n int, v uint64) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		id := fmt.Sprint(prefix, i)
+		recs[i] = Record{Namespace: ns, ID: id, Version: v, Body: []byte(id)}
+	}
+	return recs
+}
+
+// mustCampaign makes s the leader, failing the test if it cannot.
+func mustCampaign(t *testing.T, s *Store) *Leadership {
+	t.Helper()
+	l, err := s.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	return l
+}
+
+// sessionOf returns the session s campaigns with now.
+func sessionOf(s *Store) *concurrency.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session.sess
 }
 
 func loadAll(t *testing.T, s *Store) (map[string]Record, int64) {
@@ -71,11 +124,7 @@ func TestPutLoadRoundTrip(t *testing.T) {
 		{Namespace: "a", ID: "x/y", Version: 7, Body: nil},
 		{Namespace: "b", ID: "1", Version: 2, Body: []byte{0, 1, 2}},
 	}
-	for _, r := range in {
-		if err := s.Put(ctx, r); err != nil {
-			t.Fatalf("put %v: %v", r, err)
-		}
-	}
+	mustPut(t, s, in...)
 	got, rev := loadAll(t, s)
 	if rev <= 0 || len(got) != len(in) {
 		t.Fatalf("load: rev %d, %d records, want >0 and %d", rev, len(got), len(in))
@@ -178,15 +227,7 @@ func TestPutBatchAndPagedLoad(t *testing.T) {
 		recs[i] = Record{Namespace: fmt.Sprintf("ns%d", i%3), ID: fmt.Sprintf("task-%04d", i), Version: 1, Body: fmt.Appendf(nil, "body %d", i)}
 	}
 	start := time.Now()
-	errs, err := s.PutBatch(ctx, recs)
-	if err != nil {
-		t.Fatalf("put batch: %v", err)
-	}
-	for i, e := range errs {
-		if e != nil {
-			t.Fatalf("record %d: %v", i, e)
-		}
-	}
+	mustPutBatch(t, s, recs)
 	t.Logf("1000 records in %v", time.Since(start))
 	pages, last := 0, ""
 	if _, err := s.Load(ctx, func(r Record) error {
@@ -210,16 +251,14 @@ func TestPutBatchAndPagedLoad(t *testing.T) {
 		}
 	}
 	// The revision is a snapshot: a write after Load is above it.
-	if err := s.Put(ctx, Record{Namespace: "late", ID: "1", Version: 1}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, Record{Namespace: "late", ID: "1", Version: 1})
 	if _, rev2 := loadAll(t, s); rev2 <= rev {
 		t.Fatalf("revision after a write %d, want > %d", rev2, rev)
 	}
 
 	// Duplicates, conflicts and new records mixed in one batch.
 	mixed := []Record{recs[0], {Namespace: "ns1", ID: "task-0001", Version: 1, Body: []byte("other")}, {Namespace: "new", ID: "1", Version: 1}, {Namespace: "new", ID: "1", Version: 2}, {Namespace: "bad/ns", ID: "1"}}
-	errs, err = s.PutBatch(ctx, mixed)
+	errs, err := s.PutBatch(ctx, mixed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,9 +330,7 @@ func TestRunLocks(t *testing.T) {
 func TestFollow(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "before", Version: 1, Body: []byte("b")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, Record{Namespace: "a", ID: "before", Version: 1, Body: []byte("b")})
 	rev, err := s.Load(ctx, func(Record) error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -302,19 +339,14 @@ func TestFollow(t *testing.T) {
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Follow(fctx, rev+1, func(c Change) { changes <- c }) }()
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")})
 	if err := s.PutLock(ctx, "a", "x", 7); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "before"}, 1}}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustCampaign(t, s)
 	want := []struct {
 		kind ChangeKind
 		key  Key
@@ -350,10 +382,7 @@ func TestFollow(t *testing.T) {
 func TestFencedWrites(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	l, err := s.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustCampaign(t, s)
 	f := l.Fence()
 	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "x", Version: 1}}); err != nil || errs[0] != nil {
 		t.Fatalf("fenced put while leading: %v %v", err, errs)
@@ -378,10 +407,7 @@ func TestFencedWrites(t *testing.T) {
 func TestFencedRunLocks(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	l, err := s.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustCampaign(t, s)
 	f := l.Fence()
 	if err := s.PutLockFenced(ctx, f, "a", "x", 1); err != nil {
 		t.Fatalf("fenced lock while leading: %v", err)
@@ -417,15 +443,9 @@ func TestFencedRunLocks(t *testing.T) {
 func TestNextDue(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	l, err := s.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []Record{{Namespace: "a", ID: "r", Version: 3, Body: []byte("r")}, {Namespace: "a", ID: "s", Version: 1}, {Namespace: "a", ID: "v", Version: 2, Body: []byte("v")}} {
-		if err := s.Put(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := mustCampaign(t, s)
+	mustPut(t, s, Record{Namespace: "a", ID: "r", Version: 3, Body: []byte("r")}, Record{Namespace: "a", ID: "s", Version: 1},
+		Record{Namespace: "a", ID: "v", Version: 2, Body: []byte("v")})
 	// Written only where the record holds the progress's version: not for a/v (stored at
 	// version 2, not 1 or 3), nor for a/none (no record).
 	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
@@ -458,13 +478,11 @@ func TestNextDue(t *testing.T) {
 func TestNextDueFitsMaxTxnOps(t *testing.T) {
 	s := openEmbedded(t, Options{MaxTxnOps: 8})
 	ctx := ctxT(t)
+	recs := numbered("a", "r", 20, 1)
+	mustPut(t, s, recs...)
 	var items []NextDue
-	for i := range 20 {
-		id := fmt.Sprint("r", i)
-		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 1, Body: []byte(id)}); err != nil {
-			t.Fatal(err)
-		}
-		items = append(items, NextDue{Key{"a", id}, 1, int64(i)})
+	for i, r := range recs {
+		items = append(items, NextDue{Key{r.Namespace, r.ID}, 1, int64(i)})
 	}
 	if err := s.PutNextFenced(ctx, Fence{}, items); err != nil {
 		t.Fatal(err)
@@ -480,21 +498,11 @@ func TestNextDueFitsMaxTxnOps(t *testing.T) {
 func TestRecordWithProgress(t *testing.T) {
 	s := openEmbedded(t, Options{MaxTxnOps: 8})
 	ctx := ctxT(t)
-	var recs []Record
-	for i := range 20 {
-		id := fmt.Sprint("r", i)
-		recs = append(recs, Record{Namespace: "a", ID: id, Version: 2, Body: []byte(id), NextDue: int64(100 + i)})
+	recs := numbered("a", "r", 20, 2)
+	for i := range recs {
+		recs[i].NextDue = int64(100 + i)
 	}
-	recs = append(recs, Record{Namespace: "a", ID: "plain", Version: 1, Body: []byte("p")})
-	errs, err := s.PutBatch(ctx, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, e := range errs {
-		if e != nil {
-			t.Fatalf("record %d: %v", i, e)
-		}
-	}
+	mustPutBatch(t, s, append(recs, Record{Namespace: "a", ID: "plain", Version: 1, Body: []byte("p")}))
 	next, err := s.NextAt(ctx, 0)
 	if err != nil || len(next) != 20 || next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
 		t.Fatalf("NextAt: %v, %v; want the 20 records' first due times", next, err)
@@ -525,10 +533,7 @@ func TestWorkerRegistry(t *testing.T) {
 	if err != nil || len(ws) != 1 || ws[0].Node != "n1" || ws[0].Name != "3" || string(ws[0].Value) != `{"credits":4}` {
 		t.Fatalf("workers %+v, %v", ws, err)
 	}
-	s.mu.Lock()
-	lease := s.session.sess.Lease()
-	s.mu.Unlock()
-	if _, err := s.Client().Revoke(ctx, lease); err != nil { // the node dies: its lease goes
+	if _, err := s.Client().Revoke(ctx, sessionOf(s).Lease()); err != nil { // the node dies: its lease goes
 		t.Fatal(err)
 	}
 	if ws, err := s.Workers(ctx); err != nil || len(ws) != 0 {
@@ -544,12 +549,8 @@ func TestWorkerRegistry(t *testing.T) {
 func TestDeleteOnlyItsVersion(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	for _, r := range []Record{{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")},
-		{Namespace: "a", ID: "top", Version: math.MaxUint64, Body: []byte("t")}} {
-		if err := s.Put(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")},
+		Record{Namespace: "a", ID: "top", Version: math.MaxUint64, Body: []byte("t")})
 	if err := s.PutNextFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 2, 42}}); err != nil {
 		t.Fatal(err)
 	}
@@ -582,16 +583,14 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 func TestLocksGoWithTheirRecord(t *testing.T) {
 	s := openEmbedded(t, Options{MaxTxnOps: 8})
 	ctx := ctxT(t)
+	recs := numbered("a", "x", 10, 2)
+	mustPut(t, s, recs...)
 	var dels []Versioned
-	for i := range 10 {
-		id := fmt.Sprint("x", i)
-		if err := s.Put(ctx, Record{Namespace: "a", ID: id, Version: 2, Body: []byte(id)}); err != nil {
+	for i, r := range recs {
+		if err := s.PutLock(ctx, r.Namespace, r.ID, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PutLock(ctx, "a", id, uint64(i)); err != nil {
-			t.Fatal(err)
-		}
-		dels = append(dels, Versioned{Key{"a", id}, 2})
+		dels = append(dels, Versioned{Key{r.Namespace, r.ID}, r.Version})
 	}
 	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x0"}, 1}}); err != nil {
 		t.Fatal(err)
@@ -631,9 +630,7 @@ func TestLocksGoWithTheirRecord(t *testing.T) {
 func TestExistsCarriesTheStoredRecord(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("first")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("first")})
 	err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("second")})
 	var ee *ExistsError
 	if !errors.Is(err, ErrExists) || !errors.As(err, &ee) || ee.Stored.Version != 3 || string(ee.Stored.Body) != "first" {

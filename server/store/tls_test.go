@@ -129,7 +129,7 @@ func TestExternalEtcdTLSAndAuth(t *testing.T) {
 
 	o := Options{Endpoints: []string{curl.String()}, TLS: tlsOK, Username: "root", Password: "pw-of-root",
 		Node: "n1", DialTimeout: 2 * time.Second}
-	s, err := Open(ctxT(t), o)
+	s, err := Open(ctxT(t), WithOptions(o))
 	if err != nil {
 		t.Fatalf("Open over TLS with auth: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestExternalEtcdTLSAndAuth(t *testing.T) {
 
 	wrong := o
 	wrong.Password = "guess"
-	if s2, err := Open(ctxT(t), wrong); err == nil {
+	if s2, err := Open(ctxT(t), WithOptions(wrong)); err == nil {
 		s2.Close()
 		t.Fatal("Open with a wrong password succeeded")
 	} else {
@@ -155,7 +155,7 @@ func TestExternalEtcdTLSAndAuth(t *testing.T) {
 	}
 	noCert := o
 	noCert.TLS = &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
-	if s2, err := Open(ctxT(t), noCert); err == nil {
+	if s2, err := Open(ctxT(t), WithOptions(noCert)); err == nil {
 		if err := s2.Put(ctxT(t), Record{Namespace: "ns", ID: "b", Version: 1, Body: []byte("y")}); err == nil {
 			t.Fatal("a Store without the client certificate wrote a record")
 		}

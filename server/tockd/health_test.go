@@ -112,7 +112,7 @@ func TestHealthCutOffFromEtcd(t *testing.T) {
 	o.SessionTTL, o.DialTimeout = time.Second, time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	st, err := store.Open(ctx, o)
+	st, err := store.Open(ctx, store.WithOptions(o))
 	if err != nil {
 		t.Fatal(err)
 	}

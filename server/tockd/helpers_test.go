@@ -191,8 +191,8 @@ func openStore(t *testing.T, dir string) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{Embedded: dir, Node: "n1",
-		EmbeddedTick: 10 * time.Millisecond, EmbeddedElection: 100 * time.Millisecond, EmbeddedLog: zap.NewNop()})
+	st, err := store.Open(ctx, store.WithEmbedded(dir), store.WithNode("n1"), store.WithEmbeddedTick(10*time.Millisecond),
+		store.WithEmbeddedElection(100*time.Millisecond), store.WithEmbeddedLog(zap.NewNop()))
 	if err != nil {
 		t.Fatalf("open embedded etcd: %v", err)
 	}
@@ -205,9 +205,7 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	o := st.ClientOptions()
-	o.Node = node
-	peer, err := store.Open(ctx, o)
+	peer, err := store.Open(ctx, store.WithOptions(st.ClientOptions()), store.WithNode(node))
 	if err != nil {
 		t.Fatalf("open a peer store: %v", err)
 	}

@@ -58,6 +58,12 @@ func neverEarly(l *look, impl string) (bool, string) {
 	return e == 0, fmt.Sprintf("%s early: %g at most", impl, e)
 }
 
+// fasterThanReset is the Reset goals' check: tock's median below the runtime's.
+func fasterThanReset(l *look) (bool, string) {
+	t, p := l.med("tock", "ns/op"), l.med("afterfunc", "ns/op")
+	return t < p, fmt.Sprintf("tock %.1f ns, Reset %.1f ns", t, p)
+}
+
 var workloads = []workload{
 	{
 		bench: "ScheduleCancel",
@@ -114,15 +120,9 @@ var workloads = []workload{
 		cmps: []cmp{{"ns/op", "tock", "afterfunc", true}},
 		goals: []goal{
 			{"pattern=random/pending=1e6", "faster than `(*time.Timer).Reset` (random moves)",
-				func(l *look) (bool, string) {
-					t, p := l.med("tock", "ns/op"), l.med("afterfunc", "ns/op")
-					return t < p, fmt.Sprintf("tock %.1f ns, Reset %.1f ns", t, p)
-				}},
+				fasterThanReset},
 			{"pattern=sliding/pending=1e6", "faster than `(*time.Timer).Reset` (sliding timeouts)",
-				func(l *look) (bool, string) {
-					t, p := l.med("tock", "ns/op"), l.med("afterfunc", "ns/op")
-					return t < p, fmt.Sprintf("tock %.1f ns, Reset %.1f ns", t, p)
-				}},
+				fasterThanReset},
 		},
 	},
 	{

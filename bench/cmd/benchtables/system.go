@@ -30,15 +30,24 @@ var (
 	violations = regexp.MustCompile(`seed \d+: (\d+) violations \(([^)]*)\)`)
 )
 
+// rateAtLeast checks that the first rate re finds in the output (its first group, an
+// integer) is no less than least; the evidence is the rate in format.
+func rateAtLeast(re *regexp.Regexp, least int, format string) func(out string) (met bool, evidence string, ok bool) {
+	return func(out string) (bool, string, bool) {
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			return false, "", false
+		}
+		r, _ := strconv.Atoi(m[1])
+		return r >= least, fmt.Sprintf(format, r), true
+	}
+}
+
 var systemGoals = []systemGoal{
 	{"core-1e6", "loadgen core target, 1e6 tasks", "1,000,000 tasks/s end to end, 0 lost, 0 early",
 		func(out string) (bool, string, bool) {
-			m := endToEnd.FindStringSubmatch(out)
-			if m == nil {
-				return false, "", false
-			}
-			r, _ := strconv.Atoi(m[1])
-			return r >= 1e6 && strings.Contains(out, "lost 0  early 0"), fmt.Sprintf("%d tasks/s", r), true
+			met, evidence, ok := rateAtLeast(endToEnd, 1e6, "%d tasks/s")(out)
+			return met && strings.Contains(out, "lost 0  early 0"), evidence, ok
 		}},
 	{"make-loadgen", "one tockd over loopback, 1e6 ephemeral tasks", "1,000,000 tasks/s end to end",
 		func(out string) (bool, string, bool) {
@@ -73,14 +82,7 @@ var systemGoals = []systemGoal{
 			return a < b, fmt.Sprintf("p99 %s vs %s", m[4], m[5]), true
 		}},
 	{"cluster-durable", "durable submits through make cluster", "30,000 durable submits/s",
-		func(out string) (bool, string, bool) {
-			m := durable.FindStringSubmatch(out)
-			if m == nil {
-				return false, "", false
-			}
-			r, _ := strconv.Atoi(m[1])
-			return r >= 30000, fmt.Sprintf("%d/s", r), true
-		}},
+		rateAtLeast(durable, 30000, "%d/s")},
 	{"make-chaos", "leader SIGKILLed under durable load (make chaos)", "dispatching again within the session TTL + 1 s (3 s), no durable task lost",
 		func(out string) (bool, string, bool) {
 			m := dispatch.FindStringSubmatch(out)

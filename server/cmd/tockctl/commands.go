@@ -5,8 +5,9 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -421,30 +422,27 @@ func listCommand() *command {
 			return nil
 		},
 		do: func(ctx context.Context, e *env, _ []string) error {
-			out := newTaskTable(e)
-			next, err := pages(ctx, p, func(cursor string) (string, error) {
-				items, next, err := e.c.List(ctx, s, cursor, p.limit, p.omit.opts()...)
-				if err != nil {
-					return "", err
-				}
-				return next, out.page(items)
+			return printPages(ctx, p, newTaskTable(e), func(cursor string) ([]protocol.Info, string, error) {
+				return e.c.List(ctx, s, cursor, p.limit, p.omit.opts()...)
 			})
-			return out.end(next, err)
 		},
 	}
 }
 
-// pages calls page from p.cursor on, once or (with -all) until the last page, and
-// returns the cursor after the last page it fetched ("" at the end).
-func pages(ctx context.Context, p pageFlags, page func(cursor string) (string, error)) (string, error) {
-	cursor := p.cursor
-	for {
-		next, err := page(cursor)
-		if err != nil || next == "" || !p.all {
-			return next, err
+// printPages prints into out the pages fetch returns from p.cursor on, once or (with
+// -all) until the last page, then ends out with the cursor after the last page fetched
+// ("" at the end).
+func printPages[T any](ctx context.Context, p pageFlags, out *listing[T], fetch func(cursor string) ([]T, string, error)) error {
+	for cursor := p.cursor; ; {
+		items, next, err := fetch(cursor)
+		if err != nil {
+			return out.end("", err)
+		}
+		if err := out.page(items); err != nil || next == "" || !p.all {
+			return out.end(next, err)
 		}
 		if err := ctx.Err(); err != nil {
-			return next, err
+			return out.end(next, err)
 		}
 		cursor = next
 	}
@@ -460,15 +458,9 @@ func dlqListCommand() *command {
 		flags:   func(fs *flag.FlagSet) { p.define(fs, "dead letters") },
 		check:   p.check,
 		do: func(ctx context.Context, e *env, _ []string) error {
-			out := newDLQTable(e)
-			next, err := pages(ctx, p, func(cursor string) (string, error) {
-				items, next, err := e.c.DeadLetters(ctx, cursor, p.limit, p.omit.opts()...)
-				if err != nil {
-					return "", err
-				}
-				return next, out.page(items)
+			return printPages(ctx, p, newDLQTable(e), func(cursor string) ([]protocol.DeadLetter, string, error) {
+				return e.c.DeadLetters(ctx, cursor, p.limit, p.omit.opts()...)
 			})
-			return out.end(next, err)
 		},
 	}
 }
@@ -539,22 +531,13 @@ func doStats(ctx context.Context, e *env, _ []string) error {
 	}
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "KIND\tNAME\tVALUE")
-	for _, k := range sortedKeys(st.Counters) {
+	for _, k := range slices.Sorted(maps.Keys(st.Counters)) {
 		fmt.Fprintf(tw, "counter\t%s\t%d\n", k, st.Counters[k])
 	}
-	for _, k := range sortedKeys(st.Gauges) {
+	for _, k := range slices.Sorted(maps.Keys(st.Gauges)) {
 		fmt.Fprintf(tw, "gauge\t%s\t%d\n", k, st.Gauges[k])
 	}
 	return tw.Flush()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func doLeader(ctx context.Context, e *env, _ []string) error {

@@ -411,42 +411,48 @@ func (p *pagedOut) end(next string, err error) error {
 	return nil
 }
 
-type taskTable struct{ pagedOut }
-
-func newTaskTable(e *env) *taskTable {
-	return &taskTable{pagedOut{e: e, tw: newTable(e.stdout),
-		header: "NAMESPACE\tID\tTYPE\tSTATE\tDURABILITY\tSCHEDULE\tNEXT RUN\tATTEMPTS\tRUNS"}}
+// listing prints a paged listing of items of one kind: each item a table row, or a
+// JSON object with -json.
+type listing[T any] struct {
+	pagedOut
+	row     func(T) string
+	jsonOut func(T) any
 }
 
-func (t *taskTable) page(items []protocol.Info) error {
-	for _, in := range items {
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d", nsOf(in.Task), in.Task.ID, in.Task.Type, in.State,
-			in.Task.Durability, schedule(in.Task.Schedule), humanTime(in.NextRun), in.Attempts, in.Runs)
-		if err := t.item(row, infoJSON(in)); err != nil {
+// page prints one page of items.
+func (l *listing[T]) page(items []T) error {
+	for _, it := range items {
+		if err := l.item(l.row(it), l.jsonOut(it)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-type dlqTable struct{ pagedOut }
-
-func newDLQTable(e *env) *dlqTable {
-	return &dlqTable{pagedOut{e: e, tw: newTable(e.stdout),
-		header: "NAMESPACE\tID\tTYPE\tDIED AT\tATTEMPTS\tREASON"}}
+func newTaskTable(e *env) *listing[protocol.Info] {
+	return &listing[protocol.Info]{
+		pagedOut: pagedOut{e: e, tw: newTable(e.stdout),
+			header: "NAMESPACE\tID\tTYPE\tSTATE\tDURABILITY\tSCHEDULE\tNEXT RUN\tATTEMPTS\tRUNS"},
+		row: func(in protocol.Info) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d", nsOf(in.Task), in.Task.ID, in.Task.Type, in.State,
+				in.Task.Durability, schedule(in.Task.Schedule), humanTime(in.NextRun), in.Attempts, in.Runs)
+		},
+		jsonOut: func(in protocol.Info) any { return infoJSON(in) },
+	}
 }
 
-func (t *dlqTable) page(items []protocol.DeadLetter) error {
-	for _, dl := range items {
-		reason := cell(dl.Reason)
-		if dl.Truncated {
-			reason += " (cut)"
-		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", nsOf(dl.Task), dl.Task.ID, dl.Task.Type, humanTime(dl.DiedAt),
-			len(dl.Attempts), reason)
-		if err := t.item(row, deadLetterJSON(dl)); err != nil {
-			return err
-		}
+func newDLQTable(e *env) *listing[protocol.DeadLetter] {
+	return &listing[protocol.DeadLetter]{
+		pagedOut: pagedOut{e: e, tw: newTable(e.stdout),
+			header: "NAMESPACE\tID\tTYPE\tDIED AT\tATTEMPTS\tREASON"},
+		row: func(dl protocol.DeadLetter) string {
+			reason := cell(dl.Reason)
+			if dl.Truncated {
+				reason += " (cut)"
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", nsOf(dl.Task), dl.Task.ID, dl.Task.Type, humanTime(dl.DiedAt),
+				len(dl.Attempts), reason)
+		},
+		jsonOut: func(dl protocol.DeadLetter) any { return deadLetterJSON(dl) },
 	}
-	return nil
 }

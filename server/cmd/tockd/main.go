@@ -288,7 +288,7 @@ func run(ctx context.Context, c config) error {
 	c.server.Logger = log
 	if c.store != nil {
 		openCtx, cancel := context.WithTimeout(context.Background(), store.DefaultStartTimeout)
-		st, err := store.Open(openCtx, *c.store)
+		st, err := store.Open(openCtx, store.WithOptions(*c.store))
 		cancel()
 		if err != nil {
 			return err

@@ -65,7 +65,7 @@ func (o *observeConfig) notifier(node string, log *slog.Logger) (*notify.Notifie
 			hooks = append(hooks, notify.Webhook{URL: u, Format: notify.Format(o.webhookFormat), Secret: o.webhookSecret})
 		}
 	}
-	n, err := notify.New(notify.Options{Webhooks: hooks, Node: node, Logger: log})
+	n, err := notify.New(notify.WithWebhooks(hooks...), notify.WithNode(node), notify.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("-webhook: %w", err)
 	}
@@ -92,11 +92,11 @@ func hookAlerts(opts *tockd.Options, n *notify.Notifier, node string) {
 // startMonitor checks srv's backlog (runs waiting for a worker, and the engine's queue)
 // and lateness against the thresholds until ctx ends.
 func (o *observeConfig) startMonitor(ctx context.Context, srv *tockd.Server, n *notify.Notifier) (done <-chan struct{}, err error) {
-	m, err := notify.NewMonitor(notify.MonitorOptions{Thresholds: o.alerts, Sink: n, Interval: o.alertInterval,
-		Sample: func() notify.Sample {
+	m, err := notify.NewMonitor(notify.WithThresholds(o.alerts), notify.WithSink(n), notify.WithInterval(o.alertInterval),
+		notify.WithSample(func() notify.Sample {
 			st := srv.Stats()
 			return notify.Sample{Queued: st.Engine.Queued + st.Waiting, Lateness: st.Engine.Lateness}
-		}})
+		}))
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +111,8 @@ func (o *observeConfig) startAdmin(srv *tockd.Server, log *slog.Logger) (*admin.
 	if o.adminAddr == "" || o.adminAddr == "off" {
 		return nil, nil, nil
 	}
-	adm, err := admin.New(admin.Options{Addr: o.adminAddr, Snapshot: srv.Stats, Healthy: srv.Health,
-		Token: o.adminToken, Logger: log})
+	adm, err := admin.New(admin.WithAddr(o.adminAddr), admin.WithSnapshot(srv.Stats),
+		admin.WithHealthy(srv.Health), admin.WithToken(o.adminToken), admin.WithLogger(log))
 	if err != nil {
 		return nil, nil, err
 	}

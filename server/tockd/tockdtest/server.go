@@ -119,7 +119,7 @@ func openStore(tb testing.TB, c config) *store.Store {
 	o.Node = c.opts.NodeName
 	ctx, cancel := context.WithTimeout(context.Background(), Limit)
 	defer cancel()
-	st, err := store.Open(ctx, o)
+	st, err := store.Open(ctx, store.WithOptions(o))
 	if err != nil {
 		tb.Fatalf("store.Open (embedded %t): %v", c.peer == nil, err)
 	}
