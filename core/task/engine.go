@@ -275,23 +275,23 @@ func (e *Engine) now() (int64, time.Time) {
 // Cost: one index insert and one timer, or for a task already due one queue send, O(1).
 func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}) }
 
-// Resume is Submit for a recurring task handed over from another engine (a server that
+// Continue is Submit for a recurring task handed over from another engine (a server that
 // took over from a node that died): its schedule continues from nextDue, the due time of
 // the occurrence its previous holder had armed, instead of starting over from now. If
 // nextDue has passed, the occurrences missed meanwhile are a misfire, handled by the
 // task's Misfire policy (one run now, or none) as for an engine that fell behind. A zero
 // nextDue, or a one-shot task, is plain Submit.
-func (e *Engine) Resume(t Task, nextDue time.Time) (Info, error) {
-	return e.ResumeNotBefore(t, nextDue, time.Time{})
+func (e *Engine) Continue(t Task, nextDue time.Time) (Info, error) {
+	return e.ContinueNotBefore(t, nextDue, time.Time{})
 }
 
-// ResumeNotBefore is Resume whose first run does not start before notBefore (a server
+// ContinueNotBefore is Continue whose first run does not start before notBefore (a server
 // taking over a task whose last run may still execute elsewhere waits it out so). The
 // engine holds the task meanwhile: Get shows it PENDING, its next run the occurrence it
 // holds back, and Cancel ends it. Held past its due time, a recurring task's first run
 // is a misfire (its Misfire policy applies to the occurrences due meanwhile); a one-shot
 // task runs once the hold ends. A zero notBefore holds nothing. Cost: as Submit.
-func (e *Engine) ResumeNotBefore(t Task, nextDue, notBefore time.Time) (Info, error) {
+func (e *Engine) ContinueNotBefore(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if !t.Schedule.Recurring() {
 		nextDue = time.Time{}
 	}

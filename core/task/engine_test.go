@@ -448,16 +448,16 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
-// Resume continues a recurring task's schedule from the occurrence its previous holder
+// Continue continues a recurring task's schedule from the occurrence its previous holder
 // had armed: one already past is a misfire, handled by the task's policy.
-func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
+func TestContinueAppliesTheMisfirePolicy(t *testing.T) {
 	for _, tc := range misfireCases {
 		t.Run(fmt.Sprint(tc.policy), func(t *testing.T) {
 			h := newHarness(t)
 			runs := countRuns(h, "r")
 			// Handed over 10.5 s after the occurrence due at epoch-10s: 11 of them passed.
 			past := epoch.Add(-10*time.Second - 500*time.Millisecond)
-			if _, err := h.e.Resume(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
+			if _, err := h.e.Continue(Task{ID: "r", Type: "r", Schedule: Every(time.Second), Misfire: tc.policy}, past); err != nil {
 				t.Fatal(err)
 			}
 			h.fake.Advance(0)
@@ -471,7 +471,7 @@ func TestResumeAppliesTheMisfirePolicy(t *testing.T) {
 	}
 	// One-shot tasks ignore nextDue.
 	h := newHarness(t)
-	in, err := h.e.Resume(Task{ID: "o", Type: "r", Schedule: After(time.Minute)}, epoch.Add(-time.Hour))
+	in, err := h.e.Continue(Task{ID: "o", Type: "r", Schedule: After(time.Minute)}, epoch.Add(-time.Hour))
 	if err != nil || !in.NextRun.Equal(epoch.Add(time.Minute)) {
 		t.Fatalf("one-shot resume: %+v, %v", in, err)
 	}

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// ResumeNotBefore holds a task's first run back until notBefore while the engine holds
+// ContinueNotBefore holds a task's first run back until notBefore while the engine holds
 // the task (Get finds it, Cancel ends it): a recurring task's occurrences that fell due
 // meanwhile are a misfire (fire once: one run, due at the latest of them, on the
 // schedule's phase); a one-shot task runs once the hold ends.
-func TestResumeNotBeforeHoldsTheFirstRun(t *testing.T) {
+func TestContinueNotBeforeHoldsTheFirstRun(t *testing.T) {
 	h := newHarness(t, WithWorkers(1))
 	dues := make(chan Run, 16)
 	h.e.Register("w", func(_ context.Context, r *Run) error {
@@ -19,18 +19,18 @@ func TestResumeNotBeforeHoldsTheFirstRun(t *testing.T) {
 	})
 	now := epoch
 	// A one-shot task already due is not queued at once (it would be DUE by now).
-	if _, err := h.e.ResumeNotBefore(Task{ID: "once", Type: "w", Schedule: At(now)}, time.Time{}, now.Add(time.Second)); err != nil {
+	if _, err := h.e.ContinueNotBefore(Task{ID: "once", Type: "w", Schedule: At(now)}, time.Time{}, now.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.state("once"); got != Pending {
 		t.Fatalf("a one-shot task held for 1 s is %v at once, want PENDING", got)
 	}
 	rec := Task{ID: "rec", Type: "w", Schedule: Every(time.Second), Misfire: MisfireFireOnce}
-	in, err := h.e.ResumeNotBefore(rec, now.Add(time.Second), now.Add(3500*time.Millisecond))
+	in, err := h.e.ContinueNotBefore(rec, now.Add(time.Second), now.Add(3500*time.Millisecond))
 	if err != nil || in.State != Pending || !in.NextRun.Equal(now.Add(time.Second)) {
-		t.Fatalf("ResumeNotBefore: %+v, %v; want PENDING, next run the occurrence it holds", in, err)
+		t.Fatalf("ContinueNotBefore: %+v, %v; want PENDING, next run the occurrence it holds", in, err)
 	}
-	if _, err := h.e.ResumeNotBefore(Task{ID: "cancelled", Type: "w", Schedule: Every(time.Second)}, now, now.Add(time.Hour)); err != nil {
+	if _, err := h.e.ContinueNotBefore(Task{ID: "cancelled", Type: "w", Schedule: Every(time.Second)}, now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.state("cancelled"); got != Pending {

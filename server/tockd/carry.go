@@ -137,16 +137,16 @@ func (r *router[W]) endHoldLocked() {
 	}
 }
 
-// handInLocked counts w's CARRY toward ending the hold (its first only), and reports
-// whether the hold is on and every worker expected has now handed in. Requires r.mu.
-func (r *router[W]) handInLocked(w W) (endHold bool) {
-	ws := r.stateLocked(w)
+// handIn counts the CARRY of the worker whose state is ws toward ending the hold (its
+// first only), and reports whether the hold is on and every worker expected has now
+// handed in. Requires router.mu.
+func (h *holdState) handIn(ws *workerState) (endHold bool) {
 	if ws.carried {
 		return false
 	}
 	ws.carried = true
-	r.hold.handedIn++
-	return r.hold.on && r.hold.handedIn >= r.hold.expect
+	h.handedIn++
+	return h.on && h.handedIn >= h.expect
 }
 
 // stop ends a term's carrying (the node stops leading): the hold, the index of held
@@ -197,8 +197,8 @@ func refuseCarried(cos []*carried, why string) {
 // takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
 // (of a recurring task or not): handled is true when one matched, and err is then the
 // attempt's result. An outcome of the task that does not match this run is refused.
-func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
-	d := &s.disp
+func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
+	d := rr.router
 	k := taskKey{f.Namespace, f.TaskID}
 	d.mu.Lock()
 	co := d.hold.pending[k]
@@ -216,16 +216,16 @@ func (s *Server) takeCarried(f *protocol.Fire, recurring bool) (handled bool, er
 		return false, nil
 	}
 	err = co.result()
-	s.settleCarried(co, k, err)
+	rr.settleCarried(co, k, err)
 	return true, err
 }
 
 // settleCarried counts an accepted outcome and answers it: at once, or, when it ends a
 // durable task, once the task's record is deleted.
-func (s *Server) settleCarried(co *carried, k taskKey, result error) {
-	s.carried.Add(1)
+func (rr *remoteRuns) settleCarried(co *carried, k taskKey, result error) {
+	rr.carried.Add(1)
 	runID := co.o.RunID
-	if !s.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
+	if rr.replica == nil || !rr.replica.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
 		co.b.settle()
 	}
 }
@@ -234,8 +234,8 @@ func (s *Server) settleCarried(co *carried, k taskKey, result error) {
 // (listed in the ACKED with UNKNOWN_RUN); the reply waits for the outcomes pending and
 // for the records of the durable tasks they end. The first CARRY of a worker connection
 // counts toward ending the takeover's hold.
-func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
-	d := &s.disp
+func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
+	d := rr.router
 	b := &ackBatch{c: c, id: m.ID}
 	b.outstanding.Store(1) // this goroutine's share, dropped below
 	type found struct {
@@ -246,11 +246,11 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	var complete []found
 	var waiting []*carried
 	d.mu.Lock()
-	if !d.leading {
+	if !d.leading { // only with a replica: without one this node always leads
 		d.mu.Unlock()
-		return s.notLeader(m.ID), false
+		return rr.replica.lead.notLeader(m.ID), false
 	}
-	endHold := d.handInLocked(c)
+	endHold := d.hold.handIn(d.stateLocked(c))
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -259,7 +259,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 		why := ""
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
-		} else if d.takeOrphanLocked(o.RunID, k, o.Epoch) {
+		} else if d.orphans.take(o.RunID, k, o.Epoch, d.epoch) {
 			// A run of this term whose worker's connection closed: the worker is back.
 			seen[o.RunID] = true
 			complete = append(complete, found{co, k, &protocol.Fire{RunID: o.RunID}})
@@ -268,7 +268,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 			seen[o.RunID] = true
 			f := hr.f
 			if !hr.known {
-				in, err := s.engine.Get(k.ns, k.id)
+				in, err := rr.engine.Get(k.ns, k.id)
 				hr.recurring = err == nil && in.Task.Schedule.Recurring()
 			}
 			if co.matches(f, hr.recurring) {
@@ -279,7 +279,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 			why = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due)
 		} else {
 			seen[o.RunID] = true
-			if why = s.pendingLocked(co, k); why == "" {
+			if why = rr.pendingLocked(co, k); why == "" {
 				waiting = append(waiting, co)
 				continue
 			}
@@ -305,7 +305,7 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	}
 	if endHold {
 		// After this frame's outcomes found their runs, so that none of those is FIREd.
-		s.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
+		rr.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
 		d.endHoldLocked()
 	}
 	epoch := d.epoch
@@ -314,18 +314,21 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
 	for _, co := range waiting {
+		if rr.replica == nil {
+			break // no run locks, so nothing parked
+		}
 		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-		if s.parked.take(epoch, k, co.o.Version, co.o.RunID) {
-			s.unparkFor(k, co.o.Version, epoch)
+		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
+			locks.unparkFor(k, co.o.Version, epoch)
 		}
 	}
 	for _, x := range complete {
 		result := x.co.result()
-		if err := s.engine.Complete(x.f.RunID, result); err != nil {
+		if err := rr.engine.Complete(x.f.RunID, result); err != nil {
 			refuseCarried([]*carried{x.co}, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
 			continue
 		}
-		s.settleCarried(x.co, x.k, result)
+		rr.settleCarried(x.co, x.k, result)
 	}
 	if b.outstanding.Add(-1) > 0 {
 		return nil, false // the last outcome settled sends the reply
@@ -335,10 +338,10 @@ func (s *Server) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the
 // engine holds the task unchanged with that run still to start; otherwise it returns why
-// not. Requires s.disp.mu (and takes an engine shard's lock: the lock order allows it).
-func (s *Server) pendingLocked(co *carried, k taskKey) string {
-	h := &s.disp.hold
-	in, err := s.engine.Get(k.ns, k.id)
+// not. Requires router.mu (and takes an engine shard's lock: the lock order allows it).
+func (rr *remoteRuns) pendingLocked(co *carried, k taskKey) string {
+	h := &rr.router.hold
+	in, err := rr.engine.Get(k.ns, k.id)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)

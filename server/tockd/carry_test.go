@@ -24,7 +24,7 @@ func startCarryNodes(t *testing.T) *twoNodes {
 // workerReportInterval) and so knows whom to wait for.
 func waitRegistered(t *testing.T, follower *Server) {
 	t.Helper()
-	if !waitUntil(func() bool { return follower.registered.Load() >= 1 }) {
+	if !waitUntil(func() bool { return follower.replica.registry.registered.Load() >= 1 }) {
 		t.Fatalf("the follower never saw the worker in the registry within %v", waitBound)
 	}
 }
@@ -92,7 +92,7 @@ func TestNextLeaderAcceptsACarriedOutcome(t *testing.T) {
 	waitRegistered(t, n2)
 
 	// The first leader's term ends in etcd: its key goes, the follower is elected.
-	key := l1.srv.fence.Load().Key
+	key := l1.srv.replica.lead.fence.Load().Key
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	if _, err := st1.Client().Delete(ctx, key); err != nil {
@@ -248,7 +248,7 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 	// longer lists the worker's connection for the type.
 	if !waitUntil(func() bool {
 		n := 0
-		ds.srv.disp.subscribed(func(_ *conn, ws *workerState) {
+		ds.srv.router.subscribed(func(_ *conn, ws *workerState) {
 			for _, typ := range ws.types {
 				if typ == "blip" {
 					n++

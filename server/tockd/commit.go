@@ -16,10 +16,15 @@ import (
 // write in flight commits for everyone queued, then returns its own result; the others
 // wait for theirs. A request that names a key already in the batch being formed waits for
 // the next one, so that each key's write keeps its own version check. Each request
-// carries the term its tasks were claimed in (Server.fence when prepared): it is
+// carries the term its tasks were claimed in (leadership.fence when prepared): it is
 // written only in that term, never in a later one of the same node (whose load may
 // already be done).
+//
+// Locking: mu guards queue and busy, and is never held across the write; commits is
+// atomic; st and lead are set by newReplica.
 type committer struct {
+	st      *store.Store
+	lead    *leadership // the term that fences the writes
 	mu      sync.Mutex
 	queue   []*commitReq
 	busy    bool          // a request's goroutine is committing
@@ -41,12 +46,12 @@ type commitReq struct {
 // concurrent large requests in flight together rather than one after another.
 const groupBelow = 64
 
-// put writes recs, fenced by term (the server's fence when they were claimed; it must
-// still be the server's), and returns one error per record.
-func (c *committer) put(s *Server, term *store.Fence, recs []store.Record) []error {
+// put writes recs, fenced by term (the fence when they were claimed; it must still be
+// the current one), and returns one error per record.
+func (c *committer) put(term *store.Fence, recs []store.Record) []error {
 	if len(recs) >= groupBelow {
 		r := &commitReq{fence: term, recs: recs, done: make(chan struct{})}
-		s.commit([]*commitReq{r})
+		c.commit([]*commitReq{r})
 		return r.errs
 	}
 	req := &commitReq{fence: term, recs: recs, done: make(chan struct{})}
@@ -68,7 +73,7 @@ func (c *committer) put(s *Server, term *store.Fence, recs []store.Record) []err
 			break
 		}
 		c.mu.Unlock()
-		s.commit(batch)
+		c.commit(batch)
 	}
 	<-req.done
 	return req.errs
@@ -98,8 +103,8 @@ next:
 
 // commit writes a batch's records in one fenced PutBatch and hands each request its
 // errors; a request claimed in another term than the server's now gets ErrFenced.
-func (s *Server) commit(batch []*commitReq) {
-	f := s.fence.Load()
+func (c *committer) commit(batch []*commitReq) {
+	f := c.lead.fence.Load()
 	var all []store.Record
 	for _, r := range batch {
 		if f != nil && r.fence == f {
@@ -108,14 +113,14 @@ func (s *Server) commit(batch []*commitReq) {
 	}
 	var errs []error
 	if len(all) > 0 {
-		s.committer.commits.Add(1)
+		c.commits.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		var err error
-		errs, err = s.opts.Store.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		errs, err = c.st.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
-		s.fencedOut(*f, err)
-		if s.committer.afterPut != nil {
-			errs = s.committer.afterPut(all, errs)
+		c.lead.fencedOut(*f, err)
+		if c.afterPut != nil {
+			errs = c.afterPut(all, errs)
 		}
 	}
 	for _, r := range batch {

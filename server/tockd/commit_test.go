@@ -69,7 +69,7 @@ func TestConcurrentDurableSubmitsShareWrites(t *testing.T) {
 	if n := len(storedIDs(t, st)); n != conns*each {
 		t.Fatalf("%d records stored, want %d", n, conns*each)
 	}
-	if commits := ds.srv.committer.commits.Load(); commits >= conns*each {
+	if commits := ds.srv.replica.committer.commits.Load(); commits >= conns*each {
 		t.Fatalf("%d etcd writes for %d submits: none shared", commits, conns*each)
 	} else {
 		t.Logf("%d durable submits in %d shared writes", conns*each, commits)

@@ -36,9 +36,28 @@ const (
 	lingerMax = 1 << 20
 )
 
-// conn is one client connection.
+// conn is one served connection, client or worker: its reader (readLoop: the
+// handshake, then each request through requests.serve) and its writer (writeLoop: the
+// replies, FIREs and heartbeats, coalesced into few Writes).
+//
+// Invariants:
+//   - queued = Σ replyCost of the messages on out and late and in the writer's buffer
+//     not yet written, ≤ MaxQueuedReplyBytes but for one larger reply queued alone and
+//     for late replies, which are never refused;
+//   - only the reader sends on out and closes it (under outMu, setting outClosed);
+//     pushes from other goroutines (FIREs, answers that waited for etcd) take outMu and
+//     never block, and none is queued once outClosed;
+//   - the writer alone writes to the socket and closes it, but for the two forced closes
+//     that unblock it (the reader's, past WriteTimeout; Shutdown's, when its context
+//     ends); done is closed when it exits.
+//
+// Locking: outMu guards outClosed and late and orders every push against the close of
+// out; established is guarded by connSet.mu; the fields marked atomic, or owned by the
+// reader or the writer, need no lock. Lock order: router.mu, then outMu (the router
+// pushes FIREs under its lock); nothing holding outMu takes router.mu or another
+// part's lock.
 type conn struct {
-	s  *Server
+	s  *Server // its parts: conns, requests, router; and its options
 	nc net.Conn
 	// out carries replies from the reader to the writer. Bounded (MaxPendingPerConn); the
 	// reader sends replies on it and closes it when it stops; engine handlers also push
@@ -74,7 +93,7 @@ type conn struct {
 	// the reader then answers ERROR OVERLOADED and closes.
 	crowded atomic.Bool
 	// established: the handshake is done and the connection counts against MaxConns.
-	// Guarded by s.mu.
+	// Guarded by connSet.mu.
 	established bool
 	// done is closed by the writer when it exits: the socket is closed or closing, and
 	// nothing more will be written.
@@ -86,7 +105,8 @@ type conn struct {
 	name  string
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+// newConn makes the connection that serves nc (connSet.admit starts its goroutines).
+func (s *Server) newConn(nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
 		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 }
@@ -95,7 +115,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 // EOF, a read error or timeout, a closing protocol error, Shutdown, or a writer that gave
 // up. It closes out on return, which tells the writer to flush and close.
 func (c *conn) readLoop() {
-	defer c.s.wg.Done()
+	defer c.s.conns.wg.Done()
 	defer func() {
 		c.outMu.Lock()
 		c.outClosed = true
@@ -104,8 +124,8 @@ func (c *conn) readLoop() {
 	}()
 	defer func() {
 		if c.ready && c.role == protocol.RoleWorker {
-			c.s.disp.remove(c, c.s.draining.Load())
-			c.s.workers.Add(-1)
+			c.s.router.remove(c, c.s.conns.draining.Load())
+			c.s.conns.workers.Add(-1)
 		}
 	}()
 	log := c.s.log.With("remote", c.nc.RemoteAddr())
@@ -124,7 +144,7 @@ func (c *conn) readLoop() {
 		}
 		// Checked after the deadline is set: either Shutdown's immediate deadline came
 		// later and Read returns at once, or draining is already visible here.
-		if c.s.draining.Load() {
+		if c.s.conns.draining.Load() {
 			c.shuttingDown()
 			return
 		}
@@ -159,7 +179,7 @@ func (c *conn) readLoop() {
 		}
 		if rerr != nil {
 			switch {
-			case c.s.draining.Load():
+			case c.s.conns.draining.Load():
 				c.shuttingDown()
 			case c.evicted.Load():
 				c.notLeading()
@@ -221,8 +241,8 @@ func (c *conn) handle(m protocol.Message, err error) bool {
 	if !c.ready {
 		return c.hello(m)
 	}
-	reply, closes := c.s.dispatch(c, m)
-	c.s.checkReply(m, reply)
+	reply, closes := c.s.requests.serve(c, m)
+	c.s.requests.checkReply(m, reply)
 	if reply == nil {
 		return true
 	}
@@ -247,14 +267,14 @@ func (c *conn) hello(m protocol.Message) bool {
 		c.send(&protocol.Error{ID: h.ID, Code: protocol.CodeUnauthorized, Message: "missing or wrong token"})
 		return false
 	}
-	if e := c.s.establish(c); e != nil {
+	if e := c.s.conns.establish(c); e != nil {
 		e.ID = h.ID
 		c.send(e)
 		return false
 	}
 	c.ready, c.role, c.name = true, h.Role, h.Name
 	if c.role == protocol.RoleWorker {
-		c.s.workers.Add(1)
+		c.s.conns.workers.Add(1)
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
@@ -310,7 +330,7 @@ func (c *conn) reserve(cost int64, wait bool) bool {
 			}
 			if !stalled {
 				stalled = true
-				c.s.replyStalls.Add(1)
+				c.s.conns.replyStalls.Add(1)
 			}
 			select {
 			case <-c.drained:
@@ -350,8 +370,8 @@ func (c *conn) notePeak(n int64) {
 // the socket gracefully; when a Write fails or times out (WriteTimeout: the peer stopped
 // reading) it closes the socket at once.
 func (c *conn) writeLoop() {
-	defer c.s.wg.Done()
-	defer c.s.forget(c)
+	defer c.s.conns.wg.Done()
+	defer c.s.conns.forget(c)
 	defer close(c.done)
 	buf := make([]byte, 0, 4096)
 	// Heartbeat: a PONG with ID 0 whenever nothing was written for an interval, once
@@ -424,7 +444,7 @@ func (c *conn) writeLoop() {
 		}
 		if c.backedUp.Load() && len(c.out) < cap(c.out) {
 			c.backedUp.Store(false)
-			c.s.disp.offer(c)
+			c.s.router.offer(c)
 		}
 		if cap(buf) > keepBufSize {
 			buf = make([]byte, 0, 4096)

@@ -1,7 +1,32 @@
-// Package tockd is the tock server's connection layer: it accepts TCP connections,
-// speaks the wire protocol of server/PROTOCOL.md (codec: server/protocol) on them, and
-// turns client requests into calls on an in-process core/task Engine. The tockd binary
+// Package tockd is the tock server: it accepts TCP connections, speaks the wire
+// protocol of server/PROTOCOL.md (codec: server/protocol) on them, and turns client
+// requests into calls on an in-process core/task Engine; with a Store (server/store,
+// etcd) it keeps durable tasks and leads through an etcd election. The tockd binary
 // (server/cmd/tockd) wraps it.
+//
+// # Structure
+//
+// Server is the public API (New, Serve, Shutdown, Stats, Health) and the composition of
+// parts, each a type with one job whose doc comment states its invariants and locking:
+//   - connSet (connset.go): listeners, served connections, the admission limits
+//     (MaxConns, MaxHandshakes) and the connection goroutines;
+//   - conn (conn.go): one connection's reader and writer, its handshake and reply queue;
+//   - requests (requests.go, submit.go, pages.go, replies.go): the answer to each request
+//     after the handshake;
+//   - remoteRuns (workers.go, carry.go): the engine's fallback handler, which FIREs runs
+//     at workers, and the workers' requests that end them;
+//   - router (router.go): which worker gets a run, the runs waiting for one and those in
+//     flight; it talks to connections and the engine through two small interfaces and is
+//     unit-tested with fakes of both;
+//   - replica (replica.go), only with a Store (nil without one): leadership (leader.go,
+//     standby.go), durability (durable.go, submit.go, durload.go), committer (commit.go),
+//     runLocks (exclusive.go), progress (progress.go) and registry (registry.go).
+//
+// Lock order, everywhere: durability.term, then the engine's locks, then router.mu or a
+// part's own mu, then a connection's outMu. No mu is held across a store call or a
+// socket write; connSet.mu is a leaf.
+//
+// # Leadership
 //
 // Leadership (leader.go). Without a Store the node is alone and always leads, at epoch 0.
 // With one, every node campaigns through the store's etcd election (go.etcd.io/etcd/
@@ -38,53 +63,62 @@
 //     (the task's record is still there): at-least-once. An ACKed durable run is not: the
 //     OK to the ACK waits for the record's deletion.
 //
-//   - Hot standby (standby.go): a node that does not lead mirrors the durable records
-//     and run locks (one paged read, then a watch of the store's prefix); elected, it
-//     reads etcd's revision (after Campaign returned, so after the last leader's final
-//     write), loads from the mirror once the mirror has applied every write up to it,
-//     and reads etcd only if the mirror lags.
-//   - Fencing: every durable write (a submit's record, a finished task's delete, a run
-//     lock and its delete, a recurring task's progress) is an etcd transaction
-//     conditional on this node's election key (store.Fence), so a deposed leader's late
-//     write is refused rather than landing after the next leader loaded the task set.
-//     A write refused so (store.ErrFenced) ends this node's term at once, as a lost
-//     session does (fencedOut, leader.go): a node whose term etcd ended behind its back
-//     (it stalled past its lease) stops at its first write. An ACK whose delete was
-//     refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
-//     ACK was answered OK are never run again.
-//   - Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
-//     leader waits one time to run before running a task whose lock it finds, unless
-//     a worker carries the outcome of the run the lock names (carry.go). A lock goes
-//     with its task's record, and when a non-exclusive version replaces the task.
+// # Hot standby and fencing
 //
-//   - Recurring durable tasks' progress (progress.go): whenever a recurring durable
-//     task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
-//     ended), the leader records its due time with the task's version (<prefix>next/,
-//     coalesced to at most one write per task every 100 ms, fenced); the first one is
-//     written with the record itself, in its transaction, before the SUBMIT is
-//     answered, and the engine starts the schedule there; the next leader
-//     resumes the schedule from it (Engine.Resume) when the version is its record's (a
-//     replacement never inherits its predecessor's schedule), so the schedule does not
-//     drift by the failover's gap and occurrences that fell due while no node led get
-//     the task's misfire policy.
-//   - Durable submits of concurrent requests share etcd transactions (commit.go).
+// Hot standby (standby.go): a node that does not lead mirrors the durable records
+// and run locks (one paged read, then a watch of the store's prefix); elected, it
+// reads etcd's revision (after Campaign returned, so after the last leader's final
+// write), loads from the mirror once the mirror has applied every write up to it,
+// and reads etcd only if the mirror lags.
 //
-//   - Worker registry (registry.go): the leader keeps an entry per worker connection in
-//     etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
-//     credits, runs in flight), brought up to date every second and as a worker
-//     subscribes; entries go when the worker does, and with the lease if the leader
-//     dies. Followers read it every 200 ms (how many workers a takeover waits for).
+// Fencing: every durable write (a submit's record, a finished task's delete, a run
+// lock and its delete, a recurring task's progress) is an etcd transaction
+// conditional on this node's election key (store.Fence), so a deposed leader's late
+// write is refused rather than landing after the next leader loaded the task set.
+// A write refused so (store.ErrFenced) ends this node's term at once, as a lost
+// session does (leadership.fencedOut): a node whose term etcd ended behind its back
+// (it stalled past its lease) stops at its first write. An ACK whose delete was
+// refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
+// ACK was answered OK are never run again.
 //
-//   - Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
-//     hands the outcome to the next leader (CARRY) before it subscribes; the leader
-//     ends the run with it, instead of running it again, when it holds the task
-//     unchanged (version, attempt; for a recurring task the occurrence). Because its
-//     loaded runs come due at once, a new leader holds them back (unfired, in the
-//     waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
-//     as the previous leader had in the registry (read by followers every 200 ms).
-//     A worker whose connection closed while the leader lived on carries to that same
-//     leader: its runs in flight are kept (orphans, router.go) for
-//     Options.ReconnectGrace before they fail and are redelivered.
+// # Exclusive tasks and recurring progress
+//
+// Exclusive tasks (exclusive.go): a run lock in etcd per dispatched run; a new
+// leader waits one time to run before running a task whose lock it finds, unless
+// a worker carries the outcome of the run the lock names (carry.go). A lock goes
+// with its task's record, and when a non-exclusive version replaces the task.
+//
+// Recurring durable tasks' progress (progress.go): whenever a recurring durable
+// task's next occurrence is armed (submitted, loaded at a takeover, an occurrence
+// ended), the leader records its due time with the task's version (<prefix>next/,
+// coalesced to at most one write per task every 100 ms, fenced); the first one is
+// written with the record itself, in its transaction, before the SUBMIT is
+// answered, and the engine starts the schedule there; the next leader
+// resumes the schedule from it (Engine.Continue) when the version is its record's (a
+// replacement never inherits its predecessor's schedule), so the schedule does not
+// drift by the failover's gap and occurrences that fell due while no node led get
+// the task's misfire policy.
+//
+// Durable submits of concurrent requests share etcd transactions (commit.go).
+//
+// # Worker registry and carried outcomes
+//
+// Worker registry (registry.go): the leader keeps an entry per worker connection in
+// etcd under its session lease (<prefix>workers/<node>/<seq>: name, address, types,
+// credits, runs in flight), brought up to date every second and as a worker
+// subscribes; entries go when the worker does, and with the lease if the leader
+// dies. Followers read it every 200 ms (how many workers a takeover waits for).
+//
+// Carried outcomes (carry.go): a worker whose ACK or NACK a leader never confirmed
+// hands the outcome to the next leader (CARRY) before it subscribes; the leader
+// ends the run with it, instead of running it again, when it holds the task
+// unchanged (version, attempt; for a recurring task the occurrence). Because its
+// loaded runs come due at once, a new leader holds them back (unfired, in the
+// waiting queues) for Options.CarryGrace, or until as many workers have sent CARRY
+// as the previous leader had in the registry (read by followers every 200 ms).
+// A worker whose connection closed while the leader lived on carries to that same
+// leader: its runs in flight are kept (orphans, router.go) for
+// Options.ReconnectGrace before they fail and are redelivered.
 //
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
@@ -94,11 +128,10 @@
 // refused; only a finished run's outcome is carried), so waiting would only delay
 // recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
-
-// PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
-// RESUME. Pausing is this node's memory only, not recorded in etcd.
 //
-// Durable tasks (durable.go). Without Options.Store a SUBMIT with durability "durable" is
+// # Durable tasks
+//
+// Durable tasks (durable.go, submit.go, durload.go). Without Options.Store a SUBMIT with durability "durable" is
 // refused (INVALID_TASK, field task.durability). With a Store (server/store, etcd):
 //   - A durable SUBMIT is written to the store (Store.PutBatchFenced, shared with
 //     concurrent requests; the durable items of a SUBMIT_BATCH together) before the engine gets it and before the reply,
@@ -115,7 +148,7 @@
 //     again: that version's record only (a later version that won meanwhile keeps its
 //     own), and fenced by this node's term; if that delete fails, the reply is
 //     UNCERTAIN, not the engine's refusal (the record stays for the next leader).
-//   - A durable submit is recorded in the term it was claimed in (the server's fence when
+//   - A durable submit is recorded in the term it was claimed in (leadership.fence when
 //     it was prepared; commit.go refuses a later term's). If that term ends after the
 //     write but before the task enters the engine, the task stays out of this engine
 //     (it would be untracked there, as if ephemeral) and is answered as accepted: its
@@ -148,9 +181,11 @@
 //   - Events carry the task's version: the end of a replaced version never deletes its
 //     successor's record.
 //
+// # Workers
+//
 // Workers (workers.go answers the workers' requests; router.go's router, which talks to
 // connections and the engine through two small interfaces and is unit-tested with fakes
-// of both, routes the runs). The server is the engine's fallback handler: every task type
+// of both, routes the runs). remoteRuns.handler is the engine's fallback handler: every task type
 // without an in-process handler of its own is run by FIREing the attempt at a subscribed
 // worker connection (the handler returns task.ErrDeferred); the worker's ACK or NACK ends
 // the attempt with Engine.Complete. Choices:
@@ -170,8 +205,9 @@
 //     (so that a type nobody serves cannot take every place from the others); a run
 //     coming due beyond either fails at once, retryably ("no worker available":
 //     back-pressure through the task's retry policy). A queue's stale runs (cancelled
-//     meanwhile) count until their turn. The handler never waits, so it never holds an
-//     engine worker.
+//     meanwhile) count until their turn. The handler never waits for a worker, so it
+//     holds an engine worker only for an exclusive durable task's run lock, a write to
+//     etcd bounded by storeOpTimeout (exclusive.go).
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run
@@ -188,6 +224,11 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// # Requests and replies
+//
+// PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
+// RESUME. Pausing is this node's memory only, not recorded in etcd.
+//
 // Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
 // snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot
 // whose error texts do not fit (truncated), or as a last resort leaves its payload out
@@ -200,6 +241,8 @@
 // at Error; the package's tests panic on it). CANCEL of a finished task answers its
 // final state (TASK_STATUS), DLQ_PURGE of an absent dead letter count 0: neither is an
 // error.
+//
+// # Connections
 //
 // Each connection has two goroutines:
 //   - the reader owns the socket's read side and the protocol.Decoder: it reads, decodes,
@@ -236,7 +279,7 @@
 //     read buffer, MaxQueuedReplyBytes of queued replies (plus the ACK answers that
 //     waited for etcd, at most maxLateReplies) and the writer's buffer (64 KiB, or one
 //     reply).
-//   - Before the handshake (conn.go, server.go): the first frame is held to
+//   - Before the handshake (conn.go, connset.go): the first frame is held to
 //     Options.MaxHelloFrame (4 KiB), checked on its length prefix; at most
 //     Options.MaxHandshakes sockets are in the handshake at once (a new one crowds out
 //     the oldest, answered OVERLOADED), each for at most HandshakeTimeout; and only

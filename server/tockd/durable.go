@@ -1,13 +1,12 @@
 package tockd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -57,15 +56,35 @@ func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
 	return p, nil
 }
 
-// durability tracks which engine tasks are durable and deletes the store records of
-// those that finished for good. Nil when the server has no store.
+// durability is the replica's durable records: which engine tasks are durable (and at
+// which version, with which record), their records' writes at a submit (submit.go) and
+// reads at a takeover (durload.go), and the deletes of the records of tasks that
+// finished for good, in the background (the deleter).
+//
+// Invariants:
+//   - ∀ (k, e) ∈ tasks: the engine holds k at version e.version, or is about to (a
+//     claimed submit in flight), and a record of k at e.version is in etcd, or being
+//     written; a submit of k at a version ≤ e.version is refused EXISTS.
+//   - A task recorded in a term enters the engine only while that term lasts (term
+//     held for reading, and the fence checked), so dropDurable, holding term for
+//     writing, drops it with the term's other tasks.
+//   - ∀ k ∈ queue: queued[k] is the version whose record goes; a key is in queue at
+//     most once, and a key being deleted is in deleting; waiters[k] run once k's
+//     deletion (or the giving up on it) is decided.
+//
+// Locking: term, then the engine's locks, then mu (a step-down's dropDurable holds term
+// while it drops tasks from the engine; the engine's event hook takes mu). mu guards the
+// fields below it and is never held across a store call; cond waits on it.
 type durability struct {
-	st  *store.Store
-	log interface {
-		Warn(string, ...any)
-		Error(string, ...any)
-		Debug(string, ...any)
-	}
+	st     *store.Store
+	log    *slog.Logger
+	engine *task.Engine // set by replica.start, before any event or request
+	// The replica's parts it reaches: the term's fence and its end (fencedOut), an
+	// exclusive task's run lock, a recurring task's progress, the shared writes.
+	lead      *leadership
+	locks     *runLocks
+	progress  *progress
+	committer *committer
 
 	// term is held for reading across a durable submit's entry into the engine (with the
 	// check that its term still is the server's) and for writing by dropDurable: a task
@@ -73,19 +92,12 @@ type durability struct {
 	// dropDurable drops it with them. Lock order: term, then the engine, then mu.
 	term sync.RWMutex
 
-	mu     sync.Mutex
-	cond   *sync.Cond                   // signals queue growth, deletes finishing, and stop
-	unlock func(task.Event)             // deletes an exclusive task's run lock (Server.unlockRun)
-	fence  *atomic.Pointer[store.Fence] // the server's leadership term (Server.fence); nil inside: not leading
-	// armed and forgetProgress keep a recurring task's progress (progress.go);
-	// fencedOut ends the server's term when etcd refused a fenced write (leader.go).
-	armed          func(task.Event)
-	forgetProgress func(ns, id string)
-	fencedOut      func(store.Fence, error)
-	tasks          map[taskKey]durEntry
-	queue          []taskKey          // records to delete, in event order
-	queued         map[taskKey]uint64 // the keys in queue: the version whose record goes
-	deleting       map[taskKey]bool   // a Delete in flight
+	mu       sync.Mutex
+	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
+	tasks    map[taskKey]durEntry
+	queue    []taskKey          // records to delete, in event order
+	queued   map[taskKey]uint64 // the keys in queue: the version whose record goes
+	deleting map[taskKey]bool   // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
@@ -97,24 +109,16 @@ type durability struct {
 	cancel context.CancelFunc
 }
 
-func newDurability(st *store.Store, s *Server) *durability {
-	d := &durability{st: st, log: s.log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
+func newDurability(st *store.Store, log *slog.Logger) *durability {
+	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
 		deleting: map[taskKey]bool{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
-	d.unlock = s.unlockRun
-	d.fencedOut = s.fencedOut
-	d.fence = &s.fence
-	d.armed = s.onArmed
-	d.forgetProgress = s.progress.forget
 	return d
 }
 
 // isDurable reports whether the engine's task ns/id (at version v) is a durable one.
 func (d *durability) isDurable(ns, id string, v uint64) bool {
-	if d == nil {
-		return false
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.tasks[taskKey{ns, id}]
@@ -138,12 +142,12 @@ func (d *durability) onEvent(ev task.Event) {
 		return // not durable, or replaced by a newer version
 	}
 	if e.exclusive && ev.Kind != task.EventMisfired {
-		d.unlock(ev)
+		d.locks.unlockRun(ev)
 	}
 	if e.recurring && ev.Kind != task.EventCancelled {
 		d.mu.Unlock()
 		if ev.Kind != task.EventRetrying {
-			d.armed(ev) // an occurrence ended: its successor is armed
+			d.progress.onArmed(ev) // an occurrence ended: its successor is armed
 		}
 		return
 	}
@@ -159,7 +163,7 @@ func (d *durability) onEvent(ev task.Event) {
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
-		d.forgetProgress(ev.Namespace, ev.ID)
+		d.progress.forget(ev.Namespace, ev.ID)
 	}
 }
 
@@ -170,9 +174,6 @@ func (d *durability) onEvent(ev task.Event) {
 // wait for, and the caller goes on at once. fn runs on the deleter goroutine: it must
 // not block.
 func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
-	if d == nil {
-		return false
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, busy := d.deleting[k]
@@ -240,11 +241,11 @@ func (d *durability) deleteRecords(keys []store.Versioned) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		err := store.ErrFenced
-		if f := d.fence.Load(); f != nil {
+		if f := d.lead.fence.Load(); f != nil {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.DeleteBatchFenced(ctx, *f, keys)
 			cancel()
-			d.fencedOut(*f, err)
+			d.lead.fencedOut(*f, err)
 		}
 		switch {
 		case err == nil:
@@ -266,9 +267,6 @@ func (d *durability) deleteRecords(keys []store.Versioned) error {
 
 // pending is the number of records queued or being deleted.
 func (d *durability) pending() int {
-	if d == nil {
-		return 0
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.queue) + len(d.deleting)
@@ -277,9 +275,6 @@ func (d *durability) pending() int {
 // flush waits until every queued delete has been tried (or ctx ends): Shutdown calls it
 // before resigning, while its deletes are still within its term.
 func (d *durability) flush(ctx context.Context) {
-	if d == nil {
-		return
-	}
 	stop := context.AfterFunc(ctx, func() {
 		d.mu.Lock()
 		d.cond.Broadcast()
@@ -440,331 +435,4 @@ func storeError(err error) *protocol.Error {
 		e.Code, e.Message = protocol.CodeOverloaded, "durable store unavailable, retry later: "+err.Error()
 	}
 	return e
-}
-
-// loadDurable submits every stored record to the engine, as the leader of epoch, reading
-// them (and the run locks) from etcd. A record that cannot be decoded or that the engine
-// refuses is logged and left in the store. An exclusive task with a run lock (its last
-// run may still execute) is submitted with its first run held back one time to run
-// (exclusive.go).
-func (s *Server) loadDurable(ctx context.Context, epoch uint64) error {
-	locked, err := s.runLocks(ctx)
-	if err != nil {
-		return err
-	}
-	next, err := s.opts.Store.NextAt(ctx, 0)
-	if err != nil {
-		return err
-	}
-	n := 0
-	_, err = s.opts.Store.Load(ctx, func(r store.Record) error {
-		if s.loadRecord(r, locked, next, epoch) {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("tockd: load durable tasks: %w", err)
-	}
-	s.log.Info("tockd: durable tasks loaded from etcd", "count", n)
-	return nil
-}
-
-// loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (s *Server) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
-	n := 0
-	for _, r := range records {
-		if s.loadRecord(r, locked, next, epoch) {
-			n++
-		}
-	}
-	s.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
-}
-
-// loadRecord submits one record to the engine (see loadDurable); false if it was not.
-func (s *Server) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
-	w, err := decodeTask(r.Body)
-	if err == nil {
-		var t task.Task
-		if t, err = protocol.ToTask(&w); err == nil {
-			k := taskKey{t.Namespace, t.ID}
-			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
-			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
-			// A recurring task continues where its last leader was, if that progress is of
-			// this version (a replacement's schedule is its own).
-			var nextDue time.Time
-			if nd, ok := next[sk]; ok && nd.Version == t.Version {
-				nextDue = time.Unix(0, nd.Due)
-			}
-			if e.fp, err = printOf(w, r.Body); err == nil {
-				_, err = s.dur.claim(k, e)
-			}
-			if err == nil {
-				var in task.Info
-				if t.Exclusive && locked[sk] {
-					in, err = s.parkLocked(t, nextDue, epoch)
-				} else {
-					in, err = s.engine.Resume(t, nextDue)
-				}
-				if err != nil {
-					s.dur.release(k, e)
-				} else {
-					s.noteArmed(in)
-				}
-			}
-		}
-	}
-	if err != nil {
-		s.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
-		return false
-	}
-	return true
-}
-
-func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }
-
-// prepared is one task of a submit after conversion and the durable checks.
-type prepared struct {
-	w     *protocol.Task
-	t     task.Task
-	key   taskKey
-	entry durEntry
-	rec   store.Record // durable: the record to write
-	term  *store.Fence // durable: Server.fence when claimed, the term it is recorded in
-	held  *task.Info   // durable: a retry of the task the engine holds, as it holds it
-	// unlocks: durable, not exclusive, and it replaces an exclusive version whose run
-	// lock (of a run the replacement orphans, or of its park at a takeover) no run end
-	// deletes: submitPrepared deletes it (dropReplacedLock).
-	unlocks bool
-	// firstDue: a durable recurring task's first occurrence, as of when its record was
-	// built: recorded with it as its progress (store.Record.NextDue), and where the engine
-	// starts its schedule, so that a leader taking over at any moment after the write
-	// continues the same lattice.
-	firstDue time.Time
-	err      error // conversion or refusal; the task is not submitted
-}
-
-// prepare converts w and, for a durable task, checks it can be recorded and claims it.
-func (s *Server) prepare(w *protocol.Task) prepared {
-	p := prepared{w: w}
-	if p.err = s.checkPayload(w); p.err != nil {
-		return p
-	}
-	p.t, p.err = protocol.ToTask(w)
-	if p.err != nil {
-		return p
-	}
-	p.key = taskKey{p.t.Namespace, p.t.ID}
-	if w.Durability != protocol.Durable {
-		if s.dur != nil && s.dur.held(p.key) {
-			p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
-				Message: fmt.Sprintf("task %s/%s is durable: replace it with a durable submit", p.key.ns, p.key.id)}
-		}
-		return p
-	}
-	if s.dur == nil {
-		// INVALID_TASK is the code that refuses one task for a reason the client can fix,
-		// names the field, and does not invite a retry of the same submit; PROTOCOL.md has
-		// no "not supported" code (see the package doc).
-		p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
-			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
-		return p
-	}
-	var fp recordPrint
-	now := time.Now()
-	if p.rec, fp, p.err = p.record(now); p.err != nil {
-		p.err = fmt.Errorf("encode the durable record: %w", p.err)
-		return p
-	}
-	if recurring(p.t.Schedule.Kind) {
-		if p.firstDue, p.err = p.t.Schedule.First(now); p.err != nil {
-			return p
-		}
-		p.rec.NextDue = p.firstDue.UnixNano()
-	}
-	// The engine would refuse a version at or below one it holds (an ephemeral task, or
-	// a finished one it retains): refuse before writing a record. A resubmit of the
-	// durable task it holds, as recorded (an earlier answer was lost, or UNCERTAIN and
-	// the record was loaded by this leader), is answered with the task as it is.
-	if in, err := s.engine.Get(p.t.Namespace, p.t.ID); err == nil && p.t.Version <= in.Task.Version {
-		if p.t.Version == in.Task.Version && s.dur.holds(p.key, p.t.Version, fp, w.Schedule.Kind == task.KindAfter) {
-			p.held = &in
-			return p
-		}
-		p.err = fmt.Errorf("%w: %s/%s at version %d (submitted %d)", task.ErrExists, p.t.Namespace, p.t.ID, in.Task.Version, p.t.Version)
-		return p
-	}
-	// The term first: a claim made after it ended is refused at the write (commit.go).
-	if p.term = s.fence.Load(); p.term == nil {
-		p.err = storeError(store.ErrFenced)
-		return p
-	}
-	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp}
-	replacesExclusive, err := s.dur.claim(p.key, p.entry)
-	p.err = err
-	p.unlocks = err == nil && replacesExclusive && !p.t.Exclusive
-	return p
-}
-
-// record builds p's store record (p is durable) and its print.
-func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
-	sw := storedForm(p.w, now)
-	sw.Namespace = p.t.Namespace
-	body, err := encodeTask(&sw)
-	if err != nil {
-		return store.Record{}, recordPrint{}, err
-	}
-	fp, err := printOf(sw, body)
-	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, fp, err
-}
-
-// writeRecords writes the records of the durable, claimed tasks of ps, in a transaction
-// shared with concurrent requests (commit.go); a task whose write failed gets its error
-// and its claim released.
-func (s *Server) writeRecords(ps []prepared) {
-	var idx []int
-	var recs []store.Record
-	var term *store.Fence
-	for i := range ps {
-		p := &ps[i]
-		if p.err != nil || p.held != nil || p.w.Durability != protocol.Durable {
-			continue
-		}
-		if term == nil {
-			term = p.term
-		}
-		if p.term != term { // the term changed while the request was prepared
-			p.err = storeError(store.ErrFenced)
-			s.releaseClaim(p)
-			continue
-		}
-		idx = append(idx, i)
-		recs = append(recs, p.rec)
-	}
-	if len(recs) == 0 {
-		return
-	}
-	// Grouped with other requests' records (commit.go) and fenced by this node's term:
-	// a node deposed meanwhile writes nothing the next leader would not see.
-	errs := s.committer.put(s, term, recs)
-	for j, i := range idx {
-		if errs[j] != nil && !ps[i].retried(recs[j], errs[j]) {
-			ps[i].err = storeError(errs[j])
-			s.releaseClaim(&ps[i])
-		}
-	}
-}
-
-// releaseClaim undoes p's claim (its write or submit failed) if p's term still holds:
-// once it has ended, dropDurable has dropped the claim, and an entry of the same key
-// and version is a later term's (loaded from a record that did land), not p's to undo.
-func (s *Server) releaseClaim(p *prepared) {
-	s.dur.term.RLock() // a step-down's dropDurable waits, so the term cannot end meanwhile
-	defer s.dur.term.RUnlock()
-	if s.fence.Load() == p.term {
-		s.dur.release(p.key, p.entry)
-	}
-}
-
-// retried reports whether err, the refusal of p's record rec, is a retry of p's own
-// earlier write: the stored record has p's version and differs from rec at most in the
-// "at" an "after" delay was stamped into (storedForm), by an earlier attempt (one
-// answered UNCERTAIN whose write did land). Then p takes the stored form, so that the
-// engine runs the task when its record says.
-func (p *prepared) retried(rec store.Record, err error) bool {
-	var ee *store.ExistsError
-	if !errors.As(err, &ee) || ee.Stored.Version != rec.Version || p.w.Schedule.Kind != task.KindAfter {
-		return false
-	}
-	stored, derr := decodeTask(ee.Stored.Body)
-	if derr != nil || stored.Schedule.Kind != task.KindAt {
-		return false
-	}
-	mine, derr := decodeTask(rec.Body)
-	if derr != nil || stored.Schedule.At > mine.Schedule.At {
-		return false
-	}
-	mine.Schedule.At = stored.Schedule.At
-	if body, eerr := encodeTask(&mine); eerr != nil || !bytes.Equal(body, ee.Stored.Body) {
-		return false
-	}
-	t, terr := protocol.ToTask(&stored)
-	if terr != nil {
-		return false
-	}
-	p.t = t
-	return true
-}
-
-// submitPrepared submits p (its record, if durable, is written) to the engine. If the
-// engine refuses a durable task, its record is deleted again: that version's only (a
-// later version may have replaced it meanwhile, and won in the engine), and fenced by
-// its term.
-//
-// A durable task whose term has ended (the node stepped down after the record was
-// written) does not enter the engine: its record, written in that term, is loaded by
-// the next leader (this node again, perhaps), which runs it. It is answered as accepted
-// (PENDING, due at its first occurrence as of now), since it will run.
-func (s *Server) submitPrepared(p *prepared) (task.Info, error) {
-	if p.err != nil {
-		return task.Info{}, p.err
-	}
-	if p.held != nil {
-		return *p.held, nil
-	}
-	if p.w.Durability != protocol.Durable {
-		return s.engine.Submit(p.t)
-	}
-	d := s.dur
-	// A lock written after this revision is a later version's run's (it starts only once
-	// this version is in the engine): the replaced version's lock is at or below it.
-	// Read before the term lock, which a step-down waits for.
-	var before int64
-	if p.unlocks {
-		before = s.lockRevision()
-	}
-	d.term.RLock() // dropDurable waits: the task enters the engine before it drops them
-	if s.fence.Load() != p.term {
-		d.term.RUnlock()
-		next := p.firstDue // recorded as its progress: where the next leader resumes it
-		if next.IsZero() {
-			next, _ = p.t.Schedule.First(time.Now()) // ToTask checked the schedule
-		}
-		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
-	}
-	in, err := s.engine.Resume(p.t, p.firstDue) // zero for a one-shot task: Submit
-	d.term.RUnlock()
-	if err == nil {
-		s.noteArmed(in)
-		if p.unlocks {
-			s.dropReplacedLock(p.term, p.key, before)
-		}
-	}
-	if err != nil {
-		s.releaseClaim(p)
-		derr := store.ErrFenced
-		if f := p.term; s.fence.Load() == f {
-			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-			derr = s.opts.Store.DeleteBatchFenced(ctx, *f, []store.Versioned{
-				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
-			cancel()
-			s.fencedOut(*f, derr)
-		}
-		if derr != nil {
-			s.log.Error("tockd: record of a durable submit the engine refused NOT deleted",
-				"ns", p.key.ns, "id", p.key.id, "version", p.t.Version, "err", derr)
-			// The record stays, and the next leader may run the task: not a plain refusal.
-			return in, &protocol.Error{Code: protocol.CodeUncertain, Message: fmt.Sprintf(
-				"refused by this node's engine (%v), but its record could not be deleted (%v): the next leader may run it; resubmitting the same task is safe", err, derr)}
-		}
-	}
-	return in, err
-}
-
-// durabilityOf is the class to report for the engine's task in.
-func (s *Server) durabilityOf(in task.Info) protocol.Durability {
-	if s.dur.isDurable(in.Task.Namespace, in.Task.ID, in.Task.Version) {
-		return protocol.Durable
-	}
-	return protocol.Ephemeral
 }

@@ -242,7 +242,7 @@ func TestDeleteAfterTheTermIsFenced(t *testing.T) {
 	st, ds, c, w := startDurableWithWorker(t, 1)
 	submit(t, c, 2, durableWorkTask("fenced"))
 	f := w.fire()
-	ds.srv.fence.Store(nil)
+	ds.srv.replica.lead.fence.Store(nil)
 	e := wantError(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}), protocol.CodeStaleEpoch, "")
 	if e.RunID != f.RunID {
 		t.Fatalf("STALE_EPOCH names run %d, want %d", e.RunID, f.RunID)
@@ -276,7 +276,7 @@ func TestDurableAcksBatch(t *testing.T) {
 	if storedIDs(t, st)["default/d1"] {
 		t.Fatal("ACKS answered while d1's record was still stored")
 	}
-	ds.srv.fence.Store(nil)
+	ds.srv.replica.lead.fence.Store(nil)
 	r = w.req(&protocol.Acks{RunIDs: []uint64{fires["d2"].RunID}, Epoch: fires["d2"].Epoch})
 	acked, ok := r.(*protocol.Acked)
 	if !ok || len(acked.Failed) != 1 || acked.Failed[0].RunID != fires["d2"].RunID || acked.Failed[0].Code != protocol.CodeStaleEpoch {

@@ -3,6 +3,7 @@ package tockd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 //   - A leader elected while a lock exists cannot know whether that run still executes
 //     on some worker: it puts the task in its engine at once, but holds its first run
 //     back one time to run (the task's timeout, or DefaultTTR) after taking over
-//     (parkLocked, Engine.ResumeNotBefore). The old run's worker was told the same time
+//     (parkLocked, Engine.ContinueNotBefore). The old run's worker was told the same time
 //     to run from the moment of its FIRE, which came before the takeover, so by then it
 //     has stopped, if it honours its ttr (the Go Worker's context does). Meanwhile the
 //     task is the engine's like any other: GET shows it PENDING (next_run the occurrence
@@ -35,19 +36,42 @@ import (
 //     orphaned run's lock, or parked lock, no run end deletes: dropReplacedLock), so no
 //     lock outlives its task.
 //   - Within one leader the engine never runs two attempts of a task at once.
+//
+// Unlike every other request path, the engine handler waits for etcd here: a run of an
+// exclusive durable task is FIREd only once its lock is written (lockRun, bounded by
+// storeOpTimeout), on the engine's worker goroutine.
+
+// runLocks is the replica's run locks of exclusive durable tasks: written before a run
+// is FIREd, deleted when it ends, read at a takeover, and waited out (parked) by a new
+// leader. Its writes are fenced by the term (leadership.fence) and a refusal ends the
+// term (fencedOut). Locking: parked has its own mu; the rest is set by newReplica and
+// replica.start and immutable after. unparkFor holds durability.term for reading, then
+// takes the engine's locks: the documented order.
+type runLocks struct {
+	st     *store.Store
+	opts   *Options
+	log    *slog.Logger
+	engine *task.Engine // set by replica.start
+	router *router[*conn]
+	lead   *leadership
+	dur    *durability
+	// progress notes the schedule of a recurring task resumed after its park.
+	progress *progress
+	parked   parkedRuns // exclusive tasks parked at this term's takeover, with the run each waits out
+}
 
 // lockRun records run runID of ns/id as dispatched, fenced by this node's term (a node
 // that no longer leads, or whose term etcd has ended, writes nothing and steps down);
 // bounded by storeOpTimeout.
-func (s *Server) lockRun(ns, id string, runID uint64) error {
-	f := s.fence.Load()
+func (rl *runLocks) lockRun(ns, id string, runID uint64) error {
+	f := rl.lead.fence.Load()
 	if f == nil {
 		return fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, store.ErrFenced)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	if err := s.opts.Store.PutLockFenced(ctx, *f, ns, id, runID); err != nil {
-		s.fencedOut(*f, err)
+	if err := rl.st.PutLockFenced(ctx, *f, ns, id, runID); err != nil {
+		rl.lead.fencedOut(*f, err)
 		return fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
 	}
 	return nil
@@ -56,13 +80,13 @@ func (s *Server) lockRun(ns, id string, runID uint64) error {
 // unlockRun deletes the run lock of an exclusive durable task whose run ended (an engine
 // event), fenced by this node's term, in the background: nothing waits for it, and a
 // lock left behind by a failure only delays that task's first run after a failover.
-func (s *Server) unlockRun(ev task.Event) {
+func (rl *runLocks) unlockRun(ev task.Event) {
 	switch ev.Kind {
 	case task.EventSucceeded, task.EventRetrying, task.EventDead, task.EventCancelled:
 	default:
 		return // TimedOut is followed by Retrying or Dead
 	}
-	f := s.fence.Load()
+	f := rl.lead.fence.Load()
 	if f == nil {
 		return // not leading: the lock stays for the next leader to wait out
 	}
@@ -78,9 +102,9 @@ func (s *Server) unlockRun(ev task.Event) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		defer cancel()
-		if err := s.opts.Store.DeleteLockFenced(ctx, *f, ev.Namespace, ev.ID, run); err != nil {
-			s.fencedOut(*f, err)
-			s.log.Warn("tockd: run lock of an exclusive task not deleted; its first run after a failover waits a time to run",
+		if err := rl.st.DeleteLockFenced(ctx, *f, ev.Namespace, ev.ID, run); err != nil {
+			rl.lead.fencedOut(*f, err)
+			rl.log.Warn("tockd: run lock of an exclusive task not deleted; its first run after a failover waits a time to run",
 				"ns", ev.Namespace, "id", ev.ID, "run", run, "err", err)
 		}
 	}()
@@ -88,12 +112,12 @@ func (s *Server) unlockRun(ev task.Event) {
 
 // lockRevision reads etcd's revision now, for dropReplacedLock (bounded by
 // storeOpTimeout); 0 if the read failed: no lock is then deleted.
-func (s *Server) lockRevision() int64 {
+func (rl *runLocks) lockRevision() int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	rev, err := s.opts.Store.Revision(ctx)
+	rev, err := rl.st.Revision(ctx)
 	if err != nil {
-		s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+		rl.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
 			"err", err)
 		return 0
 	}
@@ -104,64 +128,64 @@ func (s *Server) lockRevision() int64 {
 // was written at or below revision before: a non-exclusive version replaced an
 // exclusive one, whose lock no run end deletes (the engine ignores a replaced run's
 // result). A later exclusive version's run writes its lock after before, and keeps it.
-func (s *Server) dropReplacedLock(f *store.Fence, k taskKey, before int64) {
+func (rl *runLocks) dropReplacedLock(f *store.Fence, k taskKey, before int64) {
 	if before == 0 {
 		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		defer cancel()
-		if err := s.opts.Store.DeleteLockBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
-			s.fencedOut(*f, err)
-			s.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
+		if err := rl.st.DeleteLockBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
+			rl.lead.fencedOut(*f, err)
+			rl.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
 				"ns", k.ns, "id", k.id, "err", err)
 		}
 	}()
 }
 
 // ttrOf is the time to run a FIRE of t announces.
-func (s *Server) ttrOf(t task.Task) time.Duration {
+func (rl *runLocks) ttrOf(t task.Task) time.Duration {
 	if t.Timeout > 0 {
 		return t.Timeout
 	}
-	return s.opts.DefaultTTR
+	return rl.opts.DefaultTTR
 }
 
 // parkLocked submits t (resumed at nextDue, if set), an exclusive task whose last run
 // may still execute somewhere, to the engine at once, with its first run held back one
-// time to run from now (Engine.ResumeNotBefore): every request finds it meanwhile (GET
+// time to run from now (Engine.ContinueNotBefore): every request finds it meanwhile (GET
 // shows it PENDING, CANCEL ends it). Its run lock is first rewritten to name this term
 // (parkMarker), so that a CANCEL during the wait deletes exactly that lock (unlockRun);
 // if the rewrite fails, the old lock stays (a CANCEL then leaves it behind, logged).
 //
-// The run the old lock named is remembered (s.parked), so that a worker that carries
+// The run the old lock named is remembered (runLocks.parked), so that a worker that carries
 // that run's outcome (carry.go) ends the park: the run has ended (unpark).
-func (s *Server) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (task.Info, error) {
-	wait := s.ttrOf(t)
-	s.log.Info("tockd: exclusive task with a run in flight at the takeover: its first run waits one time to run",
+func (rl *runLocks) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (task.Info, error) {
+	wait := rl.ttrOf(t)
+	rl.log.Info("tockd: exclusive task with a run in flight at the takeover: its first run waits one time to run",
 		"ns", t.Namespace, "id", t.ID, "wait", wait)
-	prev, err := s.swapLock(t.Namespace, t.ID, parkMarker(epoch))
+	prev, err := rl.swapLock(t.Namespace, t.ID, parkMarker(epoch))
 	if err != nil {
-		s.log.Warn("tockd: run lock of a waiting exclusive task not taken over; a CANCEL meanwhile would leave it in etcd", "err", err)
+		rl.log.Warn("tockd: run lock of a waiting exclusive task not taken over; a CANCEL meanwhile would leave it in etcd", "err", err)
 	}
-	in, err := s.engine.ResumeNotBefore(t, nextDue, time.Now().Add(wait))
+	in, err := rl.engine.ContinueNotBefore(t, nextDue, time.Now().Add(wait))
 	if err == nil && prev != 0 {
-		s.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev})
+		rl.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev})
 	}
 	return in, err
 }
 
 // swapLock is lockRun that returns the run the lock named before (store.SwapLockFenced).
-func (s *Server) swapLock(ns, id string, runID uint64) (uint64, error) {
-	f := s.fence.Load()
+func (rl *runLocks) swapLock(ns, id string, runID uint64) (uint64, error) {
+	f := rl.lead.fence.Load()
 	if f == nil {
 		return 0, fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, store.ErrFenced)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	prev, err := s.opts.Store.SwapLockFenced(ctx, *f, ns, id, runID)
+	prev, err := rl.st.SwapLockFenced(ctx, *f, ns, id, runID)
 	if err != nil {
-		s.fencedOut(*f, err)
+		rl.lead.fencedOut(*f, err)
 		return 0, fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
 	}
 	return prev, nil
@@ -210,40 +234,40 @@ func (p *parkedRuns) take(epoch uint64, k taskKey, v, run uint64) bool {
 // handler now (where the carried outcome, filed pending, ends it: carry.go); its lock,
 // naming this term, is deleted (the run the handler ends holds none of its own). A task
 // cancelled, replaced or started meanwhile is left alone (the outcome's wait ends as
-// before). Between the Drop and the Resume a request about the task finds nothing: a
+// before). Between the Drop and the Continue a request about the task finds nothing: a
 // window of two engine calls.
-func (s *Server) unparkFor(k taskKey, version, epoch uint64) {
-	d := s.dur
-	d.term.RLock() // no step-down drops the durable tasks between the Drop and the Resume
+func (rl *runLocks) unparkFor(k taskKey, version, epoch uint64) {
+	d := rl.dur
+	d.term.RLock() // no step-down drops the durable tasks between the Drop and the Continue
 	defer d.term.RUnlock()
-	if leading, e := s.leadership(); !leading || e != epoch {
+	if leading, e := rl.router.leadership(); !leading || e != epoch {
 		return
 	}
-	in, err := s.engine.Get(k.ns, k.id)
+	in, err := rl.engine.Get(k.ns, k.id)
 	if err != nil || in.Task.Version != version || in.State != task.Pending {
 		return // cancelled, replaced or run meanwhile: the outcome's wait ends as before
 	}
-	if err := s.engine.Drop(k.ns, k.id); err != nil {
+	if err := rl.engine.Drop(k.ns, k.id); err != nil {
 		return
 	}
 	var nextDue time.Time
 	if in.Task.Schedule.Recurring() {
 		nextDue = in.NextRun
 	}
-	resumed, err := s.engine.Resume(in.Task, nextDue)
+	resumed, err := rl.engine.Continue(in.Task, nextDue)
 	if err != nil {
-		s.log.Error("tockd: a parked exclusive task could not be resumed after its carried outcome; it is gone from this leader's engine (its record stays for the next leader)",
+		rl.log.Error("tockd: a parked exclusive task could not be resumed after its carried outcome; it is gone from this leader's engine (its record stays for the next leader)",
 			"ns", k.ns, "id", k.id, "err", err)
 		return
 	}
-	s.noteArmed(resumed)
-	if f := s.fence.Load(); f != nil {
+	rl.progress.noteArmed(resumed)
+	if f := rl.lead.fence.Load(); f != nil {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 			defer cancel()
-			if err := s.opts.Store.DeleteLockFenced(ctx, *f, k.ns, k.id, parkMarker(epoch)); err != nil {
-				s.fencedOut(*f, err)
-				s.log.Warn("tockd: run lock of an unparked exclusive task not deleted", "ns", k.ns, "id", k.id, "err", err)
+			if err := rl.st.DeleteLockFenced(ctx, *f, k.ns, k.id, parkMarker(epoch)); err != nil {
+				rl.lead.fencedOut(*f, err)
+				rl.log.Warn("tockd: run lock of an unparked exclusive task not deleted", "ns", k.ns, "id", k.id, "err", err)
 			}
 		}()
 	}
@@ -254,6 +278,6 @@ func (s *Server) unparkFor(k taskKey, version, epoch uint64) {
 func parkMarker(epoch uint64) uint64 { return epoch }
 
 // runLocks reads the run locks (for the load at election).
-func (s *Server) runLocks(ctx context.Context) (map[store.Key]bool, error) {
-	return s.opts.Store.Locks(ctx)
+func (rl *runLocks) runLocks(ctx context.Context) (map[store.Key]bool, error) {
+	return rl.st.Locks(ctx)
 }

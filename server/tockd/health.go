@@ -20,24 +20,22 @@ type etcdFailure struct {
 //     within the store's SessionTTL and is then reported so. A follower that reads etcd
 //     is fit: it answers NOT_LEADER naming the leader.
 //
-// It takes the server's lock once and reads two atomics: cheap enough for every probe.
+// It takes connSet's lock and the router's once each and reads two atomics: cheap
+// enough for every probe.
 func (s *Server) Health() error {
-	if s.draining.Load() {
+	if s.conns.draining.Load() {
 		return errors.New("not serving: shutting down")
 	}
-	s.mu.Lock()
-	listening := len(s.listeners)
-	s.mu.Unlock()
-	if listening == 0 {
+	if s.conns.listening() == 0 {
 		return errors.New("not serving: no listener (before Serve, or Serve returned)")
 	}
-	if s.opts.Store == nil {
+	if s.replica == nil {
 		return nil
 	}
-	if leading, _ := s.leadership(); leading {
+	if leading, _ := s.router.leadership(); leading {
 		return nil
 	}
-	if f := s.etcdFailed.Load(); f != nil {
+	if f := s.replica.lead.etcdFailed.Load(); f != nil {
 		return fmt.Errorf("cut off from etcd for %v: not leading, and reading the leader fails: %w",
 			time.Since(f.since).Round(time.Millisecond), f.err)
 	}
@@ -45,13 +43,13 @@ func (s *Server) Health() error {
 }
 
 // noteEtcdRead records the outcome of a read of the leader from etcd, for Health.
-func (s *Server) noteEtcdRead(err error) {
-	switch old := s.etcdFailed.Load(); {
+func (l *leadership) noteEtcdRead(err error) {
+	switch old := l.etcdFailed.Load(); {
 	case err == nil:
-		s.etcdFailed.Store(nil)
+		l.etcdFailed.Store(nil)
 	case old == nil:
-		s.etcdFailed.Store(&etcdFailure{err: err, since: time.Now()})
+		l.etcdFailed.Store(&etcdFailure{err: err, since: time.Now()})
 	default:
-		s.etcdFailed.Store(&etcdFailure{err: err, since: old.since})
+		l.etcdFailed.Store(&etcdFailure{err: err, since: old.since})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
@@ -24,28 +26,87 @@ const (
 // (which may be unreachable from this node, the very reason it stopped leading).
 const leaderPollInterval = 200 * time.Millisecond
 
+// leadership is the replica's part in the election: it campaigns (loop), loads the
+// durable tasks when elected and only then dispatches, ends the term when its session is
+// lost, its election key goes, a fenced write is refused (fencedOut) or the lease's
+// valid-until passes (leaderTerm.Lapsed), and, while following, knows who leads
+// (watchLeader: NOT_LEADER names the leader).
+//
+// Invariants:
+//   - fence ≠ nil ⇔ a term of this node has begun and not ended: every durable write is
+//     fenced by it, and none is made once stepDown has cleared it;
+//   - a term dispatches (router.setLeading(true)) only once the durable tasks are loaded,
+//     and stepDown stops dispatching before it drops them from the engine, and drops
+//     them before it sends the workers away (whose runs in flight must not end a durable
+//     task here);
+//   - term.rev = fence.Rev while a term lasts: a refusal of an earlier term's write ends
+//     nothing.
+//
+// Locking: fence, term, leaderSeen and etcdFailed are atomic; stop and done are set once
+// under connSet.mu by the first Serve (start) and read by Shutdown after connSet.drain;
+// standbyHook is set by tests before Serve. The loop runs on one goroutine. Lock order
+// (stepDown): durability.term, then the engine, then router.mu, as everywhere.
+type leadership struct {
+	st     *store.Store
+	opts   *Options
+	log    *slog.Logger
+	router *router[*conn]
+	// The parts it drives at a change of term: the durable tasks' load and drop, the
+	// count of workers a takeover waits for.
+	dur      *durability
+	registry *registry
+
+	fence      atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
+	term       atomic.Pointer[leaderTerm]  // the latest term loop began; its deposed ends it (fencedOut)
+	leaderSeen atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
+	etcdFailed atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
+	stop       context.CancelFunc          // ends loop; nil until start
+	done       chan struct{}               // closed when loop has returned
+	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
+	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
+	standbyHook func(ctx context.Context, c store.Change)
+}
+
+// start begins campaigning as advertise (the address NOT_LEADER names). Called once,
+// under connSet.mu, by the first Serve.
+func (l *leadership) start(advertise string) {
+	ctx, stop := context.WithCancel(context.Background())
+	l.stop, l.done = stop, make(chan struct{})
+	go l.loop(ctx, advertise)
+}
+
+// resignAndWait ends the loop (resigning if it leads) and waits for it, or for ctx.
+// Requires start.
+func (l *leadership) resignAndWait(ctx context.Context) {
+	l.stop()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+	}
+}
+
 // knownLeader is the last leader a follower read from etcd.
 type knownLeader struct {
 	addr  string
 	epoch int64
 }
 
-// watchLeader keeps s.leaderSeen current until ctx ends: every leaderPollInterval while
+// watchLeader keeps l.leaderSeen current until ctx ends: every leaderPollInterval while
 // this node does not lead, one etcd read bounded by the interval. A failed read clears
 // it (better no name than a stale one).
-func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise string) {
+func (l *leadership) watchLeader(ctx context.Context, advertise string) {
 	t := time.NewTicker(leaderPollInterval)
 	defer t.Stop()
 	for {
-		if leading, _ := s.leadership(); !leading {
+		if leading, _ := l.router.leadership(); !leading {
 			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
-			addr, epoch, err := st.Leader(rctx)
+			addr, epoch, err := l.st.Leader(rctx)
 			cancel()
-			s.noteEtcdRead(err)
+			l.noteEtcdRead(err)
 			if err != nil || addr == advertise { // unknown, or this node's own lapsed term
-				s.leaderSeen.Store(nil)
+				l.leaderSeen.Store(nil)
 			} else {
-				s.leaderSeen.Store(&knownLeader{addr, epoch})
+				l.leaderSeen.Store(&knownLeader{addr, epoch})
 			}
 		}
 		select {
@@ -56,7 +117,7 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 	}
 }
 
-// leaderLoop campaigns for leadership through the store until ctx ends, mirroring the
+// loop campaigns for leadership through the store until ctx ends, mirroring the
 // durable tasks meanwhile (standby.go). Elected, the node loads every durable record
 // into its engine (from the mirror, or from etcd if the mirror lags) and only then
 // dispatches, with the
@@ -66,13 +127,14 @@ func (s *Server) watchLeader(ctx context.Context, st *store.Store, advertise str
 // from etcd; their records stay), sends its workers away, and campaigns again. When ctx
 // ends while leading, it resigns, so that another node takes over at once rather than
 // after the session's TTL.
-func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise string) {
+func (l *leadership) loop(ctx context.Context, advertise string) {
+	st := l.st
 	watched := make(chan struct{})
-	go func() { defer close(watched); s.watchLeader(ctx, st, advertise) }()
-	defer func() { <-watched; close(s.leaderDone) }()
+	go func() { defer close(watched); l.watchLeader(ctx, advertise) }()
+	defer func() { <-watched; close(l.done) }()
 	pause := campaignRetryMin
 	retry := func(what string, err error) bool {
-		s.log.Warn("tockd: "+what+"; retrying", "err", err, "pause", pause)
+		l.log.Warn("tockd: "+what+"; retrying", "err", err, "pause", pause)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
@@ -86,8 +148,8 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 		sb := newStandby()
 		sctx, stopStandby := context.WithCancel(ctx)
 		mirrored := make(chan struct{})
-		go func() { defer close(mirrored); sb.run(sctx, st, s.log, s.standbyHook) }()
-		l, err := st.CampaignAs(ctx, advertise)
+		go func() { defer close(mirrored); sb.run(sctx, st, l.log, l.standbyHook) }()
+		el, err := st.CampaignAs(ctx, advertise)
 		if err != nil {
 			stopStandby()
 			<-mirrored
@@ -96,65 +158,65 @@ func (s *Server) leaderLoop(ctx context.Context, st *store.Store, advertise stri
 			}
 			continue
 		}
-		epoch := uint64(l.Epoch())
-		fence := l.Fence()
-		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{}), lapsed: make(chan struct{}), lease: l}
-		s.term.Store(term)
-		s.fence.Store(&fence)
+		epoch := uint64(el.Epoch())
+		fence := el.Fence()
+		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{}), lapsed: make(chan struct{}), lease: el}
+		l.term.Store(term)
+		l.fence.Store(&fence)
 		records, locked, next, caughtUp := sb.current(ctx, st)
 		stopStandby()
 		<-mirrored
 		if caughtUp {
-			s.loadMirrored(records, locked, next, epoch)
+			l.dur.loadMirrored(records, locked, next, epoch)
 		} else {
 			lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-			err = s.loadDurable(lctx, epoch)
+			err = l.dur.loadDurable(lctx, epoch)
 			cancel()
 		}
 		if err != nil {
-			s.fence.Store(nil)
-			s.resign(l, epoch)
-			s.dropDurable()
+			l.fence.Store(nil)
+			l.resign(el, epoch)
+			l.dur.dropDurable()
 			if !retry("elected, but loading the durable tasks failed", err) {
 				return
 			}
 			continue
 		}
 		pause = campaignRetryMin
-		s.setLeading(true, epoch, term)
-		s.notifyLeadership(true, epoch)
-		s.log.Info("tockd: leading", "epoch", epoch, "key", l.Key(), "advertise", advertise)
+		l.setLeading(true, epoch, term)
+		l.notify(true, epoch)
+		l.log.Info("tockd: leading", "epoch", epoch, "key", el.Key(), "advertise", advertise)
 		select {
-		case <-l.Done():
-			s.stepDown(epoch)
-			s.log.Warn("tockd: leadership lost: dispatching stopped", "epoch", epoch)
+		case <-el.Done():
+			l.stepDown(epoch)
+			l.log.Warn("tockd: leadership lost: dispatching stopped", "epoch", epoch)
 		case <-term.deposed:
 			// etcd refused a write of this term: another node may lead already, while
 			// this one's session still looks alive (it stalled past its lease, or its
 			// election key went). Stop at once rather than at the session's end.
-			s.stepDown(epoch)
-			s.log.Warn("tockd: a fenced write was refused: this node's term is over; dispatching stopped", "epoch", epoch)
+			l.stepDown(epoch)
+			l.log.Warn("tockd: a fenced write was refused: this node's term is over; dispatching stopped", "epoch", epoch)
 			// Releases the term (its key is gone: Resign's conditional delete does
 			// nothing, and spares a later key of this session).
-			s.resign(l, epoch)
+			l.resign(el, epoch)
 		case <-term.lapsed:
 			// A FIRE found the lease's valid-until passed (store.Leadership.Valid): etcd
 			// may expire it at any moment, and this node fires nothing more. The session
 			// watch, which may run late after a stall, is not waited for.
-			s.stepDown(epoch)
-			s.log.Warn("tockd: the session's lease is no longer certainly alive; dispatching stopped", "epoch", epoch, "valid_until", l.ValidUntil())
+			l.stepDown(epoch)
+			l.log.Warn("tockd: the session's lease is no longer certainly alive; dispatching stopped", "epoch", epoch, "valid_until", el.ValidUntil())
 			// Releases the term, as for a fenced refusal: if the lease in fact lives on, its
 			// election key would otherwise keep every other node from leading.
-			s.resign(l, epoch)
+			l.resign(el, epoch)
 		case <-ctx.Done():
-			s.stepDown(epoch)
-			s.resign(l, epoch)
+			l.stepDown(epoch)
+			l.resign(el, epoch)
 			return
 		}
 	}
 }
 
-// leaderTerm is one term of this node's leadership, as leaderLoop runs it.
+// leaderTerm is one term of this node's leadership, as leadership.loop runs it.
 type leaderTerm struct {
 	rev     int64         // the term's fence revision (store.Fence.Rev: its epoch)
 	deposed chan struct{} // closed (once) when etcd refused a fenced write of the term
@@ -168,90 +230,61 @@ type leaderTerm struct {
 // lease's valid-until. Allocation-free.
 func (t *leaderTerm) Valid(now time.Time) bool { return t.lease.Valid(now) }
 
-// Lapsed ends the term (leaseCheck): leaderLoop steps down. It does not block.
+// Lapsed ends the term (leaseCheck): leadership.loop steps down. It does not block.
 func (t *leaderTerm) Lapsed() { t.lapse.Do(func() { close(t.lapsed) }) }
 
 // fencedOut ends this node's term at once if err is store.ErrFenced from a write fenced
-// by f and f is the current term's: leaderLoop then steps down as if the session were
+// by f and f is the current term's: leadership.loop then steps down as if the session were
 // lost. Any durable write that etcd refuses as fenced reports here. Safe to call from
 // any goroutine; a refusal from an earlier term does nothing.
-func (s *Server) fencedOut(f store.Fence, err error) {
+func (l *leadership) fencedOut(f store.Fence, err error) {
 	if !errors.Is(err, store.ErrFenced) {
 		return
 	}
-	if t := s.term.Load(); t != nil && t.rev == f.Rev {
+	if t := l.term.Load(); t != nil && t.rev == f.Rev {
 		t.once.Do(func() { close(t.deposed) })
 	}
 }
 
 // stepDown ends this node's term: no more dispatching, ACKs refused, workers sent to the
 // next leader, durable tasks dropped from the engine (not from etcd).
-func (s *Server) stepDown(epoch uint64) {
-	s.fence.Store(nil) // no durable write of this term from now on
-	s.setLeading(false, epoch, nil)
-	s.notifyLeadership(false, epoch)
+func (l *leadership) stepDown(epoch uint64) {
+	l.fence.Store(nil) // no durable write of this term from now on
+	l.setLeading(false, epoch, nil)
+	l.notify(false, epoch)
 	// Durable tasks first: a worker sent away fails its runs in flight ("worker
 	// disconnected"), which must not end a durable task (and delete its record) here.
-	s.dropDurable()
-	s.evictWorkers()
+	l.dur.dropDurable()
+	l.router.evictAll()
 }
 
-func (s *Server) resign(l *store.Leadership, epoch uint64) {
+// setLeading records a change of leadership in the router: FIREs carry the new epoch,
+// and runs wait while this node does not lead. Gaining it starts the takeover's hold for
+// carried outcomes (carry.go), waiting for as many workers as the last leader had
+// registered; losing it ends the hold and refuses the outcomes pending. lease is the
+// term's lease, checked before every FIRE (nil when not leading).
+func (l *leadership) setLeading(leading bool, epoch uint64, lease leaseCheck) {
+	_, refused := l.router.setLeading(leading, epoch, lease, l.registry.registeredBefore)
+	refuseCarried(refused, "this node stopped leading before the run came due")
+}
+
+func (l *leadership) resign(el *store.Leadership, epoch uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	if err := l.Resign(ctx); err != nil {
-		s.log.Warn("tockd: resign failed; the next leader waits for the session to expire", "err", err)
+	if err := el.Resign(ctx); err != nil {
+		l.log.Warn("tockd: resign failed; the next leader waits for the session to expire", "err", err)
 		return
 	}
-	s.log.Info("tockd: resigned leadership", "epoch", epoch)
-}
-
-// evictWorkers closes every subscribed worker connection with ERROR NOT_LEADER: a worker
-// of a node that does not lead would wait for FIREs that never come.
-func (s *Server) evictWorkers() {
-	d := &s.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := time.Now()
-	for _, conns := range d.byType {
-		for c := range conns {
-			// As Shutdown does: the reader sees evicted before its next Read, or the
-			// deadline interrupts that Read.
-			c.evicted.Store(true)
-			_ = c.nc.SetReadDeadline(now)
-		}
-	}
-}
-
-// dropDurable removes every durable task from the engine without ending it: its record
-// stays in etcd for the next leader. No record is deleted (the tasks are no longer
-// durable entries here when the engine forgets them).
-func (s *Server) dropDurable() {
-	d := s.dur
-	d.term.Lock() // no durable submit is entering the engine (durability.term)
-	defer d.term.Unlock()
-	d.mu.Lock()
-	keys := make([]taskKey, 0, len(d.tasks))
-	for k := range d.tasks {
-		keys = append(keys, k)
-		delete(d.tasks, k)
-	}
-	d.mu.Unlock()
-	for _, k := range keys {
-		_ = s.engine.Drop(k.ns, k.id) // absent already: nothing to drop
-	}
-	if len(keys) > 0 {
-		s.log.Info("tockd: durable tasks handed back to etcd", "count", len(keys))
-	}
+	l.log.Info("tockd: resigned leadership", "epoch", epoch)
 }
 
 // notLeader answers a request this node refuses because it does not lead, naming the
 // leader's client address when etcd knows one.
-func (s *Server) notLeader(id uint64) *protocol.Error {
+func (l *leadership) notLeader(id uint64) *protocol.Error {
 	e := &protocol.Error{ID: id, Code: protocol.CodeNotLeader, Message: "this node does not lead, and knows no leader yet"}
-	if l := s.leaderSeen.Load(); l != nil {
-		e.Leader = l.addr
-		e.Message = fmt.Sprintf("this node does not lead; the leader is %s (epoch %d)", l.addr, l.epoch)
+	if seen := l.leaderSeen.Load(); seen != nil {
+		e.Leader = seen.addr
+		e.Message = fmt.Sprintf("this node does not lead; the leader is %s (epoch %d)", seen.addr, seen.epoch)
 	}
 	return e
 }
@@ -269,8 +302,9 @@ func followerRefuses(m protocol.Message) bool {
 	return false
 }
 
-func (s *Server) notifyLeadership(leading bool, epoch uint64) {
-	if s.opts.OnLeadership != nil {
-		s.opts.OnLeadership(leading, epoch)
+// notify calls Options.OnLeadership, if set.
+func (l *leadership) notify(leading bool, epoch uint64) {
+	if l.opts.OnLeadership != nil {
+		l.opts.OnLeadership(leading, epoch)
 	}
 }

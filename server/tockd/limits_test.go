@@ -58,9 +58,9 @@ func slowReader(t *testing.T, addr string, n int) *client {
 // stuck reports whether some connection's reply queue is full: its reader is blocked in
 // send, its writer in a Write the peer does not drain.
 func (s *Server) stuck() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
+	for c := range s.conns.served {
 		if len(c.out) == cap(c.out) {
 			return true
 		}
@@ -162,17 +162,17 @@ func TestShutdownForcesStuckConnection(t *testing.T) {
 		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
 	}
 	good.wantClosed() // after SHUTTING_DOWN, unless the forced close came first
-	if n := ts.srv.numConns(); n != 0 {
+	if n := ts.srv.conns.numConns(); n != 0 {
 		t.Fatalf("%d connections left after Shutdown", n)
 	}
 }
 
 // queuedPeak is the most reply bytes any served connection has had queued.
 func (s *Server) queuedPeak() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
 	var p int64
-	for c := range s.conns {
+	for c := range s.conns.served {
 		p = max(p, c.queuedPeak.Load())
 	}
 	return p

@@ -35,99 +35,131 @@ const (
 
 // maxReplyPayload is the largest payload SUBMIT accepts: one that every reply carrying
 // it can hold.
-func (s *Server) maxReplyPayload() int { return s.opts.MaxFrame - replyReserve }
+func (q *requests) maxReplyPayload() int { return q.opts.MaxFrame - replyReserve }
 
 // checkPayload refuses (INVALID_TASK, field payload) a payload that replies could not
 // carry whole.
-func (s *Server) checkPayload(w *protocol.Task) error {
-	if n := len(w.Payload); n > s.maxReplyPayload() {
+func (q *requests) checkPayload(w *protocol.Task) error {
+	if n := len(w.Payload); n > q.maxReplyPayload() {
 		return &protocol.Error{Code: protocol.CodeInvalidTask, Field: "payload",
 			Message: fmt.Sprintf("payload of %d bytes exceeds %d, the most a reply can carry (max_frame %d less %d)",
-				n, s.maxReplyPayload(), s.opts.MaxFrame, replyReserve)}
+				n, q.maxReplyPayload(), q.opts.MaxFrame, replyReserve)}
 	}
 	return nil
 }
 
 // getReply answers GET with in's snapshot, cut to fit MaxFrame if it must.
-func (s *Server) getReply(id uint64, in task.Info, omitPayload bool) protocol.Message {
-	w, err := protocol.FromInfo(in, s.durabilityOf(in))
+func (q *requests) getReply(id uint64, in task.Info, omitPayload bool) protocol.Message {
+	w, err := protocol.FromInfo(in, q.durabilityOf(in))
 	if err != nil {
 		return internal(id, err)
 	}
 	// The sizer's frame has ID 0: the reply's ID takes up to 8 bytes more than its
 	// length prefix does.
 	var z sizer
-	z.fitInfo(&w, s.opts.MaxFrame-8, omitPayload)
+	infoFit.fit(&z, &w, q.opts.MaxFrame-8, omitPayload)
 	return &protocol.TaskInfo{ID: id, Info: w}
 }
 
 // listReply answers LIST with a page that fits MaxFrame.
-func (s *Server) listReply(m *protocol.List) (protocol.Message, bool) {
-	limit := int(m.Limit)
-	var z sizer
-	for {
-		page, next, err := s.engine.List(m.State, m.Cursor, limit)
-		if err != nil {
-			return engineError(m.ID, err, "cursor")
-		}
-		items := make([]protocol.Info, 0, len(page))
-		size := pageOverhead
-		for i, in := range page {
-			w, err := protocol.FromInfo(in, s.durabilityOf(in))
-			if err != nil {
-				return internal(m.ID, err), false
-			}
-			if i == 0 {
-				z.fitInfo(&w, s.opts.MaxFrame-size, m.OmitPayload)
-			} else if m.OmitPayload {
-				omitPayload(&w.Task, &w.Cut)
-			}
-			n := z.info(&w)
-			if i > 0 && size+n > s.opts.MaxFrame {
-				break
-			}
-			size += n
-			items = append(items, w)
-		}
-		if len(items) == len(page) {
-			return &protocol.TaskPage{ID: m.ID, Items: items, Next: next}, false
-		}
-		limit = len(items) // for the engine's cursor after the last item that fits
+func (q *requests) listReply(m *protocol.List) (protocol.Message, bool) {
+	read := func(limit int) ([]task.Info, string, error) { return q.engine.List(m.State, m.Cursor, limit) }
+	wire := func(in task.Info) (protocol.Info, error) { return protocol.FromInfo(in, q.durabilityOf(in)) }
+	items, next, e := fitPage(q.opts.MaxFrame, int(m.Limit), m.OmitPayload, read, wire, infoFit)
+	if e != nil {
+		e.ID = m.ID
+		return e, e.Code.Closes()
 	}
+	return &protocol.TaskPage{ID: m.ID, Items: items, Next: next}, false
 }
 
 // dlqReply answers DLQ_LIST with a page that fits MaxFrame.
-func (s *Server) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
-	limit := int(m.Limit)
+func (q *requests) dlqReply(m *protocol.DLQList) (protocol.Message, bool) {
+	read := func(limit int) ([]task.DeadLetter, string, error) { return q.engine.DeadLetters(m.Cursor, limit) }
+	wire := func(dl task.DeadLetter) (protocol.DeadLetter, error) {
+		return protocol.FromDeadLetter(dl, protocol.Ephemeral)
+	}
+	items, next, e := fitPage(q.opts.MaxFrame, int(m.Limit), m.OmitPayload, read, wire, deadLetterFit)
+	if e != nil {
+		e.ID = m.ID
+		return e, e.Code.Closes()
+	}
+	return &protocol.DLQPage{ID: m.ID, Items: items, Next: next}, false
+}
+
+// itemFit is how an item kind of a reply (a snapshot, a dead letter) is measured and
+// cut (sizer): size measures one as encoded, cut shortens its error texts and attempts
+// (marking it truncated), omit leaves its payload out.
+type itemFit[W any] struct {
+	size func(z *sizer, w *W) int
+	cut  func(w *W)
+	omit func(w *W)
+}
+
+var (
+	infoFit = itemFit[protocol.Info]{size: (*sizer).info,
+		cut: func(in *protocol.Info) {
+			in.LastError, in.History, in.Truncated = cutText(in.LastError), cutAttempts(in.History), true
+		},
+		omit: func(in *protocol.Info) { omitPayload(&in.Task, &in.Cut) }}
+	deadLetterFit = itemFit[protocol.DeadLetter]{size: (*sizer).deadLetter,
+		cut: func(dl *protocol.DeadLetter) {
+			dl.Reason, dl.Attempts, dl.Truncated = cutText(dl.Reason), cutAttempts(dl.Attempts), true
+		},
+		omit: func(dl *protocol.DeadLetter) { omitPayload(&dl.Task, &dl.Cut) }}
+)
+
+// fit makes w take at most budget bytes: the payload left out if omit, then, if still
+// over, error texts and attempts cut, then the payload left out.
+func (k itemFit[W]) fit(z *sizer, w *W, budget int, omit bool) {
+	if omit {
+		k.omit(w)
+	}
+	if k.size(z, w) <= budget {
+		return
+	}
+	k.cut(w)
+	if k.size(z, w) > budget {
+		k.omit(w)
+	}
+}
+
+// fitPage reads a page of at most limit items (read) and converts them (wire), ending
+// it early where the next item would not fit maxFrame; the first item always goes in,
+// cut to fit if it must. A shortened page is read again with the smaller limit, for
+// read's cursor after its last item. The error (its ID unset) is read's, mapped as a
+// cursor's (BAD_FIELD cursor), or wire's (INTERNAL).
+func fitPage[T, W any](maxFrame, limit int, omit bool, read func(limit int) ([]T, string, error),
+	wire func(T) (W, error), k itemFit[W]) ([]W, string, *protocol.Error) {
 	var z sizer
 	for {
-		page, next, err := s.engine.DeadLetters(m.Cursor, limit)
+		page, next, err := read(limit)
 		if err != nil {
-			return engineError(m.ID, err, "cursor")
+			return nil, "", mapEngineError(err, "cursor")
 		}
-		items := make([]protocol.DeadLetter, 0, len(page))
+		items := make([]W, 0, len(page))
 		size := pageOverhead
-		for i, dl := range page {
-			w, err := protocol.FromDeadLetter(dl, protocol.Ephemeral)
+		for i, it := range page {
+			w, err := wire(it)
 			if err != nil {
-				return internal(m.ID, err), false
+				return nil, "", internal(0, err)
 			}
 			if i == 0 {
-				z.fitDeadLetter(&w, s.opts.MaxFrame-size, m.OmitPayload)
-			} else if m.OmitPayload {
-				omitPayload(&w.Task, &w.Cut)
+				k.fit(&z, &w, maxFrame-size, omit)
+			} else if omit {
+				k.omit(&w)
 			}
-			n := z.deadLetter(&w)
-			if i > 0 && size+n > s.opts.MaxFrame {
+			n := k.size(&z, &w)
+			if i > 0 && size+n > maxFrame {
 				break
 			}
 			size += n
 			items = append(items, w)
 		}
 		if len(items) == len(page) {
-			return &protocol.DLQPage{ID: m.ID, Items: items, Next: next}, false
+			return items, next, nil
 		}
-		limit = len(items)
+		limit = len(items) // for the engine's cursor after the last item that fits
 	}
 }
 
@@ -158,39 +190,6 @@ func (z *sizer) measure(m protocol.Message) int {
 		return protocol.MaxFrameLimit
 	}
 	return len(z.buf)
-}
-
-// fitInfo makes in take at most budget bytes: the payload left out if omit, then, if
-// still over, error texts and history cut, then the payload left out.
-func (z *sizer) fitInfo(in *protocol.Info, budget int, omit bool) {
-	if omit {
-		omitPayload(&in.Task, &in.Cut)
-	}
-	if z.info(in) <= budget {
-		return
-	}
-	in.LastError = cutText(in.LastError)
-	in.History = cutAttempts(in.History)
-	in.Truncated = true
-	if z.info(in) > budget {
-		omitPayload(&in.Task, &in.Cut)
-	}
-}
-
-// fitDeadLetter is fitInfo for a dead letter.
-func (z *sizer) fitDeadLetter(dl *protocol.DeadLetter, budget int, omit bool) {
-	if omit {
-		omitPayload(&dl.Task, &dl.Cut)
-	}
-	if z.deadLetter(dl) <= budget {
-		return
-	}
-	dl.Reason = cutText(dl.Reason)
-	dl.Attempts = cutAttempts(dl.Attempts)
-	dl.Truncated = true
-	if z.deadLetter(dl) > budget {
-		omitPayload(&dl.Task, &dl.Cut)
-	}
 }
 
 // omitPayload leaves t's payload out and records its length in cut.

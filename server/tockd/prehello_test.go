@@ -70,8 +70,8 @@ func TestPreHelloFrameLimit(t *testing.T) {
 // connections are admitted in the order the test dials them.
 func waitAdmitted(t *testing.T, s *Server, n uint64) {
 	t.Helper()
-	if !waitUntil(func() bool { return s.admitted.Load() >= n }) {
-		t.Fatalf("%d connections admitted within %v, want %d", s.admitted.Load(), waitBound, n)
+	if !waitUntil(func() bool { return s.conns.admitted.Load() >= n }) {
+		t.Fatalf("%d connections admitted within %v, want %d", s.conns.admitted.Load(), waitBound, n)
 	}
 }
 

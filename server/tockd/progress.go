@@ -3,6 +3,7 @@ package tockd
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,12 +19,20 @@ import (
 const progressInterval = 100 * time.Millisecond
 
 // progress records where recurring durable tasks stand, so that the next leader resumes
-// their schedules (Engine.Resume) instead of starting them over, and applies each task's
+// their schedules (Engine.Continue) instead of starting them over, and applies each task's
 // misfire policy to occurrences that fell due while no node led. An entry is the armed
 // occurrence's due time and the task version it belongs to: the next leader ignores one
 // of another version than the record it loads, so a replacement never inherits its
 // predecessor's schedule (and a recurring replacement's own entry overwrites it).
+//
+// Locking: flushing, then mu; mu guards pending and is never held across a store call.
+// Its references are set by newReplica and replica.start and immutable after.
 type progress struct {
+	st     *store.Store
+	log    *slog.Logger
+	engine *task.Engine // set by replica.start
+	lead   *leadership  // the term that fences its writes
+
 	// flushing is held for a whole flush, so that Shutdown's flush returns only once a
 	// background flush in flight has written what it took (before the node resigns).
 	flushing sync.Mutex
@@ -32,8 +41,8 @@ type progress struct {
 	kick     chan struct{}               // capacity 1: pending grew
 }
 
-func newProgress() *progress {
-	return &progress{pending: map[store.Key]store.NextDue{}, kick: make(chan struct{}, 1)}
+func newProgress(st *store.Store, log *slog.Logger) *progress {
+	return &progress{st: st, log: log, pending: map[store.Key]store.NextDue{}, kick: make(chan struct{}, 1)}
 }
 
 // note records that version v of ns/id has its next occurrence armed at due. An entry
@@ -59,7 +68,7 @@ func (p *progress) forget(ns, id string) {
 }
 
 // run writes pending progress every progressInterval until ctx ends.
-func (p *progress) run(ctx context.Context, s *Server) {
+func (p *progress) run(ctx context.Context) {
 	t := time.NewTicker(progressInterval)
 	defer t.Stop()
 	for {
@@ -73,14 +82,14 @@ func (p *progress) run(ctx context.Context, s *Server) {
 			return
 		case <-t.C: // at most one write per interval
 		}
-		p.flush(ctx, s)
+		p.flush(ctx)
 	}
 }
 
 // flush writes the pending progress now, fenced by this node's term (a node that no
 // longer leads writes none; one whose term etcd ended steps down: fencedOut), after any
 // flush in flight.
-func (p *progress) flush(ctx context.Context, s *Server) {
+func (p *progress) flush(ctx context.Context) {
 	p.flushing.Lock()
 	defer p.flushing.Unlock()
 	p.mu.Lock()
@@ -90,36 +99,36 @@ func (p *progress) flush(ctx context.Context, s *Server) {
 	}
 	clear(p.pending)
 	p.mu.Unlock()
-	f := s.fence.Load()
+	f := p.lead.fence.Load()
 	if len(items) == 0 || f == nil {
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	err := s.opts.Store.PutNextFenced(wctx, *f, items)
-	s.fencedOut(*f, err)
+	err := p.st.PutNextFenced(wctx, *f, items)
+	p.lead.fencedOut(*f, err)
 	if err != nil && !errors.Is(err, store.ErrFenced) {
-		s.log.Warn("tockd: progress of recurring durable tasks not recorded; a failover would repeat or misfire their occurrences",
+		p.log.Warn("tockd: progress of recurring durable tasks not recorded; a failover would repeat or misfire their occurrences",
 			"count", len(items), "err", err)
 	}
 }
 
 // noteArmed notes the first occurrence of a recurring durable task the engine just
-// accepted (in: Submit's or Resume's answer, as accepted), so that a failover before its
+// accepted (in: Submit's or Continue's answer, as accepted), so that a failover before its
 // first occurrence ends keeps its schedule too. A one-shot task has no progress.
-func (s *Server) noteArmed(in task.Info) {
+func (p *progress) noteArmed(in task.Info) {
 	if recurring(in.Task.Schedule.Kind) && !in.NextRun.IsZero() {
-		s.progress.note(in.Task.Namespace, in.Task.ID, in.Task.Version, in.NextRun)
+		p.note(in.Task.Namespace, in.Task.ID, in.Task.Version, in.NextRun)
 	}
 }
 
 // onArmed notes a recurring durable task's next due time once an occurrence ended (it
 // ran, died, or was skipped as a misfire): its successor is armed. Called from the
 // engine's event hook.
-func (s *Server) onArmed(ev task.Event) {
-	in, err := s.engine.Get(ev.Namespace, ev.ID)
+func (p *progress) onArmed(ev task.Event) {
+	in, err := p.engine.Get(ev.Namespace, ev.ID)
 	if err != nil || in.Task.Version != ev.Version || in.NextRun.IsZero() {
 		return // replaced, gone, or already due again: a later event notes it
 	}
-	s.progress.note(ev.Namespace, ev.ID, ev.Version, in.NextRun)
+	p.note(ev.Namespace, ev.ID, ev.Version, in.NextRun)
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/tock-sched/tock/server/store"
 )
 
 // workerReportInterval is how often the leader brings the worker registry in etcd
@@ -30,15 +34,44 @@ type workerEntry struct {
 // subscribed for about this long.
 const registryReadInterval = leaderPollInterval
 
+// registry is the replica's worker registry in etcd: the leader writes an entry per
+// subscribed worker connection under its session lease; a follower reads how many the
+// leader has, which its takeover waits for (carry.go). Locking: registered is atomic,
+// kick a channel; the rest is set by newReplica and immutable after. Its goroutine
+// (reportWorkers) takes router.mu through router.subscribed, never the other way round.
+type registry struct {
+	st     *store.Store
+	node   string // Options.NodeName: the entries' parent key
+	log    *slog.Logger
+	router *router[*conn]
+
+	registered atomic.Int64 // workers last seen registered at another leader
+	// kick (capacity 1) asks reportWorkers to write the registry now: a worker subscribed.
+	kick chan struct{}
+}
+
+func newRegistry(st *store.Store, opts *Options, router *router[*conn]) *registry {
+	return &registry{st: st, node: opts.NodeName, log: opts.Logger, router: router, kick: make(chan struct{}, 1)}
+}
+
+// subscribed asks for the registry to be written now, so that a takeover soon after a
+// worker's first SUBSCRIBE waits for it. It never blocks.
+func (g *registry) subscribed() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
 // reportWorkers keeps the registry current until ctx ends, then removes this node's
 // entries: every workerReportInterval, and at once when a worker subscribes
-// (registryKick). While this node does not lead, it reads the registry instead, every
+// (kick). While this node does not lead, it reads the registry instead, every
 // registryReadInterval, and remembers how many workers the leader has registered
 // (noteRegistry): a takeover waits for that many CARRYs (carry.go).
-func (s *Server) reportWorkers(ctx context.Context) {
-	node := s.opts.NodeName
+func (g *registry) reportWorkers(ctx context.Context) {
+	node := g.node
 	if strings.Contains(node, "/") {
-		s.log.Warn("tockd: no worker registry: the node name has a '/'", "node", node)
+		g.log.Warn("tockd: no worker registry: the node name has a '/'", "node", node)
 		return
 	}
 	reported := map[string]string{} // entry name -> value written
@@ -47,23 +80,23 @@ func (s *Server) reportWorkers(ctx context.Context) {
 	var written time.Time
 	write := true
 	for {
-		if leading, _ := s.leadership(); !leading {
-			s.noteRegistry(ctx, node)
+		if leading, _ := g.router.leadership(); !leading {
+			g.noteRegistry(ctx, node)
 		}
 		if write || time.Since(written) >= workerReportInterval {
 			written = time.Now()
-			s.writeRegistry(ctx, node, reported)
+			g.writeRegistry(ctx, node, reported)
 		}
 		select {
 		case <-ctx.Done():
 			// Leaving: this node's entries go now, not when its lease does.
 			for name := range reported {
-				_ = s.registryOp(context.Background(), func(c context.Context) error { return s.opts.Store.DeleteWorker(c, node, name) })
+				_ = g.registryOp(context.Background(), func(c context.Context) error { return g.st.DeleteWorker(c, node, name) })
 			}
 			return
 		case <-t.C:
 			write = false
-		case <-s.registryKick:
+		case <-g.kick:
 			write = true
 		}
 	}
@@ -71,24 +104,24 @@ func (s *Server) reportWorkers(ctx context.Context) {
 
 // writeRegistry brings this node's entries in the registry up to what workerEntries
 // says; reported is what was written before (entry name -> value), updated.
-func (s *Server) writeRegistry(ctx context.Context, node string, reported map[string]string) {
-	now := s.workerEntries()
+func (g *registry) writeRegistry(ctx context.Context, node string, reported map[string]string) {
+	now := g.workerEntries()
 	for name, v := range now {
 		if reported[name] != v {
-			if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.PutWorker(c, node, name, []byte(v)) }); err != nil {
-				s.log.Debug("tockd: worker registry write failed", "err", err)
+			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.PutWorker(c, node, name, []byte(v)) }); err != nil {
+				g.log.Debug("tockd: worker registry write failed", "err", err)
 				continue
 			}
 			if _, known := reported[name]; !known {
-				s.log.Info("tockd: worker registered", "entry", name)
+				g.log.Info("tockd: worker registered", "entry", name)
 			}
 			reported[name] = v
 		}
 	}
 	for name := range reported {
 		if _, still := now[name]; !still {
-			if err := s.registryOp(ctx, func(c context.Context) error { return s.opts.Store.DeleteWorker(c, node, name) }); err == nil {
-				s.log.Info("tockd: worker unregistered", "entry", name)
+			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.DeleteWorker(c, node, name) }); err == nil {
+				g.log.Info("tockd: worker unregistered", "entry", name)
 				delete(reported, name)
 			}
 		}
@@ -96,7 +129,7 @@ func (s *Server) writeRegistry(ctx context.Context, node string, reported map[st
 }
 
 // registryOp runs one registry write, bounded by storeOpTimeout.
-func (s *Server) registryOp(ctx context.Context, op func(context.Context) error) error {
+func (g *registry) registryOp(ctx context.Context, op func(context.Context) error) error {
 	c, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
 	return op(c)
@@ -104,9 +137,9 @@ func (s *Server) registryOp(ctx context.Context, op func(context.Context) error)
 
 // workerEntries is the registry as it should be: every subscribed worker connection
 // while this node leads, none otherwise.
-func (s *Server) workerEntries() map[string]string {
+func (g *registry) workerEntries() map[string]string {
 	entries := map[string]string{}
-	s.disp.subscribed(func(c *conn, w *workerState) {
+	g.router.subscribed(func(c *conn, w *workerState) {
 		v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: w.types,
 			Credits: w.credits, InFlight: len(w.inflight), Since: w.since.UTC().Format(time.RFC3339)})
 		entries[fmt.Sprint(w.seq)] = string(v)
@@ -118,12 +151,12 @@ func (s *Server) workerEntries() map[string]string {
 // (the leader's workers) when there are any. A count of none is not remembered: the
 // read may come just after the leader's lease expired (its entries go with it) and
 // before this node has taken over; a stale higher count costs at most one CarryGrace.
-func (s *Server) noteRegistry(ctx context.Context, node string) {
+func (g *registry) noteRegistry(ctx context.Context, node string) {
 	c, cancel := context.WithTimeout(ctx, registryReadInterval)
 	defer cancel()
-	ws, err := s.opts.Store.Workers(c)
+	ws, err := g.st.Workers(c)
 	if err != nil {
-		s.log.Debug("tockd: worker registry read failed", "err", err)
+		g.log.Debug("tockd: worker registry read failed", "err", err)
 		return
 	}
 	n := 0
@@ -133,12 +166,12 @@ func (s *Server) noteRegistry(ctx context.Context, node string) {
 		}
 	}
 	if n > 0 {
-		s.registered.Store(int64(n))
+		g.registered.Store(int64(n))
 	}
 }
 
 // registeredBefore is how many workers the previous leader had registered, as last read
 // (at most registryReadInterval old), and forgets it: a takeover calls it once.
-func (s *Server) registeredBefore() int {
-	return int(s.registered.Swap(0))
+func (g *registry) registeredBefore() int {
+	return int(g.registered.Swap(0))
 }

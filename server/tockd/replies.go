@@ -90,7 +90,7 @@ var panicOnUnlistedReply bool
 // checkReply reports a reply to req (nil: none) that the table does not list for it: a
 // code a handler returns without PROTOCOL.md saying so. It logs at Error and counts, and
 // changes nothing on the wire. Cost: a map lookup and a bit test per reply.
-func (s *Server) checkReply(req protocol.Message, reply protocol.Message) {
+func (q *requests) checkReply(req protocol.Message, reply protocol.Message) {
 	if reply == nil {
 		return
 	}
@@ -117,11 +117,11 @@ func (s *Server) checkReply(req protocol.Message, reply protocol.Message) {
 	if ok {
 		return
 	}
-	s.unlistedReplies.Add(1)
+	q.unlistedReplies.Add(1)
 	if panicOnUnlistedReply {
 		panic("tockd: reply " + describe(reply) + " to " + req.Type().String() + " is not in the replies table")
 	}
-	s.log.Error("tockd: a reply the replies table does not list (a bug: PROTOCOL.md does not say so)",
+	q.log.Error("tockd: a reply the replies table does not list (a bug: PROTOCOL.md does not say so)",
 		"request", req.Type(), "reply", describe(reply))
 }
 

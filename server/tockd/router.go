@@ -35,6 +35,9 @@ type workerConn interface {
 	// has made room it must call router.offer, so that runs waiting for want of room
 	// are fired.
 	setBackedUp()
+	// evict sends the worker away (this node stopped leading): its connection answers
+	// ERROR NOT_LEADER and closes, and then calls router.remove.
+	evict()
 }
 
 // runEngine is what the router needs of the engine (*task.Engine; a fake in the
@@ -53,10 +56,10 @@ type runEngine interface {
 // router routes due runs to subscribed worker connections: which workers subscribe to
 // which types and with how many credits, the choice of a worker (Options.Dispatch), the
 // runs waiting for one and their bounds, the runs in flight on each worker, and removing
-// a worker. It learns of the engine's runs from Server.handler (route) and of workers'
+// a worker. It learns of the engine's runs from remoteRuns.handler (route) and of workers'
 // requests from their readers (subscribe, credit, take, remove), and talks back to them
-// only through workerConn and runEngine. Sending the workers away when this node stops
-// leading is Server.evictWorkers (leader.go), which reads byType under mu.
+// only through workerConn and runEngine, and sends its workers away when this node stops
+// leading (evictAll).
 //
 // Invariants (checked by verify):
 //   - byType[t] holds exactly the workers whose state lists type t; the state of each
@@ -78,7 +81,7 @@ type runEngine interface {
 // Locking: every field below mu is guarded by mu unless it says otherwise. mu is taken
 // by engine handlers (route), worker connections' readers (subscribe, credit, take,
 // remove, CARRY) and writers (offer), PAUSE and RESUME, leadership changes (setLeading,
-// evictWorkers) and the registry (subscribed); it is
+// evictAll) and the registry (subscribed); it is
 // never held across a blocking operation. Lock order: router.mu, then a connection's
 // outMu (workerConn.push) or an engine shard's lock (runEngine.HoldTimeout,
 // StartTimeout, and Engine.Get in carry.go). Nothing holding either of those takes mu.
@@ -100,6 +103,7 @@ type router[W workerConn] struct {
 
 	fired       atomic.Uint64 // FIREs queued to workers
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
+	changes     atomic.Uint64 // times this node gained or lost leadership (setLeading)
 
 	mu       sync.Mutex
 	workers  map[W]*workerState            // every worker connection that subscribed or sent CARRY, until removed
@@ -113,17 +117,42 @@ type router[W workerConn] struct {
 	nextSeq  uint64            // numbers worker connections in subscription order
 	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
 	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
-	// orphans are the runs in flight on worker connections that closed while this node
-	// led, kept for reconnectGrace so that the worker, reconnecting, can carry their
-	// outcomes (carry.go) instead of the runs being redelivered; by run ID.
-	orphans map[uint64]orphan
+	orphans  orphanRuns
 }
+
+// orphanRuns are the runs in flight on worker connections that closed while this node
+// led, kept for reconnectGrace so that the worker, reconnecting, can carry their
+// outcomes (carry.go) instead of the runs being redelivered; by run ID. Guarded by
+// router.mu.
+type orphanRuns map[uint64]orphan
 
 // orphan is a run whose worker connection closed (router.orphans).
 type orphan struct {
 	key   taskKey
 	epoch uint64      // the term it was FIREd in
 	timer *time.Timer // fails it (errWorkerGone) when the grace ends
+}
+
+// take removes and reports whether runID is an orphan of task k, FIREd in the term at
+// epoch, which is the current one (now): a reconnected worker carries its outcome.
+// Requires router.mu.
+func (o orphanRuns) take(runID uint64, k taskKey, epoch, now uint64) bool {
+	r, ok := o[runID]
+	if !ok || r.key != k || r.epoch != epoch || epoch != now {
+		return false
+	}
+	r.timer.Stop()
+	delete(o, runID)
+	return true
+}
+
+// dropAll forgets every orphan (their runs are handed back: the node stopped leading).
+// Requires router.mu.
+func (o orphanRuns) dropAll() {
+	for runID, r := range o {
+		r.timer.Stop()
+		delete(o, runID)
+	}
 }
 
 // leaseCheck is what the router needs of a term's lease (*store.Leadership and the
@@ -154,7 +183,7 @@ type workerState struct {
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.eng, r.strategy, r.log = eng, opts.Dispatch, opts.Logger
 	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
-	r.reconnectGrace, r.orphans = opts.ReconnectGrace, map[uint64]orphan{}
+	r.reconnectGrace, r.orphans = opts.ReconnectGrace, orphanRuns{}
 	r.workers, r.byType = map[W]*workerState{}, map[string]map[W]*workerState{}
 	r.waiting, r.paused, r.lastRR = map[string]*runQueue{}, map[string]bool{}, map[string]uint64{}
 	r.leading = leading
@@ -244,7 +273,7 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 			return false
 		}
 		// Checked here, just before the push: a goroutine that ends the term (the session
-		// watch, leaderLoop) may run late, after a stall, while this one fires.
+		// watch, leadership.loop) may run late, after a stall, while this one fires.
 		if r.lease != nil && !r.lease.Valid(time.Now()) {
 			r.lease.Lapsed()
 			return false
@@ -479,16 +508,16 @@ func (r *router[W]) expireOrphan(runID, epoch uint64) {
 	}
 }
 
-// takeOrphanLocked removes and reports whether runID is an orphan of task k, FIREd in
-// this term at epoch: a reconnected worker carries its outcome. Requires r.mu.
-func (r *router[W]) takeOrphanLocked(runID uint64, k taskKey, epoch uint64) bool {
-	o, ok := r.orphans[runID]
-	if !ok || o.key != k || o.epoch != epoch || epoch != r.epoch {
-		return false
+// evictAll sends every subscribed worker away (workerConn.evict): a worker of a node
+// that does not lead would wait for FIREs that never come.
+func (r *router[W]) evictAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w, ws := range r.workers {
+		if len(ws.types) > 0 { // in byType: subscribed
+			w.evict()
+		}
 	}
-	o.timer.Stop()
-	delete(r.orphans, runID)
-	return true
 }
 
 // pause answers PAUSE (paused) and RESUME: a paused type's due runs wait, undispatched;
@@ -516,15 +545,13 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 	r.lease = lease
 	if r.leading != leading {
 		changed = true
+		r.changes.Add(1)
 		if leading && expect != nil {
 			r.startHoldLocked(expect())
 		} else if !leading {
 			refused = r.hold.stop()
 			// Handed back, as remove does when not leading: the next leader redelivers.
-			for runID, o := range r.orphans {
-				o.timer.Stop()
-				delete(r.orphans, runID)
-			}
+			r.orphans.dropAll()
 		}
 	}
 	r.leading, r.epoch = leading, epoch

@@ -22,6 +22,7 @@ type fakeWorker struct {
 	room     int
 	fires    []*protocol.Fire // FIREs queued on it, in order
 	backedUp bool             // setBackedUp was called and not yet reset by the test
+	evicted  int              // times evict was called
 }
 
 func (w *fakeWorker) push(m protocol.Message) bool {
@@ -36,6 +37,8 @@ func (w *fakeWorker) push(m protocol.Message) bool {
 }
 
 func (w *fakeWorker) setBackedUp() { w.backedUp = true }
+
+func (w *fakeWorker) evict() { w.evicted++ }
 
 // runIDs lists the runs FIREd at w, in order.
 func (w *fakeWorker) runIDs() []uint64 {
@@ -426,10 +429,10 @@ func TestRouterKeepsOrphansForTheGrace(t *testing.T) {
 		t.Fatalf("runs failed at the disconnect: %v", tr.eng.completed)
 	}
 	tr.r.mu.Lock()
-	wrongTask := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t2"}, 7)
-	wrongEpoch := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 6)
-	took := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 7)
-	again := tr.r.takeOrphanLocked(1, taskKey{task.DefaultNamespace, "t1"}, 7)
+	wrongTask := tr.r.orphans.take(1, taskKey{task.DefaultNamespace, "t2"}, 7, tr.r.epoch)
+	wrongEpoch := tr.r.orphans.take(1, taskKey{task.DefaultNamespace, "t1"}, 6, tr.r.epoch)
+	took := tr.r.orphans.take(1, taskKey{task.DefaultNamespace, "t1"}, 7, tr.r.epoch)
+	again := tr.r.orphans.take(1, taskKey{task.DefaultNamespace, "t1"}, 7, tr.r.epoch)
 	tr.r.mu.Unlock()
 	if wrongTask || wrongEpoch || !took || again {
 		t.Fatalf("taking orphan 1: other task %v, other epoch %v, its own %v, twice %v; want only its own, once", wrongTask, wrongEpoch, took, again)
@@ -533,6 +536,28 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	}
 }
 
+// evictAll sends away every subscribed worker, once each whatever its types, and none
+// that has not subscribed (a connection that only sent CARRY) or that was removed.
+func TestRouterEvictAll(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	both := tr.worker("both", 1, "a", "b")
+	one := tr.worker("one", 1, "b")
+	gone := tr.worker("gone", 1, "a")
+	tr.r.remove(gone, false)
+	carrier := &fakeWorker{name: "carrier", room: -1}
+	tr.r.mu.Lock()
+	tr.r.hold.handIn(tr.r.stateLocked(carrier))
+	tr.r.mu.Unlock()
+	tr.verify()
+
+	tr.r.evictAll()
+	for w, want := range map[*fakeWorker]int{both: 1, one: 1, gone: 0, carrier: 0} {
+		if w.evicted != want {
+			t.Errorf("worker %s evicted %d times, want %d", w.name, w.evicted, want)
+		}
+	}
+}
+
 func TestRouterTakeoverHold(t *testing.T) {
 	// The grace outlasts the test: the hold ends by the workers' CARRYs alone, and the
 	// step-down at the end stops the grace timer before it fires.
@@ -548,9 +573,9 @@ func TestRouterTakeoverHold(t *testing.T) {
 	tr.wantWaiting(2)
 	tr.r.mu.Lock()
 	held := len(tr.r.hold.held)
-	first := tr.r.handInLocked(w1)
-	again := tr.r.handInLocked(w1) // a connection's second CARRY counts once
-	last := tr.r.handInLocked(w2)  // w2 has not subscribed: a CARRY comes first
+	first := tr.r.hold.handIn(tr.r.stateLocked(w1))
+	again := tr.r.hold.handIn(tr.r.stateLocked(w1)) // a connection's second CARRY counts once
+	last := tr.r.hold.handIn(tr.r.stateLocked(w2))  // w2 has not subscribed: a CARRY comes first
 	if last {
 		tr.r.endHoldLocked()
 	}

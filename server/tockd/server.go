@@ -7,14 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
-	"github.com/tock-sched/tock/server/protocol"
-	"github.com/tock-sched/tock/server/store"
 )
 
 // ServerName is the software name sent in WELCOME.
@@ -22,59 +17,24 @@ const ServerName = "tockd/0.1"
 
 // Server serves the tock protocol over TCP. Create it with New, run it with Serve or
 // ListenAndServe, stop it with Shutdown. All methods are safe for concurrent use.
+//
+// It is the public API and the composition of the parts, each a type with its own
+// invariants and locking (see the package doc): conns (connset.go) and each conn
+// (conn.go), the connection layer; requests (requests.go), the answers to them; runs
+// (workers.go, carry.go) and router (router.go), the runs that workers execute; and,
+// with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// part guards its own state.
 type Server struct {
 	opts      Options
 	log       *slog.Logger
 	engine    *task.Engine
 	ownEngine bool // the engine was made by New: Shutdown closes it
 
-	draining atomic.Bool   // set once by Shutdown, before it touches any connection
-	admitted atomic.Uint64 // connections admitted since New (served or crowded out later)
-	// unlistedReplies counts replies the replies table does not list for their request
-	// (replies.go): a bug, logged at Error.
-	unlistedReplies atomic.Uint64
-	workers         atomic.Int64 // connections whose HELLO said role "worker"
-
-	disp        router[*conn] // routes due runs to worker connections (router.go)
-	acked       atomic.Uint64 // ACKs the engine accepted
-	nacked      atomic.Uint64 // NACKs the engine accepted
-	replyStalls atomic.Uint64 // times a reader stopped reading: its connection's replies were over MaxQueuedReplyBytes
-	carried     atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
-	registered  atomic.Int64  // workers last seen registered at another leader (registry.go)
-	// registryKick (capacity 1) asks reportWorkers to write the registry now: a worker
-	// subscribed.
-	registryKick chan struct{}
-
-	leaderChanges atomic.Uint64               // times this node gained or lost leadership
-	leaderSeen    atomic.Pointer[knownLeader] // the leader as a follower last read it; nil: unknown
-	etcdFailed    atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
-	fence         atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
-	term          atomic.Pointer[leaderTerm]  // the latest term leaderLoop began; its deposed ends it (fencedOut)
-	stopLeading   context.CancelFunc          // guarded by mu; ends leaderLoop; nil until Serve with a Store
-	leaderDone    chan struct{}               // guarded by mu; closed when leaderLoop has returned
-	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
-	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
-	standbyHook func(ctx context.Context, c store.Change)
-
-	dur          *durability // durable task bookkeeping; nil without Options.Store (durable.go)
-	committer    committer   // groups durable record writes of concurrent requests (commit.go)
-	progress     *progress   // recurring durable tasks' next due times (progress.go); nil without a Store
-	parked       parkedRuns  // exclusive tasks parked at this term's takeover, with the run each waits out (exclusive.go)
-	stopProgress context.CancelFunc
-	progressDone chan struct{}
-
-	mu        sync.Mutex
-	listeners map[net.Listener]struct{} // guarded by mu
-	conns     map[*conn]struct{}        // guarded by mu; served connections
-	// handshaking is the served connections that have not completed the handshake,
-	// oldest first, at most MaxHandshakes (guarded by mu); established counts the
-	// others that did, at most MaxConns (guarded by mu).
-	handshaking []*conn
-	established int
-	addr        net.Addr // guarded by mu; the first listener's address
-	// wg counts connection goroutines (two per connection) and rejecters. Add is called
-	// only under mu while draining is false, so no Add races Shutdown's Wait.
-	wg sync.WaitGroup
+	conns    *connSet      // listeners, served connections, admission limits (connset.go)
+	requests *requests     // answers each request after the handshake (requests.go)
+	runs     *remoteRuns   // the engine handler and the workers' requests (workers.go)
+	router   router[*conn] // routes due runs to worker connections (router.go)
+	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
 }
 
 // New checks opts, fills in defaults and returns a server that is not yet listening. If
@@ -84,22 +44,23 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine,
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, registryKick: make(chan struct{}, 1)}
+	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine}
+	s.conns = newConnSet(&s.opts)
+	if opts.Store != nil { // validate: then New makes the engine, and hooks its events here
+		s.replica = newReplica(&s.opts, &s.router)
+	}
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
 		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
-		if opts.Store != nil {
-			s.progress = newProgress()
-			s.dur = newDurability(opts.Store, s)
+		if s.replica != nil {
 			var eo task.Options
 			for _, o := range eopts {
 				o(&eo)
 			}
-			theirs := eo.OnEvent
+			theirs, dur := eo.OnEvent, s.replica.dur
 			eopts = append(eopts, task.WithOnEvent(func(ev task.Event) {
-				s.dur.onEvent(ev)
+				dur.onEvent(ev)
 				if theirs != nil {
 					theirs(ev)
 				}
@@ -112,20 +73,14 @@ func New(opts Options) (*Server, error) {
 		s.engine, s.ownEngine = e, true
 	}
 	// Without a store this node is alone and always leads, at epoch 0; with one it leads
-	// once elected (leaderLoop).
-	s.disp.init(s.engine, &s.opts, opts.Store == nil)
-	s.engine.RegisterFallback(s.handler)
-	if s.dur != nil {
-		go s.dur.run()
-		pctx, stop := context.WithCancel(context.Background())
-		s.stopProgress, s.progressDone = stop, make(chan struct{})
-		go func() {
-			defer close(s.progressDone)
-			done := make(chan struct{})
-			go func() { defer close(done); s.reportWorkers(pctx) }() // registry.go
-			s.progress.run(pctx, s)
-			<-done
-		}()
+	// once elected (leadership.loop).
+	s.router.init(s.engine, &s.opts, s.replica == nil)
+	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica}
+	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
+		replica: s.replica, snapshot: s.Stats}
+	s.engine.RegisterFallback(s.runs.handler)
+	if s.replica != nil {
+		s.replica.start(s.engine)
 	}
 	return s, nil
 }
@@ -135,11 +90,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Engine() *task.Engine { return s.engine }
 
 // Addr returns the address of the first listener Serve was given, or nil before that.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+func (s *Server) Addr() net.Addr { return s.conns.address() }
 
 // ListenAndServe listens on Options.Addr and serves it (see Serve).
 func (s *Server) ListenAndServe() error {
@@ -158,39 +109,30 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.opts.TLS != nil {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
-	}
-	s.listeners[ln] = struct{}{}
-	if s.addr == nil {
-		s.addr = ln.Addr()
-		if s.opts.Store != nil {
+	first := func() {
+		if s.replica != nil {
 			// A node campaigns once it serves: the election names the address other
 			// nodes send clients to.
 			advertise := s.opts.AdvertiseAddr
 			if advertise == "" {
 				advertise = ln.Addr().String()
 			}
-			lctx, stop := context.WithCancel(context.Background())
-			s.stopLeading, s.leaderDone = stop, make(chan struct{})
-			go s.leaderLoop(lctx, s.opts.Store, advertise)
+			s.replica.lead.start(advertise)
 		}
 	}
-	s.mu.Unlock()
+	if !s.conns.addListener(ln, first) {
+		ln.Close()
+		return ErrServerClosed
+	}
 	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
+		s.conns.removeListener(ln)
 		ln.Close()
 	}()
 	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if s.draining.Load() {
+			if s.conns.draining.Load() {
 				return ErrServerClosed
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -202,90 +144,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		pause = 0
-		s.admit(nc)
+		s.conns.admit(nc, s.newConn)
 	}
-}
-
-// admit starts serving nc, or refuses it when the server holds MaxConns established
-// connections or is draining. With MaxHandshakes sockets already in the handshake, the
-// oldest of them is crowded out: its reader answers OVERLOADED and closes.
-func (s *Server) admit(nc net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.draining.Load() {
-		nc.Close()
-		return
-	}
-	if len(s.handshaking) >= s.opts.MaxHandshakes {
-		old := s.handshaking[0]
-		s.handshaking = slices.Delete(s.handshaking, 0, 1)
-		old.crowded.Store(true)
-		_ = old.nc.SetReadDeadline(time.Now()) // as Shutdown does: the reader sees crowded
-	}
-	if s.established >= s.opts.MaxConns {
-		// The refusal is written by a goroutine of its own, so that a slow peer never
-		// stalls the accept loop; it lives at most 1 s + lingerTimeout.
-		s.wg.Add(1)
-		go s.reject(nc)
-		return
-	}
-	c := newConn(s, nc)
-	s.conns[c] = struct{}{}
-	s.handshaking = append(s.handshaking, c)
-	s.admitted.Add(1)
-	s.wg.Add(2)
-	go c.readLoop()
-	go c.writeLoop()
-}
-
-// reject answers a connection over MaxConns with ERROR OVERLOADED and closes it.
-func (s *Server) reject(nc net.Conn) {
-	defer s.wg.Done()
-	s.log.Info("tockd: connection refused: too many connections", "remote", nc.RemoteAddr(), "max_conns", s.opts.MaxConns)
-	e := &protocol.Error{Code: protocol.CodeOverloaded,
-		Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
-	buf, _ := protocol.AppendFrame(nil, e, s.opts.MaxFrame)
-	// A fresh socket's send buffer takes this small frame at once; the bound only keeps a
-	// pathological peer from holding the goroutine (or Shutdown) for long.
-	_ = nc.SetWriteDeadline(time.Now().Add(min(s.opts.WriteTimeout, time.Second)))
-	if _, err := nc.Write(buf); err != nil {
-		nc.Close()
-		return
-	}
-	lingerClose(nc)
-}
-
-// forget removes c from the served set; its writer calls it once, on exit.
-func (s *Server) forget(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	if i := slices.Index(s.handshaking, c); i >= 0 {
-		s.handshaking = slices.Delete(s.handshaking, i, i+1)
-	}
-	if c.established {
-		s.established--
-	}
-	s.mu.Unlock()
-}
-
-// establish moves c, whose HELLO was accepted, from the handshaking connections to the
-// established ones. It returns the OVERLOADED error that refuses c instead: crowded out
-// of the handshake meanwhile, or MaxConns established already.
-func (s *Server) establish(c *conn) *protocol.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := slices.Index(s.handshaking, c)
-	if i < 0 {
-		return c.crowdedOut()
-	}
-	s.handshaking = slices.Delete(s.handshaking, i, i+1)
-	if s.established >= s.opts.MaxConns {
-		return &protocol.Error{Code: protocol.CodeOverloaded,
-			Message: fmt.Sprintf("connection limit reached (MaxConns %d); retry later", s.opts.MaxConns)}
-	}
-	s.established++
-	c.established = true
-	return nil
 }
 
 // currentEpoch is the leader epoch WELCOME announces: this node's while it leads (0
@@ -294,30 +154,17 @@ func (s *Server) currentEpoch() uint64 {
 	if leading, epoch := s.leadership(); leading {
 		return epoch
 	}
-	if l := s.leaderSeen.Load(); l != nil && l.epoch > 0 {
+	if s.replica == nil {
+		return 0
+	}
+	if l := s.replica.lead.leaderSeen.Load(); l != nil && l.epoch > 0 {
 		return uint64(l.epoch)
 	}
 	return 0
 }
 
-// queuedReplyBytes is the replyCost of the replies queued on every connection and not
-// yet written. Cost: O(connections).
-func (s *Server) queuedReplyBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for c := range s.conns {
-		n += c.queued.Load()
-	}
-	return n
-}
-
-// numConns returns how many connections are being served.
-func (s *Server) numConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
+// leadership returns whether this node leads, and its epoch.
+func (s *Server) leadership() (bool, uint64) { return s.router.leadership() }
 
 // Shutdown stops the server gracefully: it stops accepting (closing every listener),
 // then stops every connection from reading further. A connection first finishes the
@@ -328,46 +175,23 @@ func (s *Server) numConns() int {
 // Shutdown closes it, with ctx; then, with a Store, it waits (until ctx is done) for the
 // deletes of finished durable tasks' records still queued. A second Shutdown returns ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.draining.Load() {
-		s.mu.Unlock()
+	if !s.conns.drain() {
 		return ErrServerClosed
 	}
-	s.draining.Store(true)
-	for ln := range s.listeners {
-		ln.Close()
-	}
-	now := time.Now()
-	for c := range s.conns {
-		// Interrupts a blocked Read; the reader sees draining before its next one.
-		_ = c.nc.SetReadDeadline(now)
-	}
-	stopLeading, leaderDone := s.stopLeading, s.leaderDone
-	s.mu.Unlock()
-	if stopLeading != nil {
-		// The deletes of tasks that finished here go first, while this node's term (their
-		// fence) lasts; then resign, so that another node can lead while this one drains.
-		s.dur.flush(ctx)
-		s.progress.flush(ctx, s)
-		stopLeading()
-		select {
-		case <-leaderDone:
-		case <-ctx.Done():
-		}
+	if s.replica != nil {
+		// While this node's term lasts, its finished tasks' deletes go out; then it
+		// resigns, so that another node can lead while this one drains.
+		s.replica.drain(ctx)
 	}
 
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.conns.wg.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
+		s.conns.closeAll()
 		<-done
 	}
 	if s.ownEngine {
@@ -375,12 +199,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			err = cerr
 		}
 	}
-	if s.dur != nil {
-		// After the engine: no event comes later. Queued deletes are finished, or logged
-		// when ctx ends first.
-		s.dur.stop(ctx)
-		s.stopProgress()
-		<-s.progressDone
+	if s.replica != nil {
+		// After the engine: no event comes later.
+		s.replica.stop(ctx)
 	}
 	return err
 }

@@ -27,7 +27,10 @@ const standbyCatchUp = time.Second
 // standbyRetry is the pause before a lost mirror is read again.
 const standbyRetry = 500 * time.Millisecond
 
-// standby is a follower's mirror of the durable records and run locks.
+// standby is a follower's mirror of the durable records, run locks and progress.
+// Invariant: rev > 0 ⇒ records, locks and next are etcd's state under the prefix at
+// revision rev (every write up to rev applied, none after); rev = 0 while (re)reading.
+// Locking: mu guards every field; changed waits on it. One goroutine (run) writes.
 type standby struct {
 	mu      sync.Mutex
 	changed *sync.Cond // rev advanced or the mirror stopped
@@ -45,7 +48,7 @@ func newStandby() *standby {
 }
 
 // run mirrors st until ctx ends; a lost watch is read again after standbyRetry. hook,
-// if not nil, runs before each change is applied (Server.standbyHook).
+// if not nil, runs before each change is applied (leadership.standbyHook).
 func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn(string, ...any) },
 	hook func(context.Context, store.Change)) {
 	defer func() {

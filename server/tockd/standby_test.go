@@ -85,7 +85,7 @@ func TestNewLeaderLoadsWritesAfterItsCampaignBegan(t *testing.T) {
 	follower := newServer(t, Options{Store: st2})
 	// The stall: no record written from now on reaches the mirror before the mirror
 	// stops (the node stops it once elected, whether or not it caught up).
-	follower.standbyHook = func(ctx context.Context, c store.Change) {
+	follower.replica.lead.standbyHook = func(ctx context.Context, c store.Change) {
 		if c.Kind == store.RecordPut {
 			<-ctx.Done()
 		}

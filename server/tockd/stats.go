@@ -35,21 +35,25 @@ type Stats struct {
 // Stats returns a snapshot of the server's counters and gauges.
 func (s *Server) Stats() Stats {
 	leading, epoch := s.leadership()
+	pendingDeletes := 0
+	if s.replica != nil {
+		pendingDeletes = s.replica.dur.pending()
+	}
 	return Stats{
 		Engine:           s.engine.Stats(),
-		Connections:      s.numConns(),
-		Workers:          s.workers.Load(),
-		Waiting:          s.disp.waitingLen(),
-		PendingDeletes:   s.dur.pending(),
-		QueuedReplyBytes: s.queuedReplyBytes(),
-		Fired:            s.disp.fired.Load(),
-		Acked:            s.acked.Load(),
-		Nacked:           s.nacked.Load(),
-		Redelivered:      s.disp.redelivered.Load(),
-		ReplyStalls:      s.replyStalls.Load(),
-		Carried:          s.carried.Load(),
+		Connections:      s.conns.numConns(),
+		Workers:          s.conns.workers.Load(),
+		Waiting:          s.router.waitingLen(),
+		PendingDeletes:   pendingDeletes,
+		QueuedReplyBytes: s.conns.queuedReplyBytes(),
+		Fired:            s.router.fired.Load(),
+		Acked:            s.runs.acked.Load(),
+		Nacked:           s.runs.nacked.Load(),
+		Redelivered:      s.router.redelivered.Load(),
+		ReplyStalls:      s.conns.replyStalls.Load(),
+		Carried:          s.runs.carried.Load(),
 		IsLeader:         leading,
 		Epoch:            epoch,
-		LeaderChanges:    s.leaderChanges.Load(),
+		LeaderChanges:    s.router.changes.Load(),
 	}
 }

@@ -19,14 +19,14 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
-	ps := []prepared{s.prepare(&w)}
-	s.writeRecords(ps)
+	ps := []prepared{s.requests.prepare(&w)}
+	s.requests.writeRecords(ps)
 	if ps[0].err != nil {
 		t.Fatalf("record not written while leading: %v", ps[0].err)
 	}
 	_, epoch := s.leadership()
-	s.stepDown(epoch)
-	in, err := s.submitPrepared(&ps[0])
+	s.replica.lead.stepDown(epoch)
+	in, err := s.requests.submitPrepared(&ps[0])
 	if err != nil {
 		t.Fatalf("submit recorded before the step-down answered %v; want it accepted for the next leader", err)
 	}
@@ -34,7 +34,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 		t.Fatalf("reply describes %+v", in.Task)
 	}
 	if got, err := s.engine.Get("default", "late"); err == nil {
-		t.Fatalf("the deposed node's engine holds the task (%v, durable %v): untracked", got.State, s.durabilityOf(got) == protocol.Durable)
+		t.Fatalf("the deposed node's engine holds the task (%v, durable %v): untracked", got.State, s.requests.durabilityOf(got) == protocol.Durable)
 	}
 	if !storedIDs(t, st)["default/late"] {
 		t.Fatal("the record is gone: the next leader would not run the task")
@@ -43,7 +43,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	ds.stop(t)
 	next := startDurable(t, st, nil)
 	in, err = next.srv.Engine().Get("default", "late")
-	if err != nil || next.srv.durabilityOf(in) != protocol.Durable {
+	if err != nil || next.srv.requests.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the next leader holds %+v (%v), want the durable task", in, err)
 	}
 }
@@ -55,27 +55,27 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
-	ps := []prepared{s.prepare(&w)}
+	ps := []prepared{s.requests.prepare(&w)}
 	if ps[0].err != nil {
 		t.Fatal(ps[0].err)
 	}
 	// The term ends, and a later one of this node begins, as the server sees one: a
 	// fresh fence stored at an election (terms are told apart by that pointer, so its
 	// values do not matter here).
-	old := s.fence.Load()
+	old := s.replica.lead.fence.Load()
 	_, epoch := s.leadership()
-	s.stepDown(epoch)
+	s.replica.lead.stepDown(epoch)
 	next := *old
-	s.fence.Store(&next)
-	defer s.fence.Store(nil)
-	s.writeRecords(ps)
+	s.replica.lead.fence.Store(&next)
+	defer s.replica.lead.fence.Store(nil)
+	s.requests.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeNotLeader {
 		t.Fatalf("write of the old term's claim: %v, want NOT_LEADER", ps[0].err)
 	}
 	if storedIDs(t, st)["default/old-term"] {
 		t.Fatal("recorded in the later term")
 	}
-	if s.dur.held(taskKey{"default", "old-term"}) {
+	if s.replica.dur.held(taskKey{"default", "old-term"}) {
 		t.Fatal("the claim was not released")
 	}
 }
@@ -86,17 +86,17 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 	_, ds := startLeader(t)
 	s := ds.srv
-	old := s.fence.Load()
-	defer s.fence.Store(nil)
-	s.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	old := s.replica.lead.fence.Load()
+	defer s.replica.lead.fence.Store(nil)
+	s.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		// Between the write and its answer: a step-down, a new term, its load.
 		_, epoch := s.leadership()
-		s.stepDown(epoch)
+		s.replica.lead.stepDown(epoch)
 		next := *old
-		s.fence.Store(&next)
+		s.replica.lead.fence.Store(&next)
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
-		if err := s.loadDurable(ctx, epoch+1); err != nil {
+		if err := s.replica.dur.loadDurable(ctx, epoch+1); err != nil {
 			t.Errorf("load: %v", err)
 		}
 		for i := range errs {
@@ -105,13 +105,13 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 		return errs
 	}
 	w := durableTask("landed", time.Hour)
-	ps := []prepared{s.prepare(&w)}
-	s.writeRecords(ps)
+	ps := []prepared{s.requests.prepare(&w)}
+	s.requests.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeUncertain {
 		t.Fatalf("write answered %v, want UNCERTAIN", ps[0].err)
 	}
 	in, err := s.engine.Get("default", "landed")
-	if err != nil || s.durabilityOf(in) != protocol.Durable {
+	if err != nil || s.requests.durabilityOf(in) != protocol.Durable {
 		t.Fatalf("the new term's loaded task: %+v (%v), want it held durable", in, err)
 	}
 }

@@ -21,7 +21,7 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	srv := newServer(t, Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
 	var lost atomic.Bool
-	srv.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	srv.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		if lost.Swap(true) {
 			return errs
 		}
@@ -83,7 +83,7 @@ func TestUncertainWriteRetriedAtTheNextLeader(t *testing.T) {
 	st1 := openStore(t, t.TempDir())
 	st2 := openPeerStore(t, st1, "n2")
 	a := newServer(t, Options{Store: st1, EngineOptions: []task.Option{task.WithWorkers(2)}})
-	a.committer.afterPut = func(recs []store.Record, errs []error) []error {
+	a.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
 		for i := range errs {
 			errs[i] = fmt.Errorf("%w: put txn of %d records: %w", store.ErrUncertain, len(recs), context.DeadlineExceeded)
 		}

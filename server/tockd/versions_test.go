@@ -92,14 +92,14 @@ func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 	s := ds.srv
 	w2, w3 := durableTask("k", time.Hour), durableTask("k", time.Hour)
 	w2.Version, w3.Version = 2, 3
-	p2 := []prepared{s.prepare(&w2)}
-	p3 := []prepared{s.prepare(&w3)}
-	s.writeRecords(p2)
-	s.writeRecords(p3)
-	if _, err := s.submitPrepared(&p3[0]); err != nil {
+	p2 := []prepared{s.requests.prepare(&w2)}
+	p3 := []prepared{s.requests.prepare(&w3)}
+	s.requests.writeRecords(p2)
+	s.requests.writeRecords(p3)
+	if _, err := s.requests.submitPrepared(&p3[0]); err != nil {
 		t.Fatalf("v3: %v", err)
 	}
-	if _, err := s.submitPrepared(&p2[0]); err == nil {
+	if _, err := s.requests.submitPrepared(&p2[0]); err == nil {
 		t.Fatal("v2 accepted after v3")
 	}
 	if got := storedVersions(t, st)["default/k"]; got != 3 {
@@ -117,7 +117,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 			v1 := durableTask("k", time.Hour)
 			v1.Version = 1
 			submit(t, connect(t, ds.addr), 2, v1)
-			d := ds.srv.dur
+			d := ds.srv.replica.dur
 			k := taskKey{"default", "k"}
 			v2 := durEntry{version: 2}
 			d.mu.Lock() // the deleter cannot take the batch until this is done

@@ -158,14 +158,14 @@ func TestLeadershipFencesDispatch(t *testing.T) {
 	w := connectWorker(t, ts.addr, 10, "w")
 	submit(t, c, 2, workTask("before", 1))
 	old := w.fire()
-	ts.srv.setLeading(false, 0, nil) // deposed: the session is gone
+	ts.srv.router.setLeading(false, 0, nil, nil) // deposed: the session is gone
 	e := wantError(t, w.ack(old.RunID), protocol.CodeStaleEpoch, "")
 	if e.RunID != old.RunID {
 		t.Fatalf("STALE_EPOCH names run %d, want %d", e.RunID, old.RunID)
 	}
 	submit(t, c, 3, workTask("during", 1))
 	waitWaiting(t, ts.srv, 1)
-	ts.srv.setLeading(true, 7, nil) // elected again, at a later epoch
+	ts.srv.router.setLeading(true, 7, nil, nil) // elected again, at a later epoch
 	f := w.fire()
 	if f.TaskID != "during" || f.Epoch != 7 {
 		t.Fatalf("FIRE %+v, want task during at epoch 7", f)

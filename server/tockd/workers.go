@@ -4,13 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
+
+// remoteRuns is the server's half of the runs that workers execute: the engine's
+// fallback handler, which builds each attempt's FIRE and hands it to the router, and the
+// workers' requests that end runs (ACK, NACK, ACKS, CARRY: carry.go) or change what
+// they take (SUBSCRIBE). It talks to the engine directly and to the replica, when there
+// is one, for a run's durable side: its class, its run lock, the wait for its record's
+// deletion before an ACK is answered.
+//
+// Invariants:
+//   - A run is FIREd at most once per attempt, on one connection, and ends once: by its
+//     ACK or NACK (finish), a carried outcome (carry), its worker's departure or its
+//     time to run (the engine).
+//   - The handler does not wait, but for an exclusive durable task's run lock (a write
+//     to etcd, bounded by storeOpTimeout: exclusive.go).
+//   - An ACK or NACK that ends a durable task is answered once the task's record is
+//     deleted (durability.afterDelete): only runs answered OK are never run again.
+//
+// Locking: remoteRuns has no lock of its own (acked, nacked and carried are atomic);
+// it takes router.mu through the router and, in carry, holds it across Engine.Get (the
+// lock order allows it: router.mu, then an engine shard's lock).
+type remoteRuns struct {
+	engine  *task.Engine
+	opts    *Options
+	log     *slog.Logger
+	router  *router[*conn]
+	replica *replica // nil without Options.Store
+
+	acked   atomic.Uint64 // ACKs the engine accepted
+	nacked  atomic.Uint64 // NACKs the engine accepted
+	carried atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+}
 
 // handler is the engine's fallback Handler (every type without an in-process handler of
 // its own goes to remote workers): it builds the attempt's FIRE, ends it with an
@@ -18,54 +51,34 @@ import (
 // exclusive durable task's run lock, and hands it to the router, which FIREs it at a
 // worker or queues it until one has a credit (and the type is not paused, and this node
 // leads); its outcome is deferred to that worker's ACK or NACK.
-func (s *Server) handler(_ context.Context, run *task.Run) error {
+func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	t := run.Task
 	ttr := t.Timeout
 	if ttr <= 0 {
-		ttr = s.opts.DefaultTTR
+		ttr = rr.opts.DefaultTTR
 	}
 	due, _ := protocol.UnixNano(run.Due)
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral, Version: t.Version}
-	if s.disp.hold.nPending.Load() > 0 {
-		if handled, err := s.takeCarried(fire, t.Schedule.Recurring()); handled {
+	if rr.router.hold.nPending.Load() > 0 {
+		if handled, err := rr.takeCarried(fire, t.Schedule.Recurring()); handled {
 			return err // a worker handed in this run's outcome: it is not run again
 		}
 	}
-	if s.dur.isDurable(t.Namespace, t.ID, t.Version) {
+	if rr.replica != nil && rr.replica.dur.isDurable(t.Namespace, t.ID, t.Version) {
 		fire.Durability = protocol.Durable
 		if t.Exclusive {
 			// Recorded before the run can start anywhere, so that a leader taking
 			// over after this one's death waits the run out (exclusive.go).
-			if err := s.lockRun(t.Namespace, t.ID, run.RunID); err != nil {
+			if err := rr.replica.locks.lockRun(t.Namespace, t.ID, run.RunID); err != nil {
 				return err
 			}
 		}
 	}
 
-	return s.disp.route(fire, t.Schedule.Recurring())
+	return rr.router.route(fire, t.Schedule.Recurring())
 }
-
-// setLeading records a change of leadership in the router: FIREs carry the new epoch,
-// and runs wait while this node does not lead. Gaining it with a Store starts the
-// takeover's hold for carried outcomes (carry.go); losing it ends the hold and refuses
-// the outcomes pending. lease is the term's lease, checked before every FIRE (nil when
-// not leading, or with no Store).
-func (s *Server) setLeading(leading bool, epoch uint64, lease leaseCheck) {
-	var expect func() int
-	if s.opts.Store != nil {
-		expect = s.registeredBefore
-	}
-	changed, refused := s.disp.setLeading(leading, epoch, lease, expect)
-	if changed {
-		s.leaderChanges.Add(1)
-	}
-	refuseCarried(refused, "this node stopped leading before the run came due")
-}
-
-// leadership returns whether this node leads, and its epoch.
-func (s *Server) leadership() (bool, uint64) { return s.disp.leadership() }
 
 // push queues a server push (FIRE) on c without blocking: false when the reply queue is
 // full (of replies, or of bytes: MaxQueuedReplyBytes) or the connection is closing. Safe
@@ -98,20 +111,25 @@ func (c *conn) push(m protocol.Message) bool {
 // room, offers the waiting runs again (workerConn).
 func (c *conn) setBackedUp() { c.backedUp.Store(true) }
 
+// evict makes c's reader answer ERROR NOT_LEADER and close (workerConn): as Shutdown
+// does, the reader sees evicted before its next Read, or the deadline interrupts that
+// Read.
+func (c *conn) evict() {
+	c.evicted.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
 // subscribe answers SUBSCRIBE: it replaces c's types and credits, and fires waiting runs
 // of those types.
-func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bool) {
+func (rr *remoteRuns) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bool) {
 	for i, typ := range m.Types {
 		if typ == "" || len(typ) > task.MaxTypeLen {
 			return &protocol.Error{ID: m.ID, Code: protocol.CodeBadField, Field: fmt.Sprintf("types[%d]", i),
 				Message: fmt.Sprintf("a task type must be 1 to %d bytes", task.MaxTypeLen)}, false
 		}
 	}
-	if s.disp.subscribe(c, c.name, m.Types, m.Credits) {
-		select {
-		case s.registryKick <- struct{}{}: // registered at once, so that a takeover soon after waits for it
-		default:
-		}
+	if rr.router.subscribe(c, c.name, m.Types, m.Credits) && rr.replica != nil {
+		rr.replica.registry.subscribed()
 	}
 	return &protocol.OK{ID: m.ID}, false
 }
@@ -119,13 +137,13 @@ func (s *Server) subscribe(c *conn, m *protocol.Subscribe) (protocol.Message, bo
 // finish answers ACK (err nil) and NACK: the run must be in flight on c; it leaves the
 // in-flight set whatever the engine says (a run the engine timed out is UNKNOWN_RUN
 // once, and gone). Credits are not returned: the worker grants them (PROTOCOL.md).
-func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.Message, bool) {
-	key, fired, stale := s.disp.take(c, id, epoch, runID)
+func (rr *remoteRuns) finish(c *conn, id, runID, epoch uint64, err error) (protocol.Message, bool) {
+	key, fired, stale := rr.router.take(c, id, epoch, runID)
 	if stale != nil {
 		stale.RunID = runID
 		return stale, false
 	}
-	refusal, pending := s.endRun(runID, key, fired, err, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) })
+	refusal, pending := rr.endRun(runID, key, fired, err, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) })
 	switch {
 	case refusal != nil:
 		refusal.ID = id
@@ -142,22 +160,22 @@ func (s *Server) finish(c *conn, id, runID, epoch uint64, err error) (protocol.M
 // task, the answer must wait until the task's record is deleted, so that an acknowledged
 // run is never run again by a node reloading the record: pending is then true, and
 // recorded is called with the deletion's outcome, on the deleter goroutine.
-func (s *Server) endRun(runID uint64, key taskKey, fired bool, err error, recorded func(deleteErr error)) (refusal *protocol.Error, pending bool) {
+func (rr *remoteRuns) endRun(runID uint64, key taskKey, fired bool, err error, recorded func(deleteErr error)) (refusal *protocol.Error, pending bool) {
 	if !fired {
 		return unknownRun(0, runID, "run %d is not outstanding on this connection", runID), false
 	}
-	if cerr := s.complete(runID, err); cerr != nil {
+	if cerr := rr.complete(runID, err); cerr != nil {
 		if errors.Is(cerr, task.ErrUnknownRun) {
 			return unknownRun(0, runID, "run %d is no longer running (timed out or cancelled)", runID), false
 		}
 		return mapEngineError(cerr, ""), false
 	}
 	if err == nil {
-		s.acked.Add(1)
+		rr.acked.Add(1)
 	} else {
-		s.nacked.Add(1)
+		rr.nacked.Add(1)
 	}
-	return nil, s.dur.afterDelete(key, err == nil, recorded)
+	return nil, rr.replica != nil && rr.replica.dur.afterDelete(key, err == nil, recorded)
 }
 
 // ackAnswer answers an ACK or NACK that ended a durable task, once its record's deletion
@@ -186,12 +204,12 @@ func unrecordedEnd(deleteErr error) (protocol.Code, string) {
 // and one ACKED lists the runs that were refused. A stale epoch refuses the whole frame
 // with one STALE_EPOCH. The credits it carries are granted either way, after the runs. The reply waits for the slowest durable run; it is pushed from
 // the deleter goroutine when that one's deletion is decided.
-func (s *Server) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, bool) {
+func (rr *remoteRuns) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, bool) {
 	if m.Credits > 0 {
 		// Granted after the runs are dealt with, whatever their outcome.
-		defer s.disp.credit(c, m.Credits)
+		defer rr.router.credit(c, m.Credits)
 	}
-	keys, fired, stale := s.disp.takeAll(c, m.ID, m.Epoch, m.RunIDs)
+	keys, fired, stale := rr.router.takeAll(c, m.ID, m.Epoch, m.RunIDs)
 	if stale != nil {
 		return stale, false
 	}
@@ -200,7 +218,7 @@ func (s *Server) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, bool) 
 	b.outstanding.Store(1) // this goroutine's own share, dropped below
 	for i, runID := range m.RunIDs {
 		b.outstanding.Add(1) // before recorded can run
-		refusal, pending := s.endRun(runID, keys[i], fired[i], nil, func(deleteErr error) { b.recorded(runID, deleteErr) })
+		refusal, pending := rr.endRun(runID, keys[i], fired[i], nil, func(deleteErr error) { b.recorded(runID, deleteErr) })
 		if refusal != nil {
 			b.refuse(runID, refusal.Code, refusal.Message)
 		}
@@ -291,6 +309,6 @@ func unknownRun(id, runID uint64, format string, args ...any) *protocol.Error {
 // complete reports a fired run's outcome to the engine. The FIRE goes out before its
 // handler has returned ErrDeferred, so a fast worker's ACK can arrive first: the engine
 // accepts such an early Complete and applies it when the handler returns.
-func (s *Server) complete(runID uint64, err error) error {
-	return s.engine.Complete(runID, err)
+func (rr *remoteRuns) complete(runID uint64, err error) error {
+	return rr.engine.Complete(runID, err)
 }

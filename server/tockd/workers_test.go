@@ -299,7 +299,7 @@ func TestWorkerTTRTimesOut(t *testing.T) {
 func TestPushNeverBlocks(t *testing.T) {
 	s := &Server{}
 	s.opts.MaxPendingPerConn = 1
-	c := newConn(s, nil)
+	c := s.newConn(nil)
 	if !c.push(&protocol.Ping{}) {
 		t.Fatal("push to an empty queue failed")
 	}

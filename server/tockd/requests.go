@@ -3,145 +3,182 @@ package tockd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// dispatch answers one request after the handshake. It returns the reply (nil for a
-// frame that gets none: an ERROR from the peer) and whether the connection must close
-// after it (SHUTTING_DOWN when the engine has been closed). It runs on c's reader
-// goroutine; every case is O(1) engine work except LIST and DLQ_LIST (a page).
-func (s *Server) dispatch(c *conn, m protocol.Message) (reply protocol.Message, closes bool) {
+// requests answers the requests of every connection after its handshake: clients'
+// (SUBMIT, CANCEL, GET, LIST, the DLQ, PAUSE/RESUME, STATS, PING) itself, workers'
+// (SUBSCRIBE, CREDIT, ACK, NACK, ACKS, CARRY) through runs. Each request is answered on
+// its connection's reader goroutine, synchronously against the engine, and its reply is
+// checked against the replies table (checkReply).
+//
+// Invariants:
+//   - Every request but LIST and DLQ_LIST is O(1) engine work; those two read one page,
+//     which fits MaxFrame (pages.go).
+//   - A request waits only for etcd, and only where a reply states durability: a
+//     durable submit's record write (shared transactions, commit.go); a durable task's
+//     CANCEL and ACK are answered later, from the deleter, once its record is gone.
+//   - With a replica (a Store), a node that does not lead answers task requests and
+//     SUBSCRIBE with NOT_LEADER (followerRefuses); without one it always leads.
+//   - The protocol decoder has already refused what the connection's role may not send
+//     (protocol.Decoder.SetPeer): a worker message from a client never reaches serve.
+//
+// Locking: requests holds no lock of its own; unlistedReplies is atomic, every other
+// field is set by New and immutable after.
+type requests struct {
+	engine  *task.Engine
+	opts    *Options
+	log     *slog.Logger
+	router  *router[*conn]
+	runs    *remoteRuns
+	replica *replica // nil without Options.Store
+	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
+	snapshot func() Stats
+	// unlistedReplies counts replies the replies table does not list for their request
+	// (replies.go): a bug, logged at Error.
+	unlistedReplies atomic.Uint64
+}
+
+// serve answers one request of c after the handshake. It returns the reply (nil for a
+// frame that gets none yet: an ERROR from the peer, or an answer that waits for etcd)
+// and whether the connection must close after it (SHUTTING_DOWN when the engine has
+// been closed). It runs on c's reader goroutine.
+func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, closes bool) {
 	id := m.RequestID()
-	if s.opts.Store != nil && followerRefuses(m) {
-		if leading, _ := s.leadership(); !leading {
-			return s.notLeader(id), false
+	if q.replica != nil && followerRefuses(m) {
+		if leading, _ := q.router.leadership(); !leading {
+			return q.replica.lead.notLeader(id), false
 		}
 	}
 	switch m := m.(type) {
 	case *protocol.Ping:
 		return &protocol.Pong{ID: id}, false
 	case *protocol.Submit:
-		return s.submit(id, &m.Task)
+		return q.submit(id, &m.Task)
 	case *protocol.SubmitBatch:
-		return s.submitBatch(id, m.Tasks)
+		return q.submitBatch(id, m.Tasks)
 	case *protocol.Cancel:
-		dur := protocol.Ephemeral // looked up first: cancelling ends a durable task's entry
-		if before, err := s.engine.Get(m.Namespace, m.TaskID); err == nil {
-			dur = s.durabilityOf(before)
-		}
-		if err := s.engine.Cancel(m.Namespace, m.TaskID); err != nil {
-			if errors.Is(err, task.ErrIllegalTransition) {
-				// It has finished (SUCCEEDED or DEAD): nothing to cancel. The answer is its
-				// final state, as for a task cancelled before; no ERROR, since the request
-				// is no misuse of the protocol.
-				if in, gerr := s.engine.Get(m.Namespace, m.TaskID); gerr == nil {
-					st := s.status(id, in)
-					st.Durability = dur
-					return st, false
-				}
-			}
-			return engineError(id, err, "")
-		}
-		var st *protocol.TaskStatus
-		if in, err := s.engine.Get(m.Namespace, m.TaskID); err == nil {
-			st = s.status(id, in)
-			st.Durability = dur
-		} else { // dropped at once (Retention < 0): it was cancelled all the same
-			st = &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
-				Durability: dur, State: task.Cancelled}
-		}
-		// A durable task's cancel is answered once its record is deleted.
-		if s.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func(deleteErr error) {
-			if deleteErr == nil {
-				c.pushReply(st)
-				return
-			}
-			// Cancelled here, not in etcd: the next leader would run it again.
-			e := storeError(deleteErr)
-			e.ID = id
-			e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
-			s.checkReply(m, e) // a reply sent later, outside conn.handle's check
-			c.pushReply(e)
-		}) {
-			return nil, false
-		}
-		return st, false
+		return q.cancel(c, m)
 	case *protocol.Get:
-		in, err := s.engine.Get(m.Namespace, m.TaskID)
+		in, err := q.engine.Get(m.Namespace, m.TaskID)
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		return s.getReply(id, in, m.OmitPayload), false
+		return q.getReply(id, in, m.OmitPayload), false
 	case *protocol.List:
-		return s.listReply(m)
+		return q.listReply(m)
 	case *protocol.DLQList:
-		return s.dlqReply(m)
+		return q.dlqReply(m)
 	case *protocol.DLQRequeue:
-		in, err := s.engine.Requeue(m.Namespace, m.TaskID)
+		in, err := q.engine.Requeue(m.Namespace, m.TaskID)
 		if err != nil {
 			return engineError(id, err, "")
 		}
-		return s.status(id, in), false
+		return q.status(id, in), false
 	case *protocol.DLQPurge:
 		// Purging a dead letter that is not there removes nothing: PURGED count 0, not
 		// NOT_FOUND, so that a purge can be repeated safely.
 		if m.All {
-			return &protocol.Purged{ID: id, Count: uint64(s.engine.PurgeDeadLetters())}, false
+			return &protocol.Purged{ID: id, Count: uint64(q.engine.PurgeDeadLetters())}, false
 		}
 		var n uint64
-		if s.engine.PurgeDeadLetter(m.Namespace, m.TaskID) {
+		if q.engine.PurgeDeadLetter(m.Namespace, m.TaskID) {
 			n = 1
 		}
 		return &protocol.Purged{ID: id, Count: n}, false
 	case *protocol.Stats:
-		return s.stats(id), false
+		return q.stats(id), false
 	case *protocol.Error:
 		return nil, false // the server never answers ERROR frames
-	case *protocol.Hello:
-		return unexpected(id, "a second HELLO: the handshake is done"), false
-	case *protocol.Subscribe, *protocol.Credit, *protocol.Ack, *protocol.Acks, *protocol.Nack, *protocol.Carry:
-		if c.role != protocol.RoleWorker {
-			return unexpected(id, fmt.Sprintf("%v is a worker message; this connection's role is %v", m.Type(), c.role)), false
+	// Worker messages: the decoder refuses them (UNEXPECTED) on a client's connection.
+	case *protocol.Subscribe:
+		return q.runs.subscribe(c, m)
+	case *protocol.Credit:
+		q.router.credit(c, m.Credits)
+		return &protocol.OK{ID: id}, false
+	case *protocol.Ack:
+		return q.runs.finish(c, id, m.RunID, m.Epoch, nil)
+	case *protocol.Acks:
+		return q.runs.finishAcks(c, m)
+	case *protocol.Carry:
+		return q.runs.carry(c, m)
+	case *protocol.Nack:
+		msg := m.Err
+		if msg == "" {
+			msg = "the worker reported a failure (NACK)"
 		}
-		switch m := m.(type) {
-		case *protocol.Subscribe:
-			return s.subscribe(c, m)
-		case *protocol.Credit:
-			s.disp.credit(c, m.Credits)
-			return &protocol.OK{ID: id}, false
-		case *protocol.Ack:
-			return s.finish(c, id, m.RunID, m.Epoch, nil)
-		case *protocol.Acks:
-			return s.finishAcks(c, m)
-		case *protocol.Carry:
-			return s.carry(c, m)
-		case *protocol.Nack:
-			msg := m.Err
-			if msg == "" {
-				msg = "the worker reported a failure (NACK)"
-			}
-			err := errors.New(msg)
-			if !m.Retryable {
-				err = task.NonRetryable(err)
-			}
-			return s.finish(c, id, m.RunID, m.Epoch, err)
+		err := errors.New(msg)
+		if !m.Retryable {
+			err = task.NonRetryable(err)
 		}
+		return q.runs.finish(c, id, m.RunID, m.Epoch, err)
 	case *protocol.Pause:
-		return s.pauseOrResume(id, m.TaskType, true), false
+		return q.pauseOrResume(id, m.TaskType, true), false
 	case *protocol.Resume:
-		return s.pauseOrResume(id, m.TaskType, false), false
+		return q.pauseOrResume(id, m.TaskType, false), false
 	}
-	// WELCOME, OK, PONG, TASK_STATUS, ..., FIRE: server-to-client messages.
+	// A second HELLO, and the server-to-client messages (WELCOME, OK, ..., FIRE), are
+	// refused by the decoder (SetPeer) before they get here; this answer is its twin.
 	return unexpected(id, fmt.Sprintf("%v is sent by the server, never to it", m.Type())), false
+}
+
+// cancel answers CANCEL: the task's state once cancelled (or its final state, if it
+// had finished), for a durable task once its record is deleted (nil: the answer is
+// pushed then).
+func (q *requests) cancel(c *conn, m *protocol.Cancel) (protocol.Message, bool) {
+	id := m.ID
+	dur := protocol.Ephemeral // looked up first: cancelling ends a durable task's entry
+	if before, err := q.engine.Get(m.Namespace, m.TaskID); err == nil {
+		dur = q.durabilityOf(before)
+	}
+	if err := q.engine.Cancel(m.Namespace, m.TaskID); err != nil {
+		if errors.Is(err, task.ErrIllegalTransition) {
+			// It has finished (SUCCEEDED or DEAD): nothing to cancel. The answer is its
+			// final state, as for a task cancelled before; no ERROR, since the request
+			// is no misuse of the protocol.
+			if in, gerr := q.engine.Get(m.Namespace, m.TaskID); gerr == nil {
+				st := q.status(id, in)
+				st.Durability = dur
+				return st, false
+			}
+		}
+		return engineError(id, err, "")
+	}
+	var st *protocol.TaskStatus
+	if in, err := q.engine.Get(m.Namespace, m.TaskID); err == nil {
+		st = q.status(id, in)
+		st.Durability = dur
+	} else { // dropped at once (Retention < 0): it was cancelled all the same
+		st = &protocol.TaskStatus{ID: id, Namespace: nsOrDefault(m.Namespace), TaskID: m.TaskID,
+			Durability: dur, State: task.Cancelled}
+	}
+	// A durable task's cancel is answered once its record is deleted.
+	if q.replica != nil && q.replica.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func(deleteErr error) {
+		if deleteErr == nil {
+			c.pushReply(st)
+			return
+		}
+		// Cancelled here, not in etcd: the next leader would run it again.
+		e := storeError(deleteErr)
+		e.ID = id
+		e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
+		q.checkReply(m, e) // a reply sent later, outside conn.handle's check
+		c.pushReply(e)
+	}) {
+		return nil, false
+	}
+	return st, false
 }
 
 // submit answers SUBMIT: TASK_STATUS, or an ERROR whose field is relative to the message
 // ("task.schedule.cron").
-func (s *Server) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
-	in, err := s.submitOne(w)
+func (q *requests) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
+	in, err := q.submitOne(w)
 	if err != nil {
 		var perr *protocol.Error
 		if errors.As(err, &perr) { // from ToTask, or durable refused
@@ -153,26 +190,26 @@ func (s *Server) submit(id uint64, w *protocol.Task) (protocol.Message, bool) {
 		}
 		return engineError(id, err, "task")
 	}
-	st := s.status(id, in)
+	st := q.status(id, in)
 	st.Durability = w.Durability // as accepted: a durable task that already finished is no longer in the set
 	return st, false
 }
 
 // submitBatch answers SUBMIT_BATCH with one result per task, in order. A closed engine
 // fails the whole frame (SHUTTING_DOWN closes the connection anyway).
-func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, bool) {
+func (q *requests) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, bool) {
 	res := make([]protocol.ItemResult, len(ws))
 	// Every durable record is written (one PutBatch) before any task reaches the engine.
 	ps := make([]prepared, len(ws))
 	for i := range ws {
-		ps[i] = s.prepare(&ws[i])
+		ps[i] = q.prepare(&ws[i])
 	}
-	s.writeRecords(ps)
+	q.writeRecords(ps)
 	for i := range ws {
 		w := &ws[i]
 		r := &res[i]
 		r.Namespace, r.ID, r.Durability = w.Namespace, w.ID, w.Durability
-		in, err := s.submitPrepared(&ps[i])
+		in, err := q.submitPrepared(&ps[i])
 		if err == nil {
 			r.Namespace, r.State, r.NextRun, r.Version = in.Task.Namespace, in.State, nextRun(in), in.Task.Version
 			continue
@@ -182,7 +219,7 @@ func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, b
 			if errors.Is(err, task.ErrClosed) {
 				for j := i + 1; j < len(ps); j++ { // claimed and recorded, never submitted
 					if p := &ps[j]; p.err == nil && p.held == nil && p.w.Durability == protocol.Durable {
-						s.releaseClaim(p) // term-checked, as every release of a claim
+						q.replica.dur.releaseClaim(p) // term-checked, as every release of a claim
 					}
 				}
 				return engineError(id, err, "")
@@ -197,10 +234,10 @@ func (s *Server) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, b
 // submitOne converts and submits one wire task; a durable one is recorded in the store
 // first. Errors are *protocol.Error from the conversion (field relative to the task), the
 // durable checks or the store, or the engine's own.
-func (s *Server) submitOne(w *protocol.Task) (task.Info, error) {
-	ps := []prepared{s.prepare(w)}
-	s.writeRecords(ps)
-	return s.submitPrepared(&ps[0])
+func (q *requests) submitOne(w *protocol.Task) (task.Info, error) {
+	ps := []prepared{q.prepare(w)}
+	q.writeRecords(ps)
+	return q.submitPrepared(&ps[0])
 }
 
 // engineError turns an engine error into the ERROR reply; prefix is prepended to a
@@ -294,15 +331,19 @@ func nextRun(in task.Info) int64 {
 	return v
 }
 
-func (s *Server) status(id uint64, in task.Info) *protocol.TaskStatus {
-	return &protocol.TaskStatus{ID: id, Namespace: in.Task.Namespace, TaskID: in.Task.ID, Durability: s.durabilityOf(in),
+func (q *requests) status(id uint64, in task.Info) *protocol.TaskStatus {
+	return &protocol.TaskStatus{ID: id, Namespace: in.Task.Namespace, TaskID: in.Task.ID, Durability: q.durabilityOf(in),
 		State: in.State, NextRun: nextRun(in), Version: in.Task.Version}
 }
 
 // stats answers STATS with the engine's counters and the server's gauges, under the
 // names PROTOCOL.md lists (plus a few more, which clients ignore if unknown).
-func (s *Server) stats(id uint64) *protocol.StatsReply {
-	ss := s.Stats()
+func (q *requests) stats(id uint64) *protocol.StatsReply {
+	ss := q.snapshot()
+	var commits uint64 // shared durable writes (commit.go)
+	if q.replica != nil {
+		commits = q.replica.committer.commits.Load()
+	}
 	st := ss.Engine
 	leader := int64(0)
 	if ss.IsLeader {
@@ -317,7 +358,7 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 			// Beyond the documented names:
 			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
-			"durable_commits": s.committer.commits.Load(),
+			"durable_commits": commits,
 			"reply_stalls":    ss.ReplyStalls,
 		},
 		Gauges: map[string]int64{
@@ -335,10 +376,10 @@ func (s *Server) stats(id uint64) *protocol.StatsReply {
 
 // pauseOrResume answers PAUSE and RESUME of a task type. Pausing is this node's state,
 // not recorded in etcd: a restarted node dispatches every type.
-func (s *Server) pauseOrResume(id uint64, typ string, paused bool) protocol.Message {
+func (q *requests) pauseOrResume(id uint64, typ string, paused bool) protocol.Message {
 	if typ == "" {
 		return &protocol.Error{ID: id, Code: protocol.CodeBadField, Field: "type", Message: "an empty task type"}
 	}
-	s.disp.pause(typ, paused)
+	q.router.pause(typ, paused)
 	return &protocol.OK{ID: id}
 }

@@ -1,0 +1,116 @@
+package tockd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
+)
+
+// A takeover's load of the durable tasks into the engine, and a step-down's drop of
+// them (durability; the standby mirror's records are loaded the same way).
+
+// loadDurable submits every stored record to the engine, as the leader of epoch, reading
+// them (and the run locks) from etcd. A record that cannot be decoded or that the engine
+// refuses is logged and left in the store. An exclusive task with a run lock (its last
+// run may still execute) is submitted with its first run held back one time to run
+// (exclusive.go).
+func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
+	locked, err := d.locks.runLocks(ctx)
+	if err != nil {
+		return err
+	}
+	next, err := d.st.NextAt(ctx, 0)
+	if err != nil {
+		return err
+	}
+	n := 0
+	_, err = d.st.Load(ctx, func(r store.Record) error {
+		if d.loadRecord(r, locked, next, epoch) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tockd: load durable tasks: %w", err)
+	}
+	d.log.Info("tockd: durable tasks loaded from etcd", "count", n)
+	return nil
+}
+
+// loadMirrored is loadDurable from a standby's mirror: no read of etcd.
+func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
+	n := 0
+	for _, r := range records {
+		if d.loadRecord(r, locked, next, epoch) {
+			n++
+		}
+	}
+	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
+}
+
+// loadRecord submits one record to the engine (see loadDurable); false if it was not.
+func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
+	w, err := decodeTask(r.Body)
+	if err == nil {
+		var t task.Task
+		if t, err = protocol.ToTask(&w); err == nil {
+			k := taskKey{t.Namespace, t.ID}
+			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
+			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
+			// A recurring task continues where its last leader was, if that progress is of
+			// this version (a replacement's schedule is its own).
+			var nextDue time.Time
+			if nd, ok := next[sk]; ok && nd.Version == t.Version {
+				nextDue = time.Unix(0, nd.Due)
+			}
+			if e.fp, err = printOf(w, r.Body); err == nil {
+				_, err = d.claim(k, e)
+			}
+			if err == nil {
+				var in task.Info
+				if t.Exclusive && locked[sk] {
+					in, err = d.locks.parkLocked(t, nextDue, epoch)
+				} else {
+					in, err = d.engine.Continue(t, nextDue)
+				}
+				if err != nil {
+					d.release(k, e)
+				} else {
+					d.progress.noteArmed(in)
+				}
+			}
+		}
+	}
+	if err != nil {
+		d.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }
+
+// dropDurable removes every durable task from the engine without ending it: its record
+// stays in etcd for the next leader. No record is deleted (the tasks are no longer
+// durable entries here when the engine forgets them).
+func (d *durability) dropDurable() {
+	d.term.Lock() // no durable submit is entering the engine (durability.term)
+	defer d.term.Unlock()
+	d.mu.Lock()
+	keys := make([]taskKey, 0, len(d.tasks))
+	for k := range d.tasks {
+		keys = append(keys, k)
+		delete(d.tasks, k)
+	}
+	d.mu.Unlock()
+	for _, k := range keys {
+		_ = d.engine.Drop(k.ns, k.id) // absent already: nothing to drop
+	}
+	if len(keys) > 0 {
+		d.log.Info("tockd: durable tasks handed back to etcd", "count", len(keys))
+	}
+}
