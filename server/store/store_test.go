@@ -370,7 +370,7 @@ func TestFollow(t *testing.T) {
 		}
 	}
 	if locks, err := s.Locks().HeldAt(ctx, last); err != nil || !locks[Key{"a", "x"}] {
-		t.Fatalf("LocksAt: %v, %v", locks, err)
+		t.Fatalf("Locks.HeldAt: %v, %v", locks, err)
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -457,7 +457,7 @@ func TestNextDue(t *testing.T) {
 	}
 	next, err := s.Progress().At(ctx, 0)
 	if err != nil || len(next) != 2 || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
-		t.Fatalf("NextAt: %v, %v; want a/r's and a/s's only", next, err)
+		t.Fatalf("Progress.At: %v, %v; want a/r's and a/s's only", next, err)
 	}
 	if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 3}}); err != nil {
 		t.Fatal(err)
@@ -488,7 +488,7 @@ func TestNextDueFitsMaxTxnOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	if next, err := s.Progress().At(ctx, 0); err != nil || len(next) != 20 {
-		t.Fatalf("NextAt: %d entries, %v; want 20", len(next), err)
+		t.Fatalf("Progress.At: %d entries, %v; want 20", len(next), err)
 	}
 }
 
@@ -505,7 +505,7 @@ func TestRecordWithProgress(t *testing.T) {
 	mustPutBatch(t, s, append(recs, Record{Namespace: "a", ID: "plain", Version: 1, Body: []byte("p")}))
 	next, err := s.Progress().At(ctx, 0)
 	if err != nil || len(next) != 20 || next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
-		t.Fatalf("NextAt: %v, %v; want the 20 records' first due times", next, err)
+		t.Fatalf("Progress.At: %v, %v; want the 20 records' first due times", next, err)
 	}
 	// A lower version is refused, and its progress is not written.
 	if err := s.Records().Put(ctx, Record{Namespace: "a", ID: "r7", Version: 1, Body: []byte("old"), NextDue: 5}); err == nil {
@@ -578,7 +578,7 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 }
 
 // A record's delete takes its run lock with it (only when the version matches), and a
-// batch of such deletes fits a small --max-txn-ops; DeleteLockBeforeFenced removes a
+// batch of such deletes fits a small --max-txn-ops; Locks.DeleteBeforeFenced removes a
 // lock written at or below the revision given, whatever run it names, and keeps a later one.
 func TestLocksGoWithTheirRecord(t *testing.T) {
 	s := openEmbedded(t, Options{MaxTxnOps: 8})
@@ -621,7 +621,7 @@ func TestLocksGoWithTheirRecord(t *testing.T) {
 		}
 	}
 	if locks, err := s.Locks().Held(ctx); err != nil || len(locks) != 1 || !locks[Key{"a", "z"}] {
-		t.Fatalf("locks after DeleteLockBeforeFenced: %v, %v; want only z's (written after the revision)", locks, err)
+		t.Fatalf("locks after Locks.DeleteBeforeFenced: %v, %v; want only z's (written after the revision)", locks, err)
 	}
 }
 
@@ -661,7 +661,7 @@ func TestTxnFailedClassifies(t *testing.T) {
 	}
 }
 
-// SwapLockFenced returns the run the lock named before it: 0 when there was none.
+// Locks.SwapFenced returns the run the lock named before it: 0 when there was none.
 func TestSwapLockReturnsThePreviousRun(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
