@@ -23,9 +23,12 @@ func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, why string) {
 	}
 }
 
+// The handover is by Resign, not expiry, so the sessions' TTL plays no part: it is long
+// (5 s) so that neither session lapses mid-test on a loaded machine, whose keep-alives
+// were measured at up to ~290 ms (load 6, -race), past the 250 ms a 1 s TTL gives each.
 func TestCampaignHandover(t *testing.T) {
-	a := openEmbedded(t, Options{SessionTTL: time.Second})
-	b := openPeer(t, a, "n2", Options{SessionTTL: time.Second})
+	a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+	b := openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second})
 	ctx := ctxT(t)
 	la, err := a.Election().Campaign(ctx)
 	if err != nil {
