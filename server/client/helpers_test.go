@@ -52,7 +52,7 @@ func startServer(t *testing.T, addr string, opts tockd.Options) *server {
 	if opts.NodeName == "" {
 		opts.NodeName = "node-test"
 	}
-	srv, err := tockd.New(opts)
+	srv, err := tockd.New(tockd.WithOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

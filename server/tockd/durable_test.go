@@ -147,7 +147,7 @@ func TestStoreNeedsOwnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
-	if _, err := New(Options{Engine: e, Store: &store.Store{}}); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(WithEngine(e), WithStore(&store.Store{})); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("New with Engine and Store: %v, want ErrInvalidOption", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
 	}
 	for _, c := range cases {
-		_, err := New(c.opts)
+		_, err := New(WithOptions(c.opts))
 		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: New = %v, want ErrInvalidOption naming it", c.field, err)
 		}

@@ -34,8 +34,8 @@ const waitBound = 10 * time.Second
 // "fail" tasks always fail; cleanup shuts it down and checks for leaks.
 func startServer(t *testing.T) (*tockd.Server, string) {
 	t.Helper()
-	srv, err := tockd.New(tockd.Options{Addr: "127.0.0.1:0", NodeName: "node-a",
-		EngineOptions: []task.Option{task.WithWorkers(2)}})
+	srv, err := tockd.New(tockd.WithAddr("127.0.0.1:0"), tockd.WithNodeName("node-a"),
+		tockd.WithEngineOptions(task.WithWorkers(2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +509,7 @@ func TestUnreachableAndEnvironment(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	srv, err := tockd.New(tockd.Options{Addr: "127.0.0.1:0", Token: "s3cret"})
+	srv, err := tockd.New(tockd.WithAddr("127.0.0.1:0"), tockd.WithToken("s3cret"))
 	if err != nil {
 		t.Fatal(err)
 	}
