@@ -19,25 +19,8 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
-
-// e2eWait bounds every wait in the end-to-end test. The slowest step is the embedded
-// etcd's start and election (~1 s here); the rest is loopback traffic and 100 ms
-// intervals. The bound is generous so that a loaded 2-core machine never fails a correct
-// run; it exists so that a broken server fails the test instead of hanging it.
-const e2eWait = 30 * time.Second
-
-// eventually polls cond (which only observes) until it holds or e2eWait passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, e2eWait)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // runs counts handler runs per task ID, across both workers.
 type runs struct {
@@ -137,7 +120,7 @@ func TestEndToEnd(t *testing.T) {
 		addr, adminAddr = a[0].String(), a[1].String()
 	case err := <-done:
 		t.Fatalf("tockd exited at start: %v", err)
-	case <-time.After(e2eWait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("tockd did not start")
 	}
 
@@ -224,23 +207,23 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i := range 20 {
 		id := fmt.Sprint("one-", i)
-		eventually(t, id+" SUCCEEDED", func() bool { return state(id) == task.Succeeded })
+		tockdtest.Eventually(t, id+" SUCCEEDED", func() bool { return state(id) == task.Succeeded })
 	}
-	eventually(t, "durable-one SUCCEEDED", func() bool { return state("durable-one") == task.Succeeded })
-	eventually(t, "3 interval runs", func() bool { return ran.count("every") >= 3 })
-	eventually(t, "2 cron runs", func() bool { return ran.count("cron") >= 2 })
+	tockdtest.Eventually(t, "durable-one SUCCEEDED", func() bool { return state("durable-one") == task.Succeeded })
+	tockdtest.Eventually(t, "3 interval runs", func() bool { return ran.count("every") >= 3 })
+	tockdtest.Eventually(t, "2 cron runs", func() bool { return ran.count("cron") >= 2 })
 	for _, id := range []string{"every", "cron"} {
 		if _, err := c.Cancel(ctx, "", id); err != nil {
 			t.Fatalf("cancel %s: %v", id, err)
 		}
 	}
-	eventually(t, "flaky retried to SUCCEEDED", func() bool { return state("flaky") == task.Succeeded })
+	tockdtest.Eventually(t, "flaky retried to SUCCEEDED", func() bool { return state("flaky") == task.Succeeded })
 	if n := ran.count("flaky"); n != 2 {
 		t.Fatalf("flaky ran %d times, want 2 (one failure, one retry)", n)
 	}
 
 	// The doomed task: three attempts, DEAD, in the dead-letter queue, with an alert.
-	eventually(t, "doomed DEAD", func() bool { return state("doomed") == task.Dead })
+	tockdtest.Eventually(t, "doomed DEAD", func() bool { return state("doomed") == task.Dead })
 	if n := ran.count("doomed"); n != 3 {
 		t.Fatalf("doomed ran %d times, want its 3 attempts", n)
 	}
@@ -251,7 +234,7 @@ func TestEndToEnd(t *testing.T) {
 	if m := scrape(t, adminAddr, "tock_dead_letters"); m["tock_dead_letters"] != 1 {
 		t.Fatalf("tock_dead_letters %v, want 1", m["tock_dead_letters"])
 	}
-	eventually(t, "a dead-letter alert on the webhook", func() bool {
+	tockdtest.Eventually(t, "a dead-letter alert on the webhook", func() bool {
 		alertsMu.Lock()
 		defer alertsMu.Unlock()
 		for _, a := range alerts {
@@ -262,7 +245,7 @@ func TestEndToEnd(t *testing.T) {
 		return false
 	})
 	epoch := scrape(t, adminAddr, "tock_leader_epoch")["tock_leader_epoch"]
-	eventually(t, "a leader-change alert naming this node's epoch", func() bool {
+	tockdtest.Eventually(t, "a leader-change alert naming this node's epoch", func() bool {
 		alertsMu.Lock()
 		defer alertsMu.Unlock()
 		for _, a := range alerts {
@@ -276,7 +259,7 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := c.Requeue(ctx, "", "doomed"); err != nil {
 		t.Fatalf("requeue: %v", err)
 	}
-	eventually(t, "requeued doomed SUCCEEDED", func() bool { return state("doomed") == task.Succeeded })
+	tockdtest.Eventually(t, "requeued doomed SUCCEEDED", func() bool { return state("doomed") == task.Succeeded })
 
 	// Both workers took part, and the metrics moved.
 	ran.mu.Lock()
@@ -311,7 +294,7 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("drain: %v", err)
 		}
-	case <-time.After(e2eWait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("tockd did not drain")
 	}
 }
