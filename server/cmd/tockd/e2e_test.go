@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,9 +25,17 @@ import (
 
 // runs counts handler runs per task ID, across both workers.
 type runs struct {
-	mu sync.Mutex
-	n  map[string]int
-	by map[string]map[string]bool // task ID -> workers that ran it
+	mu      sync.Mutex
+	n       map[string]int
+	by      map[string]map[string]bool // task ID -> workers that ran it
+	workers map[string]bool            // every worker that ran something
+	// bothRan is closed once two workers have run something.
+	bothRan chan struct{}
+}
+
+func newRuns() *runs {
+	return &runs{n: map[string]int{}, by: map[string]map[string]bool{}, workers: map[string]bool{},
+		bothRan: make(chan struct{})}
 }
 
 func (r *runs) add(id, worker string) int {
@@ -37,6 +46,12 @@ func (r *runs) add(id, worker string) int {
 		r.by[id] = map[string]bool{}
 	}
 	r.by[id][worker] = true
+	if !r.workers[worker] {
+		r.workers[worker] = true
+		if len(r.workers) == 2 {
+			close(r.bothRan)
+		}
+	}
 	return r.n[id]
 }
 
@@ -133,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Two workers serve every type.
 	var (
-		ran       = &runs{n: map[string]int{}, by: map[string]map[string]bool{}}
+		ran       = newRuns()
 		healed    atomic.Bool // once set, "doomed" succeeds
 		workersWG sync.WaitGroup
 	)
@@ -152,6 +167,17 @@ func TestEndToEnd(t *testing.T) {
 			ran.add(f.TaskID, name)
 			if f.Epoch == 0 {
 				return task.NonRetryable(errors.New("FIRE without the leader's epoch"))
+			}
+			// A one-shot job holds its worker until both workers have run something:
+			// the first worker to subscribe fills its 4 credits and waits, so the other
+			// 16 go to the second, whenever it subscribes. Without this, a worker that
+			// subscribes late finds every job done (runs went to one worker only).
+			if strings.HasPrefix(f.TaskID, "one-") {
+				select {
+				case <-ran.bothRan:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			return nil
 		})
@@ -263,12 +289,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Both workers took part, and the metrics moved.
 	ran.mu.Lock()
-	workers := map[string]bool{}
-	for _, by := range ran.by {
-		for w := range by {
-			workers[w] = true
-		}
-	}
+	workers := maps.Clone(ran.workers)
 	ran.mu.Unlock()
 	if !workers["w1"] || !workers["w2"] {
 		t.Fatalf("runs went to workers %v, want both", workers)
