@@ -265,7 +265,7 @@ func (l *leadership) stepDown(epoch uint64) {
 // term's lease, checked before every FIRE (nil when not leading).
 func (l *leadership) setLeading(leading bool, epoch uint64, lease leaseCheck) {
 	_, refused := l.router.setLeading(leading, epoch, lease, l.registry.registeredBefore)
-	refuseCarried(refused, "this node stopped leading before the run came due")
+	l.router.hold.refuseCarried(refused, CarryStoppedLeading, "this node stopped leading before the run came due")
 }
 
 func (l *leadership) resign(el *store.Leadership, epoch uint64) {

@@ -171,7 +171,10 @@ func (g *registry) noteRegistry(ctx context.Context, node string) {
 }
 
 // registeredBefore is how many workers the previous leader had registered, as last read
-// (at most registryReadInterval old), and forgets it: a takeover calls it once.
+// (at most registryReadInterval old, or older while this node led). It is not forgotten
+// at a takeover: a term that ends moments after it began (under load one lost its
+// session 45 ms in) would leave the next takeover with nobody to wait for, and no
+// hold; a stale count costs at most one CarryGrace.
 func (g *registry) registeredBefore() int {
-	return int(g.registered.Swap(0))
+	return int(g.registered.Load())
 }
