@@ -64,13 +64,13 @@ clean:
 ## data, pids); refuses while one runs. cluster-down stops it and removes the run dir.
 .PHONY: cluster cluster-down cluster-status
 cluster:
-	GO=$(GO) ./server/cluster/cluster.sh up
+	GO=$(GO) ./server/internal/clustertest/cluster.sh up
 
 cluster-down:
-	GO=$(GO) ./server/cluster/cluster.sh down
+	GO=$(GO) ./server/internal/clustertest/cluster.sh down
 
 cluster-status:
-	./server/cluster/cluster.sh status
+	./server/internal/clustertest/cluster.sh status
 
 ## chaos: the long failover runs against separate tockd processes and a real 3-member etcd:
 ## first the history checker (TestChaosHistory) for CHAOS_DURATION of seeded faults (the
@@ -87,8 +87,8 @@ CHAOS_OUT ?= $(or $(TMPDIR),/tmp)/tock-chaos
 chaos:
 	@status=0; \
 	TOCK_CHAOS_DURATION=$(CHAOS_DURATION) TOCK_CHAOS_SEED=$(CHAOS_SEED) TOCK_CHAOS_OUT=$(CHAOS_OUT) \
-		$(GO) test -race -count=1 -v -timeout 0 -run 'TestChaosHistory' ./server/cluster || status=1; \
-	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps' ./server/cluster || status=1; \
+		$(GO) test -race -count=1 -v -timeout 0 -run 'TestChaosHistory' ./server/internal/clustertest || status=1; \
+	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps' ./server/internal/clustertest || status=1; \
 	exit $$status
 
 ## loadgen-cluster: against a running `make cluster` (fails if none): CLUSTER_TASKS

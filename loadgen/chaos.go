@@ -219,7 +219,7 @@ func (p *leaderProbe) Close() {
 	}
 }
 
-// localCluster is the cluster `make cluster` runs (server/cluster/cluster.sh): its run
+// localCluster is the cluster `make cluster` runs (server/internal/clustertest/cluster.sh): its run
 // dir holds pids ("name pid" a line) and cmd/<name> (each process's command line,
 // NUL-separated), from which the tockd nodes' client addresses are read.
 type localCluster struct {
@@ -287,7 +287,7 @@ func clusterNodes(dir string) (map[string]string, error) {
 	return names, nil
 }
 
-// findClusterScript returns server/cluster/cluster.sh of the repository that holds the
+// findClusterScript returns server/internal/clustertest/cluster.sh of the repository that holds the
 // working directory (searched upward).
 func findClusterScript() (string, error) {
 	wd, err := os.Getwd()
@@ -295,12 +295,12 @@ func findClusterScript() (string, error) {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "server", "cluster", "cluster.sh")
+		p := filepath.Join(d, "server", "internal", "clustertest", "cluster.sh")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("chaos: no server/cluster/cluster.sh in %s or above: run loadgen inside the repository, or give -chaos-revive", wd)
+			return "", fmt.Errorf("chaos: no server/internal/clustertest/cluster.sh in %s or above: run loadgen inside the repository, or give -chaos-revive", wd)
 		}
 	}
 }

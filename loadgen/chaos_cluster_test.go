@@ -3,78 +3,98 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tock-sched/tock/server/cluster"
 )
 
-// harnessCluster is a chaosCluster over server/cluster's processes: Leader through the
-// same STATS probe loadgen uses, Kill with the harness's SIGKILL, Revive by starting
-// tockd again on the killed node's addresses.
-type harnessCluster struct {
-	*leaderProbe
-	t   testing.TB
-	bin string
-	eps string
+// Ports of the cluster the test starts with cluster.sh: four groups of three (etcd
+// clients, etcd peers, tockd clients, tockd admin), consecutive, as cluster.sh numbers
+// them from its bases. They are drawn below the kernel's ephemeral range (32768 up on
+// Linux), so that no port the kernel hands out meanwhile takes one.
+const (
+	clusterPortsLow  = 20000
+	clusterPortsHigh = 32000
+	clusterPorts     = 12
+	// clusterUpAttempts is how many times up is tried, with fresh ports each time: a
+	// port drawn free may be taken by another process before cluster.sh binds it.
+	clusterUpAttempts = 3
+	// clusterTimeout bounds each cluster.sh call (building tockd, etcd's start and
+	// election, one tockd leading: ~5 s here; etcd's build the first time on a machine:
+	// minutes) and, in the test, the whole run.
+	clusterTimeout = 5 * time.Minute
+)
 
-	mu    sync.Mutex
-	nodes map[string]*cluster.Node // guarded by mu; by client address
-}
-
-func (h *harnessCluster) node(addr string) (*cluster.Node, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.nodes[addr]
-	if n == nil {
-		return nil, fmt.Errorf("no node at %s", addr)
-	}
-	return n, nil
-}
-
-func (h *harnessCluster) Kill(_ context.Context, addr string) error {
-	n, err := h.node(addr)
-	if err != nil {
-		return err
-	}
-	n.Kill()
-	return nil
-}
-
-// fatal is what a harness call's t.Fatal raises in Revive, which runs on the chaos
-// goroutine, where t.Fatal must not be called.
-type fatal struct{ msg string }
-
-// goroutineTB turns t.Fatal* into a panic with fatal, which Revive recovers.
-type goroutineTB struct{ testing.TB }
-
-func (g goroutineTB) Fatal(args ...any)                 { panic(fatal{fmt.Sprint(args...)}) }
-func (g goroutineTB) Fatalf(format string, args ...any) { panic(fatal{fmt.Sprintf(format, args...)}) }
-func (g goroutineTB) FailNow()                          { panic(fatal{"FailNow"}) }
-
-func (h *harnessCluster) Revive(_ context.Context, addr string) (err error) {
-	old, err := h.node(addr)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(fatal)
-			if !ok {
-				panic(p)
+// freePortBase returns a port p with p..p+clusterPorts-1 all free on 127.0.0.1 now.
+func freePortBase(t *testing.T, rng *rand.Rand) int {
+	t.Helper()
+	for range 100 {
+		base := clusterPortsLow + rng.IntN(clusterPortsHigh-clusterPortsLow-clusterPorts)
+		var lns []net.Listener
+		for p := base; p < base+clusterPorts; p++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				break
 			}
-			err = fmt.Errorf("revive %s: %s", old.Name(), f.msg)
+			lns = append(lns, ln)
 		}
-	}()
-	n := cluster.StartTockd(goroutineTB{h.t}, h.bin, "-etcd", h.eps, "-node-name", old.Name(),
-		"-addr", addr, "-advertise-addr", addr, "-admin-addr", old.AdminAddr())
-	h.mu.Lock()
-	h.nodes[addr] = n
-	h.mu.Unlock()
-	return nil
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if len(lns) == clusterPorts {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports in %d-%d", clusterPorts, clusterPortsLow, clusterPortsHigh)
+	return 0
+}
+
+// clusterUp starts `make cluster`'s cluster (cluster.sh up) in a run dir of the test's,
+// on free ports, and returns the run dir and the tockd nodes' client addresses;
+// cleanup runs cluster.sh down.
+func clusterUp(t *testing.T) (dir string, addrs []string) {
+	t.Helper()
+	sh, err := findClusterScript()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	script := func(env []string, args ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, sh, args...)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.CombinedOutput()
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	for attempt := 1; ; attempt++ {
+		base := freePortBase(t, rng)
+		env := []string{"TOCK_CLUSTER_DIR=" + dir, "ETCD_CLIENT_BASE=" + strconv.Itoa(base), "ETCD_PEER_BASE=" + strconv.Itoa(base+3),
+			"TOCK_CLIENT_BASE=" + strconv.Itoa(base+6), "TOCK_ADMIN_BASE=" + strconv.Itoa(base+9)}
+		out, err := script(env, "up")
+		if err == nil {
+			t.Cleanup(func() {
+				if out, err := script(env, "down"); err != nil {
+					t.Errorf("cluster.sh down: %v\n%s", err, out)
+				}
+			})
+			for i := range 3 {
+				addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(base+6+i))
+			}
+			return dir, addrs
+		}
+		// A failed up stops what it started (its ERR trap).
+		if attempt == clusterUpAttempts {
+			t.Fatalf("cluster.sh up, %d attempts: %v\n%s", attempt, err, out)
+		}
+		t.Logf("cluster.sh up on ports from %d failed, retrying with fresh ports: %v\n%s", base, err, out)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.
@@ -95,44 +115,27 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestChaosKillLeaderCluster runs a small durable load through 3 tockd processes on a
-// 3-member etcd (server/cluster's harness), killing the leader once under load: no
-// task is lost or refused, none runs after a confirmed ACK, the failover is measured,
-// and the killed node is revived on its addresses.
+// TestChaosKillLeaderCluster runs a small durable load through `make cluster`'s cluster
+// (3 tockd processes on a 3-member etcd, started by cluster.sh), killing the leader
+// once under load as `make loadgen-cluster` does: no task is lost or refused, none runs
+// after a confirmed ACK, the failover is measured, and the killed node is revived
+// (cluster.sh restart) on its addresses.
 func TestChaosKillLeaderCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 3 etcd members and 3 tockd processes")
 	}
-	e := cluster.StartEtcd(t, 3)
-	bin := cluster.BuildTockd(t)
-	eps := strings.Join(e.Endpoints(), ",")
-	h := &harnessCluster{t: t, bin: bin, eps: eps, nodes: map[string]*cluster.Node{}}
-	var addrs []string
-	var nodes []*cluster.Node
-	for i := range 3 {
-		n := cluster.StartTockd(t, bin, "-etcd", eps, "-node-name", fmt.Sprintf("n%d", i+1))
-		h.nodes[n.Addr()] = n
-		addrs = append(addrs, n.Addr())
-		nodes = append(nodes, n)
-	}
-	h.leaderProbe = newLeaderProbe(addrs)
-	defer h.Close()
-	// Bounds: generous for a loaded 2-core machine; they only fire when something hangs.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	dir, addrs := clusterUp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	if _, err := cluster.WaitLeader(ctx, nodes...); err != nil {
-		t.Fatal(err)
-	}
 
 	// 3,000 tasks at 1,000/s: the kill (after 1 s) falls in the middle of the submits
 	// and the runs; the submits in flight at it are sent again once a node leads.
 	c, err := parseFlags([]string{"-target", "server", "-addr", strings.Join(addrs, ","), "-durable",
 		"-tasks", "3000", "-rate", "1000", "-batch", "50", "-producers", "2", "-concurrency", "256",
-		"-chaos", "kill-leader:1s", "-chaos-kills", "1"})
+		"-chaos", "kill-leader:1s", "-chaos-kills", "1", "-cluster-dir", dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.cluster = h
 	progress := &lockedBuffer{}
 	c.progress = progress // written by the progress line and the chaos loop at once
 	res, err := run(ctx, c)
@@ -156,8 +159,17 @@ func TestChaosKillLeaderCluster(t *testing.T) {
 	if ch.DupAfterUnconfirmed != n.Duplicates {
 		t.Fatalf("duplicates %d, after an unconfirmed ACK %d", n.Duplicates, ch.DupAfterUnconfirmed)
 	}
-	// The revived node runs again, on the killed one's address.
-	if rn, err := h.node(k.Node); err != nil || rn.Exited() {
+	// The revived node runs again, on the killed one's address: the run dir records a
+	// live process of its for it.
+	nodes, err := clusterNodes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := readPid(dir, nodes[k.Node])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPid(pid, dir); err != nil {
 		t.Fatalf("revived node at %s: %v", k.Node, err)
 	}
 }

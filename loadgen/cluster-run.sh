@@ -19,14 +19,14 @@ TOCK_CLIENT_BASE=${TOCK_CLIENT_BASE:-17460}
 RUN_DIR=${TOCK_CLUSTER_DIR:-${TMPDIR:-/tmp}/tock-cluster}
 N=3
 
-status=$(./server/cluster/cluster.sh status 2>&1) || {
+status=$(./server/internal/clustertest/cluster.sh status 2>&1) || {
 	echo "make loadgen-cluster needs a running cluster (make cluster): $status" >&2
 	exit 1
 }
 if [[ $status == *"(not running)"* ]]; then
 	echo "make loadgen-cluster: part of the cluster in $RUN_DIR is not running:" >&2
 	echo "$status" >&2
-	echo "restart a node with ./server/cluster/cluster.sh restart NAME, or make cluster-down && make cluster" >&2
+	echo "restart a node with ./server/internal/clustertest/cluster.sh restart NAME, or make cluster-down && make cluster" >&2
 	exit 1
 fi
 
@@ -49,7 +49,7 @@ status=0
 # again under the next leader first), so a record left is one that should have been
 # deleted, and would run again under the next leader. Deletions trail the last ACKs a little: the count has RECORDS_WAIT seconds
 # to reach 0, and the run fails if it does not.
-etcd_dir=$(./server/cluster/etcd.sh)
+etcd_dir=$(./server/internal/clustertest/etcd.sh)
 eps=""
 for ((i = 0; i < N; i++)); do eps+="${eps:+,}http://127.0.0.1:$((${ETCD_CLIENT_BASE:-23790} + i))"; done
 deadline=$((SECONDS + ${RECORDS_WAIT:-30}))

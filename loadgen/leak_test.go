@@ -3,14 +3,9 @@ package main
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // TestMain fails the package's tests if any goroutine (a target's worker, a beanstalkd
-// connection, the progress line) outlives them. The two ignored are ants' package-level
-// default pool, started when ants is initialised, not by loadgen.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"))
-}
+// connection, the progress line, a test's tockd) outlives them.
+func TestMain(m *testing.M) { tockdtest.Main(m) }

@@ -79,7 +79,6 @@ type config struct {
 	chaosRevive string        // revive command template ("" cluster.sh restart)
 	chaosKills  int           // kills at most (0: no limit)
 	submitRetry time.Duration // server: resubmit window of a failed submit (0: none)
-	cluster     chaosCluster  // tests: the cluster chaos acts on (nil: the local cluster in clusterDir)
 }
 
 func main() {
@@ -194,7 +193,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.admin, "admin", "", "server: tockd's admin HTTP address (host:port) for -server-profile")
 	fs.StringVar(&c.chaos, "chaos", "", "server: "+chaosKillLeader+":EVERY SIGKILLs the leading node of the cluster at -addr every EVERY (at least 1s), measures the failover and revives it; needs several -addr and -durable")
 	fs.StringVar(&c.clusterDir, "cluster-dir", defaultClusterDir(), "chaos: run dir of the cluster (make cluster): its pids and cmd/ name the nodes' processes")
-	fs.StringVar(&c.chaosRevive, "chaos-revive", "", "chaos: sh command that revives a killed node, {name} its name (n1); empty: server/cluster/cluster.sh restart {name}, found above the working directory")
+	fs.StringVar(&c.chaosRevive, "chaos-revive", "", "chaos: sh command that revives a killed node, {name} its name (n1); empty: server/internal/clustertest/cluster.sh restart {name}, found above the working directory")
 	fs.IntVar(&c.chaosKills, "chaos-kills", 0, "chaos: kills at most (0: every EVERY until the load ends)")
 	fs.DurationVar(&c.submitRetry, "submit-retry", 0, fmt.Sprintf("server: resubmit, for up to this long, tasks whose submit got no definite answer (a lost connection, no leader; with -chaos default %v; 0: count them rejected)", defaultChaosSubmitRetry))
 	if err := fs.Parse(args); err != nil {
@@ -278,7 +277,7 @@ func (c *config) validate() error {
 		return errors.New("-chaos needs -durable: ephemeral tasks live in their leader's memory only and die with it by design, so every kill would lose them")
 	case len(splitAddrs(c.addr)) < 2:
 		return fmt.Errorf("-chaos needs the cluster's nodes in -addr, comma-separated (got %q): with one node, no other can take over", c.addr)
-	case c.clusterDir == "" && c.cluster == nil:
+	case c.clusterDir == "":
 		return errors.New("-chaos needs -cluster-dir")
 	}
 	return nil

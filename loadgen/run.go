@@ -127,18 +127,14 @@ func run(ctx context.Context, c config) (*result, error) {
 	// Chaos: kills from c.chaosSpec.Every after the start until the wait below ends.
 	var chaos *chaosRun
 	if c.chaos != "" {
-		cl := c.cluster
-		if cl == nil {
-			lc, err := newLocalCluster(c.clusterDir, splitAddrs(c.addr), c.chaosRevive)
-			if err != nil {
-				close(stopProgress)
-				<-progressDone
-				return nil, err
-			}
-			defer lc.Close()
-			cl = lc
+		lc, err := newLocalCluster(c.clusterDir, splitAddrs(c.addr), c.chaosRevive)
+		if err != nil {
+			close(stopProgress)
+			<-progressDone
+			return nil, err
 		}
-		chaos = &chaosRun{spec: c.chaosSpec, cl: cl, rec: rec, clk: clk, start: start, maxKills: c.chaosKills, log: c.progress}
+		defer lc.Close()
+		chaos = &chaosRun{spec: c.chaosSpec, cl: lc, rec: rec, clk: clk, start: start, maxKills: c.chaosKills, log: c.progress}
 		chaos.begin(ctx)
 	}
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // runClean runs loadgen with args, bounded by limit, and checks that each of its -tasks
@@ -87,4 +89,17 @@ func TestFlagsTargets(t *testing.T) {
 	if len(c.targetList) != 2 || c.targetList[0] != "server" || c.targetList[1] != "beanstalkd" || c.target != "server" {
 		t.Fatalf("targets %q (%q)", c.targetList, c.target)
 	}
+}
+
+// TestServerTargetSmall runs the server target against a tockd in the test process,
+// ephemeral tasks and then durable ones through an embedded etcd: every task is
+// submitted, fired to loadgen's workers and acknowledged.
+func TestServerTargetSmall(t *testing.T) {
+	s := tockdtest.Start(t)
+	runClean(t, tockdtest.Limit, "-target", "server", "-addr", s.Addr, "-tasks", "2000", "-window", "50ms",
+		"-producers", "2", "-payload", "64")
+
+	d := tockdtest.Start(t, tockdtest.Etcd())
+	tockdtest.Eventually(t, "the durable node leads", func() bool { return d.Stats().IsLeader })
+	runClean(t, tockdtest.Limit, "-target", "server", "-addr", d.Addr, "-durable", "-tasks", "200")
 }

@@ -12,6 +12,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"gopkg.in/yaml.v3"
+
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // ruleFile is the shape of a Prometheus rules file, as far as alerts.yml uses it.
@@ -126,7 +128,7 @@ func TestAlertRulesPromtool(t *testing.T) {
 	if _, err := os.Stat("alerts.yml"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, promtool, "check", "rules", "alerts.yml").CombinedOutput()
 	if err != nil {

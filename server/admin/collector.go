@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,6 +28,23 @@ func counter(name, help string, value func(*tockd.Stats) float64) metric {
 	return metric{desc: prometheus.NewDesc(Namespace+"_"+name, help, nil, nil), kind: prometheus.CounterValue, value: value}
 }
 
+// counterWith is counter with constant labels: one metric of a family whose members
+// share name and help and differ in the labels' values.
+func counterWith(name, help string, labels prometheus.Labels, value func(*tockd.Stats) float64) metric {
+	return metric{desc: prometheus.NewDesc(Namespace+"_"+name, help, nil, labels), kind: prometheus.CounterValue, value: value}
+}
+
+// carryRefusedMetrics is runs_carry_refused_total, one member per reason.
+func carryRefusedMetrics() []metric {
+	ms := make([]metric, tockd.NumCarryRefusals)
+	for r := range tockd.NumCarryRefusals {
+		ms[r] = counterWith("runs_carry_refused_total",
+			"Carried outcomes (CARRY) this leader refused, by reason: each such run runs again if its task still owes one.",
+			prometheus.Labels{"reason": r.String()}, func(s *tockd.Stats) float64 { return float64(s.CarryRefused[r]) })
+	}
+	return ms
+}
+
 func gauge(name, help string, value func(*tockd.Stats) float64) metric {
 	return metric{desc: prometheus.NewDesc(Namespace+"_"+name, help, nil, nil), kind: prometheus.GaugeValue, value: value}
 }
@@ -45,7 +63,7 @@ func b2f(b bool) float64 {
 // metrics is every metric, in exposition order. The names are a public interface
 // (dashboards and alerts.yml use them): rename one only with the alerts, and the test
 // that checks alerts.yml against a scrape will say so.
-var metrics = []metric{
+var metrics = slices.Concat([]metric{
 	// Engine counters.
 	counter("tasks_submitted_total", "Tasks accepted by the engine.",
 		func(s *tockd.Stats) float64 { return float64(s.Engine.Submitted) }),
@@ -105,6 +123,9 @@ var metrics = []metric{
 		func(s *tockd.Stats) float64 { return float64(s.Redelivered) }),
 	counter("runs_carried_total", "Outcomes of runs a worker carried (CARRY) from the previous leader and this one accepted: runs not run again after a failover.",
 		func(s *tockd.Stats) float64 { return float64(s.Carried) }),
+	counter("durable_commits_total", "etcd writes of durable records, each shared by the submits waiting when it started: submits per commit is the batching.",
+		func(s *tockd.Stats) float64 { return float64(s.DurableCommits) }),
+}, carryRefusedMetrics(), []metric{
 
 	// Leadership.
 	gauge("is_leader", "1 while this node is the leader and dispatches, else 0. Exactly one node of a cluster should report 1.",
@@ -119,7 +140,7 @@ var metrics = []metric{
 		func(s *tockd.Stats) *task.Histogram { return &s.Engine.Lateness }),
 	histogram("execution_duration_seconds", "Run time of attempts, in seconds: in a handler, or for a worker's task from its FIRE to its ACK or NACK.",
 		func(s *tockd.Stats) *task.Histogram { return &s.Engine.Duration }),
-}
+})
 
 // Collector is a prometheus.Collector over a snapshot function. Each Collect takes
 // exactly one snapshot and turns it into constant metrics, so every value of one scrape

@@ -43,6 +43,7 @@ var wantScalars = map[string]struct {
 	"tock_queued_reply_bytes":         {dto.MetricType_GAUGE, 3011},
 	"tock_reply_stalls_total":         {dto.MetricType_COUNTER, 3012},
 	"tock_runs_carried_total":         {dto.MetricType_COUNTER, 3013},
+	"tock_durable_commits_total":      {dto.MetricType_COUNTER, 3014},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
 	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
 	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},
@@ -101,6 +102,7 @@ func TestScrapeValues(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want.value)
 		}
 	}
+	checkCarryRefused(t, fams["tock_runs_carry_refused_total"])
 	for name, want := range wantHists {
 		f := fams[name]
 		if f == nil {
@@ -116,7 +118,7 @@ func TestScrapeValues(t *testing.T) {
 	for name := range fams {
 		_, scalar := wantScalars[name]
 		_, hist := wantHists[name]
-		if strings.HasPrefix(name, "tock_") && !scalar && !hist {
+		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" {
 			t.Errorf("%s: emitted but not checked by this test", name)
 		}
 	}
@@ -128,6 +130,26 @@ func TestScrapeValues(t *testing.T) {
 	// promhttp's own counters live in the private registry too.
 	if fams["promhttp_metric_handler_requests_total"] == nil {
 		t.Error("promhttp_metric_handler_requests_total: missing")
+	}
+}
+
+// checkCarryRefused checks runs_carry_refused_total: a counter per reason, labelled
+// with its name, valued as in fixedStats (3101 for the first reason, and on).
+func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if f == nil || f.GetType() != dto.MetricType_COUNTER || len(f.Metric) != int(tockd.NumCarryRefusals) {
+		t.Fatalf("tock_runs_carry_refused_total: %v, want a counter with %d series", f, tockd.NumCarryRefusals)
+	}
+	got := map[string]float64{}
+	for _, m := range f.Metric {
+		if lp := m.GetLabel(); len(lp) == 1 && lp[0].GetName() == "reason" {
+			got[lp[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	for r := range tockd.NumCarryRefusals {
+		if want := float64(3101 + int(r)); got[r.String()] != want {
+			t.Errorf("tock_runs_carry_refused_total{reason=%q} = %v, want %v", r, got[r.String()], want)
+		}
 	}
 }
 
@@ -228,7 +250,9 @@ func TestCollectorBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "4 bounds and 1 counts") {
 		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
 	}
-	if len(fams) != len(metrics)-1 {
-		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), len(metrics)-1)
+	// Every metric is a family of its own, but for runs_carry_refused_total's reasons.
+	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1
+	if len(fams) != want {
+		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), want)
 	}
 }

@@ -15,12 +15,10 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// testTimeout bounds every HTTP round trip and every wait in these tests. It is far above
-// what a loopback request takes, because the tests share a loaded 2-core machine with
-// the race detector on; it only turns a hang into a failure.
-const testTimeout = 30 * time.Second
+func TestMain(m *testing.M) { tockdtest.Main(m) }
 
 // fixedStats is a snapshot with every field distinct and non-zero, and two non-empty
 // histograms with different bounds, so a field wired to the wrong metric shows.
@@ -46,6 +44,7 @@ func fixedStats() tockd.Stats {
 		},
 		Connections: 3001, Workers: 3002, Waiting: 3003, PendingDeletes: 3010, QueuedReplyBytes: 3011,
 		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013,
+		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 	}
 }
@@ -58,14 +57,9 @@ func start(t *testing.T, opts Options) (*Server, string) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	base, served := serve(t, s)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -75,16 +69,29 @@ func start(t *testing.T, opts Options) (*Server, string) {
 			if !errors.Is(err, ErrServerClosed) {
 				t.Errorf("Serve returned %v, want ErrServerClosed", err)
 			}
-		case <-time.After(testTimeout):
+		case <-time.After(tockdtest.Limit):
 			t.Error("Serve did not return after Shutdown")
 		}
 	})
-	return s, "http://" + ln.Addr().String()
+	return s, base
+}
+
+// serve runs s.Serve on a fresh 127.0.0.1 listener and returns the base URL and what
+// Serve returns, once it does.
+func serve(t *testing.T, s *Server) (string, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	return "http://" + ln.Addr().String(), served
 }
 
 // client makes one request per connection, so no idle keep-alive connection (and its
 // goroutines) outlives a test.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testTimeout}
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: tockdtest.Limit}
 
 // get fetches url and returns the status and body.
 func get(t *testing.T, url string) (int, string, http.Header) {

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -146,15 +145,8 @@ func TestListenAndServe(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.ListenAndServe() }()
-	// Addr is set once Serve has the listener; poll it (no sleep-based timing: the loop
-	// ends as soon as it is set, and testTimeout only bounds a hang).
-	deadline := time.Now().Add(testTimeout)
-	for s.Addr() == nil && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if s.Addr() == nil {
-		t.Fatal("ListenAndServe never set Addr")
-	}
+	// Addr is set once Serve has the listener, an event nothing announces.
+	tockdtest.Eventually(t, "ListenAndServe sets Addr", func() bool { return s.Addr() != nil })
 	if code, _, _ := get(t, "http://"+s.Addr().String()+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
@@ -181,17 +173,11 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
+	base, served := serve(t, s)
 	scrape(t, base)
 	get(t, base+"/debug/pprof/goroutine?debug=1")
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -212,7 +198,7 @@ func TestShutdown(t *testing.T) {
 	if _, err := net.Dial("tcp", ln2.Addr().String()); err == nil {
 		t.Error("Serve after Shutdown left its listener open")
 	}
-	goleak.VerifyNone(t, baseline)
+	tockdtest.VerifyNone(t)
 }
 
 // TestShutdownForcesStuckRequests: a request still running when Shutdown's context ends
@@ -228,15 +214,10 @@ func TestShutdownForcesStuckRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	base, served := serve(t, s)
 	reqDone := make(chan error, 1)
 	go func() {
-		resp, err := client.Get("http://" + ln.Addr().String() + "/healthz")
+		resp, err := client.Get(base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -263,7 +244,7 @@ func TestShutdownForcesStuckRequests(t *testing.T) {
 		t.Error("the stuck request got a response after its connection was closed")
 	}
 	close(release)
-	goleak.VerifyNone(t, baseline) // retries until the released handler's goroutine ends
+	tockdtest.VerifyNone(t) // retries until the released handler's goroutine ends
 }
 
 // TestOptionSetters: each WithX sets its own field (WithOptions is what every other

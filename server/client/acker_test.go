@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // fakeWorkerConn drives a Worker connected to the scripted fake server: it answers
@@ -97,7 +98,7 @@ func (fw *fakeWorkerConn) waitCredits(n uint64) {
 
 func (fw *fakeWorkerConn) fire(run uint64) {
 	fw.f.send(fw.nc, &protocol.Fire{Namespace: "default", TaskID: "t", TaskType: "w", RunID: run, Attempt: 1,
-		Due: 1, Epoch: 3, TTR: int64(wait), Durability: protocol.Ephemeral})
+		Due: 1, Epoch: 3, TTR: int64(tockdtest.Limit), Durability: protocol.Ephemeral})
 }
 
 // withheldAcks runs n FIREs through a Worker whose handlers return at once, while the
@@ -142,7 +143,7 @@ func withheldAcks(t *testing.T, n int) (fw *fakeWorkerConn, withheld []*protocol
 	}
 	select {
 	case <-allQueued:
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatalf("only %d of %d outcomes queued", queued.Load(), n)
 	}
 	reported = func() map[uint64]error {
@@ -154,7 +155,7 @@ func withheldAcks(t *testing.T, n int) (fw *fakeWorkerConn, withheld []*protocol
 }
 
 // TestWorkerBatchesAcks: runs that finish while maxAckFramesInFlight ACKS frames await
-// their answers wait, and their credits with them (the Worker's back-pressure); once
+// their answers tockdtest.Limit, and their credits with them (the Worker's back-pressure); once
 // answers come they go out together, in at most two more frames (the one the acker held
 // when the bound stopped it, and everything queued meanwhile), each ACKS carrying the
 // credits of the runs it reports.
@@ -192,7 +193,7 @@ func TestWorkerBatchesAcks(t *testing.T) {
 	if fw.credits != n {
 		t.Fatalf("the ACKS frames granted %d credits, want %d: one per run, with its report", fw.credits, n)
 	}
-	waitFor(t, func() bool { return len(reported()) == n })
+	tockdtest.Eventually(t, "every run reported", func() bool { return len(reported()) == n })
 	for r, err := range reported() {
 		if err != nil {
 			t.Errorf("run %d: ackErr %v", r, err)
@@ -223,7 +224,7 @@ func TestWorkerStopReportsFinishedRuns(t *testing.T) {
 	}
 	select {
 	case <-stopped:
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("Run did not return after its last reports were answered")
 	}
 	if got := reported(); len(got) != n {
@@ -251,7 +252,7 @@ func TestWorkerAckFallsBackToAck(t *testing.T) {
 		t.Fatalf("want ACKS of run 1, got %+v", a)
 	}
 	fw.f.send(fw.nc, &protocol.Acked{ID: a.ID, Failed: []protocol.AckFailure{{RunID: 1, Code: protocol.CodeUnknownRun, Message: "gone"}}})
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return reported[1] != nil })
+	tockdtest.Eventually(t, "run 1 reported", func() bool { mu.Lock(); defer mu.Unlock(); return reported[1] != nil })
 
 	fw.fire(2)
 	a, ok = fw.next().(*protocol.Acks)
@@ -270,7 +271,7 @@ func TestWorkerAckFallsBackToAck(t *testing.T) {
 		}
 		fw.f.send(fw.nc, &protocol.OK{ID: ack.ID})
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(reported) == 3 })
+	tockdtest.Eventually(t, "3 runs reported", func() bool { mu.Lock(); defer mu.Unlock(); return len(reported) == 3 })
 	fw.waitCredits(3) // one per run, the refused ACKS's granted again by CREDIT
 	mu.Lock()
 	defer mu.Unlock()
@@ -279,17 +280,5 @@ func TestWorkerAckFallsBackToAck(t *testing.T) {
 	}
 	if reported[2] != nil || reported[3] != nil {
 		t.Errorf("runs 2, 3: ackErr %v, %v, want nil", reported[2], reported[3])
-	}
-}
-
-// waitFor polls cond until it holds or the test's wait bound passes.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", wait)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

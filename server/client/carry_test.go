@@ -12,6 +12,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // A Worker keeps the outcome of every run whose report got no definite answer (an ACKS
@@ -40,7 +41,7 @@ func TestWorkerCarriesUnconfirmedOutcomes(t *testing.T) {
 	})
 	fire := func(run uint64) {
 		f.send(fw.nc, &protocol.Fire{Namespace: "billing", TaskID: "t" + string(rune('0'+run)), TaskType: "w", RunID: run,
-			Attempt: 2, Due: 1000 + int64(run), Epoch: 3, TTR: int64(wait), Durability: protocol.Durable, Version: 5})
+			Attempt: 2, Due: 1000 + int64(run), Epoch: 3, TTR: int64(tockdtest.Limit), Durability: protocol.Durable, Version: 5})
 	}
 	fire(7)
 	fire(8)
@@ -97,7 +98,7 @@ func TestWorkerCarriesUnconfirmedOutcomes(t *testing.T) {
 	for range 2 {
 		select {
 		case <-reported:
-		case <-time.After(wait):
+		case <-time.After(tockdtest.Limit):
 			t.Fatal("OnAcked not called for the carried runs")
 		}
 	}
@@ -129,7 +130,7 @@ func TestWorkerSplitsACarryToFitMaxFrame(t *testing.T) {
 	long := strings.Repeat("x", 200) // 12 outcomes of ~250 bytes: 3 KB, three times max_frame
 	for run := uint64(1); run <= n; run++ {
 		f.send(fw.nc, &protocol.Fire{TaskID: fmt.Sprintf("%s-%d", long, run), TaskType: "w", RunID: run, Attempt: 1, Due: 1,
-			Epoch: 3, TTR: int64(wait), Durability: protocol.Durable})
+			Epoch: 3, TTR: int64(tockdtest.Limit), Durability: protocol.Durable})
 	}
 	for reported := 0; reported < n; {
 		r := f.next(t)
@@ -205,7 +206,7 @@ func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
 		}
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("OnAcked not called")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 func TestOptionsValidateNamesField(t *testing.T) {
@@ -45,8 +46,8 @@ func TestBackoffDoublesToMax(t *testing.T) {
 }
 
 func TestHandshakeAndToken(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{Token: "s3cret", MaxFrame: 4096})
-	c := dialT(t, s.addr, WithToken("s3cret"), WithClientName("hs"))
+	s := tockdtest.Start(t, tockdtest.Options(tockd.Options{Token: "s3cret", MaxFrame: 4096}))
+	c := dialT(t, s.Addr, WithToken("s3cret"), WithClientName("hs"))
 	w := c.Welcome()
 	if w.Node != "node-test" || w.MaxFrame != 4096 || w.Version != protocol.Version {
 		t.Errorf("Welcome = %+v", w)
@@ -55,14 +56,14 @@ func TestHandshakeAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tok := range []string{"", "wrong"} {
-		_, err := Dial(bounded(t), s.addr, WithToken(tok))
+		_, err := Dial(bounded(t), s.Addr, WithToken(tok))
 		var pe *protocol.Error
 		if !errors.Is(err, protocol.ErrUnauthorized) || !errors.As(err, &pe) {
 			t.Errorf("token %q: want UNAUTHORIZED *protocol.Error, got %v", tok, err)
 		}
 	}
 	// The server's max_frame above ours is refused: we must accept what it may send.
-	if _, err := Dial(bounded(t), s.addr, WithToken("s3cret"), WithMaxFrame(2048)); !errors.Is(err, ErrHandshake) {
+	if _, err := Dial(bounded(t), s.Addr, WithToken("s3cret"), WithMaxFrame(2048)); !errors.Is(err, ErrHandshake) {
 		t.Errorf("want ErrHandshake, got %v", err)
 	}
 	// A frame above the server's max_frame is refused before it is sent.
@@ -77,8 +78,8 @@ func TestHandshakeAndToken(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr)
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
 	ctx := bounded(t)
 
 	st, err := c.Submit(ctx, oneShot("a", "t", time.Hour), protocol.Ephemeral)
@@ -153,8 +154,8 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestPipeliningManyGoroutines(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr)
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
 	const goroutines, each = 8, 200
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -196,7 +197,7 @@ func TestCancelWaitingCallDiscardsLateReply(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Ping returned %v", err)
 		}
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("cancelled Ping did not return")
 	}
 	// The late PONG is dropped; the next call gets its own reply, not that one.
@@ -237,7 +238,7 @@ func TestLostConnectionFailsInFlightThenRedials(t *testing.T) {
 		t.Fatal("Ping succeeded with no server")
 	}
 	// A real server comes back on the same address: the next call redials.
-	startServer(t, addr, tockd.Options{})
+	tockdtest.Start(t, tockdtest.Addr(addr))
 	if err := c.Ping(bounded(t)); err != nil {
 		t.Fatalf("Ping after the server came back: %v", err)
 	}
@@ -251,18 +252,18 @@ func TestLostConnectionFailsInFlightThenRedials(t *testing.T) {
 }
 
 func TestServerShutdownThenRestart(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr, WithReconnectBackoff(time.Millisecond, 20*time.Millisecond))
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr, WithReconnectBackoff(time.Millisecond, 20*time.Millisecond))
 	if err := c.Ping(bounded(t)); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
 	old := c.cur
 	c.mu.Unlock()
-	s.stop(t)
+	s.Stop()
 	select {
 	case <-old.done: // the reader saw SHUTTING_DOWN and the close
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("client did not notice the shutdown")
 	}
 	old.mu.Lock()
@@ -271,7 +272,7 @@ func TestServerShutdownThenRestart(t *testing.T) {
 	if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "SHUTTING_DOWN") {
 		t.Errorf("lost connection's error = %v", err)
 	}
-	startServer(t, s.addr, tockd.Options{NodeName: "node-2"})
+	tockdtest.Start(t, tockdtest.Addr(s.Addr), tockdtest.Options(tockd.Options{NodeName: "node-2"}))
 	if err := c.Ping(bounded(t)); err != nil {
 		t.Fatalf("Ping after restart: %v", err)
 	}
@@ -302,8 +303,8 @@ func TestCloseFailsWaitingCalls(t *testing.T) {
 // Pages of tasks with large payloads end early to fit the server's max_frame, and
 // paging goes on; OmitPayload brings lengths instead of payloads, in fewer pages.
 func TestReadLargePayloads(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{MaxFrame: 64 << 10})
-	c := dialT(t, s.addr)
+	s := tockdtest.Start(t, tockdtest.Options(tockd.Options{MaxFrame: 64 << 10}))
+	c := dialT(t, s.Addr)
 	ctx := bounded(t)
 	const n, size = 5, 20 << 10
 	for i := range n {

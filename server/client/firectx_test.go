@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 type ctxKey struct{}
@@ -20,7 +22,7 @@ func TestFireCtx(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("Done not closed after the deadline")
 	}
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
@@ -37,7 +39,7 @@ func TestFireCtx(t *testing.T) {
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("Done not closed when the parent was cancelled")
 	}
 	if !errors.Is(c.Err(), context.Canceled) {

@@ -10,6 +10,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // silentHB is the heartbeat the silent node states: its deadline is 3 of them.
@@ -17,7 +18,7 @@ const silentHB = 50 * time.Millisecond
 
 // leaveBound bounds how long leaving a silent node may take: its deadline (150 ms) plus
 // a redial, with slack for a loaded 2-core machine, and far below the 10 s a call waits
-// (wait) when the silence goes unnoticed.
+// (tockdtest.Limit) when the silence goes unnoticed.
 const leaveBound = 3 * time.Second
 
 // A node that stops answering while its socket stays open (a fake that completes the
@@ -27,8 +28,8 @@ const leaveBound = 3 * time.Second
 // tockd.
 func TestClientLeavesASilentNode(t *testing.T) {
 	silent := startFakeHB(t, "127.0.0.1:0", silentHB)
-	live := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, silent.ln.Addr().String()+","+live.addr)
+	live := tockdtest.Start(t)
+	c := dialT(t, silent.ln.Addr().String()+","+live.Addr)
 	if got := c.Welcome().Heartbeat; got != silentHB {
 		t.Fatalf("Welcome().Heartbeat = %v, want %v", got, silentHB)
 	}
@@ -54,9 +55,9 @@ func TestClientLeavesASilentNode(t *testing.T) {
 // leaves it within the deadline and serves at the next address.
 func TestWorkerLeavesASilentNode(t *testing.T) {
 	silent := startFakeHB(t, "127.0.0.1:0", silentHB)
-	live := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, live.addr)
-	w := newWorkerT(t, silent.ln.Addr().String()+","+live.addr)
+	live := tockdtest.Start(t)
+	c := dialT(t, live.Addr)
+	w := newWorkerT(t, silent.ln.Addr().String()+","+live.Addr)
 	ran := make(chan string, 1)
 	if err := w.Handle("job", func(_ context.Context, f *Fire) error { ran <- f.TaskID; return nil }); err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestWorkerLeavesASilentNode(t *testing.T) {
 		if id != "w" {
 			t.Fatalf("ran %q", id)
 		}
-	case <-time.After(wait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("the worker did not run the task at the live node")
 	}
 	waitState(t, c, "w", task.Succeeded)
@@ -108,8 +109,8 @@ func TestRedialSkipsANodeFrozenAtTheHandshake(t *testing.T) {
 			nc.Close()
 		}
 	})
-	live := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, silent.ln.Addr().String()+","+frozen.Addr().String()+","+live.addr)
+	live := tockdtest.Start(t)
+	c := dialT(t, silent.ln.Addr().String()+","+frozen.Addr().String()+","+live.Addr)
 	start := time.Now()
 	if _, err := c.Submit(bounded(t), oneShot("a", "job", time.Hour), protocol.Ephemeral); !errors.Is(err, ErrHeartbeat) {
 		t.Fatalf("Submit to the silent node: %v, want ErrHeartbeat", err)

@@ -2,7 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -10,73 +10,17 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
-	"github.com/tock-sched/tock/server/tockd"
-	"go.uber.org/goleak"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// baseline ignores the goroutines that exist before any test runs (ants starts a default
-// pool at init).
-var baseline goleak.Option
+func TestMain(m *testing.M) { tockdtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	baseline = goleak.IgnoreCurrent()
-	goleak.VerifyTestMain(m, baseline)
-}
-
-// wait bounds every wait for a reply or an event; loopback answers in microseconds, the
-// bound only turns a hang into a failure.
-const wait = 10 * time.Second
-
+// bounded is a context for one call: it ends at tockdtest.Limit or with the test.
 func bounded(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// server is a live tockd on loopback.
-type server struct {
-	srv    *tockd.Server
-	addr   string
-	served chan error
-	once   sync.Once
-}
-
-// startServer starts tockd on addr ("127.0.0.1:0" for a fresh port) with an engine
-// of its own; cleanup (or stop) shuts it down.
-func startServer(t *testing.T, addr string, opts tockd.Options) *server {
-	t.Helper()
-	if opts.EngineOptions == nil {
-		opts.EngineOptions = []task.Option{task.WithWorkers(2)}
-	}
-	if opts.NodeName == "" {
-		opts.NodeName = "node-test"
-	}
-	srv, err := tockd.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{srv: srv, addr: ln.Addr().String(), served: make(chan error, 1)}
-	go func() { s.served <- srv.Serve(ln) }()
-	t.Cleanup(func() { s.stop(t) })
-	return s
-}
-
-func (s *server) stop(t *testing.T) {
-	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, tockd.ErrServerClosed) {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-s.served; !errors.Is(err, tockd.ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-	})
 }
 
 func dialT(t *testing.T, addr string, opts ...Option) *Client {
@@ -94,20 +38,16 @@ func oneShot(id, typ string, d time.Duration) task.Task {
 	return task.Task{ID: id, Type: typ, Schedule: task.After(d)}
 }
 
-// waitState polls GET (observing only) until the task is in state want, within wait.
+// waitState polls GET (observing only) until the task is in state want.
 func waitState(t *testing.T, c *Client, id string, want task.State) protocol.Info {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		in, err := c.Get(bounded(t), "", id)
-		if err == nil && in.State == want {
-			return in
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s not %v within %v: %+v, %v", id, want, wait, in, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var in protocol.Info
+	tockdtest.Eventually(t, fmt.Sprintf("task %s %v", id, want), func() bool {
+		var err error
+		in, err = c.Get(bounded(t), "", id)
+		return err == nil && in.State == want
+	})
+	return in
 }
 
 // fake is a scripted server: it completes the handshake, then hands every request to
@@ -203,8 +143,8 @@ func (f *fake) next(t *testing.T) fakeReq {
 	select {
 	case r := <-f.reqs:
 		return r
-	case <-time.After(wait):
-		t.Fatalf("no request reached the fake server within %v", wait)
+	case <-time.After(tockdtest.Limit):
+		t.Fatalf("no request reached the fake server within %v", tockdtest.Limit)
 		return fakeReq{}
 	}
 }

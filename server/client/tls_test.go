@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // testCA is a certificate authority made for one test, and a server certificate it
@@ -63,11 +64,11 @@ func newTestCA(t *testing.T) testCA {
 // plain-TCP client gets no service.
 func TestTLS(t *testing.T) {
 	ca := newTestCA(t)
-	s := startServer(t, "127.0.0.1:0", tockd.Options{TLS: &tls.Config{Certificates: []tls.Certificate{ca.server},
-		MinVersion: tls.VersionTLS12}, HandshakeTimeout: time.Second})
+	s := tockdtest.Start(t, tockdtest.Options(tockd.Options{TLS: &tls.Config{Certificates: []tls.Certificate{ca.server},
+		MinVersion: tls.VersionTLS12}, HandshakeTimeout: time.Second}))
 	ctx := bounded(t)
 
-	c, err := Dial(ctx, s.addr, WithTLS(&tls.Config{RootCAs: ca.pool}))
+	c, err := Dial(ctx, s.Addr, WithTLS(&tls.Config{RootCAs: ca.pool}))
 	if err != nil {
 		t.Fatalf("dial with the CA: %v", err)
 	}
@@ -76,7 +77,7 @@ func TestTLS(t *testing.T) {
 	}
 	c.Close()
 
-	_, err = Dial(ctx, s.addr, WithTLS(&tls.Config{RootCAs: x509.NewCertPool()}))
+	_, err = Dial(ctx, s.Addr, WithTLS(&tls.Config{RootCAs: x509.NewCertPool()}))
 	var badCert *tls.CertificateVerificationError
 	if !errors.As(err, &badCert) || !permanent(err) {
 		t.Fatalf("dial without the CA: %v, want a certificate verification error, not retried", err)
@@ -84,7 +85,7 @@ func TestTLS(t *testing.T) {
 
 	// Plain TCP against the TLS port: the server finds no TLS ClientHello in the HELLO
 	// frame and closes the connection (at the latest after HandshakeTimeout, 1 s here).
-	if _, err := Dial(ctx, s.addr, WithDialTimeout(5*time.Second)); err == nil {
+	if _, err := Dial(ctx, s.Addr, WithDialTimeout(5*time.Second)); err == nil {
 		t.Fatal("a plain-TCP client completed a handshake with a TLS server")
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
-	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // runWorker runs w until the test ends, then checks Run returned context.Canceled. It
@@ -31,7 +31,7 @@ func runWorker(t *testing.T, w *Worker) <-chan struct{} {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Run returned %v, want context.Canceled", err)
 			}
-		case <-time.After(wait):
+		case <-time.After(tockdtest.Limit):
 			t.Error("Run did not return after cancel")
 		}
 	})
@@ -43,8 +43,8 @@ func waitSub(t *testing.T, subs <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-subs:
-	case <-time.After(wait):
-		t.Fatalf("worker did not subscribe within %v", wait)
+	case <-time.After(tockdtest.Limit):
+		t.Fatalf("worker did not subscribe within %v", tockdtest.Limit)
 	}
 }
 
@@ -58,9 +58,9 @@ func newWorkerT(t *testing.T, addr string, opts ...Option) *Worker {
 }
 
 func TestWorkerRunsTasks(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr)
-	w := newWorkerT(t, s.addr, WithConcurrency(3))
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	w := newWorkerT(t, s.Addr, WithConcurrency(3))
 	var running, peak atomic.Int32
 	seen := make(chan string, 100)
 	if err := w.Handle("email", func(ctx context.Context, f *Fire) error {
@@ -106,10 +106,10 @@ func TestWorkerRunsTasks(t *testing.T) {
 }
 
 func TestWorkerRetriesThenSucceeds(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr)
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
 	acked := make(chan string, 4) // OnAcked: the result and the server's answer per attempt
-	w := newWorkerT(t, s.addr, WithOnAcked(func(f *Fire, result, ackErr error) {
+	w := newWorkerT(t, s.Addr, WithOnAcked(func(f *Fire, result, ackErr error) {
 		acked <- fmt.Sprintf("attempt %d: result %v, answer %v", f.Attempt, result, ackErr)
 	}))
 	var mu sync.Mutex
@@ -143,7 +143,7 @@ func TestWorkerRetriesThenSucceeds(t *testing.T) {
 		select {
 		case a := <-acked:
 			got[a] = true
-		case <-time.After(wait):
+		case <-time.After(tockdtest.Limit):
 			t.Fatalf("OnAcked called only for %v", got)
 		}
 	}
@@ -155,9 +155,9 @@ func TestWorkerRetriesThenSucceeds(t *testing.T) {
 }
 
 func TestWorkerNonRetryableIsDead(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	c := dialT(t, s.addr)
-	w := newWorkerT(t, s.addr)
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	w := newWorkerT(t, s.Addr)
 	var calls atomic.Int32
 	if err := w.Handle("doomed", func(ctx context.Context, f *Fire) error {
 		calls.Add(1)
@@ -185,17 +185,17 @@ func TestWorkerNonRetryableIsDead(t *testing.T) {
 }
 
 func TestWorkerRedialsAfterServerRestart(t *testing.T) {
-	s := startServer(t, "127.0.0.1:0", tockd.Options{})
-	w := newWorkerT(t, s.addr, WithReconnectBackoff(time.Millisecond, 20*time.Millisecond))
+	s := tockdtest.Start(t)
+	w := newWorkerT(t, s.Addr, WithReconnectBackoff(time.Millisecond, 20*time.Millisecond))
 	ran := make(chan string, 10)
 	if err := w.Handle("t", func(ctx context.Context, f *Fire) error { ran <- f.TaskID; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	subs := runWorker(t, w)
-	s.stop(t)
-	s2 := startServer(t, s.addr, tockd.Options{})
+	s.Stop()
+	s2 := tockdtest.Start(t, tockdtest.Addr(s.Addr))
 	waitSub(t, subs) // redialled and subscribed again
-	c := dialT(t, s2.addr)
+	c := dialT(t, s2.Addr)
 	tk := oneShot("r", "t", 0)
 	tk.Retry = task.RetryPolicy{MaxAttempts: 1000, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 	if _, err := c.Submit(bounded(t), tk, protocol.Ephemeral); err != nil {

@@ -40,7 +40,7 @@ func TestEmbeddedEtcdRefusesStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
-	if err := s.Put(ctxT(t), Record{Namespace: "ns", ID: "a", Version: 1, Body: []byte("x")}); err != nil {
+	if err := s.Records().Put(ctxT(t), Record{Namespace: "ns", ID: "a", Version: 1, Body: []byte("x")}); err != nil {
 		t.Fatalf("Put through the store: %v", err)
 	}
 

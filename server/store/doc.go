@@ -1,14 +1,39 @@
 // Package store keeps tock's durable task records and its single-node
 // leadership in etcd.
 //
+// # Parts
+//
+// A Store (Open) holds the etcd client, the embedded etcd if it runs one, and the
+// node's one etcd session: the lease that its leadership terms and its worker registry
+// entries stand on, with that lease's valid-until (sessions, session.go; lease.go). The
+// keys are split by kind among parts, each a type reached from the Store, owning one
+// range of keys, and safe for concurrent use with no lock of its own (every field is
+// set by Open and never changes):
+//
+//	st.Records()   Records    tasks/: Put, PutBatch[Fenced], DeleteBatch[Fenced], Load (records.go)
+//	st.Locks()     Locks      locks/: Put[Fenced], SwapFenced, Delete[Fenced], DeleteBeforeFenced, Held[At] (locks.go)
+//	st.Progress()  Progress   next/: PutFenced, At (next.go)
+//	st.Workers()   Workers    workers/: Put, Delete, List, under the session's lease (workers.go)
+//	st.Election()  Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
+//
+// The Store itself reads across the parts: Revision (etcd's revision now) and Follow
+// (every write under the prefix, decoded by kind), in follow.go. A write that touches
+// several kinds stays in the part that starts it, in one transaction: a record's first
+// progress goes with its put (Record.NextDue), its progress and run lock with its delete.
+// A Fence (txn.go) makes any part's write conditional on a Leadership's term.
+//
+// The only lock is the session holder's (sessions.mu, guarding which session is
+// current); it is held only to read or replace the session, and across no request to
+// etcd but those that make a new session (its lease grant, its keep-alive stream).
+//
 // # Key layout
 //
 // Every key lives under Options.Prefix (default "/tock/"):
 //
 //	<prefix>tasks/<namespace>/<id>   one durable task record
-//	<prefix>locks/<namespace>/<id>   an exclusive task's run lock (locks.go)
-//	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (next.go)
-//	<prefix>workers/<node>/<name>    the worker registry (workers.go)
+//	<prefix>locks/<namespace>/<id>   an exclusive task's run lock (Locks)
+//	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (Progress)
+//	<prefix>workers/<node>/<name>    the worker registry (Workers)
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
@@ -47,7 +72,7 @@
 //     write is refused with ErrExists, unless the stored value is byte-for-byte
 //     the one being written, which counts as success (so a retry after an
 //     unknown outcome is idempotent).
-//   - PutBatch packs records into transactions of at most Options.MaxTxnOps
+//   - Records.PutBatch packs records into transactions of at most Options.MaxTxnOps
 //     etcd ops (counting the nested levels, as etcd does) and at most
 //     Options.MaxTxnBytes of keys and values; each record succeeds or fails on
 //     its own.
@@ -57,10 +82,10 @@
 //     leader, permission), which is known not to have written. A put refused
 //     for an equal or higher stored version reports the stored record
 //     (*ExistsError).
-//   - A delete (DeleteBatch) names the version it removes: it applies only while
+//   - A delete (Records.DeleteBatch) names the version it removes: it applies only while
 //     the record is stored at exactly that version (be64(v) <= value < be64(v+1)),
 //     so the end of a replaced version never removes its successor's record.
-//   - Load reads the whole record range at one revision, in pages of
+//   - Records.Load reads the whole record range at one revision, in pages of
 //     Options.LoadPageSize, and returns that revision: a later watch from
 //     rev+1 sees every change after the snapshot. Revision reads etcd's
 //     revision now: every write committed before the call is at or below it.
@@ -68,7 +93,7 @@
 // # Leadership
 //
 // A Store holds at most one concurrency.Session at a time, on a lease of
-// Options.SessionTTL. Campaign blocks until this node owns the election on
+// Options.SessionTTL. Election.Campaign blocks until this node owns the election on
 // <prefix>leader. The Leadership's Epoch is the CreateRevision of its election
 // key: it grows with every new leader, so a fire stamped with an older epoch
 // can be refused (fencing). Done is closed when this node must stop acting as

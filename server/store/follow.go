@@ -42,12 +42,12 @@ var ErrFollowLost = errors.New("store: follow lost: read again")
 func (s *Store) Follow(ctx context.Context, fromRev int64, fn func(Change)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.cli.Watch(wctx, s.opts.Prefix, clientv3.WithPrefix(), clientv3.WithRev(fromRev)) {
+	for resp := range s.cli.Watch(wctx, s.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(fromRev)) {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("%w: %w", ErrFollowLost, err)
 		}
 		for _, ev := range resp.Events {
-			fn(s.change(ev))
+			fn(s.keys.change(ev))
 		}
 	}
 	if ctx.Err() != nil {
@@ -56,43 +56,43 @@ func (s *Store) Follow(ctx context.Context, fromRev int64, fn func(Change)) erro
 	return ErrFollowLost
 }
 
-func (s *Store) change(ev *clientv3.Event) Change {
+// change is what the watch event ev, under the prefix, means.
+func (k keyspace) change(ev *clientv3.Event) Change {
 	key := string(ev.Kv.Key)
 	c := Change{Kind: OtherChange, Rev: ev.Kv.ModRevision}
 	put := ev.Type == clientv3.EventTypePut
 	switch {
-	case strings.HasPrefix(key, s.tasks):
-		ns, id, ok := strings.Cut(key[len(s.tasks):], "/")
+	case strings.HasPrefix(key, k.tasks):
+		tk, ok := taskOf(k.tasks, key)
 		if !ok {
 			return c
 		}
-		c.Key = Key{ns, id}
+		c.Key = tk
 		if !put {
 			c.Kind = RecordDelete
 			return c
 		}
-		r, err := s.decode(ev.Kv.Key, ev.Kv.Value)
+		r, err := k.decodeRecord(ev.Kv.Key, ev.Kv.Value)
 		if err != nil {
 			return c // not a record this store wrote: ignored, as Load would refuse it
 		}
 		c.Kind, c.Record = RecordPut, r
-	case strings.HasPrefix(key, s.next):
+	case strings.HasPrefix(key, k.next):
 		if !put {
-			ns, id, ok := strings.Cut(key[len(s.next):], "/")
-			if ok {
-				c.Kind, c.Key = NextDelete, Key{ns, id}
+			if tk, ok := taskOf(k.next, key); ok {
+				c.Kind, c.Key = NextDelete, tk
 			}
 			return c
 		}
-		if nd, ok := s.decodeNext(ev.Kv.Key, ev.Kv.Value); ok {
+		if nd, ok := k.decodeProgress(ev.Kv.Key, ev.Kv.Value); ok {
 			c.Kind, c.Key, c.Next = NextPut, nd.Key, nd
 		}
-	case strings.HasPrefix(key, s.locks):
-		ns, id, ok := strings.Cut(key[len(s.locks):], "/")
+	case strings.HasPrefix(key, k.locks):
+		tk, ok := taskOf(k.locks, key)
 		if !ok {
 			return c
 		}
-		c.Key = Key{ns, id}
+		c.Key = tk
 		c.Kind = LockDelete
 		if put {
 			c.Kind = LockPut
@@ -101,18 +101,12 @@ func (s *Store) change(ev *clientv3.Event) Change {
 	return c
 }
 
-// LocksAt returns the tasks with a run lock at revision rev (Load's, for a consistent
-// snapshot of records and locks; 0: now).
-func (s *Store) LocksAt(ctx context.Context, rev int64) (map[Key]bool, error) {
-	resp, err := s.cli.Get(ctx, s.locks, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+// Revision returns etcd's current revision (one linearizable read): every write
+// committed before the call is at or below it.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.keys.tasks, clientv3.WithCountOnly())
 	if err != nil {
-		return nil, fmt.Errorf("store: read run locks at %d: %w", rev, err)
+		return 0, fmt.Errorf("store: read the revision: %w", err)
 	}
-	locked := make(map[Key]bool, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		if ns, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), s.locks), "/"); ok {
-			locked[Key{ns, id}] = true
-		}
-	}
-	return locked, nil
+	return resp.Header.Revision, nil
 }

@@ -4,26 +4,38 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// session is the Store's one leadership session and the watch on its lease.
-type session struct {
-	sess    *concurrency.Session
-	lost    chan struct{} // closed once the lease may be gone
-	cancel  context.CancelFunc
-	closing atomic.Bool   // set by Store.Close, which revokes itself
-	lease   leaseDeadline // valid until (lease.go): renewed by renew, read by Leadership.Valid
+// Election is this node's side of the leader election on <prefix>leader: Campaign makes
+// it leader for a term (a Leadership), Leader reads who leads now. Terms stand on the
+// Store's one session (sessions), the lease its worker registry entries share.
+//
+// Invariants: ∀ terms a, b: b won after a ended ⇒ a.Epoch() < b.Epoch() (an epoch is
+// its election key's CreateRevision, and etcd's revisions only grow), across every node
+// campaigning under the prefix; a term lasts until its session is lost, its key is
+// deleted or rewritten, or it resigns (Leadership.Done). Costs:
+// Campaign is a lease grant when there is no live session, then a put and a wait for
+// every older candidate's key to go, then one read and one watch per term on the
+// client's shared watch stream; Leader is one read.
+//
+// Concurrency: safe for concurrent use; the session is the Store's (sessions, guarded by
+// its mu), every other field is set when the Store opens and never changes.
+type Election struct {
+	cli      *clientv3.Client
+	key      string        // <prefix>leader: the election's prefix
+	node     string        // Options.Node: what Campaign campaigns with
+	ttl      time.Duration // Options.SessionTTL: bounds dropRewritten
+	sessions *sessions
 }
 
 // Leadership is this node's term as leader.
 type Leadership struct {
 	elec      *concurrency.Election
-	key       string // the election key, kept: the Election forgets it on Resign
+	key       string // the election key, kept: the concurrency.Election forgets it on Resign
 	epoch     int64
 	done      chan struct{}
 	resigned  chan struct{}
@@ -70,24 +82,24 @@ func (l *Leadership) Resign(ctx context.Context) error {
 
 // Campaign blocks until this node is elected on <prefix>leader, or ctx ends; its
 // election key's value is Options.Node.
-func (s *Store) Campaign(ctx context.Context) (*Leadership, error) {
-	return s.CampaignAs(ctx, s.opts.Node)
+func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
+	return e.CampaignAs(ctx, e.node)
 }
 
 // CampaignAs is Campaign with value as the election key's value: what Leader reports to
 // other nodes while this one leads (a server puts its client address there).
-func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, error) {
-	ss, err := s.liveSession()
+func (e *Election) CampaignAs(ctx context.Context, value string) (*Leadership, error) {
+	ss, err := e.sessions.live()
 	if err != nil {
 		return nil, err
 	}
-	e := concurrency.NewElection(ss.sess, s.leader)
-	if err := e.Campaign(ctx, value); err != nil {
+	ce := concurrency.NewElection(ss.sess, e.key)
+	if err := ce.Campaign(ctx, value); err != nil {
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
-	l := &Leadership{elec: e, key: e.Key(), epoch: e.Rev(), done: make(chan struct{}), resigned: make(chan struct{}), lease: &ss.lease}
+	l := &Leadership{elec: ce, key: ce.Key(), epoch: ce.Rev(), done: make(chan struct{}), resigned: make(chan struct{}), lease: &ss.lease}
 	wctx, stopWatch := context.WithCancel(context.Background())
-	keyGone := s.watchKey(wctx, l.key, l.epoch)
+	keyGone := e.watchKey(wctx, l.key, l.epoch)
 	go func() {
 		select {
 		case <-ss.lost:
@@ -106,22 +118,22 @@ func (s *Store) CampaignAs(ctx context.Context, value string) (*Leadership, erro
 // its session lives (an operator or a new leader deleted it), and a node that makes no
 // fenced write would otherwise learn it only when its session ends. It costs one watch
 // per term, on the client's shared watch stream; ctx ends it.
-func (s *Store) watchKey(ctx context.Context, key string, created int64) <-chan struct{} {
+func (e *Election) watchKey(ctx context.Context, key string, created int64) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
 		// The key as it is now: Campaign may have rewritten its value after creating it.
-		resp, err := s.cli.Get(ctx, key)
+		resp, err := e.cli.Get(ctx, key)
 		if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != created {
 			return
 		}
-		for wr := range s.cli.Watch(ctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
+		for wr := range e.cli.Watch(ctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
 			if wr.Err() != nil || wr.Canceled {
 				return
 			}
 			if n := len(wr.Events); n > 0 {
 				if wr.Events[n-1].Type == clientv3.EventTypePut {
-					s.dropRewritten(key, created)
+					e.dropRewritten(key, created)
 				}
 				return
 			}
@@ -134,101 +146,20 @@ func (s *Store) watchKey(ctx context.Context, key string, created int64) <-chan 
 // created: it was rewritten, and the term it began is over; without the delete, this
 // session's next Campaign would find the key and lead again at the same epoch. Bounded
 // by the session TTL; a failure leaves the key to the session's end.
-func (s *Store) dropRewritten(key string, created int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.SessionTTL)
+func (e *Election) dropRewritten(key string, created int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.ttl)
 	defer cancel()
-	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
+	_, _ = e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
 		Then(clientv3.OpDelete(key)).Commit()
-}
-
-// liveSession returns the current session, making a new one if there is
-// none or the last was lost.
-func (s *Store) liveSession() (*session, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	if s.session != nil {
-		select {
-		case <-s.session.lost:
-		default:
-			return s.session, nil
-		}
-	}
-	before := time.Now()
-	ttl := ttlSeconds(s.opts.SessionTTL)
-	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(ttl))
-	if err != nil {
-		return nil, fmt.Errorf("store: new session: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ka, err := s.cli.KeepAlive(ctx, sess.Lease())
-	if err != nil {
-		cancel()
-		sess.Close()
-		return nil, fmt.Errorf("store: watch session lease: %w", err)
-	}
-	ss := &session{sess: sess, lost: make(chan struct{}), cancel: cancel}
-	// The lease cannot expire before before+TTL (it was granted after it).
-	ss.lease.extend(before, time.Duration(ttl)*time.Second, s.opts.LeaseGuard)
-	gone := make(chan struct{})
-	once := clientKeepAliveOnce(s.cli, sess.Lease())
-	go func() {
-		if renew(ctx, once, time.Now, s.opts.SessionTTL/renewDivide, s.opts.LeaseGuard, &ss.lease) == errLeaseGone {
-			close(gone)
-		}
-	}()
-	go ss.watch(ka, gone)
-	s.session = ss
-	return ss, nil
-}
-
-// watch closes ss.lost when the session ends, when renew finds the lease gone
-// (gone), or when the lease's valid-until (ss.lease, lease.go) passes. The
-// session's own keep-alive (ka) goes on beside renew but extends nothing: its
-// answers carry no send time. When it gives up on a session that did not end by
-// itself, it revokes the lease in the background so the election key goes now,
-// not at expiry.
-func (ss *session) watch(ka <-chan *clientv3.LeaseKeepAliveResponse, gone <-chan struct{}) {
-	revoke := false
-	defer func() {
-		ss.cancel()
-		close(ss.lost)
-		if revoke && !ss.closing.Load() {
-			go ss.sess.Close()
-		}
-	}()
-	t := time.NewTimer(time.Until(ss.lease.until()))
-	defer t.Stop()
-	for {
-		select {
-		case r, ok := <-ka:
-			if !ok || r.TTL <= 0 {
-				return // cancelled by Close, or the lease is already gone
-			}
-		case <-gone:
-			return // etcd no longer has the lease: nothing to revoke
-		case <-t.C:
-			if now := time.Now(); ss.lease.valid(now) {
-				t.Reset(ss.lease.until().Sub(now)) // renewed meanwhile
-				continue
-			}
-			revoke = true
-			return
-		case <-ss.sess.Done():
-			return // closed, orphaned or expired: nothing to revoke
-		}
-	}
 }
 
 // Leader returns the value the current leader campaigned with, and its epoch; ErrNoLeader
 // when no node leads. It is one read, needs no session, and may be stale by the time it
 // returns (leadership can change at any moment).
-func (s *Store) Leader(ctx context.Context) (value string, epoch int64, err error) {
+func (e *Election) Leader(ctx context.Context) (value string, epoch int64, err error) {
 	// The election's keys are <leader>/<lease>; the leader is the oldest (as
 	// concurrency.Election.Leader reads it).
-	resp, err := s.cli.Get(ctx, s.leader+"/", clientv3.WithFirstCreate()...)
+	resp, err := e.cli.Get(ctx, e.key+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", 0, fmt.Errorf("store: read the leader: %w", err)
 	}

@@ -23,7 +23,7 @@ func TestCampaignHandover(t *testing.T) {
 	a := openEmbedded(t, Options{SessionTTL: time.Second})
 	b := openPeer(t, a, "n2", Options{SessionTTL: time.Second})
 	ctx := ctxT(t)
-	la, err := a.Campaign(ctx)
+	la, err := a.Election().Campaign(ctx)
 	if err != nil {
 		t.Fatalf("campaign a: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestCampaignHandover(t *testing.T) {
 	}
 	bc := make(chan result, 1)
 	go func() {
-		l, err := b.Campaign(ctx)
+		l, err := b.Election().Campaign(ctx)
 		bc <- result{l, err}
 	}()
 	select {
@@ -51,7 +51,7 @@ func TestCampaignHandover(t *testing.T) {
 	}
 	// Either node reads who leads, with the epoch, while b waits in its campaign.
 	for _, st := range []*Store{a, b} {
-		if v, epoch, err := st.Leader(ctx); err != nil || v != a.opts.Node || epoch != la.Epoch() {
+		if v, epoch, err := st.Election().Leader(ctx); err != nil || v != a.opts.Node || epoch != la.Epoch() {
 			t.Fatalf("Leader: %q epoch %d err %v, want %q at epoch %d", v, epoch, err, a.opts.Node, la.Epoch())
 		}
 	}
@@ -72,13 +72,13 @@ func TestCampaignHandover(t *testing.T) {
 	if lb.Epoch() <= la.Epoch() {
 		t.Fatalf("b's epoch %d, want > a's %d", lb.Epoch(), la.Epoch())
 	}
-	if v, epoch, err := a.Leader(ctx); err != nil || v != "n2" || epoch != lb.Epoch() {
+	if v, epoch, err := a.Election().Leader(ctx); err != nil || v != "n2" || epoch != lb.Epoch() {
 		t.Fatalf("Leader after the handover: %q epoch %d err %v", v, epoch, err)
 	}
 	if err := lb.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+	if _, _, err := a.Election().Leader(ctx); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Leader with nobody leading: %v, want ErrNoLeader", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestDoneOnSessionClose(t *testing.T) {
 	}
 	waitClosed(t, l.Done(), 2*time.Second, "Done after the session closed")
 	// A fresh session serves the next campaign, with a higher epoch.
-	l2, err := a.Campaign(ctx)
+	l2, err := a.Election().Campaign(ctx)
 	if err != nil {
 		t.Fatalf("campaign after loss: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestDoneWhenEtcdUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	l, err := b.Campaign(ctxT(t))
+	l, err := b.Election().Campaign(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestDoneWhenEtcdUnreachable(t *testing.T) {
 func TestClosedStore(t *testing.T) {
 	a := openEmbedded(t, Options{})
 	a.Close()
-	if _, err := a.Campaign(ctxT(t)); err != ErrClosed {
+	if _, err := a.Election().Campaign(ctxT(t)); err != ErrClosed {
 		t.Fatalf("campaign on closed store: %v, want ErrClosed", err)
 	}
 	if err := a.Close(); err != nil {

@@ -5,20 +5,34 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A recurring durable task's progress: <prefix>next/<ns>/<id> holds the version of the
-// task it belongs to and the due time of the occurrence its leader has armed (two
-// big-endian 64-bit words: version, then Unix ns), so that the next leader continues the
-// schedule from there (and applies the task's misfire policy to occurrences that fell
-// due while no node led) instead of starting it over, and ignores progress of another
-// version than the record's (a replacement's schedule is its own). It is first written
-// with the record, in the same transaction (Record.NextDue: the first occurrence), then
-// only while the record holds that version (PutNextFenced), deleted with the record
-// (DeleteBatch), and overwritten by a recurring replacement's own progress.
+// Progress is where recurring durable tasks' schedules stand. A task's progress,
+// <prefix>next/<ns>/<id>, holds the version of the task it belongs to and the due time
+// of the occurrence its leader has armed (two big-endian 64-bit words: version, then
+// Unix ns), so that the next leader continues the schedule from there (and applies the
+// task's misfire policy to occurrences that fell due while no node led) instead of
+// starting it over, and ignores progress of another version than the record's (a
+// replacement's schedule is its own). It is first written with the record, in the same
+// transaction (Record.NextDue: the first occurrence), then only while the record holds
+// that version (PutFenced), deleted with the record (Records.DeleteBatch), and
+// overwritten by a recurring replacement's own progress.
+//
+// Invariant: ∀ progress p of ns/id, the record ns/id was stored at p.Version in the
+// transaction that wrote p. Costs: PutFenced of n items is
+// ⌈n/(maxTxnOps-txnDepth)⌉ transactions, txns.limit of them in flight at once; At is one
+// read.
+//
+// Concurrency: safe for concurrent use; every field is set when the Store opens and
+// never changes.
+type Progress struct {
+	cli       *clientv3.Client
+	keys      keyspace
+	txns      txnRunner
+	maxTxnOps int // Options.MaxTxnOps
+}
 
 // NextDue is one task's progress.
 type NextDue struct {
@@ -37,24 +51,17 @@ func progressValue(version uint64, due int64) string {
 	return string(v[:])
 }
 
-func (s *Store) nextKey(ns, id string) (string, error) {
-	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
-		return "", fmt.Errorf("%w: namespace %q id %q", ErrInvalid, ns, id)
-	}
-	return s.next + ns + "/" + id, nil
-}
-
-// PutNextFenced records the progress of tasks, while f holds (ErrFenced otherwise), in
+// PutFenced records the progress of tasks, while f holds (ErrFenced otherwise), in
 // as few transactions as MaxTxnOps allows, TxnConcurrency at once. Each item is written
 // only if its task's record is stored at the item's version (progressOp): progress is
 // never left behind by a record deleted (or replaced) meanwhile. Of items naming one task
 // twice, the first is written.
-func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) error {
+func (ps *Progress) PutFenced(ctx context.Context, f Fence, items []NextDue) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := make(map[Key]bool, len(items)) // etcd refuses a transaction that names a key twice
 	for _, it := range items {
-		rk, err := s.key(it.Key.Namespace, it.Key.ID)
+		rk, err := ps.keys.record(it.Key.Namespace, it.Key.ID)
 		if err != nil {
 			return err
 		}
@@ -62,16 +69,16 @@ func (s *Store) PutNextFenced(ctx context.Context, f Fence, items []NextDue) err
 			continue
 		}
 		seen[it.Key] = true
-		nk, _ := s.nextKey(it.Key.Namespace, it.Key.ID) // valid when rk is
+		nk, _ := ps.keys.progress(it.Key.Namespace, it.Key.ID) // valid when rk is
 		ops = append(ops, progressOp(rk, nk, it))
-		if len(ops) == s.opts.MaxTxnOps-txnDepth {
+		if len(ops) == ps.maxTxnOps-txnDepth {
 			txns, ops = append(txns, ops), nil
 		}
 	}
 	if len(ops) > 0 {
 		txns = append(txns, ops)
 	}
-	return s.commitFenced(ctx, f, txns, "record the progress of tasks")
+	return ps.txns.commitFenced(ctx, f, txns, "record the progress of tasks")
 }
 
 // progressOp writes nd to nextKey if the record at recKey holds version nd.Version
@@ -92,27 +99,20 @@ func progressOp(recKey, nextKey string, nd NextDue) clientv3.Op {
 		nil, []clientv3.Op{put})
 }
 
-// NextAt returns the progress of every recurring task at revision rev (Load's; 0: now).
+// At returns the progress of every recurring task at revision rev (Records.Load's; 0:
+// now).
 // A value not in the layout above (written by an older version of the store) is skipped:
 // that task's schedule starts over.
-func (s *Store) NextAt(ctx context.Context, rev int64) (map[Key]NextDue, error) {
-	resp, err := s.cli.Get(ctx, s.next, clientv3.WithPrefix(), clientv3.WithRev(rev))
+func (ps *Progress) At(ctx context.Context, rev int64) (map[Key]NextDue, error) {
+	resp, err := ps.cli.Get(ctx, ps.keys.next, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		return nil, fmt.Errorf("store: read the tasks' progress at %d: %w", rev, err)
 	}
 	next := make(map[Key]NextDue, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		if nd, ok := s.decodeNext(kv.Key, kv.Value); ok {
+		if nd, ok := ps.keys.decodeProgress(kv.Key, kv.Value); ok {
 			next[nd.Key] = nd
 		}
 	}
 	return next, nil
-}
-
-func (s *Store) decodeNext(key, val []byte) (NextDue, bool) {
-	ns, id, ok := strings.Cut(strings.TrimPrefix(string(key), s.next), "/")
-	if !ok || len(val) != nextLen {
-		return NextDue{}, false
-	}
-	return NextDue{Key: Key{ns, id}, Version: binary.BigEndian.Uint64(val), Due: int64(binary.BigEndian.Uint64(val[8:]))}, true
 }

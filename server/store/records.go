@@ -4,15 +4,35 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
-	"sync"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// Records are the durable task records: <prefix>tasks/<namespace>/<id>, each an 8-byte
+// big-endian version and the opaque body (see the package doc's write invariants). Put
+// and PutBatch create or replace a lower version, DeleteBatch removes one named version
+// with its progress and run lock, Load reads them all at one revision.
+//
+// Invariants: a stored version only grows while the key exists (a write of an equal or
+// lower version is refused, or is the identical value); a transaction holds at most
+// maxTxnOps etcd ops, counting nested levels, and at most maxTxnBytes of keys and
+// values. Costs: a batch of n records is ⌈n/(maxTxnOps-txnDepth)⌉ transactions or more
+// (fewer records fit when bytes bind), txns.limit of them in flight at once; Load is
+// ⌈records/pageSize⌉ reads at one revision.
+//
+// Concurrency: safe for concurrent use; every field is set when the Store opens and
+// never changes. Two writers of one record race in etcd, which serialises them: the
+// higher version wins, whatever the order.
+type Records struct {
+	cli         *clientv3.Client
+	keys        keyspace
+	txns        txnRunner
+	maxTxnOps   int // Options.MaxTxnOps
+	maxTxnBytes int // Options.MaxTxnBytes
+	pageSize    int // Options.LoadPageSize
+}
 
 // Record is one durable task. Body is opaque to the store.
 type Record struct {
@@ -24,18 +44,11 @@ type Record struct {
 	// occurrence: PutBatch writes it as the record's progress (next.go) in the same
 	// transaction as the record, and only if the record is written, so that a leader
 	// that loads the record always finds where its schedule stands, however soon after
-	// the submit it took over. Load does not read it (NextAt does).
+	// the submit it took over. Load does not read it (Progress.At does).
 	NextDue int64
 }
 
 const headerLen = 8 // big-endian Version before Body
-
-func (s *Store) key(ns, id string) (string, error) {
-	if ns == "" || id == "" || strings.IndexByte(ns, '/') >= 0 {
-		return "", fmt.Errorf("%w: namespace %q id %q", ErrInvalid, ns, id)
-	}
-	return s.tasks + ns + "/" + id, nil
-}
 
 func header(v uint64) []byte {
 	var h [headerLen]byte
@@ -77,8 +90,8 @@ func recordOp(key, val string, version uint64, nk, nv string) clientv3.Op {
 // Put stores rec: it creates the record, or replaces a stored one with a
 // lower Version. A stored equal-or-higher version yields ErrExists, except
 // that rewriting the identical value succeeds.
-func (s *Store) Put(ctx context.Context, rec Record) error {
-	errs, err := s.PutBatch(ctx, []Record{rec})
+func (rs *Records) Put(ctx context.Context, rec Record) error {
+	errs, err := rs.PutBatch(ctx, []Record{rec})
 	if err != nil {
 		return err
 	}
@@ -98,27 +111,27 @@ type pending struct {
 // failed transaction, and every record of it gets err in errs too: wrapped in
 // ErrUncertain when it may have committed (retrying is safe, since rewriting an
 // identical value succeeds), otherwise known not to have written.
-func (s *Store) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
-	return s.PutBatchFenced(ctx, Fence{}, recs)
+func (rs *Records) PutBatch(ctx context.Context, recs []Record) ([]error, error) {
+	return rs.PutBatchFenced(ctx, Fence{}, recs)
 }
 
 // PutBatchFenced is PutBatch that writes only while f holds (see Fence): otherwise every
 // record gets ErrFenced and nothing is written.
-func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]error, error) {
+func (rs *Records) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]error, error) {
 	errs := make([]error, len(recs))
 	seen := make(map[string]struct{}, len(recs))
 	var group []pending
 	size := 0
-	perTxn := s.opts.MaxTxnOps - txnDepth
+	perTxn := rs.maxTxnOps - txnDepth
 	for _, r := range recs {
 		if r.NextDue != 0 {
-			perTxn = s.opts.MaxTxnOps - txnDepthNext
+			perTxn = rs.maxTxnOps - txnDepthNext
 			break
 		}
 	}
 	var groups [][]pending
 	for i, r := range recs {
-		k, err := s.key(r.Namespace, r.ID)
+		k, err := rs.keys.record(r.Namespace, r.ID)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -131,15 +144,15 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 		v := encodeValue(r)
 		var nk, nv string
 		if r.NextDue != 0 {
-			nk, _ = s.nextKey(r.Namespace, r.ID) // valid when k is
+			nk, _ = rs.keys.progress(r.Namespace, r.ID) // valid when k is
 			nv = progressValue(r.Version, r.NextDue)
 		}
 		n := 2 * (len(k) + len(v) + len(nk) + len(nv)) // the puts are in two branches
-		if n > s.opts.MaxTxnBytes {
+		if n > rs.maxTxnBytes {
 			errs[i] = fmt.Errorf("%w: %s is %d bytes", ErrTooLarge, k, n)
 			continue
 		}
-		if len(group) == perTxn || size+n > s.opts.MaxTxnBytes {
+		if len(group) == perTxn || size+n > rs.maxTxnBytes {
 			groups = append(groups, group)
 			group, size = nil, 0
 		}
@@ -149,8 +162,8 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 	if len(group) > 0 {
 		groups = append(groups, group)
 	}
-	err := s.concurrently(len(groups), func(gi int) error {
-		err := s.putGroup(ctx, f, groups[gi], errs)
+	err := rs.txns.each(len(groups), func(gi int) error {
+		err := rs.putGroup(ctx, f, groups[gi], errs)
 		if err != nil {
 			for _, p := range groups[gi] {
 				errs[p.idx] = err
@@ -161,36 +174,12 @@ func (s *Store) PutBatchFenced(ctx context.Context, f Fence, recs []Record) ([]e
 	return errs, err
 }
 
-// concurrently runs fn(0..n-1), at most Options.TxnConcurrency at once, and returns
-// the first error (every call runs regardless).
-func (s *Store) concurrently(n int, fn func(i int) error) error {
-	if n == 1 {
-		return fn(0)
-	}
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	sem := make(chan struct{}, s.opts.TxnConcurrency)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := fn(i); err != nil {
-				once.Do(func() { first = err })
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error) error {
+func (rs *Records) putGroup(ctx context.Context, f Fence, g []pending, errs []error) error {
 	ops := make([]clientv3.Op, len(g))
 	for i, p := range g {
 		ops[i] = recordOp(p.key, p.val, binary.BigEndian.Uint64([]byte(p.val)), p.nk, p.nv)
 	}
-	resp, err := f.txn(s.cli.Txn(ctx)).Then(ops...).Commit()
+	resp, err := f.txn(rs.cli.Txn(ctx)).Then(ops...).Commit()
 	if err != nil {
 		return txnFailed(fmt.Sprintf("put txn of %d records", len(g)), err)
 	}
@@ -222,7 +211,7 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 		if bytes.Equal(get.Kvs[0].Value, []byte(p.val)) {
 			continue // identical value already stored: idempotent retry
 		}
-		stored, err := s.decode(get.Kvs[0].Key, get.Kvs[0].Value)
+		stored, err := rs.keys.decodeRecord(get.Kvs[0].Key, get.Kvs[0].Value)
 		if err != nil {
 			errs[p.idx] = err
 			continue
@@ -231,24 +220,6 @@ func (s *Store) putGroup(ctx context.Context, f Fence, g []pending, errs []error
 	}
 	return nil
 }
-
-// Fence makes a write conditional on leadership: it applies only while the election key
-// Key still exists with create revision Rev (the writer's term, Leadership.Fence). A
-// deposed leader's late write is refused (ErrFenced) instead of landing after the next
-// leader has loaded the task set. The zero Fence writes unconditionally.
-type Fence struct {
-	Key string
-	Rev int64
-}
-
-func (f Fence) txn(t clientv3.Txn) clientv3.Txn {
-	if f.Key == "" {
-		return t
-	}
-	return t.If(clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Rev))
-}
-
-func (f Fence) held(resp *clientv3.TxnResponse) bool { return f.Key == "" || resp.Succeeded }
 
 // Key names one record.
 type Key struct{ Namespace, ID string }
@@ -265,18 +236,18 @@ type Versioned struct {
 // Each record goes only while it is stored at the version named: a record replaced by
 // a later version meanwhile stays, and so do its progress and lock. Absent records are no
 // error. On an error some transactions may have committed: deleting again is harmless.
-func (s *Store) DeleteBatch(ctx context.Context, recs []Versioned) error {
-	return s.DeleteBatchFenced(ctx, Fence{}, recs)
+func (rs *Records) DeleteBatch(ctx context.Context, recs []Versioned) error {
+	return rs.DeleteBatchFenced(ctx, Fence{}, recs)
 }
 
 // DeleteBatchFenced is DeleteBatch that deletes only while f holds: otherwise it
 // returns ErrFenced (some transactions may have run before f stopped holding).
-func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned) error {
+func (rs *Records) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned) error {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
 	for _, r := range recs {
-		key, err := s.key(r.Namespace, r.ID)
+		key, err := rs.keys.record(r.Namespace, r.ID)
 		if err != nil {
 			return err
 		}
@@ -284,17 +255,17 @@ func (s *Store) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned
 			continue
 		}
 		seen[key] = true
-		nk, _ := s.nextKey(r.Namespace, r.ID) // valid when key is
-		lk, _ := s.lockKey(r.Namespace, r.ID)
+		nk, _ := rs.keys.progress(r.Namespace, r.ID) // valid when key is
+		lk, _ := rs.keys.lock(r.Namespace, r.ID)
 		ops = append(ops, deleteOp(key, nk, lk, r.Version))
-		if len(ops) == s.opts.MaxTxnOps-deleteDepth {
+		if len(ops) == rs.maxTxnOps-deleteDepth {
 			txns, ops = append(txns, ops), nil
 		}
 	}
 	if len(ops) > 0 {
 		txns = append(txns, ops)
 	}
-	return s.commitFenced(ctx, f, txns, "delete records")
+	return rs.txns.commitFenced(ctx, f, txns, "delete records")
 }
 
 // deleteDepth is what one deleteOp costs against MaxTxnOps beyond its slot in the
@@ -320,66 +291,23 @@ func deleteOp(key, nk, lk string, v uint64) clientv3.Op {
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v)))}, nil, del)
 }
 
-// commitFenced commits txns, each one transaction conditional on f, TxnConcurrency at
-// once; what names them in an error.
-func (s *Store) commitFenced(ctx context.Context, f Fence, txns [][]clientv3.Op, what string) error {
-	return s.concurrently(len(txns), func(i int) error {
-		resp, err := f.txn(s.cli.Txn(ctx)).Then(txns[i]...).Commit()
-		if err != nil {
-			return txnFailed(fmt.Sprintf("%s (%d ops)", what, len(txns[i])), err)
-		}
-		if !f.held(resp) {
-			return ErrFenced
-		}
-		return nil
-	})
-}
-
-// refusedUnproposed are etcd's refusals of a request before it is proposed to raft: a
-// write that fails with one of them has not committed.
-var refusedUnproposed = []error{rpctypes.ErrNoSpace, rpctypes.ErrTooManyRequests, rpctypes.ErrTooManyOps,
-	rpctypes.ErrRequestTooLarge, rpctypes.ErrDuplicateKey, rpctypes.ErrNoLeader, rpctypes.ErrPermissionDenied}
-
-// txnFailed is the error of a write transaction (what names it) whose Commit failed:
-// wrapped in ErrUncertain unless etcd refused it unproposed. A timeout, a lost
-// connection, a cancelled context and any error this does not know leave the outcome
-// unknown: the request may have reached etcd and committed.
-func txnFailed(what string, err error) error {
-	for _, known := range refusedUnproposed {
-		if errors.Is(err, known) {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUncertain, what, err)
-}
-
-// Revision returns etcd's current revision (one linearizable read): every write
-// committed before the call is at or below it.
-func (s *Store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.cli.Get(ctx, s.tasks, clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("store: read the revision: %w", err)
-	}
-	return resp.Header.Revision, nil
-}
-
 // Load calls fn for every record, in key order, from one snapshot read in
 // pages of LoadPageSize, and returns the snapshot's revision: watch from
 // rev+1 to see every later change. An error from fn stops Load and is
 // returned. Record.Body aliases the response; fn may keep it.
-func (s *Store) Load(ctx context.Context, fn func(Record) error) (int64, error) {
-	end := clientv3.GetPrefixRangeEnd(s.tasks)
-	start := s.tasks
+func (rs *Records) Load(ctx context.Context, fn func(Record) error) (int64, error) {
+	end := clientv3.GetPrefixRangeEnd(rs.keys.tasks)
+	start := rs.keys.tasks
 	var rev int64
 	for {
 		opts := []clientv3.OpOption{
 			clientv3.WithRange(end),
-			clientv3.WithLimit(int64(s.opts.LoadPageSize)),
+			clientv3.WithLimit(int64(rs.pageSize)),
 		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.cli.Get(ctx, start, opts...)
+		resp, err := rs.cli.Get(ctx, start, opts...)
 		if err != nil {
 			return rev, fmt.Errorf("store: load from %q: %w", start, err)
 		}
@@ -387,7 +315,7 @@ func (s *Store) Load(ctx context.Context, fn func(Record) error) (int64, error) 
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			r, err := s.decode(kv.Key, kv.Value)
+			r, err := rs.keys.decodeRecord(kv.Key, kv.Value)
 			if err != nil {
 				return rev, err
 			}
@@ -400,18 +328,4 @@ func (s *Store) Load(ctx context.Context, fn func(Record) error) (int64, error) 
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-func (s *Store) decode(key, val []byte) (Record, error) {
-	rest, ok := strings.CutPrefix(string(key), s.tasks)
-	ns, id, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 || ns == "" || id == "" || len(val) < headerLen {
-		return Record{}, fmt.Errorf("%w: key %q, %d-byte value", ErrCorrupt, key, len(val))
-	}
-	return Record{
-		Namespace: ns,
-		ID:        id,
-		Version:   binary.BigEndian.Uint64(val),
-		Body:      val[headerLen:],
-	}, nil
 }

@@ -10,30 +10,31 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
-// Store is a handle on tock's keys in etcd. It is safe for concurrent use.
+// Store is a handle on tock's keys in etcd: the etcd client (and the embedded etcd,
+// if it runs one), the one session (sessions), and the parts that each own one kind of
+// key, reached by Records, Locks, Progress, Workers and Election. Revision and Follow
+// read the whole prefix. It is safe for concurrent use: every field is set by Open and
+// never changes; the session has its own lock.
 type Store struct {
-	opts    Options
-	cli     *clientv3.Client
-	cfg     clientv3.Config // how cli was made (ClientOptions)
-	etcd    *embed.Etcd     // nil with external Endpoints
-	tasks   string          // Prefix + "tasks/"
-	locks   string          // Prefix + "locks/": run locks of exclusive tasks
-	next    string          // Prefix + "next/": recurring tasks' progress (next.go)
-	workers string          // Prefix + "workers/": the worker registry (workers.go)
-	leader  string          // Prefix + "leader"
+	opts     Options
+	cli      *clientv3.Client
+	cfg      clientv3.Config // how cli was made (ClientOptions)
+	etcd     *embed.Etcd     // nil with external Endpoints
+	keys     keyspace
+	sessions *sessions
 
-	mu      sync.Mutex
-	session *session // nil until the first Campaign
-	closed  bool
+	records  Records
+	locks    Locks
+	progress Progress
+	workers  Workers
+	election Election
 }
 
 // Open connects to etcd (starting the embedded one if Options.Embedded is
@@ -49,8 +50,7 @@ func Open(ctx context.Context, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, tasks: o.Prefix + "tasks/", locks: o.Prefix + "locks/", next: o.Prefix + "next/",
-		workers: o.Prefix + "workers/", leader: o.Prefix + "leader"}
+	s := &Store{opts: o, keys: newKeyspace(o.Prefix)}
 	cfg := clientv3.Config{
 		Endpoints:   o.Endpoints,
 		Username:    o.Username,
@@ -89,8 +89,37 @@ func Open(ctx context.Context, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
+	s.assemble()
 	return s, nil
 }
+
+// assemble makes the session holder and the parts, once s.cli is the client they use.
+func (s *Store) assemble() {
+	o := &s.opts
+	s.sessions = &sessions{cli: s.cli, ttl: o.SessionTTL, guard: o.LeaseGuard}
+	txns := txnRunner{cli: s.cli, limit: o.TxnConcurrency}
+	s.records = Records{cli: s.cli, keys: s.keys, txns: txns, maxTxnOps: o.MaxTxnOps, maxTxnBytes: o.MaxTxnBytes,
+		pageSize: o.LoadPageSize}
+	s.locks = Locks{cli: s.cli, keys: s.keys}
+	s.progress = Progress{cli: s.cli, keys: s.keys, txns: txns, maxTxnOps: o.MaxTxnOps}
+	s.workers = Workers{cli: s.cli, keys: s.keys, sessions: s.sessions}
+	s.election = Election{cli: s.cli, key: s.keys.leader, node: o.Node, ttl: o.SessionTTL, sessions: s.sessions}
+}
+
+// Records are the durable task records (records.go).
+func (s *Store) Records() *Records { return &s.records }
+
+// Locks are the exclusive tasks' run locks (locks.go).
+func (s *Store) Locks() *Locks { return &s.locks }
+
+// Progress is where the recurring tasks' schedules stand (next.go).
+func (s *Store) Progress() *Progress { return &s.progress }
+
+// Workers is the worker registry (workers.go).
+func (s *Store) Workers() *Workers { return &s.workers }
+
+// Election is the leader election (leader.go).
+func (s *Store) Election() *Election { return &s.election }
 
 // ClientOptions returns the Options another Store needs to reach the same etcd: this
 // one's endpoints (the embedded etcd's URL), user, password and TLS configuration.
@@ -117,24 +146,11 @@ func (s *Store) ClientURL() string {
 // Close revokes the session (firing Leadership.Done), closes the client and
 // stops the embedded etcd, if any. It is idempotent.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	first, err := s.sessions.close()
+	if !first {
 		return nil
 	}
-	s.closed = true
-	sess := s.session
-	s.session = nil
-	s.mu.Unlock()
-	var errs []error
-	if sess != nil {
-		sess.closing.Store(true)
-		err := sess.sess.Close()
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			errs = append(errs, fmt.Errorf("store: close session: %w", err))
-		}
-		sess.cancel()
-	}
+	errs := []error{err}
 	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, fmt.Errorf("store: close client: %w", err))
 	}

@@ -55,7 +55,7 @@ func openPeer(t *testing.T, first *Store, node string, o Options) *Store {
 func mustPut(t *testing.T, s *Store, recs ...Record) {
 	t.Helper()
 	for _, r := range recs {
-		if err := s.Put(ctxT(t), r); err != nil {
+		if err := s.Records().Put(ctxT(t), r); err != nil {
 			t.Fatalf("put %s/%s at version %d: %v", r.Namespace, r.ID, r.Version, err)
 		}
 	}
@@ -64,7 +64,7 @@ func mustPut(t *testing.T, s *Store, recs ...Record) {
 // mustPutBatch writes recs with one PutBatch, failing the test if any is refused.
 func mustPutBatch(t *testing.T, s *Store, recs []Record) {
 	t.Helper()
-	errs, err := s.PutBatch(ctxT(t), recs)
+	errs, err := s.Records().PutBatch(ctxT(t), recs)
 	if err != nil {
 		t.Fatalf("put batch: %v", err)
 	}
@@ -89,7 +89,7 @@ func numbered(ns, prefix string, n int, v uint64) []Record {
 // mustCampaign makes s the leader, failing the test if it cannot.
 func mustCampaign(t *testing.T, s *Store) *Leadership {
 	t.Helper()
-	l, err := s.Campaign(ctxT(t))
+	l, err := s.Election().Campaign(ctxT(t))
 	if err != nil {
 		t.Fatalf("campaign: %v", err)
 	}
@@ -98,15 +98,15 @@ func mustCampaign(t *testing.T, s *Store) *Leadership {
 
 // sessionOf returns the session s campaigns with now.
 func sessionOf(s *Store) *concurrency.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.session.sess
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	return s.sessions.cur.sess
 }
 
 func loadAll(t *testing.T, s *Store) (map[string]Record, int64) {
 	t.Helper()
 	got := map[string]Record{}
-	rev, err := s.Load(ctxT(t), func(r Record) error {
+	rev, err := s.Records().Load(ctxT(t), func(r Record) error {
 		got[r.Namespace+"/"+r.ID] = r
 		return nil
 	})
@@ -136,7 +136,7 @@ func TestPutLoadRoundTrip(t *testing.T) {
 		}
 	}
 	for range 2 { // the second time, nothing to delete: no error either
-		if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "1"}, 1}}); err != nil {
+		if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "1"}, 1}}); err != nil {
 			t.Fatalf("delete: %v", err)
 		}
 	}
@@ -150,17 +150,17 @@ func TestPutLoadRoundTrip(t *testing.T) {
 		many = append(many, Record{Namespace: "m", ID: fmt.Sprint(i), Version: 1, Body: []byte("x")})
 		keys = append(keys, Versioned{Key{"m", fmt.Sprint(i)}, 1}, Versioned{Key{"m", fmt.Sprint(i)}, 1})
 	}
-	if errs, err := s.PutBatch(ctx, many); err != nil || errors.Join(errs...) != nil {
+	if errs, err := s.Records().PutBatch(ctx, many); err != nil || errors.Join(errs...) != nil {
 		t.Fatalf("put 300: %v %v", err, errors.Join(errs...))
 	}
-	if err := s.DeleteBatch(ctx, append(keys, Versioned{Key{"m", "absent"}, 1})); err != nil {
+	if err := s.Records().DeleteBatch(ctx, append(keys, Versioned{Key{"m", "absent"}, 1})); err != nil {
 		t.Fatalf("DeleteBatch: %v", err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 2 {
 		t.Fatalf("after DeleteBatch: %d records, want the 2 others", len(got))
 	}
 	for _, bad := range []Record{{Namespace: "", ID: "1"}, {Namespace: "a/b", ID: "1"}, {Namespace: "a", ID: ""}} {
-		if err := s.Put(ctx, bad); !errors.Is(err, ErrInvalid) {
+		if err := s.Records().Put(ctx, bad); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("put %+v: %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -170,21 +170,21 @@ func TestVersions(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
 	r := Record{Namespace: "ns", ID: "t", Version: 5, Body: []byte("v5")}
-	if err := s.Put(ctx, r); err != nil {
+	if err := s.Records().Put(ctx, r); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if err := s.Put(ctx, r); err != nil {
+	if err := s.Records().Put(ctx, r); err != nil {
 		t.Fatalf("identical rewrite must be idempotent: %v", err)
 	}
 	for _, v := range []uint64{5, 4, 0} {
 		other := Record{Namespace: "ns", ID: "t", Version: v, Body: []byte("other")}
-		if err := s.Put(ctx, other); !errors.Is(err, ErrExists) {
+		if err := s.Records().Put(ctx, other); !errors.Is(err, ErrExists) {
 			t.Fatalf("put version %d over 5: %v, want ErrExists", v, err)
 		}
 	}
 	// 256 > 5 numerically, and its first byte differs: checks the header order.
 	for _, v := range []uint64{6, 256, 1 << 40} {
-		if err := s.Put(ctx, Record{Namespace: "ns", ID: "t", Version: v, Body: []byte("new")}); err != nil {
+		if err := s.Records().Put(ctx, Record{Namespace: "ns", ID: "t", Version: v, Body: []byte("new")}); err != nil {
 			t.Fatalf("replace with version %d: %v", v, err)
 		}
 	}
@@ -201,7 +201,7 @@ func TestConcurrentCreateOneWins(t *testing.T) {
 	errc := make(chan error, n)
 	for i := range n {
 		go func() {
-			errc <- s.Put(ctx, Record{Namespace: "ns", ID: "race", Version: 1, Body: fmt.Appendf(nil, "writer %d", i)})
+			errc <- s.Records().Put(ctx, Record{Namespace: "ns", ID: "race", Version: 1, Body: fmt.Appendf(nil, "writer %d", i)})
 		}()
 	}
 	wins := 0
@@ -230,7 +230,7 @@ func TestPutBatchAndPagedLoad(t *testing.T) {
 	mustPutBatch(t, s, recs)
 	t.Logf("1000 records in %v", time.Since(start))
 	pages, last := 0, ""
-	if _, err := s.Load(ctx, func(r Record) error {
+	if _, err := s.Records().Load(ctx, func(r Record) error {
 		if k := r.Namespace + "/" + r.ID; k <= last {
 			return fmt.Errorf("key %q after %q: not in order", k, last)
 		} else {
@@ -258,7 +258,7 @@ func TestPutBatchAndPagedLoad(t *testing.T) {
 
 	// Duplicates, conflicts and new records mixed in one batch.
 	mixed := []Record{recs[0], {Namespace: "ns1", ID: "task-0001", Version: 1, Body: []byte("other")}, {Namespace: "new", ID: "1", Version: 1}, {Namespace: "new", ID: "1", Version: 2}, {Namespace: "bad/ns", ID: "1"}}
-	errs, err := s.PutBatch(ctx, mixed)
+	errs, err := s.Records().PutBatch(ctx, mixed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestBatchSplitsByBytes(t *testing.T) {
 		recs[i] = Record{Namespace: "big", ID: fmt.Sprint(i), Version: 1, Body: make([]byte, 1000)}
 	}
 	recs = append(recs, Record{Namespace: "big", ID: "huge", Version: 1, Body: make([]byte, 5000)})
-	errs, err := s.PutBatch(ctx, recs)
+	errs, err := s.Records().PutBatch(ctx, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,28 +299,28 @@ func TestBatchSplitsByBytes(t *testing.T) {
 func TestRunLocks(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
-	if err := s.PutLock(ctx, "a", "x", 1); err != nil {
+	if err := s.Locks().Put(ctx, "a", "x", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutLock(ctx, "a", "y", 2); err != nil {
+	if err := s.Locks().Put(ctx, "a", "y", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutLock(ctx, "a", "x", 3); err != nil { // a later run of x
+	if err := s.Locks().Put(ctx, "a", "x", 3); err != nil { // a later run of x
 		t.Fatal(err)
 	}
-	if err := s.DeleteLock(ctx, "a", "x", 1); err != nil { // the earlier run's unlock: no effect
+	if err := s.Locks().Delete(ctx, "a", "x", 1); err != nil { // the earlier run's unlock: no effect
 		t.Fatal(err)
 	}
-	if got, err := s.Locks(ctx); err != nil || !got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 2 {
+	if got, err := s.Locks().Held(ctx); err != nil || !got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 2 {
 		t.Fatalf("locks %v, %v; want a/x and a/y", got, err)
 	}
-	if err := s.DeleteLock(ctx, "a", "x", 3); err != nil {
+	if err := s.Locks().Delete(ctx, "a", "x", 3); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || len(got) != 1 {
+	if got, _ := s.Locks().Held(ctx); got[Key{"a", "x"}] || len(got) != 1 {
 		t.Fatalf("locks after x's unlock: %v", got)
 	}
-	if err := s.PutLock(ctx, "a/b", "x", 1); !errors.Is(err, ErrInvalid) {
+	if err := s.Locks().Put(ctx, "a/b", "x", 1); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad namespace: %v", err)
 	}
 }
@@ -331,7 +331,7 @@ func TestFollow(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
 	mustPut(t, s, Record{Namespace: "a", ID: "before", Version: 1, Body: []byte("b")})
-	rev, err := s.Load(ctx, func(Record) error { return nil })
+	rev, err := s.Records().Load(ctx, func(Record) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,10 +340,10 @@ func TestFollow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Follow(fctx, rev+1, func(c Change) { changes <- c }) }()
 	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")})
-	if err := s.PutLock(ctx, "a", "x", 7); err != nil {
+	if err := s.Locks().Put(ctx, "a", "x", 7); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "before"}, 1}}); err != nil {
+	if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "before"}, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	l := mustCampaign(t, s)
@@ -369,8 +369,8 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("change %d (%v) not seen", i, w)
 		}
 	}
-	if locks, err := s.LocksAt(ctx, last); err != nil || !locks[Key{"a", "x"}] {
-		t.Fatalf("LocksAt: %v, %v", locks, err)
+	if locks, err := s.Locks().HeldAt(ctx, last); err != nil || !locks[Key{"a", "x"}] {
+		t.Fatalf("Locks.HeldAt: %v, %v", locks, err)
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -384,16 +384,16 @@ func TestFencedWrites(t *testing.T) {
 	ctx := ctxT(t)
 	l := mustCampaign(t, s)
 	f := l.Fence()
-	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "x", Version: 1}}); err != nil || errs[0] != nil {
+	if errs, err := s.Records().PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "x", Version: 1}}); err != nil || errs[0] != nil {
 		t.Fatalf("fenced put while leading: %v %v", err, errs)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if errs, err := s.PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "y", Version: 1}}); !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) {
+	if errs, err := s.Records().PutBatchFenced(ctx, f, []Record{{Namespace: "a", ID: "y", Version: 1}}); !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) {
 		t.Fatalf("fenced put after the term: %v %v, want ErrFenced", err, errs)
 	}
-	if err := s.DeleteBatchFenced(ctx, f, []Versioned{{Key{"a", "x"}, 1}}); !errors.Is(err, ErrFenced) {
+	if err := s.Records().DeleteBatchFenced(ctx, f, []Versioned{{Key{"a", "x"}, 1}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced delete after the term: %v, want ErrFenced", err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 1 {
@@ -409,31 +409,31 @@ func TestFencedRunLocks(t *testing.T) {
 	ctx := ctxT(t)
 	l := mustCampaign(t, s)
 	f := l.Fence()
-	if err := s.PutLockFenced(ctx, f, "a", "x", 1); err != nil {
+	if err := s.Locks().PutFenced(ctx, f, "a", "x", 1); err != nil {
 		t.Fatalf("fenced lock while leading: %v", err)
 	}
-	if err := s.DeleteLockFenced(ctx, f, "a", "x", 2); err != nil { // another run's: no effect
+	if err := s.Locks().DeleteFenced(ctx, f, "a", "x", 2); err != nil { // another run's: no effect
 		t.Fatalf("fenced unlock of another run while leading: %v", err)
 	}
-	if got, _ := s.Locks(ctx); !got[Key{"a", "x"}] {
+	if got, _ := s.Locks().Held(ctx); !got[Key{"a", "x"}] {
 		t.Fatalf("locks %v: the unlock of another run removed a/x's", got)
 	}
-	if err := s.DeleteLockFenced(ctx, f, "a", "x", 1); err != nil {
+	if err := s.Locks().DeleteFenced(ctx, f, "a", "x", 1); err != nil {
 		t.Fatalf("fenced unlock while leading: %v", err)
 	}
-	if err := s.PutLockFenced(ctx, f, "a", "y", 3); err != nil {
+	if err := s.Locks().PutFenced(ctx, f, "a", "y", 3); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutLockFenced(ctx, f, "a", "x", 4); !errors.Is(err, ErrFenced) {
+	if err := s.Locks().PutFenced(ctx, f, "a", "x", 4); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced lock after the term: %v, want ErrFenced", err)
 	}
-	if err := s.DeleteLockFenced(ctx, f, "a", "y", 3); !errors.Is(err, ErrFenced) {
+	if err := s.Locks().DeleteFenced(ctx, f, "a", "y", 3); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced unlock after the term: %v, want ErrFenced", err)
 	}
-	if got, _ := s.Locks(ctx); got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 1 {
+	if got, _ := s.Locks().Held(ctx); got[Key{"a", "x"}] || !got[Key{"a", "y"}] || len(got) != 1 {
 		t.Fatalf("locks after the term %v: want only a/y's, untouched", got)
 	}
 }
@@ -448,27 +448,27 @@ func TestNextDue(t *testing.T) {
 		Record{Namespace: "a", ID: "v", Version: 2, Body: []byte("v")})
 	// Written only where the record holds the progress's version: not for a/v (stored at
 	// version 2, not 1 or 3), nor for a/none (no record).
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
+	if err := s.Progress().PutFenced(ctx, l.Fence(), []NextDue{{Key{"a", "r"}, 3, 42}, {Key{"a", "s"}, 1, -7},
 		{Key{"a", "v"}, 1, 5}, {Key{"a", "none"}, 1, 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "v"}, 3, 6}}); err != nil {
+	if err := s.Progress().PutFenced(ctx, l.Fence(), []NextDue{{Key{"a", "v"}, 3, 6}}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.NextAt(ctx, 0)
+	next, err := s.Progress().At(ctx, 0)
 	if err != nil || len(next) != 2 || next[Key{"a", "r"}] != (NextDue{Key{"a", "r"}, 3, 42}) || next[Key{"a", "s"}] != (NextDue{Key{"a", "s"}, 1, -7}) {
-		t.Fatalf("NextAt: %v, %v; want a/r's and a/s's only", next, err)
+		t.Fatalf("Progress.At: %v, %v; want a/r's and a/s's only", next, err)
 	}
-	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 3}}); err != nil {
+	if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "r"}, 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if next, _ := s.NextAt(ctx, 0); len(next) != 1 || next[Key{"a", "s"}].Due != -7 {
+	if next, _ := s.Progress().At(ctx, 0); len(next) != 1 || next[Key{"a", "s"}].Due != -7 {
 		t.Fatalf("after deleting a/r: %v", next)
 	}
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutNextFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
+	if err := s.Progress().PutFenced(ctx, l.Fence(), []NextDue{{Key{"a", "s"}, 1, 8}}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after the term: %v, want ErrFenced", err)
 	}
 }
@@ -484,11 +484,11 @@ func TestNextDueFitsMaxTxnOps(t *testing.T) {
 	for i, r := range recs {
 		items = append(items, NextDue{Key{r.Namespace, r.ID}, 1, int64(i)})
 	}
-	if err := s.PutNextFenced(ctx, Fence{}, items); err != nil {
+	if err := s.Progress().PutFenced(ctx, Fence{}, items); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := s.NextAt(ctx, 0); err != nil || len(next) != 20 {
-		t.Fatalf("NextAt: %d entries, %v; want 20", len(next), err)
+	if next, err := s.Progress().At(ctx, 0); err != nil || len(next) != 20 {
+		t.Fatalf("Progress.At: %d entries, %v; want 20", len(next), err)
 	}
 }
 
@@ -503,15 +503,15 @@ func TestRecordWithProgress(t *testing.T) {
 		recs[i].NextDue = int64(100 + i)
 	}
 	mustPutBatch(t, s, append(recs, Record{Namespace: "a", ID: "plain", Version: 1, Body: []byte("p")}))
-	next, err := s.NextAt(ctx, 0)
+	next, err := s.Progress().At(ctx, 0)
 	if err != nil || len(next) != 20 || next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
-		t.Fatalf("NextAt: %v, %v; want the 20 records' first due times", next, err)
+		t.Fatalf("Progress.At: %v, %v; want the 20 records' first due times", next, err)
 	}
 	// A lower version is refused, and its progress is not written.
-	if err := s.Put(ctx, Record{Namespace: "a", ID: "r7", Version: 1, Body: []byte("old"), NextDue: 5}); err == nil {
+	if err := s.Records().Put(ctx, Record{Namespace: "a", ID: "r7", Version: 1, Body: []byte("old"), NextDue: 5}); err == nil {
 		t.Fatal("a lower version was accepted")
 	}
-	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
+	if next, _ := s.Progress().At(ctx, 0); next[Key{"a", "r7"}] != (NextDue{Key{"a", "r7"}, 2, 107}) {
 		t.Fatalf("after a refused lower version: %v, want version 2 at 107", next[Key{"a", "r7"}])
 	}
 }
@@ -520,26 +520,26 @@ func TestRecordWithProgress(t *testing.T) {
 func TestWorkerRegistry(t *testing.T) {
 	s := openEmbedded(t, Options{SessionTTL: time.Second})
 	ctx := ctxT(t)
-	if err := s.PutWorker(ctx, "n1", "3", []byte(`{"credits":4}`)); err != nil {
+	if err := s.Workers().Put(ctx, "n1", "3", []byte(`{"credits":4}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutWorker(ctx, "n1", "4", []byte(`{}`)); err != nil {
+	if err := s.Workers().Put(ctx, "n1", "4", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteWorker(ctx, "n1", "4"); err != nil {
+	if err := s.Workers().Delete(ctx, "n1", "4"); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := s.Workers(ctx)
+	ws, err := s.Workers().List(ctx)
 	if err != nil || len(ws) != 1 || ws[0].Node != "n1" || ws[0].Name != "3" || string(ws[0].Value) != `{"credits":4}` {
 		t.Fatalf("workers %+v, %v", ws, err)
 	}
 	if _, err := s.Client().Revoke(ctx, sessionOf(s).Lease()); err != nil { // the node dies: its lease goes
 		t.Fatal(err)
 	}
-	if ws, err := s.Workers(ctx); err != nil || len(ws) != 0 {
+	if ws, err := s.Workers().List(ctx); err != nil || len(ws) != 0 {
 		t.Fatalf("workers after the lease went: %+v, %v", ws, err)
 	}
-	if err := s.PutWorker(ctx, "n/1", "3", nil); !errors.Is(err, ErrInvalid) {
+	if err := s.Workers().Put(ctx, "n/1", "3", nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad node: %v", err)
 	}
 }
@@ -551,34 +551,34 @@ func TestDeleteOnlyItsVersion(t *testing.T) {
 	ctx := ctxT(t)
 	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 2, Body: []byte("x2")},
 		Record{Namespace: "a", ID: "top", Version: math.MaxUint64, Body: []byte("t")})
-	if err := s.PutNextFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 2, 42}}); err != nil {
+	if err := s.Progress().PutFenced(ctx, Fence{}, []NextDue{{Key{"a", "x"}, 2, 42}}); err != nil {
 		t.Fatal(err)
 	}
 	stale := []Versioned{{Key{"a", "x"}, 1}, {Key{"a", "x"}, 3}, {Key{"a", "top"}, math.MaxUint64 - 1}}
 	for _, v := range stale {
-		if err := s.DeleteBatch(ctx, []Versioned{v}); err != nil {
+		if err := s.Records().DeleteBatch(ctx, []Versioned{v}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, _ := loadAll(t, s); len(got) != 2 || got["a/x"].Version != 2 {
 		t.Fatalf("after deletes of other versions: %v, want a/x@2 and a/top", got)
 	}
-	if next, _ := s.NextAt(ctx, 0); next[Key{"a", "x"}].Due != 42 {
+	if next, _ := s.Progress().At(ctx, 0); next[Key{"a", "x"}].Due != 42 {
 		t.Fatalf("progress after deletes of other versions: %v", next)
 	}
-	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x"}, 2}, {Key{"a", "top"}, math.MaxUint64}}); err != nil {
+	if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "x"}, 2}, {Key{"a", "top"}, math.MaxUint64}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 0 {
 		t.Fatalf("after deleting the versions stored: %v", got)
 	}
-	if next, _ := s.NextAt(ctx, 0); len(next) != 0 {
+	if next, _ := s.Progress().At(ctx, 0); len(next) != 0 {
 		t.Fatalf("progress after its record went: %v", next)
 	}
 }
 
 // A record's delete takes its run lock with it (only when the version matches), and a
-// batch of such deletes fits a small --max-txn-ops; DeleteLockBeforeFenced removes a
+// batch of such deletes fits a small --max-txn-ops; Locks.DeleteBeforeFenced removes a
 // lock written at or below the revision given, whatever run it names, and keeps a later one.
 func TestLocksGoWithTheirRecord(t *testing.T) {
 	s := openEmbedded(t, Options{MaxTxnOps: 8})
@@ -587,41 +587,41 @@ func TestLocksGoWithTheirRecord(t *testing.T) {
 	mustPut(t, s, recs...)
 	var dels []Versioned
 	for i, r := range recs {
-		if err := s.PutLock(ctx, r.Namespace, r.ID, uint64(i)); err != nil {
+		if err := s.Locks().Put(ctx, r.Namespace, r.ID, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 		dels = append(dels, Versioned{Key{r.Namespace, r.ID}, r.Version})
 	}
-	if err := s.DeleteBatch(ctx, []Versioned{{Key{"a", "x0"}, 1}}); err != nil {
+	if err := s.Records().DeleteBatch(ctx, []Versioned{{Key{"a", "x0"}, 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if locks, err := s.Locks(ctx); err != nil || !locks[Key{"a", "x0"}] {
+	if locks, err := s.Locks().Held(ctx); err != nil || !locks[Key{"a", "x0"}] {
 		t.Fatalf("locks after a delete of another version: %v, %v; want x0's kept", locks, err)
 	}
-	if err := s.DeleteBatch(ctx, dels); err != nil {
+	if err := s.Records().DeleteBatch(ctx, dels); err != nil {
 		t.Fatal(err)
 	}
-	if locks, err := s.Locks(ctx); err != nil || len(locks) != 0 {
+	if locks, err := s.Locks().Held(ctx); err != nil || len(locks) != 0 {
 		t.Fatalf("locks after their records went: %v, %v; want none", locks, err)
 	}
 
-	if err := s.PutLock(ctx, "a", "y", 1); err != nil {
+	if err := s.Locks().Put(ctx, "a", "y", 1); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := s.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutLock(ctx, "a", "z", 2); err != nil { // after rev
+	if err := s.Locks().Put(ctx, "a", "z", 2); err != nil { // after rev
 		t.Fatal(err)
 	}
 	for _, id := range []string{"y", "z"} {
-		if err := s.DeleteLockBeforeFenced(ctx, Fence{}, "a", id, rev); err != nil {
+		if err := s.Locks().DeleteBeforeFenced(ctx, Fence{}, "a", id, rev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if locks, err := s.Locks(ctx); err != nil || len(locks) != 1 || !locks[Key{"a", "z"}] {
-		t.Fatalf("locks after DeleteLockBeforeFenced: %v, %v; want only z's (written after the revision)", locks, err)
+	if locks, err := s.Locks().Held(ctx); err != nil || len(locks) != 1 || !locks[Key{"a", "z"}] {
+		t.Fatalf("locks after Locks.DeleteBeforeFenced: %v, %v; want only z's (written after the revision)", locks, err)
 	}
 }
 
@@ -631,7 +631,7 @@ func TestExistsCarriesTheStoredRecord(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
 	mustPut(t, s, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("first")})
-	err := s.Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("second")})
+	err := s.Records().Put(ctx, Record{Namespace: "a", ID: "x", Version: 3, Body: []byte("second")})
 	var ee *ExistsError
 	if !errors.Is(err, ErrExists) || !errors.As(err, &ee) || ee.Stored.Version != 3 || string(ee.Stored.Body) != "first" {
 		t.Fatalf("put over an equal version: %v (%+v), want an ExistsError holding the stored record", err, ee)
@@ -661,12 +661,12 @@ func TestTxnFailedClassifies(t *testing.T) {
 	}
 }
 
-// SwapLockFenced returns the run the lock named before it: 0 when there was none.
+// Locks.SwapFenced returns the run the lock named before it: 0 when there was none.
 func TestSwapLockReturnsThePreviousRun(t *testing.T) {
 	s := openEmbedded(t, Options{})
 	ctx := ctxT(t)
 	for _, c := range []struct{ run, prev uint64 }{{7, 0}, {9, 7}, {9, 9}} {
-		if prev, err := s.SwapLockFenced(ctx, Fence{}, "a", "x", c.run); err != nil || prev != c.prev {
+		if prev, err := s.Locks().SwapFenced(ctx, Fence{}, "a", "x", c.run); err != nil || prev != c.prev {
 			t.Fatalf("swap to %d: previous %d, %v; want %d", c.run, prev, err, c.prev)
 		}
 	}

@@ -134,13 +134,13 @@ func TestExternalEtcdTLSAndAuth(t *testing.T) {
 		t.Fatalf("Open over TLS with auth: %v", err)
 	}
 	defer s.Close()
-	if err := s.Put(ctxT(t), Record{Namespace: "ns", ID: "a", Version: 1, Body: []byte("x")}); err != nil {
+	if err := s.Records().Put(ctxT(t), Record{Namespace: "ns", ID: "a", Version: 1, Body: []byte("x")}); err != nil {
 		t.Fatalf("Put over TLS with auth: %v", err)
 	}
 	if got, _ := loadAll(t, s); len(got) != 1 {
 		t.Fatalf("loaded %d records, want 1", len(got))
 	}
-	l, err := s.Campaign(ctxT(t))
+	l, err := s.Election().Campaign(ctxT(t))
 	if err != nil || l.Epoch() == 0 {
 		t.Fatalf("Campaign over TLS with auth: %v", err)
 	}
@@ -156,7 +156,7 @@ func TestExternalEtcdTLSAndAuth(t *testing.T) {
 	noCert := o
 	noCert.TLS = &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
 	if s2, err := Open(ctxT(t), WithOptions(noCert)); err == nil {
-		if err := s2.Put(ctxT(t), Record{Namespace: "ns", ID: "b", Version: 1, Body: []byte("y")}); err == nil {
+		if err := s2.Records().Put(ctxT(t), Record{Namespace: "ns", ID: "b", Version: 1, Body: []byte("y")}); err == nil {
 			t.Fatal("a Store without the client certificate wrote a record")
 		}
 		s2.Close()

@@ -19,9 +19,13 @@ import (
 // The race: the new leader loads the durable tasks, and their due runs reach the handler
 // (and would be FIREd) at once, before the worker holding an outcome has reconnected.
 // So, for Options.CarryGrace after a takeover, the router holds back every run the
-// handler gets (hold.on: they wait in the waiting queues, indexed by task in hold.held),
-// until as many workers as the previous leader had registered (registry.go) have sent
-// their CARRY, or the grace ends. An outcome then finds its run in one of two places:
+// handler gets (hold.on: they wait in the waiting queues), until as many workers as the
+// previous leader had registered (registry.go) have subscribed, each after its CARRY
+// frames, or the grace ends.
+// For carryMaxWait after a takeover (hold.indexing), hold or none, every run queued is
+// indexed by task in hold.held: a run still waiting unFIREd (no worker has subscribed
+// yet, or none has a credit) can take an outcome whenever it comes. An outcome then
+// finds its run in one of two places:
 //   - held: the handler queued it; the outcome is applied with Engine.Complete (the
 //     queued FIRE is dropped when its turn comes: StartTimeout finds the run gone);
 //   - pending: the engine has not handed the run to the handler yet; the outcome waits
@@ -40,16 +44,45 @@ import (
 // durable task it waits, as an ACK's OK does, for the record's deletion.
 //
 // Costs: the handler pays one atomic load while nothing is pending; CARRY is O(1) per
-// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu.
+// outcome (map lookups and one Engine.Get). Everything here is guarded by router.mu,
+// but for the atomic counters (nPending, refused).
+
+// CarryRefusal is why a leader refused a carried outcome (Stats.CarryRefused, STATS
+// carry_refused_<name>). A refused outcome's run is run again if the task still owes it.
+type CarryRefusal uint8
+
+// The reasons for refusing a carried outcome.
+const (
+	CarryNotHeld        CarryRefusal = iota // the task is not held here: ended, cancelled, or never loaded
+	CarryChanged                            // the task is at another version, attempt or occurrence
+	CarryStarted                            // the run was already FIREd in this term
+	CarryExpired                            // the run did not reach the handler within carryMaxWait
+	CarryStoppedLeading                     // this node stopped leading before the run came due
+	CarryEnded                              // the held run ended meanwhile (cancelled, timed out)
+	CarryTwice                              // the run, or another outcome of its task, was named twice
+	NumCarryRefusals                        // the number of reasons
+)
+
+var carryRefusalNames = [NumCarryRefusals]string{"not_held", "changed", "started", "expired", "stopped_leading", "ended", "twice"}
+
+// String is the reason's name in STATS and /metrics.
+func (r CarryRefusal) String() string {
+	if r < NumCarryRefusals {
+		return carryRefusalNames[r]
+	}
+	return fmt.Sprintf("CarryRefusal(%d)", r)
+}
 
 // carryMaxWait bounds how long an outcome waits in hold.pending for its run to reach
 // the handler (a run due at once does so within milliseconds; one that does not is
 // parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
 const carryMaxWait = 10 * time.Second
 
-// holdState is the router's part in carrying outcomes; guarded by router.mu.
+// holdState is the router's part in carrying outcomes; guarded by router.mu but for
+// nPending and refused.
 type holdState struct {
 	on       bool                 // due runs are held back (not FIREd): a takeover's grace
+	indexing bool                 // runs queued go into held: for carryMaxWait after a takeover
 	term     uint64               // counts holds, so that a stale grace timer ends nothing
 	expect   int                  // workers registered at the previous leader (registry.go)
 	handedIn int                  // worker connections that sent CARRY since the takeover
@@ -57,6 +90,9 @@ type holdState struct {
 	pending  map[taskKey]*carried // outcomes whose run has not reached the handler yet
 	nPending atomic.Int32         // len(pending), read by the handler without the lock
 	grace    *time.Timer          // ends the hold; stopped when the term ends
+	window   *time.Timer          // ends indexing; stopped when the term ends
+	// refused counts the outcomes refused, by reason (atomic: Stats reads it).
+	refused [NumCarryRefusals]atomic.Uint64
 }
 
 // carried is one outcome of a CARRY, and the answer it is part of.
@@ -97,27 +133,41 @@ func (co *carried) result() error {
 	return err
 }
 
-// startHoldLocked begins a takeover's hold: the runs due are held back until every
-// worker the previous leader had registered (expect) has sent CARRY, or for
-// Options.CarryGrace. With none registered (or a negative grace) there is nothing to
-// wait for. Requires r.mu.
+// startHoldLocked begins a takeover's carrying: the runs queued are indexed for
+// carryMaxWait, and the runs due are held back until every worker the previous leader
+// had registered (expect) has sent CARRY, or for Options.CarryGrace. With none
+// registered (or a negative grace) there is nothing to hold back for. Requires r.mu.
 func (r *router[W]) startHoldLocked(expect int) {
 	h := &r.hold
 	h.term++
 	h.expect, h.handedIn = expect, 0
 	h.held = map[taskKey]heldRun{}
+	// The runs the load brought due before leadership was set wait already: they are
+	// indexed too (oldest first, so that a task's latest run wins). A run the engine no
+	// longer holds is left out: one of this node's earlier term, whose durable task was
+	// dropped at the step-down and is loaded anew with a new run, must not take that
+	// run's outcome. HoldTimeout of a waiting run is its check: its timeout is held
+	// already. Cost: O(runs waiting), once a takeover.
+	for _, q := range r.waiting {
+		for _, f := range q.items[q.head:] {
+			if r.eng.HoldTimeout(f.RunID) == nil {
+				h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
+			}
+		}
+	}
+	term := h.term
+	h.indexing = true
+	h.window = time.AfterFunc(carryMaxWait, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if h.term == term {
+			h.indexing = false
+		}
+	})
 	if expect <= 0 || r.carryGrace <= 0 {
 		return
 	}
 	h.on = true
-	// The runs the load brought due before leadership was set wait already: they are
-	// held too (oldest first, so that a task's latest run wins).
-	for _, q := range r.waiting {
-		for _, f := range q.items[q.head:] {
-			h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
-		}
-	}
-	term := h.term
 	h.grace = time.AfterFunc(r.carryGrace, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -137,9 +187,10 @@ func (r *router[W]) endHoldLocked() {
 	}
 }
 
-// handIn counts the CARRY of the worker whose state is ws toward ending the hold (its
-// first only), and reports whether the hold is on and every worker expected has now
-// handed in. Requires router.mu.
+// handIn counts the worker whose state is ws toward ending the hold (once: at its first
+// SUBSCRIBE, which a worker sends after all its CARRY frames, so that they have all
+// found their runs), and reports whether the hold is on and every worker expected has
+// now handed in. Requires router.mu.
 func (h *holdState) handIn(ws *workerState) (endHold bool) {
 	if ws.carried {
 		return false
@@ -154,10 +205,12 @@ func (h *holdState) handIn(ws *workerState) (endHold bool) {
 // Requires router.mu.
 func (h *holdState) stop() []*carried {
 	h.term++
-	h.on, h.held = false, nil
-	if h.grace != nil {
-		h.grace.Stop()
-		h.grace = nil
+	h.on, h.indexing, h.held = false, false, nil
+	for _, t := range []**time.Timer{&h.grace, &h.window} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
 	}
 	var refused []*carried
 	for k, co := range h.pending {
@@ -168,10 +221,10 @@ func (h *holdState) stop() []*carried {
 	return refused
 }
 
-// note indexes f (a run of a recurring task or not), just queued, when the hold is on.
+// note indexes f (a run of a recurring task or not), just queued, while indexing.
 // Requires router.mu.
 func (h *holdState) note(f *protocol.Fire, recurring bool) {
-	if h.on {
+	if h.indexing {
 		h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f, recurring: recurring, known: true}
 	}
 }
@@ -186,12 +239,32 @@ func (h *holdState) forget(f *protocol.Fire) {
 	}
 }
 
-// refuseCarried answers outcomes that were pending when the term or their wait ended.
-func refuseCarried(cos []*carried, why string) {
+// refuseCarried answers outcomes that were pending when the term or their wait ended,
+// or that met a run other than theirs, refused for reason. It touches only the atomic
+// counters of h: router.mu is not needed.
+func (h *holdState) refuseCarried(cos []*carried, reason CarryRefusal, why string) {
 	for _, co := range cos {
-		co.b.refuse(co.o.RunID, protocol.CodeUnknownRun, why)
+		h.refuseOutcome(co.b, co.o.RunID, reason, why)
 		co.b.settle()
 	}
+}
+
+// refuseOutcome lists run runID's carried outcome in b's ACKED as refused (UNKNOWN_RUN,
+// why) and counts it under reason; router.mu is not needed.
+func (h *holdState) refuseOutcome(b *ackBatch, runID uint64, reason CarryRefusal, why string) {
+	h.refused[reason].Add(1)
+	b.refuse(runID, protocol.CodeUnknownRun, why)
+}
+
+// refusalCounts is the reasons counted in refused, by name, for a log line.
+func refusalCounts(refused [NumCarryRefusals]int) map[string]int {
+	m := map[string]int{}
+	for r, n := range refused {
+		if n > 0 {
+			m[CarryRefusal(r).String()] = n
+		}
+	}
+	return m
 }
 
 // takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
@@ -211,7 +284,7 @@ func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled boo
 		return false, nil
 	}
 	if !co.matches(f, recurring) {
-		refuseCarried([]*carried{co}, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
+		rr.router.hold.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
 		return false, nil
 	}
@@ -232,8 +305,8 @@ func (rr *remoteRuns) settleCarried(co *carried, k taskKey, result error) {
 
 // carry answers CARRY: each outcome is accepted (its run ended with it) or refused
 // (listed in the ACKED with UNKNOWN_RUN); the reply waits for the outcomes pending and
-// for the records of the durable tasks they end. The first CARRY of a worker connection
-// counts toward ending the takeover's hold.
+// for the records of the durable tasks they end. The worker's SUBSCRIBE, after its
+// CARRY frames, counts toward ending the takeover's hold (router.subscribe).
 func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool) {
 	d := rr.router
 	b := &ackBatch{c: c, id: m.ID}
@@ -245,18 +318,19 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	}
 	var complete []found
 	var waiting []*carried
+	var refused [NumCarryRefusals]int // in this frame, by reason, for the log
+	nRefused := 0
 	d.mu.Lock()
 	if !d.leading { // only with a replica: without one this node always leads
 		d.mu.Unlock()
 		return rr.replica.lead.notLeader(m.ID), false
 	}
-	endHold := d.hold.handIn(d.stateLocked(c))
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
 		b.outstanding.Add(1)
 		k := taskKey{nsOrDefault(o.Namespace), o.TaskID}
-		why := ""
+		why, reason := "", CarryTwice
 		if seen[o.RunID] {
 			why = fmt.Sprintf("run %d is named twice in this CARRY", o.RunID)
 		} else if d.orphans.take(o.RunID, k, o.Epoch, d.epoch) {
@@ -276,17 +350,20 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 				complete = append(complete, found{co, k, f})
 				continue
 			}
-			why = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due)
+			why, reason = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the carried run's", k.ns, k.id, f.Version, f.Attempt, f.Due), CarryChanged
 		} else {
 			seen[o.RunID] = true
-			if why = rr.pendingLocked(co, k); why == "" {
+			if reason, why = rr.pendingLocked(co, k); why == "" {
 				waiting = append(waiting, co)
 				continue
 			}
 		}
-		b.refuse(o.RunID, protocol.CodeUnknownRun, "carried outcome refused: "+why)
+		d.hold.refuseOutcome(b, o.RunID, reason, "carried outcome refused: "+why)
 		b.settle()
+		refused[reason]++
+		nRefused++
 	}
+	holding := d.hold.on
 	if len(waiting) > 0 {
 		time.AfterFunc(carryMaxWait, func() {
 			var late []*carried
@@ -300,16 +377,15 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 				}
 			}
 			d.mu.Unlock()
-			refuseCarried(late, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
+			d.hold.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
 		})
-	}
-	if endHold {
-		// After this frame's outcomes found their runs, so that none of those is FIREd.
-		rr.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", d.hold.handedIn)
-		d.endHoldLocked()
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
+	if nRefused > 0 {
+		rr.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
+			"by_reason", refusalCounts(refused))
+	}
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
@@ -322,10 +398,15 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 			locks.unparkFor(k, co.o.Version, epoch)
 		}
 	}
+	ended := 0
 	for _, x := range complete {
 		result := x.co.result()
 		if err := rr.engine.Complete(x.f.RunID, result); err != nil {
-			refuseCarried([]*carried{x.co}, fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err))
+			why := fmt.Sprintf("the held run of %s/%s ended meanwhile: %v", x.k.ns, x.k.id, err)
+			if ended++; ended == 1 {
+				rr.log.Info("tockd: a carried outcome's held run ended meanwhile", "why", why)
+			}
+			d.hold.refuseCarried([]*carried{x.co}, CarryEnded, why)
 			continue
 		}
 		rr.settleCarried(x.co, x.k, result)
@@ -338,28 +419,28 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the
 // engine holds the task unchanged with that run still to start; otherwise it returns why
-// not. Requires router.mu (and takes an engine shard's lock: the lock order allows it).
-func (rr *remoteRuns) pendingLocked(co *carried, k taskKey) string {
+// not, and the reason. Requires router.mu (and takes an engine shard's lock: the lock order allows it).
+func (rr *remoteRuns) pendingLocked(co *carried, k taskKey) (CarryRefusal, string) {
 	h := &rr.router.hold
 	in, err := rr.engine.Get(k.ns, k.id)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
+		return CarryNotHeld, fmt.Sprintf("task %s/%s is not held here", k.ns, k.id)
 	case in.Task.Version != co.o.Version:
-		return fmt.Sprintf("task %s/%s is at version %d, not %d", k.ns, k.id, in.Task.Version, co.o.Version)
+		return CarryChanged, fmt.Sprintf("task %s/%s is at version %d, not %d", k.ns, k.id, in.Task.Version, co.o.Version)
 	case in.State == task.Pending && in.Task.Schedule.Recurring() && in.NextRun.UnixNano() != co.o.Due:
-		return fmt.Sprintf("task %s/%s is next due at %d, not %d", k.ns, k.id, in.NextRun.UnixNano(), co.o.Due)
+		return CarryChanged, fmt.Sprintf("task %s/%s is next due at %d, not %d", k.ns, k.id, in.NextRun.UnixNano(), co.o.Due)
 	case in.State != task.Pending && in.State != task.Due && !(in.State == task.Running && h.on):
-		return fmt.Sprintf("task %s/%s is %v: its run was already started", k.ns, k.id, in.State)
+		return CarryStarted, fmt.Sprintf("task %s/%s is %v: its run was already started", k.ns, k.id, in.State)
 	case h.pending[k] != nil:
-		return fmt.Sprintf("another outcome of task %s/%s is pending", k.ns, k.id)
+		return CarryTwice, fmt.Sprintf("another outcome of task %s/%s is pending", k.ns, k.id)
 	}
 	if h.pending == nil {
 		h.pending = map[taskKey]*carried{}
 	}
 	h.pending[k] = co
 	h.nPending.Add(1)
-	return ""
+	return 0, ""
 }
 
 // settle drops one outcome still outstanding; the last one sends the reply.

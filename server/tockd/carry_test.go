@@ -263,3 +263,42 @@ func TestReconnectedWorkerCarriesToTheSameLeader(t *testing.T) {
 	w2 := carryTo(t, ds.addr, f, "blip")
 	wantEndedByCarry(t, c, w2, st, f, "the run was redelivered at the cut")
 }
+
+// A term with no takeover hold (the registry named no worker: the count was spent on a
+// term that lasted moments, or read just after the old leader's entries expired with its
+// lease) still meets a carried outcome: the run waits in the router's queue, unFIREd
+// (no worker has subscribed yet), and the worker carries its outcome before it
+// subscribes. The outcome ends the run (it was refused as "started" before, and the run
+// FIREd again: thousands of re-runs a failover in make loadgen-cluster on a loaded box).
+func TestCarriedOutcomeMeetsAWaitingRunWithoutAHold(t *testing.T) {
+	st, ts := startLeader(t) // a lone node: elected with no worker registered, so no hold
+	c := connect(t, ts.addr)
+	submit(t, c, 2, durableWorkTask("waits"))
+	if !waitUntil(func() bool { return ts.srv.Stats().Waiting == 1 }) {
+		t.Fatalf("the run never waited for a worker: %+v", ts.srv.Stats())
+	}
+	in := get(t, c, 3, "waits")
+	// The run of the previous leader's term (another epoch and run ID), at the same
+	// version and attempt.
+	prev := &protocol.Fire{RunID: 7, Epoch: 1, Namespace: in.Task.Namespace, TaskID: "waits", Version: in.Task.Version,
+		Attempt: 1, Due: in.NextRun}
+	w := carryTo(t, ts.addr, prev, "w")
+	wantEndedByCarry(t, c, w, st, prev, "the carried outcome did not end its waiting run")
+	if st := ts.srv.Stats(); st.Carried != 1 || st.CarryRefused != ([NumCarryRefusals]uint64{}) {
+		t.Fatalf("Carried %d, refused %v; want 1, none", st.Carried, st.CarryRefused)
+	}
+}
+
+// The count of workers registered at the previous leader outlives a takeover: a term
+// that lasts moments (elected, then its session or key lost at once, as under load in
+// make loadgen-cluster) must not leave the next takeover with nobody to wait for, and
+// so no hold. A stale count costs at most one CarryGrace.
+func TestRegisteredCountOutlivesATakeover(t *testing.T) {
+	g := newRegistry(nil, &Options{NodeName: "n2"}, nil)
+	g.registered.Store(2)
+	for term := 1; term <= 2; term++ {
+		if n := g.registeredBefore(); n != 2 {
+			t.Fatalf("takeover %d waits for %d workers, want the 2 last read", term, n)
+		}
+	}
+}

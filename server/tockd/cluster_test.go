@@ -76,7 +76,7 @@ func TestExclusiveTaskWaitsOutARunInFlight(t *testing.T) {
 			t.Fatalf("FIRE %+v", f)
 		}
 	}
-	if locks, err := st1.Locks(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "excl"}] || len(locks) != 1 {
+	if locks, err := st1.Locks().Held(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "excl"}] || len(locks) != 1 {
 		t.Fatalf("run locks while in flight: %v, %v; want only excl's", locks, err)
 	}
 
@@ -149,7 +149,7 @@ func TestWorkerRegistry(t *testing.T) {
 		var ws []store.Worker
 		var err error
 		if !waitUntil(func() bool {
-			ws, err = st.Workers(context.Background())
+			ws, err = st.Workers().List(context.Background())
 			return err == nil && len(ws) == want
 		}) {
 			t.Fatalf("registry %+v (%v), want %d entries", ws, err, want)

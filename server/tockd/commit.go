@@ -116,7 +116,7 @@ func (c *committer) commit(batch []*commitReq) {
 		c.commits.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		var err error
-		errs, err = c.st.PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
+		errs, err = c.st.Records().PutBatchFenced(ctx, *f, all) // a failed transaction is in errs too
 		cancel()
 		c.lead.fencedOut(*f, err)
 		if c.afterPut != nil {

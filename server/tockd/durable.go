@@ -243,7 +243,7 @@ func (d *durability) deleteRecords(keys []store.Versioned) error {
 		err := store.ErrFenced
 		if f := d.lead.fence.Load(); f != nil {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
-			err = d.st.DeleteBatchFenced(ctx, *f, keys)
+			err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
 			cancel()
 			d.lead.fencedOut(*f, err)
 		}

@@ -18,7 +18,7 @@ func storedVersions(t *testing.T, st *store.Store) map[string]uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	vs := map[string]uint64{}
-	if _, err := st.Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
+	if _, err := st.Records().Load(ctx, func(r store.Record) error { vs[r.Namespace+"/"+r.ID] = r.Version; return nil }); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	return vs

@@ -23,12 +23,12 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	next, err := d.st.NextAt(ctx, 0)
+	next, err := d.st.Progress().At(ctx, 0)
 	if err != nil {
 		return err
 	}
 	n := 0
-	_, err = d.st.Load(ctx, func(r store.Record) error {
+	_, err = d.st.Records().Load(ctx, func(r store.Record) error {
 		if d.loadRecord(r, locked, next, epoch) {
 			n++
 		}

@@ -13,12 +13,12 @@ import (
 
 // Exclusive durable tasks: no two runs of one overlap, even across a failover.
 //   - Before a run of an exclusive durable task is FIREd, the leader records a run lock
-//     in etcd (store.PutLockFenced: <prefix>locks/<ns>/<id> = run ID, not bound to any
+//     in etcd (store.Locks.PutFenced: <prefix>locks/<ns>/<id> = run ID, not bound to any
 //     lease, written only while this node's term holds), and the FIRE waits for it; a
 //     failed write fails the attempt, retryably, and a fenced one also ends the term
 //     (leader.go: fencedOut), so a node deposed while it stalled starts no run.
 //   - When the run ends (ACK, NACK, time to run passed, cancel), the lock is deleted,
-//     only if it still names that run and the term holds (store.DeleteLockFenced), in
+//     only if it still names that run and the term holds (store.Locks.DeleteFenced), in
 //     the background.
 //   - A leader elected while a lock exists cannot know whether that run still executes
 //     on some worker: it puts the task in its engine at once, but holds its first run
@@ -70,7 +70,7 @@ func (rl *runLocks) lockRun(ns, id string, runID uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	if err := rl.st.PutLockFenced(ctx, *f, ns, id, runID); err != nil {
+	if err := rl.st.Locks().PutFenced(ctx, *f, ns, id, runID); err != nil {
 		rl.lead.fencedOut(*f, err)
 		return fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
 	}
@@ -102,7 +102,7 @@ func (rl *runLocks) unlockRun(ev task.Event) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		defer cancel()
-		if err := rl.st.DeleteLockFenced(ctx, *f, ev.Namespace, ev.ID, run); err != nil {
+		if err := rl.st.Locks().DeleteFenced(ctx, *f, ev.Namespace, ev.ID, run); err != nil {
 			rl.lead.fencedOut(*f, err)
 			rl.log.Warn("tockd: run lock of an exclusive task not deleted; its first run after a failover waits a time to run",
 				"ns", ev.Namespace, "id", ev.ID, "run", run, "err", err)
@@ -135,7 +135,7 @@ func (rl *runLocks) dropReplacedLock(f *store.Fence, k taskKey, before int64) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 		defer cancel()
-		if err := rl.st.DeleteLockBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
+		if err := rl.st.Locks().DeleteBeforeFenced(ctx, *f, k.ns, k.id, before); err != nil {
 			rl.lead.fencedOut(*f, err)
 			rl.log.Warn("tockd: run lock of a replaced exclusive version not deleted; it stays until the task's record goes",
 				"ns", k.ns, "id", k.id, "err", err)
@@ -175,7 +175,7 @@ func (rl *runLocks) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (ta
 	return in, err
 }
 
-// swapLock is lockRun that returns the run the lock named before (store.SwapLockFenced).
+// swapLock is lockRun that returns the run the lock named before (store.Locks.SwapFenced).
 func (rl *runLocks) swapLock(ns, id string, runID uint64) (uint64, error) {
 	f := rl.lead.fence.Load()
 	if f == nil {
@@ -183,7 +183,7 @@ func (rl *runLocks) swapLock(ns, id string, runID uint64) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	prev, err := rl.st.SwapLockFenced(ctx, *f, ns, id, runID)
+	prev, err := rl.st.Locks().SwapFenced(ctx, *f, ns, id, runID)
 	if err != nil {
 		rl.lead.fencedOut(*f, err)
 		return 0, fmt.Errorf("tockd: exclusive task %s/%s: record the run lock: %w", ns, id, err)
@@ -265,7 +265,7 @@ func (rl *runLocks) unparkFor(k taskKey, version, epoch uint64) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 			defer cancel()
-			if err := rl.st.DeleteLockFenced(ctx, *f, k.ns, k.id, parkMarker(epoch)); err != nil {
+			if err := rl.st.Locks().DeleteFenced(ctx, *f, k.ns, k.id, parkMarker(epoch)); err != nil {
 				rl.lead.fencedOut(*f, err)
 				rl.log.Warn("tockd: run lock of an unparked exclusive task not deleted", "ns", k.ns, "id", k.id, "err", err)
 			}
@@ -279,5 +279,5 @@ func parkMarker(epoch uint64) uint64 { return epoch }
 
 // runLocks reads the run locks (for the load at election).
 func (rl *runLocks) runLocks(ctx context.Context) (map[store.Key]bool, error) {
-	return rl.st.Locks(ctx)
+	return rl.st.Locks().Held(ctx)
 }

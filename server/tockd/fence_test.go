@@ -201,8 +201,8 @@ func TestParkedExclusiveTaskIsFoundAndCancelled(t *testing.T) {
 	var lerr, nerr error
 	recorded := true
 	if !waitUntil(func() bool {
-		locks, lerr = n.st2.Locks(ctx)
-		next, nerr = n.st2.NextAt(ctx, 0)
+		locks, lerr = n.st2.Locks().Held(ctx)
+		next, nerr = n.st2.Progress().At(ctx, 0)
 		recorded = storedIDs(t, n.st2)["default/excl"]
 		return lerr == nil && nerr == nil && len(locks) == 0 && len(next) == 0 && !recorded
 	}) {

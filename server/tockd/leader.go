@@ -100,7 +100,7 @@ func (l *leadership) watchLeader(ctx context.Context, advertise string) {
 	for {
 		if leading, _ := l.router.leadership(); !leading {
 			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
-			addr, epoch, err := l.st.Leader(rctx)
+			addr, epoch, err := l.st.Election().Leader(rctx)
 			cancel()
 			l.noteEtcdRead(err)
 			if err != nil || addr == advertise { // unknown, or this node's own lapsed term
@@ -149,7 +149,7 @@ func (l *leadership) loop(ctx context.Context, advertise string) {
 		sctx, stopStandby := context.WithCancel(ctx)
 		mirrored := make(chan struct{})
 		go func() { defer close(mirrored); sb.run(sctx, st, l.log, l.standbyHook) }()
-		el, err := st.CampaignAs(ctx, advertise)
+		el, err := st.Election().CampaignAs(ctx, advertise)
 		if err != nil {
 			stopStandby()
 			<-mirrored
@@ -265,7 +265,7 @@ func (l *leadership) stepDown(epoch uint64) {
 // term's lease, checked before every FIRE (nil when not leading).
 func (l *leadership) setLeading(leading bool, epoch uint64, lease leaseCheck) {
 	_, refused := l.router.setLeading(leading, epoch, lease, l.registry.registeredBefore)
-	refuseCarried(refused, "this node stopped leading before the run came due")
+	l.router.hold.refuseCarried(refused, CarryStoppedLeading, "this node stopped leading before the run came due")
 }
 
 func (l *leadership) resign(el *store.Leadership, epoch uint64) {

@@ -19,7 +19,7 @@ func waitNoLocks(t *testing.T, st *store.Store, why string) {
 	if !waitUntil(func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
-		locks, err = st.Locks(ctx)
+		locks, err = st.Locks().Held(ctx)
 		return err == nil && len(locks) == 0
 	}) {
 		t.Fatalf("%s: run locks left in etcd after %v: %v (%v)", why, waitBound, locks, err)
@@ -36,7 +36,7 @@ func replaceRunningExclusive(t *testing.T, credits uint64, replacement func(v1 p
 	v1.Exclusive, v1.Timeout = true, int64(time.Minute)
 	submit(t, c, 2, v1)
 	f1 := w.fire()
-	if locks, err := st.Locks(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "repl"}] {
+	if locks, err := st.Locks().Held(context.Background()); err != nil || !locks[store.Key{Namespace: "default", ID: "repl"}] {
 		t.Fatalf("run lock while v1 runs: %v, %v", locks, err)
 	}
 	v2 := replacement(v1)

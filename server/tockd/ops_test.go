@@ -117,7 +117,9 @@ func TestTaskRunsInEngine(t *testing.T) {
 		st.Gauges["connections"] != 1 || st.Gauges["is_leader"] != 1 {
 		t.Fatalf("STATS %+v", st)
 	}
-	for _, name := range []string{"submitted", "started", "succeeded", "failed", "retried", "dead", "cancelled", "timed_out", "misfired", "redelivered"} {
+	for _, name := range []string{"submitted", "started", "succeeded", "failed", "retried", "dead", "cancelled", "timed_out", "misfired", "redelivered",
+		"carried", "durable_commits", "carry_refused_not_held", "carry_refused_changed", "carry_refused_started",
+		"carry_refused_expired", "carry_refused_stopped_leading", "carry_refused_ended", "carry_refused_twice"} {
 		if _, ok := st.Counters[name]; !ok {
 			t.Errorf("counter %q missing", name)
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // progressInterval is how often the leader records the next due time of recurring
-// durable tasks whose next occurrence was armed (store.PutNextFenced): at most one write
+// durable tasks whose next occurrence was armed (store.Progress.PutFenced): at most one write
 // per task per interval, all in shared transactions. A failover loses at most this much
 // progress: a task armed within it then repeats at most one occurrence (or applies its
 // misfire policy), or, if it was just submitted, starts its schedule over.
@@ -105,7 +105,7 @@ func (p *progress) flush(ctx context.Context) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	defer cancel()
-	err := p.st.PutNextFenced(wctx, *f, items)
+	err := p.st.Progress().PutFenced(wctx, *f, items)
 	p.lead.fencedOut(*f, err)
 	if err != nil && !errors.Is(err, store.ErrFenced) {
 		p.log.Warn("tockd: progress of recurring durable tasks not recorded; a failover would repeat or misfire their occurrences",

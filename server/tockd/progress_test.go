@@ -119,7 +119,7 @@ func TestProgressOfAnotherVersionIgnored(t *testing.T) {
 	stale := time.Now().Add(-time.Minute).UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	// Written behind the store's back (PutNextFenced writes only a version the record
+	// Written behind the store's back (Progress.PutFenced writes only a version the record
 	// holds), as a write of version 1 racing version 2's submit could have landed.
 	var v [16]byte
 	binary.BigEndian.PutUint64(v[:8], 1)

@@ -13,7 +13,7 @@ import (
 )
 
 // workerReportInterval is how often the leader brings the worker registry in etcd
-// (store.PutWorker, under its session lease) up to date: workers that came, went, or
+// (store.Workers.Put, under its session lease) up to date: workers that came, went, or
 // whose load (credits, runs in flight) changed. Other nodes and operators read it there
 // (etcdctl get --prefix <prefix>workers/); a leader that dies takes its entries with it.
 const workerReportInterval = time.Second
@@ -91,7 +91,7 @@ func (g *registry) reportWorkers(ctx context.Context) {
 		case <-ctx.Done():
 			// Leaving: this node's entries go now, not when its lease does.
 			for name := range reported {
-				_ = g.registryOp(context.Background(), func(c context.Context) error { return g.st.DeleteWorker(c, node, name) })
+				_ = g.registryOp(context.Background(), func(c context.Context) error { return g.st.Workers().Delete(c, node, name) })
 			}
 			return
 		case <-t.C:
@@ -108,7 +108,7 @@ func (g *registry) writeRegistry(ctx context.Context, node string, reported map[
 	now := g.workerEntries()
 	for name, v := range now {
 		if reported[name] != v {
-			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.PutWorker(c, node, name, []byte(v)) }); err != nil {
+			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.Workers().Put(c, node, name, []byte(v)) }); err != nil {
 				g.log.Debug("tockd: worker registry write failed", "err", err)
 				continue
 			}
@@ -120,7 +120,7 @@ func (g *registry) writeRegistry(ctx context.Context, node string, reported map[
 	}
 	for name := range reported {
 		if _, still := now[name]; !still {
-			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.DeleteWorker(c, node, name) }); err == nil {
+			if err := g.registryOp(ctx, func(c context.Context) error { return g.st.Workers().Delete(c, node, name) }); err == nil {
 				g.log.Info("tockd: worker unregistered", "entry", name)
 				delete(reported, name)
 			}
@@ -154,7 +154,7 @@ func (g *registry) workerEntries() map[string]string {
 func (g *registry) noteRegistry(ctx context.Context, node string) {
 	c, cancel := context.WithTimeout(ctx, registryReadInterval)
 	defer cancel()
-	ws, err := g.st.Workers(c)
+	ws, err := g.st.Workers().List(c)
 	if err != nil {
 		g.log.Debug("tockd: worker registry read failed", "err", err)
 		return
@@ -171,7 +171,10 @@ func (g *registry) noteRegistry(ctx context.Context, node string) {
 }
 
 // registeredBefore is how many workers the previous leader had registered, as last read
-// (at most registryReadInterval old), and forgets it: a takeover calls it once.
+// (at most registryReadInterval old, or older while this node led). It is not forgotten
+// at a takeover: a term that ends moments after it began (under load one lost its
+// session 45 ms in) would leave the next takeover with nobody to wait for, and no
+// hold; a stale count costs at most one CarryGrace.
 func (g *registry) registeredBefore() int {
-	return int(g.registered.Swap(0))
+	return int(g.registered.Load())
 }

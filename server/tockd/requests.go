@@ -340,27 +340,28 @@ func (q *requests) status(id uint64, in task.Info) *protocol.TaskStatus {
 // names PROTOCOL.md lists (plus a few more, which clients ignore if unknown).
 func (q *requests) stats(id uint64) *protocol.StatsReply {
 	ss := q.snapshot()
-	var commits uint64 // shared durable writes (commit.go)
-	if q.replica != nil {
-		commits = q.replica.committer.commits.Load()
-	}
 	st := ss.Engine
 	leader := int64(0)
 	if ss.IsLeader {
 		leader = 1
 	}
+	counters := map[string]uint64{
+		"submitted": st.Submitted, "started": st.Started, "succeeded": st.Succeeded, "failed": st.Failed,
+		"retried": st.Retried, "dead": st.Dead, "cancelled": st.Cancelled, "timed_out": st.TimedOut,
+		"misfired":        st.Misfired,
+		"redelivered":     ss.Redelivered, // runs failed because their worker disconnected
+		"durable_commits": ss.DurableCommits,
+		"carried":         ss.Carried,
+		// Beyond the documented names:
+		"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
+		"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
+		"reply_stalls": ss.ReplyStalls,
+	}
+	for r, n := range ss.CarryRefused {
+		counters["carry_refused_"+CarryRefusal(r).String()] = n
+	}
 	return &protocol.StatsReply{ID: id,
-		Counters: map[string]uint64{
-			"submitted": st.Submitted, "started": st.Started, "succeeded": st.Succeeded, "failed": st.Failed,
-			"retried": st.Retried, "dead": st.Dead, "cancelled": st.Cancelled, "timed_out": st.TimedOut,
-			"misfired":    st.Misfired,
-			"redelivered": ss.Redelivered, // runs failed because their worker disconnected
-			// Beyond the documented names:
-			"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
-			"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
-			"durable_commits": commits,
-			"reply_stalls":    ss.ReplyStalls,
-		},
+		Counters: counters,
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
 			"dead_letters": int64(st.DeadLetters), "connections": int64(ss.Connections),

@@ -174,7 +174,7 @@ type workerState struct {
 	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
 	since    time.Time          // first SUBSCRIBE (the registry)
 	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
-	carried  bool               // it sent a CARRY (carry.go)
+	carried  bool               // it handed in at a takeover: SUBSCRIBEd after its CARRYs (carry.go)
 }
 
 // init readies r for use with eng and opts' routing options (Dispatch, the waiting
@@ -387,6 +387,12 @@ func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) 
 			r.byType[typ] = map[W]*workerState{}
 		}
 		r.byType[typ][w] = ws
+	}
+	if first && r.leading && r.hold.handIn(ws) {
+		// Every worker expected has sent its CARRY frames (before this SUBSCRIBE).
+		r.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", r.hold.handedIn)
+		r.endHoldLocked()
+		return first
 	}
 	for _, typ := range ws.types {
 		r.drainLocked(typ)

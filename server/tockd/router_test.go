@@ -61,6 +61,9 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (e *fakeEngine) HoldTimeout(runID uint64) error {
+	if e.gone[runID] {
+		return task.ErrUnknownRun
+	}
 	e.held[runID] = true
 	return nil
 }
@@ -515,8 +518,8 @@ func TestRouterPauseAndLeadership(t *testing.T) {
 	}
 	tr.route(3, "b") // not leading: waits
 	tr.wantWaiting(1)
-	tr.eng.gone[4] = true
-	tr.route(4, "b") // cancelled while it waits: dropped when its turn comes
+	tr.route(4, "b")
+	tr.eng.gone[4] = true // cancelled while it waits: dropped when its turn comes
 	tr.route(5, "b")
 	tr.wantWaiting(3)
 	if changed, _ := tr.r.setLeading(true, 4, nil, nil); !changed {
@@ -556,6 +559,52 @@ func TestRouterEvictAll(t *testing.T) {
 			t.Errorf("worker %s evicted %d times, want %d", w.name, w.evicted, want)
 		}
 	}
+}
+
+// A takeover indexes for carried outcomes only the waiting runs the engine still holds:
+// a run left in a queue by this node's earlier term (its durable task was dropped at the
+// step-down, and is loaded anew with a new run) must not take the outcome meant for the
+// new run. Under load a re-elected node refused hundreds of outcomes so ("the held run
+// ended meanwhile: unknown run"), and FIREd their runs again.
+func TestRouterTakeoverIndexesOnlyLiveRuns(t *testing.T) {
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace})
+	tr.r.setLeading(false, 0, nil, nil)
+	tr.routeKey(1, "a", "stale") // the earlier term's run, waiting still
+	tr.eng.gone[1] = true        // its task dropped at the step-down
+	tr.routeKey(2, "a", "live")
+	tr.r.setLeading(true, 5, nil, func() int { return 1 })
+	tr.r.mu.Lock()
+	_, stale := tr.r.hold.held[taskKey{task.DefaultNamespace, "stale"}]
+	_, live := tr.r.hold.held[taskKey{task.DefaultNamespace, "live"}]
+	tr.r.mu.Unlock()
+	tr.r.setLeading(false, 5, nil, nil) // stops the grace timer
+	if stale || !live {
+		t.Fatalf("indexed at the takeover: stale run %v, live run %v; want only the live one", stale, live)
+	}
+}
+
+// A worker hands in at its first SUBSCRIBE after the takeover, which it sends after all
+// its CARRY frames (a worker carrying more than protocol.MaxBatch outcomes sends several):
+// the hold ends when every expected worker has subscribed, not at the last one's first
+// CARRY frame. Before, with two workers, the hold ended at the second one's first frame,
+// the first worker was FIREd runs whose outcomes the later frames carried, and those were
+// refused as "started" (7,701 in make loadgen-cluster -workers 2 over 4 kills) and run
+// again.
+func TestRouterHoldEndsWhenEveryWorkerSubscribed(t *testing.T) {
+	tr := newTestRouter(t, Options{CarryGrace: maxCarryGrace}) // ends by the workers alone
+	tr.r.setLeading(false, 0, nil, nil)
+	tr.route(1, "a") // loaded: waits for the hold
+	tr.r.setLeading(true, 5, nil, func() int { return 2 })
+	w1 := tr.worker("w1", 10, "a") // handed in (its CARRYs, then SUBSCRIBE)
+	tr.route(2, "a")
+	wantRuns(t, w1)                // one of two expected workers has handed in: the hold goes on
+	w2 := tr.worker("w2", 10, "a") // the second and last expected worker
+	tr.verify()
+	tr.wantWaiting(0)
+	if n := len(w1.fires) + len(w2.fires); n != 2 {
+		t.Fatalf("%d runs FIREd once both workers subscribed, want 2", n)
+	}
+	tr.r.setLeading(false, 5, nil, nil)
 }
 
 func TestRouterTakeoverHold(t *testing.T) {

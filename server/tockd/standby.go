@@ -59,17 +59,17 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 	}()
 	for ctx.Err() == nil {
 		records := map[taskKey]store.Record{}
-		rev, err := st.Load(ctx, func(r store.Record) error {
+		rev, err := st.Records().Load(ctx, func(r store.Record) error {
 			records[taskKey{r.Namespace, r.ID}] = r
 			return nil
 		})
 		var locks map[store.Key]bool
 		var next map[store.Key]store.NextDue
 		if err == nil {
-			locks, err = st.LocksAt(ctx, rev)
+			locks, err = st.Locks().HeldAt(ctx, rev)
 		}
 		if err == nil {
-			next, err = st.NextAt(ctx, rev)
+			next, err = st.Progress().At(ctx, rev)
 		}
 		if err == nil {
 			sb.mu.Lock()

@@ -19,13 +19,13 @@ func TestStandbyMirrors(t *testing.T) {
 	ctx := context.Background()
 	put := func(id string, v uint64) {
 		t.Helper()
-		if err := st.Put(ctx, store.Record{Namespace: "default", ID: id, Version: v, Body: []byte(id)}); err != nil {
+		if err := st.Records().Put(ctx, store.Record{Namespace: "default", ID: id, Version: v, Body: []byte(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	put("early", 1)
 	put("gone", 1)
-	if err := st.PutLock(ctx, "default", "early", 9); err != nil {
+	if err := st.Locks().Put(ctx, "default", "early", 9); err != nil {
 		t.Fatal(err)
 	}
 	sb := newStandby()
@@ -35,11 +35,11 @@ func TestStandbyMirrors(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	put("late", 2)
-	if err := st.DeleteBatch(ctx, []store.Versioned{{Key: store.Key{Namespace: "default", ID: "gone"}, Version: 1}}); err != nil {
+	if err := st.Records().DeleteBatch(ctx, []store.Versioned{{Key: store.Key{Namespace: "default", ID: "gone"}, Version: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// The revision of the last write: a campaign's key, as a new leader would wait for.
-	l, err := st.Campaign(ctx)
+	l, err := st.Election().Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,12 @@ type Stats struct {
 	Redelivered uint64 // runs failed because their worker disconnected
 	ReplyStalls uint64 // times a connection's reader stopped reading: over MaxQueuedReplyBytes
 	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
+	// CarryRefused counts the carried outcomes refused, by reason: each is a run that
+	// runs again if its task still owes one.
+	CarryRefused [NumCarryRefusals]uint64
+	// DurableCommits is the etcd writes of durable records made, each shared by the
+	// submits that were waiting when it started (commit.go).
+	DurableCommits uint64
 
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
@@ -36,8 +42,14 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	leading, epoch := s.leadership()
 	pendingDeletes := 0
+	var commits uint64
 	if s.replica != nil {
 		pendingDeletes = s.replica.dur.pending()
+		commits = s.replica.committer.commits.Load()
+	}
+	var refused [NumCarryRefusals]uint64
+	for r := range refused {
+		refused[r] = s.router.hold.refused[r].Load()
 	}
 	return Stats{
 		Engine:           s.engine.Stats(),
@@ -52,6 +64,8 @@ func (s *Server) Stats() Stats {
 		Redelivered:      s.router.redelivered.Load(),
 		ReplyStalls:      s.conns.replyStalls.Load(),
 		Carried:          s.runs.carried.Load(),
+		CarryRefused:     refused,
+		DurableCommits:   commits,
 		IsLeader:         leading,
 		Epoch:            epoch,
 		LeaderChanges:    s.router.changes.Load(),

@@ -256,7 +256,7 @@ func (d *durability) submit(p *prepared) (task.Info, error) {
 		derr := store.ErrFenced
 		if f := p.term; d.lead.fence.Load() == f {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-			derr = d.st.DeleteBatchFenced(ctx, *f, []store.Versioned{
+			derr = d.st.Records().DeleteBatchFenced(ctx, *f, []store.Versioned{
 				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
 			cancel()
 			d.lead.fencedOut(*f, derr)

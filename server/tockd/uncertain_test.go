@@ -59,7 +59,7 @@ func TestUncertainWriteRetriedOnce(t *testing.T) {
 		t.Fatalf("%d tasks in the engine, want 1", n)
 	}
 	var recs []store.Record
-	if _, err := st.Load(context.Background(), func(r store.Record) error { recs = append(recs, r); return nil }); err != nil || len(recs) != 1 {
+	if _, err := st.Records().Load(context.Background(), func(r store.Record) error { recs = append(recs, r); return nil }); err != nil || len(recs) != 1 {
 		t.Fatalf("records %v (%v), want one", recs, err)
 	}
 	stored, err := decodeTask(recs[0].Body)

@@ -128,7 +128,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 			d.tasks[k] = v2 // v2 is claimed: what prepare does
 			if v2Lands {
 				rec := store.Record{Namespace: "default", ID: "k", Version: 2, Body: []byte("v2")}
-				if err := st.Put(context.Background(), rec); err != nil {
+				if err := st.Records().Put(context.Background(), rec); err != nil {
 					d.mu.Unlock()
 					t.Fatal(err)
 				}

@@ -25,7 +25,7 @@ var (
 	durable   = regexp.MustCompile(`durable submits/s: (\d+)`)
 	lostZero  = regexp.MustCompile(`\b0 lost\b|lost 0\b`)
 	dispatch  = regexp.MustCompile(`first dispatches \[([^\]]*)\]`)
-	// The history checker's summary (server/cluster TestChaosHistory) and its verdict line.
+	// The history checker's summary (server/internal/clustertest TestChaosHistory) and its verdict line.
 	historyOps = regexp.MustCompile(`seed (\d+): ops: .*?; faults: kill (\d+), stall (\d+), etcd-stop (\d+), cut (\d+)`)
 	violations = regexp.MustCompile(`seed \d+: (\d+) violations \(([^)]*)\)`)
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,55 +14,22 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/tockd"
-	"go.uber.org/goleak"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// baseline ignores the goroutines that exist before any test runs (ants starts a default
-// pool at init), so each server's cleanup can check for leaks.
-var baseline goleak.Option
-
-func TestMain(m *testing.M) {
-	baseline = goleak.IgnoreCurrent()
-	goleak.VerifyTestMain(m, baseline)
-}
-
-// waitBound bounds every wait on the server (shutdown, a task reaching a state). Loopback
-// round trips take microseconds; the bound is generous so a loaded 2-core machine never
-// fails a correct test, and exists so that a broken server fails instead of hanging.
-const waitBound = 10 * time.Second
+func TestMain(m *testing.M) { tockdtest.Main(m) }
 
 // startServer starts a tockd on a fresh loopback port, with an engine of its own whose
-// "fail" tasks always fail; cleanup shuts it down and checks for leaks.
-func startServer(t *testing.T) (*tockd.Server, string) {
+// "fail" tasks always fail, and returns its address.
+func startServer(t *testing.T) string {
 	t.Helper()
-	srv, err := tockd.New(tockd.Options{Addr: "127.0.0.1:0", NodeName: "node-a",
-		EngineOptions: []task.Option{task.WithWorkers(2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Engine().Register("fail", func(context.Context, *task.Run) error {
+	s := tockdtest.Start(t, tockdtest.Options(tockd.Options{NodeName: "node-a"}))
+	if err := s.Engine().Register("fail", func(context.Context, *task.Run) error {
 		return errors.New("boom")
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, tockd.ErrServerClosed) {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, tockd.ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-		goleak.VerifyNone(t, baseline)
-	})
-	return srv, ln.Addr().String()
+	return s.Addr
 }
 
 type result struct {
@@ -111,24 +79,23 @@ func field(t *testing.T, out, key string) string {
 	return ""
 }
 
-// waitState polls get until the task is in state want, within waitBound.
+// waitState runs get until the task is in state want; on failure it logs the last get.
 func waitState(t *testing.T, addr, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		out := ok(t, addr, "get", id)
-		if field(t, out, "state") == want {
-			return
+	var out string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last get of %s:\n%s", id, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s not %s within %v:\n%s", id, want, waitBound, out)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	tockdtest.Eventually(t, fmt.Sprintf("task %s %s", id, want), func() bool {
+		out = ok(t, addr, "get", id)
+		return field(t, out, "state") == want
+	})
 }
 
 func TestSubmitEachScheduleKindAndGet(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 	for _, c := range []struct {
 		args     []string
@@ -181,7 +148,7 @@ func TestSubmitEachScheduleKindAndGet(t *testing.T) {
 }
 
 func TestListPagesWithSmallLimitAndAll(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	ids := []string{"t1", "t2", "t3", "t4", "t5"}
 	for _, id := range ids {
 		ok(t, addr, "submit", "-id", id, "-type", "t", "-after", "1h")
@@ -246,7 +213,7 @@ func TestListPagesWithSmallLimitAndAll(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	ok(t, addr, "submit", "-id", "c1", "-type", "t", "-after", "1h")
 	contains(t, "cancel", ok(t, addr, "cancel", "c1"), "cancelled default/c1", "CANCELLED")
 	if s := field(t, ok(t, addr, "get", "c1"), "state"); s != "CANCELLED" {
@@ -268,7 +235,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestDeadLetters(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	// "fail" tasks fail (startServer's handler); with one attempt each dies at once.
 	ok(t, addr, "submit", "-id", "d1", "-type", "fail", "-after", "0s", "-attempts", "1")
 	ok(t, addr, "submit", "-id", "d2", "-type", "fail", "-after", "0s")
@@ -310,7 +277,7 @@ func TestDeadLetters(t *testing.T) {
 }
 
 func TestStatsLeaderPing(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	ok(t, addr, "submit", "-id", "s1", "-type", "t", "-after", "1h")
 	out := ok(t, addr, "stats")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -371,7 +338,7 @@ func TestStatsLeaderPing(t *testing.T) {
 }
 
 func TestJSONOutputParses(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	var st struct {
 		Namespace, ID, State, Durability string
 		NextRun                          time.Time `json:"next_run"`
@@ -503,29 +470,13 @@ func TestUnreachableAndEnvironment(t *testing.T) {
 		t.Errorf("ping of a closed port: %+v", r)
 	}
 
-	_, addr := startServer(t)
+	addr := startServer(t)
 	t.Setenv(envAddr, addr)
 	contains(t, "ping via "+envAddr, ok(t, "", "ping"), "pong from "+addr)
 }
 
 func TestToken(t *testing.T) {
-	srv, err := tockd.New(tockd.Options{Addr: "127.0.0.1:0", Token: "s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-served
-	}()
-	addr := ln.Addr().String()
+	addr := tockdtest.Start(t, tockdtest.Options(tockd.Options{Token: "s3cret"})).Addr
 	r := ctl(t, addr, "ping")
 	if r.code != 1 || !strings.Contains(r.err, "UNAUTHORIZED") {
 		t.Errorf("no token: %+v", r)
@@ -580,7 +531,7 @@ func TestHumanDuration(t *testing.T) {
 
 // pause and resume reach the server (its effect on dispatch is tested in server/tockd).
 func TestPauseResume(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	contains(t, "pause", ok(t, addr, "pause", "email"), "paused email")
 	contains(t, "resume", ok(t, addr, "resume", "email"), "resumed email")
 	var got map[string]string
@@ -596,7 +547,7 @@ func TestPauseResume(t *testing.T) {
 
 // -omit-payload leaves payloads out of get, list and dlq list, which show their lengths.
 func TestOmitPayload(t *testing.T) {
-	_, addr := startServer(t)
+	addr := startServer(t)
 	big := strings.Repeat("x", 3000)
 	ok(t, addr, "submit", "-id", "p1", "-type", "t", "-after", "1h", "-payload", big)
 	ok(t, addr, "submit", "-id", "p2", "-type", "fail", "-after", "0s", "-payload", big)

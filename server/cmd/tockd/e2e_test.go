@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,31 +20,22 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
-
-// e2eWait bounds every wait in the end-to-end test. The slowest step is the embedded
-// etcd's start and election (~1 s here); the rest is loopback traffic and 100 ms
-// intervals. The bound is generous so that a loaded 2-core machine never fails a correct
-// run; it exists so that a broken server fails the test instead of hanging it.
-const e2eWait = 30 * time.Second
-
-// eventually polls cond (which only observes) until it holds or e2eWait passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, e2eWait)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // runs counts handler runs per task ID, across both workers.
 type runs struct {
-	mu sync.Mutex
-	n  map[string]int
-	by map[string]map[string]bool // task ID -> workers that ran it
+	mu      sync.Mutex
+	n       map[string]int
+	by      map[string]map[string]bool // task ID -> workers that ran it
+	workers map[string]bool            // every worker that ran something
+	// bothRan is closed once two workers have run something.
+	bothRan chan struct{}
+}
+
+func newRuns() *runs {
+	return &runs{n: map[string]int{}, by: map[string]map[string]bool{}, workers: map[string]bool{},
+		bothRan: make(chan struct{})}
 }
 
 func (r *runs) add(id, worker string) int {
@@ -54,6 +46,12 @@ func (r *runs) add(id, worker string) int {
 		r.by[id] = map[string]bool{}
 	}
 	r.by[id][worker] = true
+	if !r.workers[worker] {
+		r.workers[worker] = true
+		if len(r.workers) == 2 {
+			close(r.bothRan)
+		}
+	}
 	return r.n[id]
 }
 
@@ -137,7 +135,7 @@ func TestEndToEnd(t *testing.T) {
 		addr, adminAddr = a[0].String(), a[1].String()
 	case err := <-done:
 		t.Fatalf("tockd exited at start: %v", err)
-	case <-time.After(e2eWait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("tockd did not start")
 	}
 
@@ -150,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Two workers serve every type.
 	var (
-		ran       = &runs{n: map[string]int{}, by: map[string]map[string]bool{}}
+		ran       = newRuns()
 		healed    atomic.Bool // once set, "doomed" succeeds
 		workersWG sync.WaitGroup
 	)
@@ -169,6 +167,17 @@ func TestEndToEnd(t *testing.T) {
 			ran.add(f.TaskID, name)
 			if f.Epoch == 0 {
 				return task.NonRetryable(errors.New("FIRE without the leader's epoch"))
+			}
+			// A one-shot job holds its worker until both workers have run something:
+			// the first worker to subscribe fills its 4 credits and waits, so the other
+			// 16 go to the second, whenever it subscribes. Without this, a worker that
+			// subscribes late finds every job done (runs went to one worker only).
+			if strings.HasPrefix(f.TaskID, "one-") {
+				select {
+				case <-ran.bothRan:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			return nil
 		})
@@ -224,23 +233,23 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i := range 20 {
 		id := fmt.Sprint("one-", i)
-		eventually(t, id+" SUCCEEDED", func() bool { return state(id) == task.Succeeded })
+		tockdtest.Eventually(t, id+" SUCCEEDED", func() bool { return state(id) == task.Succeeded })
 	}
-	eventually(t, "durable-one SUCCEEDED", func() bool { return state("durable-one") == task.Succeeded })
-	eventually(t, "3 interval runs", func() bool { return ran.count("every") >= 3 })
-	eventually(t, "2 cron runs", func() bool { return ran.count("cron") >= 2 })
+	tockdtest.Eventually(t, "durable-one SUCCEEDED", func() bool { return state("durable-one") == task.Succeeded })
+	tockdtest.Eventually(t, "3 interval runs", func() bool { return ran.count("every") >= 3 })
+	tockdtest.Eventually(t, "2 cron runs", func() bool { return ran.count("cron") >= 2 })
 	for _, id := range []string{"every", "cron"} {
 		if _, err := c.Cancel(ctx, "", id); err != nil {
 			t.Fatalf("cancel %s: %v", id, err)
 		}
 	}
-	eventually(t, "flaky retried to SUCCEEDED", func() bool { return state("flaky") == task.Succeeded })
+	tockdtest.Eventually(t, "flaky retried to SUCCEEDED", func() bool { return state("flaky") == task.Succeeded })
 	if n := ran.count("flaky"); n != 2 {
 		t.Fatalf("flaky ran %d times, want 2 (one failure, one retry)", n)
 	}
 
 	// The doomed task: three attempts, DEAD, in the dead-letter queue, with an alert.
-	eventually(t, "doomed DEAD", func() bool { return state("doomed") == task.Dead })
+	tockdtest.Eventually(t, "doomed DEAD", func() bool { return state("doomed") == task.Dead })
 	if n := ran.count("doomed"); n != 3 {
 		t.Fatalf("doomed ran %d times, want its 3 attempts", n)
 	}
@@ -251,7 +260,7 @@ func TestEndToEnd(t *testing.T) {
 	if m := scrape(t, adminAddr, "tock_dead_letters"); m["tock_dead_letters"] != 1 {
 		t.Fatalf("tock_dead_letters %v, want 1", m["tock_dead_letters"])
 	}
-	eventually(t, "a dead-letter alert on the webhook", func() bool {
+	tockdtest.Eventually(t, "a dead-letter alert on the webhook", func() bool {
 		alertsMu.Lock()
 		defer alertsMu.Unlock()
 		for _, a := range alerts {
@@ -262,7 +271,7 @@ func TestEndToEnd(t *testing.T) {
 		return false
 	})
 	epoch := scrape(t, adminAddr, "tock_leader_epoch")["tock_leader_epoch"]
-	eventually(t, "a leader-change alert naming this node's epoch", func() bool {
+	tockdtest.Eventually(t, "a leader-change alert naming this node's epoch", func() bool {
 		alertsMu.Lock()
 		defer alertsMu.Unlock()
 		for _, a := range alerts {
@@ -276,16 +285,11 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := c.Requeue(ctx, "", "doomed"); err != nil {
 		t.Fatalf("requeue: %v", err)
 	}
-	eventually(t, "requeued doomed SUCCEEDED", func() bool { return state("doomed") == task.Succeeded })
+	tockdtest.Eventually(t, "requeued doomed SUCCEEDED", func() bool { return state("doomed") == task.Succeeded })
 
 	// Both workers took part, and the metrics moved.
 	ran.mu.Lock()
-	workers := map[string]bool{}
-	for _, by := range ran.by {
-		for w := range by {
-			workers[w] = true
-		}
-	}
+	workers := maps.Clone(ran.workers)
 	ran.mu.Unlock()
 	if !workers["w1"] || !workers["w2"] {
 		t.Fatalf("runs went to workers %v, want both", workers)
@@ -311,7 +315,7 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("drain: %v", err)
 		}
-	case <-time.After(e2eWait):
+	case <-time.After(tockdtest.Limit):
 		t.Fatal("tockd did not drain")
 	}
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -105,17 +107,10 @@ func TestRetentionFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-ran
-		deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine
-		for {
+		tockdtest.Eventually(t, fmt.Sprintf("%v: x kept %v after its run", c.args, c.kept), func() bool {
 			in, err := e.Get(task.DefaultNamespace, "x")
-			if c.kept && err == nil && in.State == task.Succeeded || !c.kept && errors.Is(err, task.ErrNotFound) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%v: Get after the run: %+v, %v; want kept %v", c.args, in, err, c.kept)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return c.kept && err == nil && in.State == task.Succeeded || !c.kept && errors.Is(err, task.ErrNotFound)
+		})
 		_ = e.Close(context.Background())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // TestMain runs the test binary as tockd itself when TOCKD_TEST_AS_MAIN is set, so that
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 // used to).
 func TestSecretsNotServed(t *testing.T) {
 	const tokenV, hookV, signV = "tok-SECRET-1", "hook-SECRET-2", "sign-SECRET-3"
-	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
 		"-token", tokenV, "-webhook", "http://127.0.0.1:9/"+hookV, "-webhook-format", "feishu",
@@ -76,10 +77,10 @@ func TestSecretsNotServed(t *testing.T) {
 		t.Fatalf("no admin port address in tockd's log: %v", lines.Err())
 	}
 	go io.Copy(io.Discard, stderr)
-	hc := &http.Client{Timeout: e2eWait}
+	hc := &http.Client{Timeout: tockdtest.Limit}
 	// /healthz answers Server.Health: 200 once the client port serves (the admin port
 	// starts first, and says 503 "not serving" until then).
-	eventually(t, "/healthz 200", func() bool {
+	tockdtest.Eventually(t, "/healthz 200", func() bool {
 		resp, err := hc.Get("http://" + adminAddr + "/healthz")
 		if err != nil {
 			t.Fatalf("GET /healthz: %v", err)
@@ -201,7 +202,7 @@ func TestHealthzIsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Shutdown(context.Background())
-	resp, err := (&http.Client{Timeout: e2eWait}).Get("http://" + addr.String() + "/healthz")
+	resp, err := (&http.Client{Timeout: tockdtest.Limit}).Get("http://" + addr.String() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

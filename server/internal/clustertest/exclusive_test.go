@@ -1,8 +1,8 @@
-package cluster
+package clustertest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +12,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // Shape of TestExclusiveNeverOverlaps: each run works exclusiveWork, well past the
@@ -33,6 +34,7 @@ type interval struct {
 // cannot be interrupted) but honours its time to run. Every run's interval is recorded:
 // no two overlap, across the failover, and runs go on at the new epoch.
 func TestExclusiveNeverOverlaps(t *testing.T) {
+	multiProcess(t)
 	_, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 	var addrs []string
@@ -67,13 +69,7 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
-				t.Errorf("worker: %v", err)
-			}
-		}()
+		runWorker(t, ctx, &workers, w)
 	}
 	c, err := client.Dial(ctx, all, fast)
 	if err != nil {
@@ -93,24 +89,17 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 	leader.Kill()
 	_, next := waitLeader(t, without(nodes, leader)...)
 	// Runs at the new epoch: wait for two to finish.
-	deadline := time.Now().Add(electBound + 2*exclusiveTTR)
-	for {
+	tockdtest.EventuallyWithin(t, fmt.Sprintf("2 runs at the new epoch %d", next), electBound+2*exclusiveTTR, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		n := 0
 		for _, r := range runs {
 			if r.epoch > epoch {
 				n++
 			}
 		}
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 2 runs at the new epoch %d within the bound", next)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n >= 2
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(runs, func(a, b interval) int { return a.start.Compare(b.start) })

@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/server/client"
-	"github.com/tock-sched/tock/server/cluster/history"
+	"github.com/tock-sched/tock/server/internal/clustertest/history"
 	"github.com/tock-sched/tock/server/store"
 )
 
@@ -223,6 +223,7 @@ func chaosSchedule(rng *rand.Rand) []history.FaultKind {
 // doc). The seed is printed; TOCK_CHAOS_SEED replays its choices (the timing of a real
 // cluster is not replayed).
 func TestChaosHistory(t *testing.T) {
+	multiProcess(t)
 	seed := uint64(chaosDefaultSeed)
 	if v := os.Getenv(chaosSeedEnv); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)

@@ -1,8 +1,7 @@
-package cluster
+package clustertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,6 +44,7 @@ type seenFire struct {
 // goroutines may run before the goroutine that ends its term: a leader acts only while
 // its lease is certainly alive (store.Leadership.Valid, checked on every FIRE).
 func TestStalledLeaderFiresNothingAfterResume(t *testing.T) {
+	multiProcess(t)
 	e := StartEtcd(t, 3)
 	bin := BuildTockd(t)
 	eps := strings.Join(e.Endpoints(), ",")
@@ -78,13 +78,7 @@ func TestStalledLeaderFiresNothingAfterResume(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	workers.Add(1)
-	go func() {
-		defer workers.Done()
-		if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
-			t.Errorf("worker: %v", err)
-		}
-	}()
+	runWorker(t, ctx, &workers, w)
 	c, err := client.Dial(ctx, leader.Addr(), fast)
 	if err != nil {
 		t.Fatal(err)

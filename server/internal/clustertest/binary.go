@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"bytes"
@@ -17,12 +17,12 @@ import (
 )
 
 // sourceDir is this package's source directory: etcd.sh lives there, and the module
-// root is two levels up. Tests run from source, so the path runtime.Caller reports is
+// root is three levels up. Tests run from source, so the path runtime.Caller reports is
 // real (a -trimpath build would break this, and says so).
 func sourceDir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok || !filepath.IsAbs(file) {
-		return "", errors.New("cluster: cannot locate the package's source directory (built with -trimpath?)")
+		return "", errors.New("clustertest: cannot locate the package's source directory (built with -trimpath?)")
 	}
 	return filepath.Dir(file), nil
 }
@@ -97,29 +97,29 @@ func buildTockd() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root := filepath.Clean(filepath.Join(src, "..", ".."))
+	root := filepath.Clean(filepath.Join(src, "..", "..", ".."))
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("cluster: module root %s: %w", root, err)
+		return "", fmt.Errorf("clustertest: module root %s: %w", root, err)
 	}
 	sum := sha256.Sum256([]byte(root))
 	dir := filepath.Join(cacheDir(), "tockd", hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("cluster: %w", err)
+		return "", fmt.Errorf("clustertest: %w", err)
 	}
 	tmpDir, err := os.MkdirTemp(dir, ".build-*")
 	if err != nil {
-		return "", fmt.Errorf("cluster: %w", err)
+		return "", fmt.Errorf("clustertest: %w", err)
 	}
 	defer os.RemoveAll(tmpDir)
 	tmp := filepath.Join(tmpDir, "tockd")
 	cmd := exec.Command("go", "build", "-o", tmp, "./server/cmd/tockd")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("cluster: go build ./server/cmd/tockd: %w\n%s", err, out)
+		return "", fmt.Errorf("clustertest: go build ./server/cmd/tockd: %w\n%s", err, out)
 	}
 	path := filepath.Join(dir, "tockd")
 	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("cluster: %w", err)
+		return "", fmt.Errorf("clustertest: %w", err)
 	}
 	return path, nil
 }

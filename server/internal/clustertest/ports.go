@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func freePorts(n int) ([]int, error) {
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("cluster: picking a free port: %w", err)
+			return nil, fmt.Errorf("clustertest: picking a free port: %w", err)
 		}
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)

@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // Bounds of these tests. electBound is generous (a first election is one campaign,
@@ -79,6 +80,7 @@ func waitLeader(t *testing.T, nodes ...*Node) (*Node, uint64) {
 // TestFailoverAfterLeaderKill: exactly one of three nodes leads; SIGKILL the leader and
 // another leads within the goal, twice, with a higher epoch each time.
 func TestFailoverAfterLeaderKill(t *testing.T) {
+	multiProcess(t)
 	_, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 	t.Logf("first leader %s at epoch %d", leader.Name(), epoch)
@@ -105,6 +107,7 @@ func TestFailoverAfterLeaderKill(t *testing.T) {
 // single member to lose) neither moves tockd's leadership nor stops durable submits,
 // over a window longer than the session TTL (a lost session would show within it).
 func TestLeaderSurvivesEtcdMemberStop(t *testing.T) {
+	multiProcess(t)
 	e, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
 
@@ -157,6 +160,7 @@ func TestLeaderSurvivesEtcdMemberStop(t *testing.T) {
 // them makes it stop leading and another node lead (never both), within the goal; once
 // restored it follows.
 func TestLeaderCutOffFromEtcd(t *testing.T) {
+	multiProcess(t)
 	e := StartEtcd(t, 3)
 	bin := BuildTockd(t)
 	var proxied []string
@@ -301,19 +305,17 @@ func startDispatchLoad(t *testing.T, l *ledger, clientAddrs string, workerAddrs 
 // waitRunAtEpochAbove waits for a run at an epoch above epoch and returns that epoch.
 func waitRunAtEpochAbove(t *testing.T, l *ledger, epoch uint64) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(electBound)
-	for {
+	var above uint64
+	tockdtest.EventuallyWithin(t, fmt.Sprintf("a run at an epoch above %d", epoch), electBound, func() bool {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for e := range l.epochs {
 			if e > epoch {
-				l.mu.Unlock()
-				return e
+				above = e
+				return true
 			}
 		}
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no run at an epoch above %d within %v", epoch, electBound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return above
 }

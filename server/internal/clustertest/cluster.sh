@@ -33,7 +33,7 @@ STOP_TIMEOUT=${CLUSTER_STOP_TIMEOUT:-10}
 N=3
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 
 die() { echo "cluster: $*" >&2; exit 1; }
 

@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ type proc struct {
 func startProc(name, logPath, bin string, args []string, watch io.Writer) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s log: %w", name, err)
+		return nil, fmt.Errorf("clustertest: %s log: %w", name, err)
 	}
 	fmt.Fprintf(f, "=== cluster: starting %s: %s %q\n", name, bin, args)
 	cmd := exec.Command(bin, args...)
@@ -38,7 +38,7 @@ func startProc(name, logPath, bin string, args []string, watch io.Writer) (*proc
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cluster: starting %s: %w", name, err)
+		return nil, fmt.Errorf("clustertest: starting %s: %w", name, err)
 	}
 	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {

@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"errors"
@@ -44,11 +44,11 @@ type proxyConn struct{ down, up net.Conn }
 // Close stops it.
 func NewProxy(target string) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(target); err != nil {
-		return nil, fmt.Errorf("cluster: proxy target %q: %w", target, err)
+		return nil, fmt.Errorf("clustertest: proxy target %q: %w", target, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("cluster: proxy: %w", err)
+		return nil, fmt.Errorf("clustertest: proxy: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: make(map[*proxyConn]struct{})}
 	p.cond = sync.NewCond(&p.mu)

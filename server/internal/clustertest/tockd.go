@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ var nodeSeq atomic.Int64 // numbers unnamed nodes' log files
 func StartTockd(t testing.TB, bin string, args ...string) *Node {
 	t.Helper()
 	if lvl, ok := argValue(args, "log-level"); ok && lvl != "info" && lvl != "debug" {
-		t.Fatalf("cluster: StartTockd needs -log-level info or debug (it reads readiness from the log), got %q", lvl)
+		t.Fatalf("clustertest: StartTockd needs -log-level info or debug (it reads readiness from the log), got %q", lvl)
 	}
 	name, ok := argValue(args, "node-name")
 	if !ok || name == "" {
@@ -59,9 +59,9 @@ func StartTockd(t testing.TB, bin string, args ...string) *Node {
 			return n
 		}
 		if attempt >= StartAttempts || !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatalf("cluster: starting tockd %s (attempt %d): %v", name, attempt, err)
+			t.Fatalf("clustertest: starting tockd %s (attempt %d): %v", name, attempt, err)
 		}
-		t.Logf("cluster: tockd %s lost a port race, retrying with fresh ports: %v", name, err)
+		t.Logf("clustertest: tockd %s lost a port race, retrying with fresh ports: %v", name, err)
 	}
 }
 
@@ -106,7 +106,7 @@ func (n *Node) start(bin string, args []string, advertise bool) error {
 		return fmt.Errorf("%w: tockd %s: %v; its log ends:\n%s", ErrExited, n.name, exitText(p.err), tailFile(n.logPath, 2<<10))
 	case <-timer.C:
 		p.kill()
-		return fmt.Errorf("cluster: tockd %s did not listen within %v; its log ends:\n%s", n.name, StartTimeout, tailFile(n.logPath, 2<<10))
+		return fmt.Errorf("clustertest: tockd %s did not listen within %v; its log ends:\n%s", n.name, StartTimeout, tailFile(n.logPath, 2<<10))
 	}
 	mu.Lock()
 	n.p, n.addr, n.admin = p, listen, admin
@@ -202,7 +202,7 @@ func (n *Node) Resume() error { return n.p.cmd.Process.Signal(syscall.SIGCONT) }
 func (n *Node) Term() error {
 	n.t.Helper()
 	if !n.p.term(StopTimeout) {
-		n.t.Errorf("cluster: tockd %s did not exit within %v of SIGTERM; killed", n.name, StopTimeout)
+		n.t.Errorf("clustertest: tockd %s did not exit within %v of SIGTERM; killed", n.name, StopTimeout)
 	}
 	n.dropClient()
 	return n.p.err
@@ -231,7 +231,7 @@ func (n *Node) IsLeader(ctx context.Context) (bool, uint64, error) {
 	if n.cli == nil {
 		c, err := client.Dial(ctx, n.addr)
 		if err != nil {
-			return false, 0, fmt.Errorf("cluster: tockd %s: %w", n.name, err)
+			return false, 0, fmt.Errorf("clustertest: tockd %s: %w", n.name, err)
 		}
 		n.cli = c
 	}
@@ -239,7 +239,7 @@ func (n *Node) IsLeader(ctx context.Context) (bool, uint64, error) {
 	if err != nil {
 		n.cli.Close()
 		n.cli = nil
-		return false, 0, fmt.Errorf("cluster: tockd %s: %w", n.name, err)
+		return false, 0, fmt.Errorf("clustertest: tockd %s: %w", n.name, err)
 	}
 	return st.Gauges["is_leader"] == 1, uint64(st.Gauges["epoch"]), nil
 }

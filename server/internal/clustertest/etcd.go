@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func (o *EtcdOptions) setDefaults() error {
 	}
 	switch {
 	case o.Members < 1:
-		return fmt.Errorf("cluster: EtcdOptions.Members %d must be at least 1", o.Members)
+		return fmt.Errorf("clustertest: EtcdOptions.Members %d must be at least 1", o.Members)
 	case o.HeartbeatMs < 1:
-		return fmt.Errorf("cluster: EtcdOptions.HeartbeatMs %d must be positive", o.HeartbeatMs)
+		return fmt.Errorf("clustertest: EtcdOptions.HeartbeatMs %d must be positive", o.HeartbeatMs)
 	case o.ElectionMs < 5*o.HeartbeatMs:
-		return fmt.Errorf("cluster: EtcdOptions.ElectionMs %d must be at least 5 x HeartbeatMs (%d)", o.ElectionMs, o.HeartbeatMs)
+		return fmt.Errorf("clustertest: EtcdOptions.ElectionMs %d must be at least 5 x HeartbeatMs (%d)", o.ElectionMs, o.HeartbeatMs)
 	}
 	return nil
 }
@@ -93,9 +93,9 @@ func StartEtcdWith(t testing.TB, o EtcdOptions) *Etcd {
 			return e
 		}
 		if attempt >= StartAttempts || !errors.Is(err, ErrExited) {
-			t.Fatalf("cluster: starting %d etcd members (attempt %d): %v", o.Members, attempt, err)
+			t.Fatalf("clustertest: starting %d etcd members (attempt %d): %v", o.Members, attempt, err)
 		}
-		t.Logf("cluster: etcd start attempt %d failed, retrying with fresh ports: %v", attempt, err)
+		t.Logf("clustertest: etcd start attempt %d failed, retrying with fresh ports: %v", attempt, err)
 		e.stopAll()
 	}
 }
@@ -179,14 +179,14 @@ func (e *Etcd) Pid(i int) int {
 func (e *Etcd) take(i int) *proc {
 	e.t.Helper()
 	if i < 0 || i >= len(e.members) {
-		e.t.Fatalf("cluster: etcd member %d of %d", i, len(e.members))
+		e.t.Fatalf("clustertest: etcd member %d of %d", i, len(e.members))
 	}
 	e.mu.Lock()
 	p := e.members[i].p
 	e.members[i].p = nil
 	e.mu.Unlock()
 	if p == nil {
-		e.t.Fatalf("cluster: etcd member %d is not running", i)
+		e.t.Fatalf("clustertest: etcd member %d is not running", i)
 	}
 	return p
 }
@@ -195,7 +195,7 @@ func (e *Etcd) take(i int) *proc {
 func (e *Etcd) Stop(i int) {
 	e.t.Helper()
 	if !e.take(i).term(StopTimeout) {
-		e.t.Logf("cluster: etcd member %d ignored SIGTERM for %v; killed", i, StopTimeout)
+		e.t.Logf("clustertest: etcd member %d ignored SIGTERM for %v; killed", i, StopTimeout)
 	}
 }
 
@@ -211,13 +211,13 @@ func (e *Etcd) Kill(i int) {
 func (e *Etcd) Start(i int) {
 	e.t.Helper()
 	if i < 0 || i >= len(e.members) {
-		e.t.Fatalf("cluster: etcd member %d of %d", i, len(e.members))
+		e.t.Fatalf("clustertest: etcd member %d of %d", i, len(e.members))
 	}
 	e.mu.Lock()
 	running := e.members[i].p != nil
 	e.mu.Unlock()
 	if running {
-		e.t.Fatalf("cluster: etcd member %d is already running", i)
+		e.t.Fatalf("clustertest: etcd member %d is already running", i)
 	}
 	if err := e.startMember(i); err != nil {
 		e.t.Fatal(err)
@@ -228,7 +228,7 @@ func (e *Etcd) Start(i int) {
 		_, err := e.health(ctx, i)
 		return err == nil, nil
 	}, i); err != nil {
-		e.t.Fatalf("cluster: restarting etcd member %d: %v", i, err)
+		e.t.Fatalf("clustertest: restarting etcd member %d: %v", i, err)
 	}
 }
 
@@ -255,7 +255,7 @@ func (e *Etcd) waitHealthy(ctx context.Context, want int) error {
 			}
 		}
 		if want >= 0 && running != want {
-			return false, fmt.Errorf("cluster: %d etcd members running, want %d", running, want)
+			return false, fmt.Errorf("clustertest: %d etcd members running, want %d", running, want)
 		}
 		return true, nil
 	}, -1)
@@ -284,7 +284,7 @@ func (e *Etcd) poll(ctx context.Context, cond func() (bool, error), watch int) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: etcd not healthy: %w", ctx.Err())
+			return fmt.Errorf("clustertest: etcd not healthy: %w", ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -360,7 +360,7 @@ func (e *Etcd) isLeader(ctx context.Context, i int) (bool, error) {
 	}
 	resp, err := healthClient.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("cluster: etcd %s /metrics: %w", e.members[i].name, err)
+		return false, fmt.Errorf("clustertest: etcd %s /metrics: %w", e.members[i].name, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
@@ -372,5 +372,5 @@ func (e *Etcd) isLeader(ctx context.Context, i int) (bool, error) {
 			return strings.TrimSpace(v) == "1", nil
 		}
 	}
-	return false, fmt.Errorf("cluster: etcd %s /metrics has no etcd_server_is_leader", e.members[i].name)
+	return false, fmt.Errorf("clustertest: etcd %s /metrics has no etcd_server_is_leader", e.members[i].name)
 }

@@ -1,8 +1,9 @@
 // Package history is the pure half of tock's randomized failover test (in the style of
 // Jepsen): the record of what clients, workers and a nemesis did against a cluster, and
-// the checks over it. It starts nothing and reads no clock: the harness in server/cluster
-// (chaos_test.go) fills a History while it runs, then calls Check; the unit tests here
-// feed it small synthetic histories, one that passes and one that fails per property.
+// the checks over it. It starts nothing and reads no clock: the harness in
+// server/internal/clustertest (chaos_test.go) fills a History while it runs, then calls
+// Check; the unit tests here feed it small synthetic histories, one that passes and one
+// that fails per property.
 //
 // # What is recorded
 //

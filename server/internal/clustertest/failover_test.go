@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
 // failoverRoundsEnv sets how many times TestDurableFailover kills the leader: 1 in
@@ -129,6 +130,7 @@ func producer(c *client.Client, l *ledger, prefix string, stop <-chan struct{}, 
 // kill (its ACK never confirmed), never after an ACK the cluster confirmed. Rounds: the
 // TOCK_FAILOVER_ROUNDS environment variable (default 1; make chaos runs 5).
 func TestDurableFailover(t *testing.T) {
+	multiProcess(t)
 	rounds := 1
 	if v := os.Getenv(failoverRoundsEnv); v != "" {
 		n, err := strconv.Atoi(v)
@@ -189,16 +191,11 @@ func TestDurableFailover(t *testing.T) {
 		// Dispatch at the new epoch, seen by the worker (tasks are always due: the
 		// producer keeps submitting through the failover).
 		var dispatch time.Duration
-		for deadline := time.Now().Add(electBound); ; {
-			if at := l.firstRunAfter(epoch); !at.IsZero() {
-				dispatch = at.Sub(killed)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no run at an epoch above %d within %v of the kill", round, epoch, electBound)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		tockdtest.EventuallyWithin(t, fmt.Sprintf("round %d: a run at an epoch above %d after the kill", round, epoch), electBound, func() bool {
+			at := l.firstRunAfter(epoch)
+			dispatch = at.Sub(killed)
+			return !at.IsZero()
+		})
 		time.Sleep(failoverLoad) // load after the takeover
 		close(stop)
 		submitted += <-done
@@ -215,24 +212,23 @@ func TestDurableFailover(t *testing.T) {
 	}
 
 	// Every acknowledged task runs.
-	deadline := time.Now().Add(failoverDrain)
-	for {
+	missing := 0
+	defer func() {
+		if missing > 0 {
+			t.Logf("%d of %d acknowledged durable tasks had not run", missing, submitted)
+		}
+	}()
+	tockdtest.EventuallyWithin(t, "every acknowledged durable task runs after the last kill", failoverDrain, func() bool {
 		l.mu.Lock()
-		missing := 0
+		defer l.mu.Unlock()
+		missing = 0
 		for id := range l.accepted {
 			if len(l.runs[id]) == 0 {
 				missing++
 			}
 		}
-		l.mu.Unlock()
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged durable tasks never ran within %v of the last kill", missing, submitted, failoverDrain)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return missing == 0
+	})
 
 	// Duplicates: allowed only after a run whose ACK was never confirmed.
 	l.mu.Lock()

@@ -1,8 +1,14 @@
-// Package cluster runs tock's local cluster for tests: a real multi-member etcd (the
-// etcd binary, built from the Go module proxy and cached by etcd.sh) and tockd nodes,
-// each an OS process on 127.0.0.1, plus a TCP Proxy a test can cut to partition a node
-// from etcd. It is imported by tests only (this package's, loadgen's, server/tockd's);
-// the people-facing counterpart is `make cluster` (cluster.sh in this directory).
+// Package clustertest runs tock's local cluster for tests: a real multi-member etcd
+// (the etcd binary, built from the Go module proxy and cached by etcd.sh) and tockd
+// nodes, each an OS process on 127.0.0.1, plus a TCP Proxy a test can cut to partition
+// a node from etcd. The people-facing counterpart is `make cluster` (cluster.sh in this
+// directory), which loadgen's cluster test drives too.
+//
+// It is test support, so it lives under internal/, out of the product tree, and may
+// take a testing.TB in its non-test files: only server/'s tests can import it (this
+// package's own failover, chaos, stall and exclusive tests today). loadgen's cluster
+// test, outside server/, does not import it: it starts its cluster with cluster.sh, the
+// way `make loadgen-cluster` uses one, so the path people run is the path it tests.
 //
 // Invariants:
 //   - Every process the package starts is stopped by the test's cleanup (SIGKILL, then
@@ -24,4 +30,4 @@
 // warm). A tockd start is one process start plus opening its etcd client (~50-200 ms);
 // IsLeader is one STATS round trip; a leader's SIGKILL is followed by a new leader
 // ~2 s later (the 2 s session TTL).
-package cluster
+package clustertest

@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
-	"github.com/tock-sched/tock/server/cluster/history"
+	"github.com/tock-sched/tock/server/internal/clustertest/history"
 	"github.com/tock-sched/tock/server/protocol"
 )
 
