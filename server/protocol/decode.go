@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 )
 
 // maxDepth bounds the nesting of maps and arrays in a body, skipped values included, so
@@ -128,23 +127,32 @@ func (d *dec) decode(body []byte) (Message, error) {
 	return m, nil
 }
 
-// dec reads one body: off indexes the next unread byte. Every read checks the bytes
-// left before it indexes, so a truncated or lying body is an error, never a panic.
-// Strings and binaries are sliced out of body, and copied before a message keeps them.
+// dec decodes the message of one body, field by field: it reads the values through its
+// reader r and knows what they mean. It owns the key tables and required masks of the map
+// types (readFields), the range of a field's value (uintMax, errCode, state, enum), the
+// interning of names, the depth of nesting, the envelope's "id" and who may send which
+// type (peer), and the path of an error's field.
 //
-// Where in the message an error lies (task.schedule.cron, tasks[2].tid) costs nothing
-// while decoding succeeds: badField and badFrame make the error without its path, each
-// map and array level the error is returned through adds its key or index (at, atIdx),
-// innermost first, and finish writes the path into the error once it reaches the top.
+// Invariants:
+//   - depth is the number of keys and indices above the value being read. A map deeper
+//     than maxDepth is refused (readFields), a skipped value too (r.skip), so neither
+//     recursion goes deeper than maxDepth levels however the body nests.
+//   - haveID ⇔ the envelope's "id" has been read, and then id is its value.
+//   - errPath holds the keys and indices the error being returned has passed, innermost
+//     first; it is empty while decoding succeeds, so an error's place (task.schedule.cron,
+//     tasks[2].tid) costs nothing until an error exists: r.badField and r.badFrame make it
+//     without its path, each map and array level it is returned through adds its key or
+//     index (at, atIdx), and finish writes the path into it once it reaches the top.
+//   - Between bodies (reset) no state of the last body is left but errPath's capacity.
+//
+// Costs: see Decode. r is a field, not a pointer and not embedded: its methods are
+// called on d.r directly, inline where they are small, and are not dec's.
 type dec struct {
-	body    []byte
-	off     int
-	depth   int    // the number of keys and indices above the value being read
-	id      uint64 // the envelope's "id", once read
-	haveID  bool
-	err     *Error     // the last error badField or badFrame made: finish completes it
-	errAt   int        // for a BAD_FRAME err: the byte it was found at
-	errPath []pathElem // the keys and indices err has been returned through, innermost first
+	r       reader
+	depth   int        // the number of keys and indices above the value being read
+	id      uint64     // the envelope's "id", once read
+	haveID  bool       // whether id has been read
+	errPath []pathElem // the keys and indices r.err has been returned through, innermost first
 	names   *nameCache // the Decoder's, which name interns through; nil: no interning
 	peer    peer       // the Decoder's: who sends the frames, which fixes the types accepted
 }
@@ -159,12 +167,10 @@ type pathElem struct {
 var decPool = sync.Pool{New: func() any { return new(dec) }}
 
 func (d *dec) reset(body []byte) {
-	d.body, d.off, d.depth = body, 0, 0
-	d.id, d.haveID = 0, false
-	d.err, d.errPath = nil, d.errPath[:0]
+	d.r = reader{body: body}
+	d.depth, d.id, d.haveID = 0, 0, false
+	d.errPath = d.errPath[:0]
 }
-
-func (d *dec) left() int { return len(d.body) - d.off }
 
 // at adds key to the path of err, which a value under key returned; at returns err.
 func (d *dec) at(err *Error, key string) *Error {
@@ -196,23 +202,10 @@ func (d *dec) fieldPath() string {
 	return b.String()
 }
 
-// badField makes a BAD_FIELD error; finish names its field.
-func (d *dec) badField(format string, args ...any) *Error {
-	d.err = newError(CodeBadField, "", fmt.Sprintf(format, args...))
-	return d.err
-}
-
-// badFrame makes a BAD_FRAME error at the current byte; finish ends its message with
-// where it lies: "... (in task.payload) at byte 17".
-func (d *dec) badFrame(format string, args ...any) *Error {
-	d.err, d.errAt = newError(CodeBadFrame, "", fmt.Sprintf(format, args...)), d.off
-	return d.err
-}
-
-// finish completes err, which decoding returned at the top: an error of badField gets
-// its field, one of badFrame its place; other errors were made complete.
+// finish completes err, which decoding returned at the top: an error of r.badField gets
+// its field, one of r.badFrame its place; other errors were made complete.
 func (d *dec) finish(err *Error) {
-	if err != d.err {
+	if err != d.r.err {
 		return
 	}
 	switch err.Code {
@@ -222,389 +215,8 @@ func (d *dec) finish(err *Error) {
 		if p := d.fieldPath(); p != "" {
 			err.Message += " (in " + p + ")"
 		}
-		err.Message += " at byte " + strconv.Itoa(d.errAt)
+		err.Message += " at byte " + strconv.Itoa(d.r.errAt)
 	}
-}
-
-// truncated is the error for a value that runs past the end of the body.
-func (d *dec) truncated() *Error { return d.badFrame("truncated msgpack value") }
-
-// code returns the next value's first byte without consuming it.
-func (d *dec) code() (byte, *Error) {
-	if d.off < len(d.body) {
-		return d.body[d.off], nil
-	}
-	return 0, d.truncated()
-}
-
-// peek returns the next value's first byte without consuming it, or 0xc1 (never a valid
-// first byte, so of no type) at the end of the body.
-func (d *dec) peek() byte {
-	if d.off < len(d.body) {
-		return d.body[d.off]
-	}
-	return 0xc1
-}
-
-// typeName names the msgpack type of a value by its first byte, for errors.
-func typeName(c byte) string {
-	switch {
-	case c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3:
-		return "integer"
-	case c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf:
-		return "map"
-	case c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd:
-		return "array"
-	case c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb:
-		return "string"
-	case c == 0xc0:
-		return "nil"
-	case c == 0xc2 || c == 0xc3:
-		return "boolean"
-	case c >= 0xc4 && c <= 0xc6:
-		return "binary"
-	case c == 0xca || c == 0xcb:
-		return "float"
-	case c == 0xc1:
-		return "invalid byte 0xc1"
-	}
-	return "extension"
-}
-
-func isBool(c byte) bool  { return c == codeFalse || c == codeTrue }
-func isInt(c byte) bool   { return c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3 }
-func isStr(c byte) bool   { return c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb }
-func isBin(c byte) bool   { return c >= 0xc4 && c <= 0xc6 }
-func isMap(c byte) bool   { return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf }
-func isArray(c byte) bool { return c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd }
-
-// want checks the next value's type; nil is reported as nil, so callers that allow it
-// (optional fields) test for it first. The hot readers spell it out as
-// `if !isX(d.peek()) { return d.wrongType(what) }`, which inlines where the indirect call
-// to ok does not.
-func (d *dec) want(ok func(byte) bool, what string) *Error {
-	if ok(d.peek()) {
-		return nil
-	}
-	return d.wrongType(what)
-}
-
-// wrongType is want's error: the next value is missing or not of the type what names.
-func (d *dec) wrongType(what string) *Error {
-	c, err := d.code()
-	if err != nil {
-		return err
-	}
-	return d.badField("want %s, got %s", what, typeName(c))
-}
-
-// follow consumes a value's first byte and the n-byte big-endian number after it (n is
-// 0, 1, 2, 4 or 8), and returns the number.
-func (d *dec) follow(n int) (uint64, *Error) {
-	p := d.off + 1
-	if n > len(d.body)-p {
-		return 0, d.truncated()
-	}
-	var v uint64
-	switch b := d.body[p : p+n]; n {
-	case 1:
-		v = uint64(b[0])
-	case 2:
-		v = uint64(binary.BigEndian.Uint16(b))
-	case 4:
-		v = uint64(binary.BigEndian.Uint32(b))
-	case 8:
-		v = binary.BigEndian.Uint64(b)
-	}
-	d.off = p + n
-	return v, nil
-}
-
-// integer consumes an integer of any msgpack integer encoding (else BAD_FIELD: want
-// what) and returns its bits and whether its encoding is a signed one; if it is, v is
-// the value as an int64.
-func (d *dec) integer(what string) (v uint64, signed bool, err *Error) {
-	switch c := d.peek(); {
-	case c <= 0x7f: // positive fixint
-		d.off++
-		return uint64(c), false, nil
-	case c >= 0xe0: // negative fixint
-		d.off++
-		return uint64(int8(c)), true, nil
-	case c >= codeUint8 && c <= codeUint64: // uint 8, 16, 32, 64
-		v, err = d.follow(1 << (c - codeUint8))
-		return v, false, err
-	case c >= codeInt8 && c <= codeInt64: // int 8, 16, 32, 64 bits: sign-extend from w bytes
-		w := 1 << (c - codeInt8)
-		v, err = d.follow(w)
-		shift := 64 - 8*w
-		return uint64(int64(v<<shift) >> shift), true, err
-	}
-	return 0, false, d.wrongType(what)
-}
-
-// uint reads an integer of any msgpack integer encoding whose value is >= 0.
-func (d *dec) uint() (uint64, *Error) {
-	v, signed, err := d.integer("unsigned integer")
-	if err == nil && signed && int64(v) < 0 {
-		return 0, d.badField("want unsigned integer, got %d", int64(v))
-	}
-	return v, err
-}
-
-// uintMax reads an unsigned integer of at most limit.
-func (d *dec) uintMax(limit uint64) (uint64, *Error) {
-	v, err := d.uint()
-	if err == nil && v > limit {
-		return 0, d.badField("%d exceeds %d", v, limit)
-	}
-	return v, err
-}
-
-// errCode reads an error code (ERROR, and the failures in BATCH_RESULT and ACKED): a
-// uint below 2^16. A code this package does not know is kept (clients treat it as
-// INTERNAL).
-func (d *dec) errCode() (Code, *Error) {
-	v, err := d.uintMax(math16)
-	return Code(v), err
-}
-
-// int reads an integer of any msgpack integer encoding that fits an int64.
-func (d *dec) int() (int64, *Error) {
-	v, signed, err := d.integer("integer")
-	if err == nil && !signed && v > math.MaxInt64 {
-		return 0, d.badField("%d overflows a signed 64-bit integer", v)
-	}
-	return int64(v), err
-}
-
-// float reads a float32, float64 or integer (some encoders write whole floats as integers).
-func (d *dec) float() (float64, *Error) {
-	c, err := d.code()
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case isInt(c):
-		v, err := d.int()
-		return float64(v), err
-	case c == codeFloat:
-		v, err := d.follow(4)
-		return float64(math.Float32frombits(uint32(v))), err
-	case c == codeDouble:
-		v, err := d.follow(8)
-		return math.Float64frombits(v), err
-	}
-	return 0, d.badField("want float, got %s", typeName(c))
-}
-
-func (d *dec) bool() (bool, *Error) {
-	if err := d.want(isBool, "boolean"); err != nil {
-		return false, err
-	}
-	d.off++
-	return d.body[d.off-1] == codeTrue, nil
-}
-
-// raw reads a str or bin value (the caller has checked that one is next) of at most
-// limit bytes and returns its bytes, aliased into body.
-func (d *dec) raw(limit int) ([]byte, *Error) {
-	c := d.peek()
-	var n uint64
-	var err *Error
-	switch {
-	case c <= 0xbf: // fixstr
-		n = uint64(c & 0x1f)
-		d.off++
-	case c >= codeStr8: // str 8, 16, 32
-		n, err = d.follow(1 << (c - codeStr8))
-	default: // bin 8, 16, 32
-		n, err = d.follow(1 << (c - codeBin8))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if n > uint64(d.left()) {
-		return nil, d.truncated()
-	}
-	if n > uint64(limit) {
-		return nil, d.badField("%d bytes exceed the limit of %d", n, limit)
-	}
-	p, end := d.off, d.off+int(n)
-	d.off = end
-	return d.body[p:end:end], nil
-}
-
-// strBytes reads a UTF-8 string of at most limit bytes and returns its bytes aliased
-// into the body: for comparing at once (string(b) == name does not allocate), never for
-// keeping, since the body's buffer is reused.
-func (d *dec) strBytes(limit int) ([]byte, *Error) {
-	b, err := d.strRaw(limit)
-	if err == nil {
-		err = d.utf8(b)
-	}
-	return b, err
-}
-
-// strRaw is strBytes without the check that the string is UTF-8, for callers that can
-// tell by comparison that it is (a known name), and check it only when that fails.
-func (d *dec) strRaw(limit int) ([]byte, *Error) {
-	if !isStr(d.peek()) {
-		return nil, d.wrongType("string")
-	}
-	return d.raw(limit)
-}
-
-// utf8 checks that the string b, just read, is valid UTF-8.
-func (d *dec) utf8(b []byte) *Error {
-	if !utf8.Valid(b) {
-		return d.badField("string is not valid UTF-8")
-	}
-	return nil
-}
-
-// str reads a UTF-8 string of at most limit bytes, copied.
-func (d *dec) str(limit int) (string, *Error) {
-	b, err := d.strBytes(limit)
-	return string(b), err
-}
-
-// bin reads a binary value of at most limit bytes, copied; empty is nil.
-func (d *dec) bin(limit int) ([]byte, *Error) {
-	if err := d.want(isBin, "binary"); err != nil {
-		return nil, err
-	}
-	b, err := d.raw(limit)
-	if err != nil || len(b) == 0 {
-		return nil, err
-	}
-	p := make([]byte, len(b)) // with the copy below, compiled to one unzeroed allocation
-	copy(p, b)
-	return p, nil
-}
-
-// entries consumes the header of a map or array whose first byte is c: the fix form
-// below code16 holds the count in its low 4 bits, code16 is followed by a 16-bit count,
-// code16+1 by a 32-bit one.
-func (d *dec) entries(c, code16 byte) (uint64, *Error) {
-	if c < code16 {
-		d.off++
-		return uint64(c & 0x0f), nil
-	}
-	return d.follow(2 << (c - code16))
-}
-
-// arrayLen reads an array header of at most limit elements.
-func (d *dec) arrayLen(limit int) (int, *Error) {
-	if err := d.want(isArray, "array"); err != nil {
-		return 0, err
-	}
-	n, err := d.entries(d.body[d.off], codeArray16)
-	if err != nil {
-		return 0, err
-	}
-	if n > uint64(d.left()) { // every element takes at least one byte
-		return 0, d.truncated()
-	}
-	if n > uint64(limit) {
-		return 0, d.badField("%d elements exceed the limit of %d", n, limit)
-	}
-	return int(n), nil
-}
-
-// mapLen reads a map header; every entry takes at least two bytes.
-func (d *dec) mapLen() (int, *Error) {
-	if !isMap(d.peek()) {
-		return 0, d.wrongType("map")
-	}
-	n, err := d.entries(d.body[d.off], codeMap16)
-	if err != nil {
-		return 0, err
-	}
-	if n > uint64(d.left()/2) {
-		return 0, d.truncated()
-	}
-	return int(n), nil
-}
-
-// isNil consumes a nil if one is next.
-func (d *dec) isNil() bool {
-	if d.peek() == codeNil {
-		d.off++
-		return true
-	}
-	return false
-}
-
-// skip consumes one value of any type, checking it is well-formed.
-func (d *dec) skip(depth int) *Error {
-	if depth > maxDepth {
-		return d.badFrame("nesting deeper than %d", maxDepth)
-	}
-	c, err := d.code()
-	if err != nil {
-		return err
-	}
-	switch {
-	case isMap(c):
-		n, err := d.mapLen()
-		if err != nil {
-			return err
-		}
-		for range 2 * n {
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case isArray(c):
-		n, err := d.arrayLen(math.MaxInt)
-		if err != nil {
-			return err
-		}
-		for range n {
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case isStr(c) || isBin(c):
-		_, err := d.raw(math.MaxInt)
-		return err
-	case c == 0xc1:
-		return d.badFrame("invalid msgpack byte 0xc1")
-	}
-	// Scalars and extensions: their length follows from the first byte (and for ext8/16/32
-	// the length field).
-	var n uint64 // bytes after the first
-	switch {
-	case c <= 0x7f || c >= 0xe0 || c == codeNil || isBool(c):
-	case c == codeUint8 || c == codeInt8:
-		n = 1
-	case c == codeUint16 || c == codeInt16:
-		n = 2
-	case c == codeUint32 || c == codeInt32 || c == codeFloat:
-		n = 4
-	case c == codeUint64 || c == codeInt64 || c == codeDouble:
-		n = 8
-	case c >= codeFixExt1 && c <= codeFixExt16: // type byte + 1, 2, 4, 8, 16
-		n = 1 + 1<<(c-codeFixExt1)
-	case c >= codeExt8 && c <= codeExt32: // length of 1, 2 or 4 bytes, then type byte and data
-		l, err := d.follow(1 << (c - codeExt8))
-		if err != nil {
-			return err
-		}
-		if l >= uint64(d.left()) {
-			return d.truncated()
-		}
-		d.off += 1 + int(l)
-		return nil
-	}
-	if n >= uint64(d.left()) {
-		return d.truncated()
-	}
-	d.off += 1 + int(n)
-	return nil
 }
 
 // A fieldTable lists the keys of one map type: key i sets bit i of the presence mask.
@@ -665,30 +277,30 @@ func (d *dec) readMap(x decodable, depth int) *Error {
 // table has "t" and "id" in front (off = 2), which readFields reads itself.
 func (d *dec) readFields(x any, t *fieldTable, off int, depth int) *Error {
 	if depth > maxDepth {
-		return d.badFrame("nesting deeper than %d", maxDepth)
+		return d.r.badFrame("nesting deeper than %d", maxDepth)
 	}
-	n, err := d.mapLen()
+	n, err := d.r.mapLen()
 	if err != nil {
 		return err
 	}
 	var present uint64
 	next := 0 // the key expected next: encoders that write keys in table order hit it
 	for range n {
-		i, err := d.key(t, next)
+		i, err := d.r.key(t, next)
 		if err != nil {
 			return err
 		}
 		next = i + 1
 		if i < 0 {
-			if err := d.skip(depth + 1); err != nil {
+			if err := d.r.skip(depth + 1); err != nil {
 				return err
 			}
 			continue
 		}
 		if present&(1<<i) != 0 {
-			return d.at(d.badField("key appears twice"), t.keys[i])
+			return d.at(d.r.badField("key appears twice"), t.keys[i])
 		}
-		if !d.isNil() {
+		if !d.r.isNil() {
 			present |= 1 << i
 			var err *Error
 			switch {
@@ -696,9 +308,9 @@ func (d *dec) readFields(x any, t *fieldTable, off int, depth int) *Error {
 				d.depth = depth + 1
 				err = t.read(x, d, i-off)
 			case i == 0: // "t": its value was read by findType
-				_, err = d.uint()
+				_, err = d.r.uint()
 			default: // "id"
-				d.id, err = d.uint()
+				d.id, err = d.r.uint()
 				d.haveID = err == nil
 			}
 			if err != nil {
@@ -709,7 +321,7 @@ func (d *dec) readFields(x any, t *fieldTable, off int, depth int) *Error {
 	if missing := t.required &^ present; missing != 0 {
 		for i, key := range t.keys {
 			if missing&(1<<i) != 0 {
-				return d.at(d.badField("required field is missing"), key)
+				return d.at(d.r.badField("required field is missing"), key)
 			}
 		}
 	}
@@ -719,45 +331,34 @@ func (d *dec) readFields(x any, t *fieldTable, off int, depth int) *Error {
 	return nil
 }
 
-// key reads a map key and returns its index in t, or -1 for a key t does not list. It
-// first tries t.keys[next] in the form this package writes it, a fixstr, with one
-// comparison of the bytes (no UTF-8 check: keys are only compared); any other key or
-// form is read as a string and looked up in the whole table.
-func (d *dec) key(t *fieldTable, next int) (int, *Error) {
-	if next < len(t.keys) {
-		k := t.keys[next]
-		end := d.off + 1 + len(k)
-		if len(k) <= 31 && end <= len(d.body) && d.body[d.off] == codeFixStr|byte(len(k)) && string(d.body[d.off+1:end]) == k {
-			d.off = end
-			return next, nil
-		}
-	}
-	if !isStr(d.peek()) {
-		return -1, d.wrongType("string key")
-	}
-	k, err := d.raw(math.MaxInt)
-	if err != nil {
-		return -1, err
-	}
-	for j, key := range t.keys {
-		if string(k) == key {
-			return j, nil
-		}
-	}
-	return -1, nil
-}
-
 // sub reads a nested map value.
 func (d *dec) sub(x decodable) *Error { return d.readMap(x, d.depth) }
 
+// uintMax reads an unsigned integer of at most limit.
+func (d *dec) uintMax(limit uint64) (uint64, *Error) {
+	v, err := d.r.uint()
+	if err == nil && v > limit {
+		return 0, d.r.badField("%d exceeds %d", v, limit)
+	}
+	return v, err
+}
+
+// errCode reads an error code (ERROR, and the failures in BATCH_RESULT and ACKED): a
+// uint below 2^16. A code this package does not know is kept (clients treat it as
+// INTERNAL).
+func (d *dec) errCode() (Code, *Error) {
+	v, err := d.uintMax(math16)
+	return Code(v), err
+}
+
 // message reads a whole body: a map whose "t" selects the message type.
 func (d *dec) message() (Message, *Error) {
-	c, err := d.code()
+	c, err := d.r.code()
 	if err != nil {
-		return nil, d.badFrame("empty body")
+		return nil, d.r.badFrame("empty body")
 	}
 	if !isMap(c) {
-		return nil, d.badFrame("body is a %s, not a map", typeName(c))
+		return nil, d.r.badFrame("body is a %s, not a map", typeName(c))
 	}
 	t, err := d.findType()
 	if err != nil {
@@ -774,8 +375,8 @@ func (d *dec) message() (Message, *Error) {
 	if err := d.readFields(m, s.table, 2, 0); err != nil {
 		return nil, err
 	}
-	if d.left() != 0 {
-		return nil, d.badFrame("%d bytes after the message", d.left())
+	if d.r.left() != 0 {
+		return nil, d.r.badFrame("%d bytes after the message", d.r.left())
 	}
 	m.setID(d.id)
 	d.peer.saw(m)
@@ -783,35 +384,43 @@ func (d *dec) message() (Message, *Error) {
 }
 
 // findType returns the value of the top-level "t" without consuming anything: from the
-// first key when "t" is first (as this package writes it), else by a scan of the map.
+// first key when "t" is first (as this package writes it), else by a scan of the map
+// with a copy of the reader, whose cursor moves while d.r's stays.
 func (d *dec) findType() (uint64, *Error) {
 	// As this package writes it: a fixmap whose first key is "t", a positive fixint.
-	if b := d.body[d.off:]; len(b) >= 4 && b[0] > codeFixMap && b[0] < codeFixArray &&
+	if b := d.r.body[d.r.off:]; len(b) >= 4 && b[0] > codeFixMap && b[0] < codeFixArray &&
 		int(b[0]&0x0f) <= (len(b)-1)/2 && b[1] == codeFixStr|1 && b[2] == 't' && b[3] <= 0x7f {
 		return uint64(b[3]), nil
 	}
-	save := d.off
-	defer func() { d.off = save }()
-	n, err := d.mapLen()
+	scan := d.r
+	t, err := scanType(&scan)
+	// The scan's error, if one of its own reads made it, is completed by finish as d.r's.
+	d.r.err, d.r.errAt = scan.err, scan.errAt
+	return t, err
+}
+
+// scanType reads the top-level map r is at, to the value of its "t".
+func scanType(r *reader) (uint64, *Error) {
+	n, err := r.mapLen()
 	if err != nil {
 		return 0, err
 	}
 	for range n {
-		if err := d.want(isStr, "string key"); err != nil {
+		if !isStr(r.peek()) {
 			return 0, newError(CodeBadFrame, "", "a top-level key is not a string")
 		}
-		k, err := d.raw(math.MaxInt)
+		k, err := r.raw(math.MaxInt)
 		if err != nil {
 			return 0, err
 		}
 		if string(k) == "t" {
-			v, err := d.uint()
+			v, err := r.uint()
 			if err != nil {
 				return 0, newError(CodeBadFrame, "t", "\"t\" is not an unsigned integer")
 			}
 			return v, nil
 		}
-		if err := d.skip(1); err != nil {
+		if err := r.skip(1); err != nil {
 			return 0, err
 		}
 	}
@@ -820,26 +429,24 @@ func (d *dec) findType() (uint64, *Error) {
 
 // peekID finds a top-level "id" in body, for an error reply; 0 when there is none.
 func peekID(body []byte) uint64 {
-	d := decPool.Get().(*dec)
-	defer func() { d.reset(nil); decPool.Put(d) }()
-	d.reset(body)
-	n, err := d.mapLen()
+	r := reader{body: body}
+	n, err := r.mapLen()
 	if err != nil {
 		return 0
 	}
 	for range n {
-		if d.want(isStr, "") != nil {
+		if !isStr(r.peek()) {
 			return 0
 		}
-		k, err := d.raw(math.MaxInt)
+		k, err := r.raw(math.MaxInt)
 		if err != nil {
 			return 0
 		}
 		if string(k) == "id" {
-			v, _ := d.uint()
+			v, _ := r.uint()
 			return v
 		}
-		if d.skip(1) != nil {
+		if r.skip(1) != nil {
 			return 0
 		}
 	}

@@ -407,7 +407,7 @@ const purgeOne = `give exactly one of "tid" and "all": true`
 // checkFields: exactly one of "tid" and "all": true.
 func (m *DLQPurge) checkFields(d *dec, present uint64) *Error {
 	if (present&purgeTID != 0) == m.All {
-		return d.at(d.badField(purgeOne), "tid")
+		return d.at(d.r.badField(purgeOne), "tid")
 	}
 	return nil
 }
@@ -448,8 +448,8 @@ type StatsReply struct {
 }
 
 var statsReplySpec = message(TypeStatsReply, byServer,
-	statsField("counters", (*dec).uint, (*enc).uint, func(m *StatsReply) *map[string]uint64 { return &m.Counters }),
-	statsField("gauges", (*dec).int, (*enc).int, func(m *StatsReply) *map[string]int64 { return &m.Gauges }),
+	statsField("counters", (*reader).uint, (*enc).uint, func(m *StatsReply) *map[string]uint64 { return &m.Counters }),
+	statsField("gauges", (*reader).int, (*enc).int, func(m *StatsReply) *map[string]int64 { return &m.Gauges }),
 )
 
 // ---- workers ----

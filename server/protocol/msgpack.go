@@ -33,3 +33,35 @@ const (
 	codeArray16  = 0xdc
 	codeMap16    = 0xde
 )
+
+// typeName names the msgpack type of a value by its first byte, for errors.
+func typeName(c byte) string {
+	switch {
+	case c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3:
+		return "integer"
+	case c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf:
+		return "map"
+	case c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd:
+		return "array"
+	case c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb:
+		return "string"
+	case c == 0xc0:
+		return "nil"
+	case c == 0xc2 || c == 0xc3:
+		return "boolean"
+	case c >= 0xc4 && c <= 0xc6:
+		return "binary"
+	case c == 0xca || c == 0xcb:
+		return "float"
+	case c == 0xc1:
+		return "invalid byte 0xc1"
+	}
+	return "extension"
+}
+
+func isBool(c byte) bool  { return c == codeFalse || c == codeTrue }
+func isInt(c byte) bool   { return c <= 0x7f || c >= 0xe0 || c >= 0xcc && c <= 0xd3 }
+func isStr(c byte) bool   { return c >= 0xa0 && c <= 0xbf || c >= 0xd9 && c <= 0xdb }
+func isBin(c byte) bool   { return c >= 0xc4 && c <= 0xc6 }
+func isMap(c byte) bool   { return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf }
+func isArray(c byte) bool { return c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd }

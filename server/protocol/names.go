@@ -26,15 +26,15 @@ func (c *nameCache) slot(b []byte) *string {
 // no allocation.
 func (d *dec) name(limit int) (string, *Error) {
 	if d.names == nil {
-		return d.str(limit)
+		return d.r.str(limit)
 	}
-	b, err := d.strRaw(limit)
+	b, err := d.r.strRaw(limit)
 	if err != nil {
 		return "", err
 	}
 	s := d.names.slot(b)
 	if *s != string(b) {
-		if err := d.utf8(b); err != nil {
+		if err := d.r.utf8(b); err != nil {
 			return "", err
 		}
 		*s = string(b)

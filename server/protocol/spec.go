@@ -13,8 +13,8 @@ import (
 // key, says whether it is required, and reads and writes its value through an accessor of
 // the Go struct. From that one list come the decoder's key table, the required mask (bit
 // i for the i-th key, set from the field's own flag, never written by hand) and the
-// encoder's key order and omissions. The primitives the fields call (dec.uint, enc.str,
-// ...) are the hand-tuned ones of decode.go and encode.go.
+// encoder's key order and omissions. The primitives the fields call (reader.uint,
+// enc.str, ...) are the hand-tuned ones of reader.go and encode.go.
 //
 // Costs: the plain kinds (uint, int, string, bool, binary, a named enum: most fields,
 // all of FIRE's and ACK's) are read and written in place: one switch case around the
@@ -133,17 +133,17 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 		case plainUint:
 			*(*uint64)(at), err = d.uintMax(f.limit)
 		case plainInt:
-			*(*int64)(at), err = d.int()
+			*(*int64)(at), err = d.r.int()
 		case plainStr:
-			*(*string)(at), err = d.str(int(f.limit))
+			*(*string)(at), err = d.r.str(int(f.limit))
 		case plainName:
 			*(*string)(at), err = d.name(int(f.limit))
 		case plainBool:
-			*(*bool)(at), err = d.bool()
+			*(*bool)(at), err = d.r.bool()
 		case plainEnum:
 			*(*uint8)(at), err = enum[uint8](d, f.names)
 		case plainBin:
-			*(*[]byte)(at), err = d.bin(int(f.limit))
+			*(*[]byte)(at), err = d.r.bin(int(f.limit))
 		default:
 			err = f.read(x.(*M), d)
 		}
@@ -304,9 +304,9 @@ func boolField[M any](key string, p func(*M) *bool) field[M] {
 func positiveField[M any](key string, p func(*M) *int64) field[M] {
 	return field[M]{key: key,
 		read: func(m *M, d *dec) *Error {
-			v, err := d.int()
+			v, err := d.r.int()
 			if err == nil && v < 0 {
-				return d.badField("negative %s", key)
+				return d.r.badField("negative %s", key)
 			}
 			*p(m) = v
 			return err
@@ -416,7 +416,7 @@ func arrayField[M, T any](key string, limit int, e elems[T], p func(*M) *[]T) fi
 // readEach reads an array of at most limit elements into a new []T (nil when empty),
 // naming each element's index in error paths.
 func readEach[T any](d *dec, limit int, read func(d *dec, x *T) *Error) ([]T, *Error) {
-	n, err := d.arrayLen(limit)
+	n, err := d.r.arrayLen(limit)
 	if err != nil || n == 0 {
 		return nil, err
 	}
@@ -471,24 +471,24 @@ func names(limit int) elems[string] {
 
 // statsField is a map of at most MaxStats names to values, written in key order; left
 // out when nil (an empty map is written).
-func statsField[M any, V uint64 | int64](key string, read func(d *dec) (V, *Error), write func(c *enc, v V), p func(*M) *map[string]V) field[M] {
+func statsField[M any, V uint64 | int64](key string, read func(r *reader) (V, *Error), write func(c *enc, v V), p func(*M) *map[string]V) field[M] {
 	return field[M]{key: key,
 		read: func(m *M, d *dec) *Error {
-			n, err := d.mapLen()
+			n, err := d.r.mapLen()
 			if err != nil {
 				return err
 			}
 			if n > MaxStats {
-				return d.badField("%d entries exceed the limit of %d", n, MaxStats)
+				return d.r.badField("%d entries exceed the limit of %d", n, MaxStats)
 			}
 			out := make(map[string]V, n)
 			*p(m) = out
 			for range n {
-				k, err := d.str(MaxNameLen)
+				k, err := d.r.str(MaxNameLen)
 				if err != nil {
 					return err
 				}
-				if out[k], err = read(d); err != nil {
+				if out[k], err = read(&d.r); err != nil {
 					return err
 				}
 			}

@@ -175,7 +175,7 @@ func enumName[T ~uint8](names []string, v T) string {
 // comparing it in place: a valid name costs no allocation, and no UTF-8 check (the
 // names are).
 func enum[T ~uint8](d *dec, names []string) (T, *Error) {
-	s, err := d.strRaw(maxEnumLen)
+	s, err := d.r.strRaw(maxEnumLen)
 	if err != nil {
 		return 0, err
 	}
@@ -184,10 +184,10 @@ func enum[T ~uint8](d *dec, names []string) (T, *Error) {
 			return T(i), nil
 		}
 	}
-	if err := d.utf8(s); err != nil {
+	if err := d.r.utf8(s); err != nil {
 		return 0, err
 	}
-	return 0, d.badField("%q is not one of %v", s, nonEmpty(names))
+	return 0, d.r.badField("%q is not one of %v", s, nonEmpty(names))
 }
 
 func nonEmpty(names []string) []string {
@@ -203,13 +203,13 @@ func nonEmpty(names []string) []string {
 // state reads a state name (as task.State.String writes it, in any case), without
 // allocating.
 func (d *dec) state() (task.State, *Error) {
-	s, err := d.strBytes(maxStateLen)
+	s, err := d.r.strBytes(maxStateLen)
 	if err != nil {
 		return 0, err
 	}
 	st, ok := task.ParseStateBytes(s)
 	if !ok {
-		return 0, d.badField("%q is not a task state", s)
+		return 0, d.r.badField("%q is not a task state", s)
 	}
 	return st, nil
 }
@@ -271,27 +271,27 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 	case 0:
 		t.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
-		t.ID, err = d.str(task.MaxIDLen)
+		t.ID, err = d.r.str(task.MaxIDLen)
 	case 2:
 		t.Type, err = d.name(task.MaxTypeLen)
 	case 3:
-		t.Payload, err = d.bin(maxPayload)
+		t.Payload, err = d.r.bin(maxPayload)
 	case 4:
 		err = d.sub(&t.Schedule)
 	case 5:
 		err = d.sub(&t.Retry)
 	case 6:
-		t.Timeout, err = d.int()
+		t.Timeout, err = d.r.int()
 	case 7:
 		t.Misfire, err = enum[task.MisfirePolicy](d, misfireNames[:])
 	case 8:
-		t.Version, err = d.uint()
+		t.Version, err = d.r.uint()
 	case 9:
 		t.Durability, err = enum[Durability](d, durNames[:])
 	case 10:
-		t.Partition, err = d.uint()
+		t.Partition, err = d.r.uint()
 	case 11:
-		t.Exclusive, err = d.bool()
+		t.Exclusive, err = d.r.bool()
 	}
 	return err
 }
@@ -344,17 +344,17 @@ func (s *Schedule) set(d *dec, i int) (err *Error) {
 	case 0:
 		s.Kind, err = enum[task.Kind](d, kindNames[:])
 	case 1:
-		s.At, err = d.int()
+		s.At, err = d.r.int()
 	case 2:
-		s.Delay, err = d.int()
+		s.Delay, err = d.r.int()
 	case 3:
-		s.Interval, err = d.int()
+		s.Interval, err = d.r.int()
 	case 4:
 		s.Anchor, err = enum[task.Anchor](d, anchorNames[:])
 	case 5:
-		s.Cron, err = d.str(MaxCronLen)
+		s.Cron, err = d.r.str(MaxCronLen)
 	case 6:
-		s.TZ, err = d.str(MaxTZLen)
+		s.TZ, err = d.r.str(MaxTZLen)
 	}
 	return err
 }
@@ -376,10 +376,10 @@ var (
 // the keys of other kinds (a client that sent "after" with an "at" is confused).
 func (s *Schedule) checkFields(d *dec, present uint64) *Error {
 	if present&kindBit[s.Kind] == 0 {
-		return d.at(d.badField("required for kind %q", kindNames[s.Kind]), kindKey[s.Kind])
+		return d.at(d.r.badField("required for kind %q", kindNames[s.Kind]), kindKey[s.Kind])
 	}
 	if f := s.strayField(); f != "" {
-		return d.at(d.badField("not used by kind %q", kindNames[s.Kind]), f)
+		return d.at(d.r.badField("not used by kind %q", kindNames[s.Kind]), f)
 	}
 	return nil
 }
@@ -442,15 +442,15 @@ func (r *Retry) set(d *dec, i int) (err *Error) {
 	case 0:
 		r.MaxAttempts, err = d.uintMax(1<<31 - 1)
 	case 1:
-		r.InitialBackoff, err = d.int()
+		r.InitialBackoff, err = d.r.int()
 	case 2:
-		r.MaxBackoff, err = d.int()
+		r.MaxBackoff, err = d.r.int()
 	case 3:
-		r.Multiplier, err = d.float()
+		r.Multiplier, err = d.r.float()
 	case 4:
-		r.Jitter, err = d.float()
+		r.Jitter, err = d.r.float()
 	case 5:
-		r.MaxRetry, err = d.int()
+		r.MaxRetry, err = d.r.int()
 	}
 	return err
 }
@@ -534,21 +534,21 @@ func (r *ItemResult) set(d *dec, i int) (err *Error) {
 	case 0:
 		r.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
-		r.ID, err = d.str(task.MaxIDLen)
+		r.ID, err = d.r.str(task.MaxIDLen)
 	case 2:
 		r.Durability, err = enum[Durability](d, durNames[:])
 	case 3:
 		r.State, err = d.state()
 	case 4:
-		r.NextRun, err = d.int()
+		r.NextRun, err = d.r.int()
 	case 5:
-		r.Version, err = d.uint()
+		r.Version, err = d.r.uint()
 	case 6:
 		r.Code, err = d.errCode()
 	case 7:
-		r.Message, err = d.str(MaxTextLen)
+		r.Message, err = d.r.str(MaxTextLen)
 	case 8:
-		r.Field, err = d.str(MaxNameLen)
+		r.Field, err = d.r.str(MaxNameLen)
 	}
 	return err
 }
@@ -556,7 +556,7 @@ func (r *ItemResult) set(d *dec, i int) (err *Error) {
 // checkFields: a success names the state it left the task in.
 func (r *ItemResult) checkFields(d *dec, present uint64) *Error {
 	if r.Code == 0 && present&itemState == 0 {
-		return d.at(d.badField("required when code is absent (success)"), "state")
+		return d.at(d.r.badField("required when code is absent (success)"), "state")
 	}
 	return nil
 }

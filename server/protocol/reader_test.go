@@ -75,30 +75,26 @@ func lenForms(n int, fix byte, fixMax int, code8, code16 byte) []encoding {
 	return append(out, encoding{"32-bit", binary.BigEndian.AppendUint32([]byte{code16 + 1}, uint32(n))})
 }
 
-// decOf returns a dec reading body.
-func decOf(body []byte) *dec {
-	d := &dec{}
-	d.reset(body)
-	return d
-}
+// readerOf returns a reader at the start of body.
+func readerOf(body []byte) *reader { return &reader{body: body} }
 
 // checkTruncations decodes every proper prefix of b with read: each is BAD_FRAME.
-func checkTruncations(t *testing.T, what string, b []byte, read func(d *dec) *Error) {
+func checkTruncations(t *testing.T, what string, b []byte, read func(r *reader) *Error) {
 	t.Helper()
 	for cut := range len(b) {
-		if err := read(decOf(b[:cut])); err == nil || err.Code != CodeBadFrame {
+		if err := read(readerOf(b[:cut])); err == nil || err.Code != CodeBadFrame {
 			t.Fatalf("%s cut to %d of %d bytes: got %v, want BAD_FRAME", what, cut, len(b), err)
 		}
 	}
 }
 
 // checkConsumed checks that read consumed exactly b, and that skip does too.
-func checkConsumed(t *testing.T, what string, b []byte, d *dec) {
+func checkConsumed(t *testing.T, what string, b []byte, r *reader) {
 	t.Helper()
-	if d.off != len(b) {
-		t.Fatalf("%s: consumed %d of %d bytes", what, d.off, len(b))
+	if r.off != len(b) {
+		t.Fatalf("%s: consumed %d of %d bytes", what, r.off, len(b))
 	}
-	if s := decOf(b); s.skip(0) != nil || s.off != len(b) {
+	if s := readerOf(b); s.skip(0) != nil || s.off != len(b) {
 		t.Fatalf("%s: skip consumed %d of %d bytes", what, s.off, len(b))
 	}
 }
@@ -125,18 +121,18 @@ func TestDecIntegers(t *testing.T) {
 	for _, c := range cases {
 		for _, f := range intForms(t, c.v, c.u, c.neg) {
 			what := f.name
-			d := decOf(f.b)
-			u, err := d.uint()
+			r := readerOf(f.b)
+			u, err := r.uint()
 			switch {
 			case c.neg && (err == nil || err.Code != CodeBadField):
 				t.Fatalf("uint of %d as %s: %v, %v; want BAD_FIELD", c.v, what, u, err)
 			case !c.neg && (err != nil || u != c.u):
 				t.Fatalf("uint of %d as %s: %v, %v", c.u, what, u, err)
 			case !c.neg:
-				checkConsumed(t, what, f.b, d)
+				checkConsumed(t, what, f.b, r)
 			}
-			d = decOf(f.b)
-			v, err := d.int()
+			r = readerOf(f.b)
+			v, err := r.int()
 			fits := c.neg || c.u <= math.MaxInt64
 			want := c.v
 			if !c.neg {
@@ -148,12 +144,12 @@ func TestDecIntegers(t *testing.T) {
 			case fits && (err != nil || v != want):
 				t.Fatalf("int of %d as %s: %v, %v", want, what, v, err)
 			case fits:
-				checkConsumed(t, what, f.b, d)
-				if x, err := decOf(f.b).float(); err != nil || x != float64(want) {
+				checkConsumed(t, what, f.b, r)
+				if x, err := readerOf(f.b).float(); err != nil || x != float64(want) {
 					t.Fatalf("float of %d as %s: %v, %v", want, what, x, err)
 				}
 			}
-			checkTruncations(t, what, f.b, func(d *dec) *Error { _, err := d.int(); return err })
+			checkTruncations(t, what, f.b, func(r *reader) *Error { _, err := r.int(); return err })
 		}
 	}
 }
@@ -170,14 +166,14 @@ func TestDecFloats(t *testing.T) {
 			{encLib(t, func(e *msgpack.Encoder) error { return e.EncodeFloat32(float32(f)) }), float64(float32(f))},
 		}
 		for _, form := range forms {
-			d := decOf(form.b)
-			got, err := d.float()
+			r := readerOf(form.b)
+			got, err := r.float()
 			if err != nil || math.Float64bits(got) != math.Float64bits(form.want) && !(math.IsNaN(got) && math.IsNaN(form.want)) {
 				t.Fatalf("float % x: %v, %v; want %v", form.b, got, err, form.want)
 			}
-			checkConsumed(t, "float", form.b, d)
-			checkTruncations(t, "float", form.b, func(d *dec) *Error { _, err := d.float(); return err })
-			if _, err := decOf(form.b).int(); err == nil || err.Code != CodeBadField {
+			checkConsumed(t, "float", form.b, r)
+			checkTruncations(t, "float", form.b, func(r *reader) *Error { _, err := r.float(); return err })
+			if _, err := readerOf(form.b).int(); err == nil || err.Code != CodeBadField {
 				t.Fatalf("int of a float: %v, want BAD_FIELD", err)
 			}
 		}
@@ -192,18 +188,18 @@ func TestDecLengths(t *testing.T) {
 		for _, h := range lenForms(n, codeFixStr, 32, codeStr8, codeStr16) {
 			b := append(h.b, s...)
 			what := "str " + h.name
-			d := decOf(b)
-			if got, err := d.str(n); err != nil || got != s {
+			r := readerOf(b)
+			if got, err := r.str(n); err != nil || got != s {
 				t.Fatalf("%s of %d bytes: %v", what, n, err)
 			}
-			checkConsumed(t, what, b, d)
-			checkTruncations(t, what, b, func(d *dec) *Error { _, err := d.str(n); return err })
+			checkConsumed(t, what, b, r)
+			checkTruncations(t, what, b, func(r *reader) *Error { _, err := r.str(n); return err })
 			if n > 0 {
-				if _, err := decOf(b).str(n - 1); err == nil || err.Code != CodeBadField {
+				if _, err := readerOf(b).str(n - 1); err == nil || err.Code != CodeBadField {
 					t.Fatalf("%s of %d bytes, limit %d: %v, want BAD_FIELD", what, n, n-1, err)
 				}
 			}
-			if _, err := decOf(b).bin(n); err == nil || err.Code != CodeBadField {
+			if _, err := readerOf(b).bin(n); err == nil || err.Code != CodeBadField {
 				t.Fatalf("bin of a %s: %v, want BAD_FIELD", what, err)
 			}
 		}
@@ -211,48 +207,48 @@ func TestDecLengths(t *testing.T) {
 		for _, h := range lenForms(n, 0, 0, codeBin8, codeBin16) {
 			b := append(h.b, p...)
 			what := "bin " + h.name
-			d := decOf(b)
-			got, err := d.bin(n)
+			r := readerOf(b)
+			got, err := r.bin(n)
 			if err != nil || !bytes.Equal(got, p) || (n == 0) != (got == nil) {
 				t.Fatalf("%s of %d bytes: %v", what, n, err)
 			}
 			if n > 0 && &got[0] == &b[len(h.b)] {
 				t.Fatalf("%s: the binary aliases the body", what)
 			}
-			checkConsumed(t, what, b, d)
-			checkTruncations(t, what, b, func(d *dec) *Error { _, err := d.bin(n); return err })
-			if _, err := decOf(b).str(n); err == nil || err.Code != CodeBadField {
+			checkConsumed(t, what, b, r)
+			checkTruncations(t, what, b, func(r *reader) *Error { _, err := r.bin(n); return err })
+			if _, err := readerOf(b).str(n); err == nil || err.Code != CodeBadField {
 				t.Fatalf("str of a %s: %v, want BAD_FIELD", what, err)
 			}
 		}
 		for _, h := range lenForms(n, codeFixArray, 16, 0, codeArray16) {
 			b := append(h.b, bytes.Repeat([]byte{codeNil}, n)...)
-			checkHeader(t, "array "+h.name, n, len(h.b), b, func(d *dec) (int, *Error) { return d.arrayLen(n) })
+			checkHeader(t, "array "+h.name, n, len(h.b), b, func(r *reader) (int, *Error) { return r.arrayLen(n) })
 			if n > 0 {
-				if _, err := decOf(b).arrayLen(n - 1); err == nil || err.Code != CodeBadField {
+				if _, err := readerOf(b).arrayLen(n - 1); err == nil || err.Code != CodeBadField {
 					t.Fatalf("array %s of %d, limit %d: %v, want BAD_FIELD", h.name, n, n-1, err)
 				}
 			}
 		}
 		for _, h := range lenForms(n, codeFixMap, 16, 0, codeMap16) {
 			b := append(h.b, bytes.Repeat([]byte{1}, 2*n)...)
-			checkHeader(t, "map "+h.name, n, len(h.b), b, (*dec).mapLen)
+			checkHeader(t, "map "+h.name, n, len(h.b), b, (*reader).mapLen)
 		}
 	}
 }
 
 // checkHeader checks that read takes the first hdr bytes of b as a header of n entries,
 // that skip consumes all of b, and that every truncation of b is BAD_FRAME.
-func checkHeader(t *testing.T, what string, n, hdr int, b []byte, read func(d *dec) (int, *Error)) {
+func checkHeader(t *testing.T, what string, n, hdr int, b []byte, read func(r *reader) (int, *Error)) {
 	t.Helper()
-	d := decOf(b)
-	if got, err := read(d); err != nil || got != n || d.off != hdr {
-		t.Fatalf("%s of %d: %v, %v; consumed %d bytes of a %d-byte header", what, n, got, err, d.off, hdr)
+	r := readerOf(b)
+	if got, err := read(r); err != nil || got != n || r.off != hdr {
+		t.Fatalf("%s of %d: %v, %v; consumed %d bytes of a %d-byte header", what, n, got, err, r.off, hdr)
 	}
-	if s := decOf(b); s.skip(0) != nil || s.off != len(b) {
+	if s := readerOf(b); s.skip(0) != nil || s.off != len(b) {
 		t.Fatalf("%s: skip consumed %d of %d bytes", what, s.off, len(b))
 	}
-	checkTruncations(t, what, b, func(d *dec) *Error { return d.skip(0) })
+	checkTruncations(t, what, b, func(r *reader) *Error { return r.skip(0) })
 }
 
 // TestDecScalars: booleans, nil and extensions are read or skipped exactly, and a value
@@ -260,22 +256,22 @@ func checkHeader(t *testing.T, what string, n, hdr int, b []byte, read func(d *d
 func TestDecScalars(t *testing.T) {
 	for _, v := range []bool{false, true} {
 		b := encLib(t, func(e *msgpack.Encoder) error { return e.EncodeBool(v) })
-		d := decOf(b)
-		if got, err := d.bool(); err != nil || got != v {
+		r := readerOf(b)
+		if got, err := r.bool(); err != nil || got != v {
 			t.Fatalf("bool %v: %v, %v", v, got, err)
 		}
-		checkConsumed(t, "bool", b, d)
-		if _, err := decOf(b).uint(); err == nil || err.Code != CodeBadField {
+		checkConsumed(t, "bool", b, r)
+		if _, err := readerOf(b).uint(); err == nil || err.Code != CodeBadField {
 			t.Fatalf("uint of a bool: %v, want BAD_FIELD", err)
 		}
 	}
-	if d := decOf([]byte{codeNil}); !d.isNil() || d.off != 1 {
+	if r := readerOf([]byte{codeNil}); !r.isNil() || r.off != 1 {
 		t.Fatal("nil not consumed")
 	}
-	if d := decOf([]byte{0}); d.isNil() || d.off != 0 {
+	if r := readerOf([]byte{0}); r.isNil() || r.off != 0 {
 		t.Fatal("0 taken for nil")
 	}
-	if d := decOf(nil); d.isNil() {
+	if r := readerOf(nil); r.isNil() {
 		t.Fatal("end of body taken for nil")
 	}
 	exts := [][]byte{
@@ -284,19 +280,19 @@ func TestDecScalars(t *testing.T) {
 		{0xc9, 0, 0, 0, 2, 1, 9, 9}, {0xc7, 0, 1},
 	}
 	for _, b := range exts {
-		s := decOf(b)
+		s := readerOf(b)
 		if err := s.skip(0); err != nil || s.off != len(b) {
 			t.Fatalf("skip of ext % x: consumed %d, %v", b, s.off, err)
 		}
-		checkTruncations(t, "ext", b, func(d *dec) *Error { return d.skip(0) })
-		if _, err := decOf(b).int(); err == nil || err.Code != CodeBadField {
+		checkTruncations(t, "ext", b, func(r *reader) *Error { return r.skip(0) })
+		if _, err := readerOf(b).int(); err == nil || err.Code != CodeBadField {
 			t.Fatalf("int of ext % x: %v, want BAD_FIELD", b, err)
 		}
 	}
-	if err := decOf([]byte{0xc1}).skip(0); err == nil || err.Code != CodeBadFrame {
+	if err := readerOf([]byte{0xc1}).skip(0); err == nil || err.Code != CodeBadFrame {
 		t.Fatalf("skip of 0xc1: %v, want BAD_FRAME", err)
 	}
-	if _, err := decOf(nil).uint(); err == nil || err.Code != CodeBadFrame {
+	if _, err := readerOf(nil).uint(); err == nil || err.Code != CodeBadFrame {
 		t.Fatalf("uint at the end of the body: %v, want BAD_FRAME", err)
 	}
 }
