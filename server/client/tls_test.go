@@ -92,7 +92,7 @@ func TestTLS(t *testing.T) {
 
 // New refuses a TLS configuration without a certificate.
 func TestTLSNeedsACertificate(t *testing.T) {
-	if _, err := tockd.New(tockd.Options{TLS: &tls.Config{}}); !errors.Is(err, tockd.ErrInvalidOption) {
+	if _, err := tockd.New(tockd.WithTLS(&tls.Config{})); !errors.Is(err, tockd.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
 }

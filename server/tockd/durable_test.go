@@ -141,17 +141,6 @@ func TestDurableTasksSurviveRestart(t *testing.T) {
 	}
 }
 
-func TestStoreNeedsOwnEngine(t *testing.T) {
-	e, err := task.New(task.WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(context.Background())
-	if _, err := New(Options{Engine: e, Store: &store.Store{}}); !errors.Is(err, ErrInvalidOption) {
-		t.Fatalf("New with Engine and Store: %v, want ErrInvalidOption", err)
-	}
-}
-
 // startDurableWithWorker starts a tockd with a store on a fresh etcd, a client and a
 // worker of type "w" with credits; they stop when the test ends.
 func startDurableWithWorker(t *testing.T, credits uint64) (*store.Store, *testServer, *client, *wkr) {

@@ -1,55 +1,12 @@
 package tockd
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/server/protocol"
 )
-
-func TestOptionsValidate(t *testing.T) {
-	var o Options
-	o.setDefaults()
-	if err := o.validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	if o.Addr != DefaultAddr || o.MaxConns != DefaultMaxConns || o.MaxFrame != protocol.DefaultMaxFrame ||
-		o.IdleTimeout != DefaultIdleTimeout || o.HandshakeTimeout != DefaultHandshakeTimeout ||
-		o.WriteTimeout != DefaultWriteTimeout || o.MaxPendingPerConn != DefaultMaxPendingPerConn ||
-		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType ||
-		o.MaxQueuedReplyBytes != DefaultMaxQueuedReplyBytes || o.NodeName == "" || o.Logger == nil {
-		t.Fatalf("defaults not applied: %+v", o)
-	}
-	cases := []struct {
-		field string
-		opts  Options
-	}{
-		{"MaxConns", Options{MaxConns: -1}},
-		{"MaxFrame", Options{MaxFrame: 100}},
-		{"MaxFrame", Options{MaxFrame: minMaxFrame - 1}},
-		{"MaxFrame", Options{MaxFrame: protocol.MaxFrameLimit + 1}},
-		{"IdleTimeout", Options{IdleTimeout: -time.Second}},
-		{"HandshakeTimeout", Options{HandshakeTimeout: -time.Second}},
-		{"WriteTimeout", Options{WriteTimeout: -time.Second}},
-		{"Token", Options{Token: strings.Repeat("x", protocol.MaxTokenLen+1)}},
-		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},
-		{"MaxQueuedReplyBytes", Options{MaxQueuedReplyBytes: protocol.DefaultMaxFrame - 1}},
-		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
-		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
-		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
-		{"MaxHandshakes", Options{MaxHandshakes: -1}},
-		{"MaxHelloFrame", Options{MaxHelloFrame: 1000}},
-		{"MaxHelloFrame", Options{MaxFrame: 4096, MaxHelloFrame: 8192}},
-	}
-	for _, c := range cases {
-		_, err := New(c.opts)
-		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%s: New = %v, want ErrInvalidOption naming it", c.field, err)
-		}
-	}
-}
 
 func TestHandshake(t *testing.T) {
 	ts := startServer(t, Options{Token: "s3cret", NodeName: "node-a", MaxFrame: 64 << 10})

@@ -109,10 +109,10 @@ func (ts *testServer) handle(t *testing.T, taskType string, h task.Handler) {
 	}
 }
 
-// newServer is New(opts); an error fails the test.
+// newServer is New(WithOptions(opts)); an error fails the test.
 func newServer(t *testing.T, opts Options) *Server {
 	t.Helper()
-	srv, err := New(opts)
+	srv, err := New(WithOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

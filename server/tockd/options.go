@@ -94,8 +94,9 @@ func ParseDispatch(s string) (Dispatch, error) {
 	return 0, fmt.Errorf("%w: dispatch %q: want least-loaded, round-robin or key-hash", ErrInvalidOption, s)
 }
 
-// Options configures a Server. The zero value of every field selects its default, so
-// Options{} is a working server on DefaultAddr with an engine of its own.
+// Options configures a Server; New takes it field by field (WithAddr, ...) or whole
+// (WithOptions). The zero value of every field selects its default, so New() is a working
+// server on DefaultAddr with an engine of its own.
 type Options struct {
 	// Addr is the TCP address ListenAndServe listens on. Default DefaultAddr (loopback,
 	// so that nothing is exposed unless asked).
@@ -246,6 +247,94 @@ type Options struct {
 	// and durable submits are refused.
 	Store *store.Store
 }
+
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithOptions replaces the whole Options struct (fields left zero take their defaults).
+func WithOptions(o Options) Option { return func(dst *Options) { *dst = o } }
+
+// WithAddr sets Options.Addr.
+func WithAddr(addr string) Option { return func(o *Options) { o.Addr = addr } }
+
+// WithAdvertiseAddr sets Options.AdvertiseAddr.
+func WithAdvertiseAddr(addr string) Option { return func(o *Options) { o.AdvertiseAddr = addr } }
+
+// WithTLS sets Options.TLS.
+func WithTLS(c *tls.Config) Option { return func(o *Options) { o.TLS = c } }
+
+// WithMaxConns sets Options.MaxConns.
+func WithMaxConns(n int) Option { return func(o *Options) { o.MaxConns = n } }
+
+// WithMaxHandshakes sets Options.MaxHandshakes.
+func WithMaxHandshakes(n int) Option { return func(o *Options) { o.MaxHandshakes = n } }
+
+// WithMaxHelloFrame sets Options.MaxHelloFrame.
+func WithMaxHelloFrame(n int) Option { return func(o *Options) { o.MaxHelloFrame = n } }
+
+// WithMaxFrame sets Options.MaxFrame.
+func WithMaxFrame(n int) Option { return func(o *Options) { o.MaxFrame = n } }
+
+// WithIdleTimeout sets Options.IdleTimeout.
+func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.IdleTimeout = d } }
+
+// WithHandshakeTimeout sets Options.HandshakeTimeout.
+func WithHandshakeTimeout(d time.Duration) Option { return func(o *Options) { o.HandshakeTimeout = d } }
+
+// WithWriteTimeout sets Options.WriteTimeout.
+func WithWriteTimeout(d time.Duration) Option { return func(o *Options) { o.WriteTimeout = d } }
+
+// WithToken sets Options.Token.
+func WithToken(token string) Option { return func(o *Options) { o.Token = token } }
+
+// WithMaxPendingPerConn sets Options.MaxPendingPerConn.
+func WithMaxPendingPerConn(n int) Option { return func(o *Options) { o.MaxPendingPerConn = n } }
+
+// WithMaxQueuedReplyBytes sets Options.MaxQueuedReplyBytes.
+func WithMaxQueuedReplyBytes(n int) Option { return func(o *Options) { o.MaxQueuedReplyBytes = n } }
+
+// WithNodeName sets Options.NodeName.
+func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = name } }
+
+// WithLogger sets Options.Logger.
+func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
+
+// WithEngine sets Options.Engine.
+func WithEngine(e *task.Engine) Option { return func(o *Options) { o.Engine = e } }
+
+// WithEngineOptions sets Options.EngineOptions.
+func WithEngineOptions(opts ...task.Option) Option {
+	return func(o *Options) { o.EngineOptions = opts }
+}
+
+// WithDefaultTTR sets Options.DefaultTTR.
+func WithDefaultTTR(d time.Duration) Option { return func(o *Options) { o.DefaultTTR = d } }
+
+// WithDispatch sets Options.Dispatch.
+func WithDispatch(d Dispatch) Option { return func(o *Options) { o.Dispatch = d } }
+
+// WithMaxWaitingRuns sets Options.MaxWaitingRuns.
+func WithMaxWaitingRuns(n int) Option { return func(o *Options) { o.MaxWaitingRuns = n } }
+
+// WithMaxWaitingRunsPerType sets Options.MaxWaitingRunsPerType.
+func WithMaxWaitingRunsPerType(n int) Option { return func(o *Options) { o.MaxWaitingRunsPerType = n } }
+
+// WithOnLeadership sets Options.OnLeadership.
+func WithOnLeadership(f func(leading bool, epoch uint64)) Option {
+	return func(o *Options) { o.OnLeadership = f }
+}
+
+// WithHeartbeat sets Options.Heartbeat.
+func WithHeartbeat(d time.Duration) Option { return func(o *Options) { o.Heartbeat = d } }
+
+// WithCarryGrace sets Options.CarryGrace.
+func WithCarryGrace(d time.Duration) Option { return func(o *Options) { o.CarryGrace = d } }
+
+// WithReconnectGrace sets Options.ReconnectGrace.
+func WithReconnectGrace(d time.Duration) Option { return func(o *Options) { o.ReconnectGrace = d } }
+
+// WithStore sets Options.Store.
+func WithStore(s *store.Store) Option { return func(o *Options) { o.Store = s } }
 
 // setDefaults fills zero fields with their defaults.
 func (o *Options) setDefaults() {

@@ -37,9 +37,14 @@ type Server struct {
 	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
 }
 
-// New checks opts, fills in defaults and returns a server that is not yet listening. If
-// opts.Engine is nil it starts an engine of its own (opts.EngineOptions).
-func New(opts Options) (*Server, error) {
+// New checks the options, fills in defaults and returns a server that is not yet
+// listening. Bad options give an error wrapping ErrInvalidOption that names the field. If
+// Options.Engine is nil it starts an engine of its own (Options.EngineOptions).
+func New(options ...Option) (*Server, error) {
+	var opts Options
+	for _, opt := range options {
+		opt(&opts)
+	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err

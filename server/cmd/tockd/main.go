@@ -315,7 +315,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}()
 	}
-	srv, err := tockd.New(c.server)
+	srv, err := tockd.New(tockd.WithOptions(c.server))
 	if err != nil {
 		return err
 	}

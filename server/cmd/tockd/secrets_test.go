@@ -191,7 +191,7 @@ func writeTestCA(t *testing.T) string {
 // TestHealthzIsWired: the admin port's /healthz answers the server's Health: 503 with
 // the reason while the client port does not serve.
 func TestHealthzIsWired(t *testing.T) {
-	srv, err := tockd.New(tockd.Options{})
+	srv, err := tockd.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		c.opts.Store = openStore(tb, c)
 	}
 	c.opts.Addr = c.addr
-	srv, err := tockd.New(c.opts)
+	srv, err := tockd.New(tockd.WithOptions(c.opts))
 	if err != nil {
 		tb.Fatalf("tockd.New: %v", err)
 	}
