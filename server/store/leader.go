@@ -27,7 +27,7 @@ import (
 // lease grant when there is no live session, then a put and a wait for every older
 // candidate's key to go, then one read (its key, read back) and one watch per term on
 // the client's shared watch stream; a candidate whose key went while it waited pays
-// that again. Leader is one read.
+// that again. Leader is one read; Changes one watch.
 //
 // Concurrency: safe for concurrent use; the session is the Store's (sessions, guarded by
 // its mu), every other field is set when the Store opens and never changes.
@@ -202,6 +202,35 @@ func (e *Election) dropRewritten(key string, created int64) {
 	defer cancel()
 	_, _ = e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
 		Then(clientv3.OpDelete(key)).Commit()
+}
+
+// Changes returns a channel that receives after every change of a candidate's key on
+// the election (a campaign, a resign, a lease's expiry), and once when the watch has
+// begun: the moment to read Leader again. Changes coalesce (the channel holds one), and the channel is closed once the
+// watch ends: ctx ended, or the watch failed or was cancelled (etcd compacted past
+// it). A watch cannot tell an unreachable etcd from a quiet election, so a caller that
+// must notice one still reads Leader now and then. It costs one watch on the client's
+// shared watch stream.
+func (e *Election) Changes(ctx context.Context) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	go func() {
+		defer close(changed)
+		// The watch's creation counts as a change: a reader that reads Leader on it has
+		// missed nothing between its last read and the watch's start.
+		for wr := range e.cli.Watch(ctx, e.key+"/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+			if wr.Err() != nil || wr.Canceled {
+				return
+			}
+			if len(wr.Events) == 0 && !wr.Created {
+				continue // a progress notification
+			}
+			select {
+			case changed <- struct{}{}:
+			default: // one pending is enough: the reader reads the latest
+			}
+		}
+	}()
+	return changed
 }
 
 // Leader returns the value the current leader campaigned with, and its epoch; ErrNoLeader
