@@ -382,10 +382,10 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
-	if nRefused > 0 {
-		rr.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
-			"by_reason", refusalCounts(refused))
-	}
+	// Every frame is logged (a takeover gets a few per worker): how its outcomes split is
+	// what tells a failover's re-runs apart.
+	rr.log.Info("tockd: carried outcomes", "outcomes", len(m.Outcomes), "matched", len(complete), "pending", len(waiting),
+		"refused", nRefused, "holding", holding, "by_reason", refusalCounts(refused))
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
