@@ -365,6 +365,7 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	d.mu.Lock()
 	if !d.leading { // only with a replica: without one this node always leads
 		d.mu.Unlock()
+		c.carryBounced = true
 		return rr.replica.lead.notLeader(m.ID), false
 	}
 	d.hold.carryArrived(time.Now())
