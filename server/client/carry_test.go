@@ -201,12 +201,7 @@ func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
 	default:
 	}
 	f.send(r.nc, &protocol.Acked{ID: c.ID})
-	select {
-	case err := <-acked:
-		if err != nil {
-			t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
-		}
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("OnAcked not called")
+	if err := tockdtest.Receive(t, acked, "OnAcked"); err != nil {
+		t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
 	}
 }
