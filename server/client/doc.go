@@ -30,8 +30,10 @@
 //     long (frozen, or cut off while its socket stays open) is declared dead
 //     (ErrHeartbeat), exactly as a lost connection: waiting calls fail with
 //     ErrConnectionLost and the next call, or the Worker, dials the next address. Later
-//     handshakes are bounded by 3 H too, and retry pauses by H, so that the next leader
-//     is found soon after its election.
+//     handshakes are bounded by 3 H too, and retry pauses (after a failed dial, or a
+//     NOT_LEADER that names nobody) by H and by 100 ms (failoverPause), so that the
+//     next leader, which the other nodes name as soon as etcd has elected it, is found
+//     within about 100 ms of its election.
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs FIREs on at most Options.Concurrency runner goroutines,

@@ -94,9 +94,11 @@
 //
 // A Store holds at most one concurrency.Session at a time, on a lease of
 // Options.SessionTTL. Election.Campaign blocks until this node owns the election on
-// <prefix>leader. The Leadership's Epoch is the CreateRevision of its election
-// key: it grows with every new leader, so a fire stamped with an older epoch
-// can be refused (fencing). Done is closed when this node must stop acting as
+// <prefix>leader: its key, read back after etcd's Campaign returned, is still the one
+// it made, under a session not lost (a key that went while the node waited in line,
+// with a lapsed session or by a delete, is campaigned for again). The Leadership's
+// Epoch is the CreateRevision of its election key: it grows with every new leader, so
+// a fire stamped with an older epoch can be refused (fencing). Done is closed when this node must stop acting as
 // leader: the session's lease is lost (expired, revoked, or the Store closed),
 // its valid-until has passed, its election key was deleted or rewritten while
 // the session lives (an operator, or a next leader after the lease expired;

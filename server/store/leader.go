@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -16,11 +19,15 @@ import (
 //
 // Invariants: ∀ terms a, b: b won after a ended ⇒ a.Epoch() < b.Epoch() (an epoch is
 // its election key's CreateRevision, and etcd's revisions only grow), across every node
-// campaigning under the prefix; a term lasts until its session is lost, its key is
-// deleted or rewritten, or it resigns (Leadership.Done). Costs:
-// Campaign is a lease grant when there is no live session, then a put and a wait for
-// every older candidate's key to go, then one read and one watch per term on the
-// client's shared watch stream; Leader is one read.
+// campaigning under the prefix; ∀ terms t that Campaign returns: at a revision after
+// every older candidate's key was gone, t's key existed, created at t.Epoch() under the
+// lease of t's session, and that session was not lost when Campaign returned (so t's
+// key was the oldest: no other node led then); a term lasts until its session is lost,
+// its key is deleted or rewritten, or it resigns (Leadership.Done). Costs: Campaign is a
+// lease grant when there is no live session, then a put and a wait for every older
+// candidate's key to go, then one read (its key, read back) and one watch per term on
+// the client's shared watch stream; a candidate whose key went while it waited pays
+// that again. Leader is one read; Changes one watch.
 //
 // Concurrency: safe for concurrent use; the session is the Store's (sessions, guarded by
 // its mu), every other field is set when the Store opens and never changes.
@@ -88,18 +95,66 @@ func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
 
 // CampaignAs is Campaign with value as the election key's value: what Leader reports to
 // other nodes while this one leads (a server puts its client address there).
+//
+// etcd's Campaign returns once every older key is gone, without looking at its own, which
+// may have gone while it waited in line: its lease expired or was revoked (the session
+// lapsed), or it was deleted. A term on that key would lead with no key, perhaps beside
+// the next candidate, whose key is now the oldest. So after etcd's Campaign, CampaignAs
+// reads the key back (the term's one read) and begins a term only if it is still the
+// key this campaign made, under the session's lease, and the session is not lost;
+// otherwise it campaigns again, on a fresh session if this one was lost. A failed read
+// back leaves the key in place: a later Campaign on the same session takes it up again.
 func (e *Election) CampaignAs(ctx context.Context, value string) (*Leadership, error) {
-	ss, err := e.sessions.live()
-	if err != nil {
-		return nil, err
+	for {
+		ss, err := e.sessions.live()
+		if err != nil {
+			return nil, err
+		}
+		ce := concurrency.NewElection(ss.sess, e.key)
+		err = ce.Campaign(ctx, value)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The lease is gone, and the session watch has not seen it yet: it will, by the
+			// lease's valid-until at the latest, and live then makes a fresh session.
+			select {
+			case <-ss.lost:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("store: campaign: %w", ctx.Err())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: campaign: %w", err)
+		}
+		resp, err := e.cli.Get(ctx, ce.Key())
+		if err != nil {
+			return nil, fmt.Errorf("store: campaign: read the election key back: %w", err)
+		}
+		if len(resp.Kvs) == 0 || !ownKey(resp.Kvs[0], ce, ss) {
+			continue // the key went while this node waited in line
+		}
+		select {
+		case <-ss.lost:
+			continue // the session lapsed while this node waited; its key goes with it
+		default:
+		}
+		return e.begin(ss, ce, resp.Kvs[0].ModRevision), nil
 	}
-	ce := concurrency.NewElection(ss.sess, e.key)
-	if err := ce.Campaign(ctx, value); err != nil {
-		return nil, fmt.Errorf("store: campaign: %w", err)
-	}
+}
+
+// ownKey reports whether kv, read after ce's Campaign returned, is the election key that
+// campaign made on session ss: created at ce's revision, under ss's lease. Every older
+// key was gone by then, so while it is, this node leads.
+func ownKey(kv *mvccpb.KeyValue, ce *concurrency.Election, ss *session) bool {
+	return kv.CreateRevision == ce.Rev() && clientv3.LeaseID(kv.Lease) == ss.sess.Lease()
+}
+
+// begin starts the term of ce, elected on session ss, whose key was last written at
+// revision modRev: its Done closes when the session is lost, the term resigns, or the
+// key changes after modRev.
+func (e *Election) begin(ss *session, ce *concurrency.Election, modRev int64) *Leadership {
 	l := &Leadership{elec: ce, key: ce.Key(), epoch: ce.Rev(), done: make(chan struct{}), resigned: make(chan struct{}), lease: &ss.lease}
 	wctx, stopWatch := context.WithCancel(context.Background())
-	keyGone := e.watchKey(wctx, l.key, l.epoch)
+	keyGone := e.watchKey(wctx, l.key, l.epoch, modRev)
 	go func() {
 		select {
 		case <-ss.lost:
@@ -109,25 +164,21 @@ func (e *Election) CampaignAs(ctx context.Context, value string) (*Leadership, e
 		stopWatch()
 		close(l.done)
 	}()
-	return l, nil
+	return l
 }
 
 // watchKey returns a channel closed once the election key key (created at revision
-// created) is deleted or rewritten, or once the watch cannot tell (the first read or
-// the watch failed, or etcd compacted past the revision watched from): a term whose key changed is over even while
-// its session lives (an operator or a new leader deleted it), and a node that makes no
-// fenced write would otherwise learn it only when its session ends. It costs one watch
-// per term, on the client's shared watch stream; ctx ends it.
-func (e *Election) watchKey(ctx context.Context, key string, created int64) <-chan struct{} {
+// created, last written at modRev) is deleted or rewritten after modRev, or once the
+// watch cannot tell (it failed, or etcd compacted past the revision watched from): a
+// term whose key changed is over even while its session lives (an operator or a new
+// leader deleted it), and a node that makes no fenced write would otherwise learn it
+// only when its session ends. It costs one watch per term, on the client's shared watch
+// stream; ctx ends it.
+func (e *Election) watchKey(ctx context.Context, key string, created, modRev int64) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		// The key as it is now: Campaign may have rewritten its value after creating it.
-		resp, err := e.cli.Get(ctx, key)
-		if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != created {
-			return
-		}
-		for wr := range e.cli.Watch(ctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
+		for wr := range e.cli.Watch(ctx, key, clientv3.WithRev(modRev+1)) {
 			if wr.Err() != nil || wr.Canceled {
 				return
 			}
@@ -151,6 +202,35 @@ func (e *Election) dropRewritten(key string, created int64) {
 	defer cancel()
 	_, _ = e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", created)).
 		Then(clientv3.OpDelete(key)).Commit()
+}
+
+// Changes returns a channel that receives after every change of a candidate's key on
+// the election (a campaign, a resign, a lease's expiry), and once when the watch has
+// begun: the moment to read Leader again. Changes coalesce (the channel holds one), and the channel is closed once the
+// watch ends: ctx ended, or the watch failed or was cancelled (etcd compacted past
+// it). A watch cannot tell an unreachable etcd from a quiet election, so a caller that
+// must notice one still reads Leader now and then. It costs one watch on the client's
+// shared watch stream.
+func (e *Election) Changes(ctx context.Context) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	go func() {
+		defer close(changed)
+		// The watch's creation counts as a change: a reader that reads Leader on it has
+		// missed nothing between its last read and the watch's start.
+		for wr := range e.cli.Watch(ctx, e.key+"/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+			if wr.Err() != nil || wr.Canceled {
+				return
+			}
+			if len(wr.Events) == 0 && !wr.Created {
+				continue // a progress notification
+			}
+			select {
+			case changed <- struct{}{}:
+			default: // one pending is enough: the reader reads the latest
+			}
+		}
+	}()
+	return changed
 }
 
 // Leader returns the value the current leader campaigned with, and its epoch; ErrNoLeader

@@ -1,13 +1,17 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, why string) {
@@ -19,9 +23,12 @@ func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, why string) {
 	}
 }
 
+// The handover is by Resign, not expiry, so the sessions' TTL plays no part: it is long
+// (5 s) so that neither session lapses mid-test on a loaded machine, whose keep-alives
+// were measured at up to ~290 ms (load 6, -race), past the 250 ms a 1 s TTL gives each.
 func TestCampaignHandover(t *testing.T) {
-	a := openEmbedded(t, Options{SessionTTL: time.Second})
-	b := openPeer(t, a, "n2", Options{SessionTTL: time.Second})
+	a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+	b := openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second})
 	ctx := ctxT(t)
 	la, err := a.Election().Campaign(ctx)
 	if err != nil {
@@ -30,15 +37,7 @@ func TestCampaignHandover(t *testing.T) {
 	if la.Epoch() <= 0 {
 		t.Fatalf("epoch %d, want > 0", la.Epoch())
 	}
-	type result struct {
-		l   *Leadership
-		err error
-	}
-	bc := make(chan result, 1)
-	go func() {
-		l, err := b.Election().Campaign(ctx)
-		bc <- result{l, err}
-	}()
+	bc := campaignInBackground(ctx, b)
 	select {
 	case r := <-bc:
 		t.Fatalf("b elected while a leads: %+v", r)
@@ -80,6 +79,90 @@ func TestCampaignHandover(t *testing.T) {
 	}
 	if _, _, err := a.Election().Leader(ctx); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Leader with nobody leading: %v, want ErrNoLeader", err)
+	}
+}
+
+type campaignResult struct {
+	l   *Leadership
+	err error
+}
+
+// campaignInBackground runs st's Campaign on its own goroutine; the channel gets its
+// outcome.
+func campaignInBackground(ctx context.Context, st *Store) <-chan campaignResult {
+	c := make(chan campaignResult, 1)
+	go func() {
+		l, err := st.Election().Campaign(ctx)
+		c <- campaignResult{l, err}
+	}()
+	return c
+}
+
+// waitKeyPut waits for key to be put at a revision after rev, as a watch on st reports
+// it, and returns the put's CreateRevision.
+func waitKeyPut(t *testing.T, st *Store, key string, rev int64) int64 {
+	t.Helper()
+	for wr := range st.Client().Watch(ctxT(t), key, clientv3.WithRev(rev+1)) {
+		if err := wr.Err(); err != nil {
+			t.Fatalf("watch %s: %v", key, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return ev.Kv.CreateRevision
+			}
+		}
+	}
+	t.Fatalf("no put of %s within %v", key, wait)
+	return 0
+}
+
+// A candidate whose election key goes while it waits in line (its lease revoked, or the
+// key deleted with its session alive) is not elected on that key: etcd's Campaign only
+// waits for the older keys to go, and would return for a key that no longer exists.
+// Campaign must campaign again and return a term whose key is there, under a live
+// session, so that Leader names it. The TTL is long (5 s) so that only the revoke or
+// the delete ends a session or a key, even on a loaded machine.
+func TestCampaignAgainWhenItsKeyGoes(t *testing.T) {
+	for _, loss := range []string{"revoke", "delete"} {
+		t.Run(loss, func(t *testing.T) {
+			a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+			b := openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second})
+			ctx := ctxT(t)
+			la := mustCampaign(t, a)
+			ss, err := b.sessions.live() // the session b's Campaign will stand on
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := fmt.Sprintf("%s/%x", b.keys.leader, ss.sess.Lease())
+			bc := campaignInBackground(ctx, b)
+			created := waitKeyPut(t, a, key, la.Epoch())
+			if loss == "revoke" {
+				_, err = a.Client().Revoke(ctx, ss.sess.Lease())
+			} else {
+				_, err = a.Client().Delete(ctx, key)
+			}
+			if err != nil {
+				t.Fatalf("%s b's election key: %v", loss, err)
+			}
+			if err := la.Resign(ctx); err != nil {
+				t.Fatalf("resign a: %v", err)
+			}
+			r := <-bc // ctx bounds it
+			if r.err != nil {
+				t.Fatalf("campaign b: %v", r.err)
+			}
+			if v, epoch, err := a.Election().Leader(ctx); err != nil || v != "n2" || epoch != r.l.Epoch() {
+				t.Fatalf("Leader after b's election: %q epoch %d err %v, want n2 at epoch %d", v, epoch, err, r.l.Epoch())
+			}
+			if r.l.Epoch() <= created {
+				t.Fatalf("b elected at epoch %d, the key's that went (%d) or older", r.l.Epoch(), created)
+			}
+			select {
+			case <-r.l.Done():
+				t.Fatal("b's term was over when Campaign returned it")
+			default:
+			}
+		})
 	}
 }
 

@@ -24,8 +24,9 @@ func TestFollowerRedirectsThenTakesOver(t *testing.T) {
 	firstEpoch := leader.srv.Stats().Epoch
 
 	fc := connect(t, fd.addr)
-	// A follower names the leader once it has read who leads (it polls etcd every
-	// leaderPollInterval, never in a request); until then NOT_LEADER names nobody.
+	// A follower names the leader once it has read who leads (from etcd, when its watch
+	// on the election begins or sees a change, and every leaderPollInterval; never in a
+	// request); until then NOT_LEADER names nobody.
 	var named string
 	if !waitUntil(func() bool {
 		e := wantError(t, fc.call(&protocol.Submit{ID: 3, Task: durableTask("refused", 0)}), protocol.CodeNotLeader, "")
@@ -165,4 +166,47 @@ func TestWorkerRegistry(t *testing.T) {
 	}
 	w.nc.Close()
 	entries(0)
+}
+
+// A follower learns of a new leader from its watch on the election, not from its poll:
+// with the poll made too rare to matter, once the leader resigns and one of two
+// followers takes over, the other's NOT_LEADER names the new leader.
+func TestFollowerNamesTheNextLeaderFromItsWatch(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	leader := startDurable(t, st, nil)
+	follow := func(node string) (*Server, *testServer) {
+		srv := newServer(t, Options{Store: openPeerStore(t, st, node)})
+		srv.replica.lead.pollEvery = time.Hour // a read at start, then only on a change seen
+		return srv, serve(t, srv)
+	}
+	second, sd := follow("n2")
+	third, td := follow("n3")
+	wantNamed := func(addr, leader string) {
+		t.Helper()
+		c := connect(t, addr)
+		var named string
+		if !waitUntil(func() bool {
+			named = wantError(t, c.call(&protocol.Submit{ID: 3, Task: durableTask("refused", 0)}), protocol.CodeNotLeader, "").Leader
+			return named == leader
+		}) {
+			t.Fatalf("NOT_LEADER at %s names %q after %v, want the leader %q", addr, named, waitBound, leader)
+		}
+	}
+	wantNamed(sd.addr, leader.addr)
+	wantNamed(td.addr, leader.addr)
+
+	leader.stop(t) // resigns: a follower takes over at once
+	var next, other *testServer
+	if !waitUntil(func() bool {
+		switch {
+		case second.Stats().IsLeader:
+			next, other = sd, td
+		case third.Stats().IsLeader:
+			next, other = td, sd
+		}
+		return next != nil
+	}) {
+		t.Fatalf("no follower took over within %v", waitBound)
+	}
+	wantNamed(other.addr, next.addr)
 }

@@ -21,9 +21,10 @@ const (
 	campaignRetryMax = 2 * time.Second
 )
 
-// leaderPollInterval is how often a node that does not lead reads who does, so that a
-// NOT_LEADER reply names the leader from memory: a request is never held up by etcd
-// (which may be unreachable from this node, the very reason it stopped leading).
+// leaderPollInterval is how often a node that does not lead reads who does besides the
+// reads its watch on the election prompts (watchLeader), and the bound on each read, so
+// that a NOT_LEADER reply names the leader from memory: a request is never held up by
+// etcd (which may be unreachable from this node, the very reason it stopped leading).
 const leaderPollInterval = 200 * time.Millisecond
 
 // leadership is the replica's part in the election: it campaigns (loop), loads the
@@ -62,6 +63,9 @@ type leadership struct {
 	etcdFailed atomic.Pointer[etcdFailure] // the follower's reads of the leader fail (Health); nil: they do not
 	stop       context.CancelFunc          // ends loop; nil until start
 	done       chan struct{}               // closed when loop has returned
+	// pollEvery is how often watchLeader reads the leader without a change seen:
+	// leaderPollInterval; tests set it before Serve.
+	pollEvery time.Duration
 	// standbyHook, if set (by tests, before Serve), runs before the standby mirror applies
 	// each change, on the mirror's goroutine; ctx ends when the mirror stops.
 	standbyHook func(ctx context.Context, c store.Change)
@@ -91,12 +95,17 @@ type knownLeader struct {
 	epoch int64
 }
 
-// watchLeader keeps l.leaderSeen current until ctx ends: every leaderPollInterval while
-// this node does not lead, one etcd read bounded by the interval. A failed read clears
-// it (better no name than a stale one).
+// watchLeader keeps l.leaderSeen current until ctx ends: while this node does not lead,
+// one etcd read, bounded by leaderPollInterval, at once after each change on the
+// election (store.Election.Changes: a new leader is named as soon as etcd has it), and
+// every pollEvery besides. The poll stays because a watch cannot fail loudly: against an
+// unreachable etcd it just goes quiet, and only a failed read tells (Health, and the
+// stale name cleared); it also restarts a watch that ended. A failed read clears
+// leaderSeen (better no name than a stale one).
 func (l *leadership) watchLeader(ctx context.Context, advertise string) {
-	t := time.NewTicker(leaderPollInterval)
+	t := time.NewTicker(l.pollEvery)
 	defer t.Stop()
+	changes := l.st.Election().Changes(ctx)
 	for {
 		if leading, _ := l.router.leadership(); !leading {
 			rctx, cancel := context.WithTimeout(ctx, leaderPollInterval)
@@ -113,6 +122,13 @@ func (l *leadership) watchLeader(ctx context.Context, advertise string) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if changes == nil {
+				changes = l.st.Election().Changes(ctx)
+			}
+		case _, open := <-changes:
+			if !open {
+				changes = nil // the watch ended (ctx, or it failed): the next tick restarts it
+			}
 		}
 	}
 }

@@ -46,7 +46,7 @@ type replica struct {
 func newReplica(opts *Options, router *router[*conn]) *replica {
 	st, log := opts.Store, opts.Logger
 	r := &replica{
-		lead:     &leadership{st: st, opts: opts, log: log, router: router},
+		lead:     &leadership{st: st, opts: opts, log: log, router: router, pollEvery: leaderPollInterval},
 		dur:      newDurability(st, log),
 		progress: newProgress(st, log),
 		registry: newRegistry(st, opts, router),
