@@ -6,8 +6,9 @@
 //
 // Invariants: every read and every write is bounded by the limit given to Dial, so a
 // broken server fails a test instead of hanging it; the connection is closed by the
-// test's cleanup; the server's heartbeats (PONG with ID 0) never reach the caller, they
-// are counted in Beats (NextAny, for tests of the heartbeats, returns them). A Conn is owned by one goroutine.
+// test's cleanup; the server's heartbeats (PONG with ID 0) never reach the caller of
+// Next, Recv or Call, they are counted in Beats (NextAny, for tests of the heartbeats,
+// returns them). A Conn is owned by one goroutine.
 package wiretest
 
 import (
