@@ -36,11 +36,7 @@ func runWorker(t *testing.T, w *Worker) <-chan struct{} {
 
 func waitSub(t *testing.T, subs <-chan struct{}) {
 	t.Helper()
-	select {
-	case <-subs:
-	case <-time.After(tockdtest.Limit):
-		t.Fatalf("worker did not subscribe within %v", tockdtest.Limit)
-	}
+	tockdtest.Receive(t, subs, "the worker's subscribe")
 }
 
 func newWorkerT(t *testing.T, addr string, opts ...Option) *Worker {
