@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/internal/waitfor"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // deferring registers a handler that defers every attempt and hands its run ID to the test.

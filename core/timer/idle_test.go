@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/internal/waitfor"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // TestIdleSchedulerSleeps holds a million far-future timers on the system clock and checks

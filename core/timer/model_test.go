@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/clock"
-	"github.com/tock-sched/tock/internal/waitfor"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // TestConcurrentModel drives schedule / cancel / reset from several goroutines while

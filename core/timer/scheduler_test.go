@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/core/clock"
-	"github.com/tock-sched/tock/internal/waitfor"
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // ants starts a package-level default pool (two goroutines) at init; IgnoreCurrent leaves

@@ -1,6 +1,7 @@
 package tockdtest
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -61,5 +62,43 @@ func TestStop(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", s.Addr, Limit); err == nil {
 		c.Close()
 		t.Fatal("dial after Stop succeeded")
+	}
+}
+
+// recordingTB records Fatalf instead of stopping the test.
+type recordingTB struct {
+	testing.TB
+	msg string
+}
+
+func (r *recordingTB) Helper() {}
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+}
+
+// TestEventuallyGivesUp: a condition that never holds fails once the limit has passed,
+// naming what was waited for.
+func TestEventuallyGivesUp(t *testing.T) {
+	tb := &recordingTB{TB: t}
+	start := time.Now()
+	EventuallyWithin(tb, "the moon", 20*time.Millisecond, func() bool { return false })
+	if tb.msg != "the moon: not within 20ms" || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
+	}
+}
+
+// TestReceive: a value sent on the channel is returned; a channel nothing is sent on
+// fails once the limit has passed, naming what was waited for.
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(t, ch, "seven"); got != 7 {
+		t.Fatalf("Receive = %d, want 7", got)
+	}
+	tb := &recordingTB{TB: t}
+	start := time.Now()
+	ReceiveWithin(tb, ch, "the reply", 20*time.Millisecond)
+	if tb.msg != "the reply: not within 20ms" || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
 	}
 }

@@ -35,24 +35,8 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 func TestUntilGivesUp(t *testing.T) {
 	tb := &fatalTB{TB: t}
 	start := time.Now()
-	UntilWithin(tb, "never", 20*time.Millisecond, func() bool { return false })
+	until(tb, "never", 20*time.Millisecond, func() bool { return false })
 	if tb.msg != "never: not within 20ms" || time.Since(start) < 20*time.Millisecond {
-		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
-	}
-}
-
-// TestReceive: a value sent on the channel is returned; a channel nothing is sent on
-// fails once the limit has passed, naming what was waited for.
-func TestReceive(t *testing.T) {
-	ch := make(chan int, 1)
-	ch <- 7
-	if got := Receive(t, ch, "seven"); got != 7 {
-		t.Fatalf("Receive = %d, want 7", got)
-	}
-	tb := &fatalTB{TB: t}
-	start := time.Now()
-	ReceiveWithin(tb, ch, "the reply", 20*time.Millisecond)
-	if tb.msg != "the reply: not within 20ms" || time.Since(start) < 20*time.Millisecond {
 		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
 	}
 }
