@@ -64,13 +64,8 @@ func start(t *testing.T, opts Options) (*Server, string) {
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-		select {
-		case err := <-served:
-			if !errors.Is(err, ErrServerClosed) {
-				t.Errorf("Serve returned %v, want ErrServerClosed", err)
-			}
-		case <-time.After(tockdtest.Limit):
-			t.Error("Serve did not return after Shutdown")
+		if err := tockdtest.Receive(t, served, "Serve's return after Shutdown"); !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
 	})
 	return s, base

@@ -222,11 +222,7 @@ func TestWorkerStopReportsFinishedRuns(t *testing.T) {
 		}
 		fw.f.send(fw.nc, &protocol.Acked{ID: a.ID})
 	}
-	select {
-	case <-stopped:
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("Run did not return after its last reports were answered")
-	}
+	tockdtest.Receive(t, stopped, "Run's return after its last reports were answered")
 	if got := reported(); len(got) != n {
 		t.Fatalf("%d runs reported to OnAcked by the time Run returned, want %d", len(got), n)
 	}

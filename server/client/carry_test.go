@@ -96,11 +96,7 @@ func TestWorkerCarriesUnconfirmedOutcomes(t *testing.T) {
 	}
 	f.send(r.nc, &protocol.OK{ID: sub.ID})
 	for range 2 {
-		select {
-		case <-reported:
-		case <-time.After(tockdtest.Limit):
-			t.Fatal("OnAcked not called for the carried runs")
-		}
+		tockdtest.Receive(t, reported, "OnAcked for the carried runs")
 	}
 	mu.Lock()
 	if len(reports[7]) != 1 || reports[7][0] != nil {
@@ -204,12 +200,7 @@ func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
 	default:
 	}
 	f.send(r.nc, &protocol.Acked{ID: c.ID})
-	select {
-	case err := <-acked:
-		if err != nil {
-			t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
-		}
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("OnAcked not called")
+	if err := tockdtest.Receive(t, acked, "OnAcked"); err != nil {
+		t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
 	}
 }

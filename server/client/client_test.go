@@ -192,13 +192,8 @@ func TestCancelWaitingCallDiscardsLateReply(t *testing.T) {
 	go func() { done <- c.Ping(ctx) }()
 	first := f.next(t) // the PING is on the server: the call is waiting
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled Ping returned %v", err)
-		}
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("cancelled Ping did not return")
+	if err := tockdtest.Receive(t, done, "the cancelled Ping's return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Ping returned %v", err)
 	}
 	// The late PONG is dropped; the next call gets its own reply, not that one.
 	f.send(first.nc, &protocol.Pong{ID: first.m.RequestID()})
@@ -261,11 +256,8 @@ func TestServerShutdownThenRestart(t *testing.T) {
 	old := c.cur
 	c.mu.Unlock()
 	s.Stop()
-	select {
-	case <-old.done: // the reader saw SHUTTING_DOWN and the close
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("client did not notice the shutdown")
-	}
+	// old.done closes once the reader saw SHUTTING_DOWN and the close.
+	tockdtest.Receive(t, old.done, "the client noticing the shutdown")
 	old.mu.Lock()
 	err := old.err
 	old.mu.Unlock()

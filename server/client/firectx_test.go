@@ -20,11 +20,7 @@ func TestFireCtx(t *testing.T) {
 	if d, ok := c.Deadline(); !ok || d.IsZero() || c.Value(ctxKey{}) != "v" || c.Err() != nil {
 		t.Fatalf("fresh: deadline %v %v, value %v, err %v", d, ok, c.Value(ctxKey{}), c.Err())
 	}
-	select {
-	case <-c.Done():
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("Done not closed after the deadline")
-	}
+	tockdtest.Receive(t, c.Done(), "Done closed after the deadline")
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("after the deadline: %v", c.Err())
 	}
@@ -37,11 +33,7 @@ func TestFireCtx(t *testing.T) {
 		t.Fatalf("armed, open: %v", c.Err())
 	}
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("Done not closed when the parent was cancelled")
-	}
+	tockdtest.Receive(t, done, "Done closed when the parent was cancelled")
 	if !errors.Is(c.Err(), context.Canceled) {
 		t.Fatalf("after the parent: %v", c.Err())
 	}

@@ -70,13 +70,8 @@ func TestWorkerLeavesASilentNode(t *testing.T) {
 	if _, err := c.Submit(bounded(t), oneShot("w", "job", 0), protocol.Ephemeral); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case id := <-ran:
-		if id != "w" {
-			t.Fatalf("ran %q", id)
-		}
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("the worker did not run the task at the live node")
+	if id := tockdtest.Receive(t, ran, "the worker running the task at the live node"); id != "w" {
+		t.Fatalf("ran %q", id)
 	}
 	waitState(t, c, "w", task.Succeeded)
 }

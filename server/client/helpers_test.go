@@ -140,13 +140,7 @@ func (f *fake) send(nc net.Conn, m protocol.Message) {
 // next returns the next request the fake received.
 func (f *fake) next(t *testing.T) fakeReq {
 	t.Helper()
-	select {
-	case r := <-f.reqs:
-		return r
-	case <-time.After(tockdtest.Limit):
-		t.Fatalf("no request reached the fake server within %v", tockdtest.Limit)
-		return fakeReq{}
-	}
+	return tockdtest.Receive(t, f.reqs, "a request at the fake server")
 }
 
 // close stops accepting, drops every connection and waits for the fake's goroutines.

@@ -26,13 +26,8 @@ func runWorker(t *testing.T, w *Worker) <-chan struct{} {
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Run returned %v, want context.Canceled", err)
-			}
-		case <-time.After(tockdtest.Limit):
-			t.Error("Run did not return after cancel")
+		if err := tockdtest.Receive(t, done, "Run's return after cancel"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
 		}
 	})
 	waitSub(t, subs)
@@ -41,11 +36,7 @@ func runWorker(t *testing.T, w *Worker) <-chan struct{} {
 
 func waitSub(t *testing.T, subs <-chan struct{}) {
 	t.Helper()
-	select {
-	case <-subs:
-	case <-time.After(tockdtest.Limit):
-		t.Fatalf("worker did not subscribe within %v", tockdtest.Limit)
-	}
+	tockdtest.Receive(t, subs, "the worker's subscribe")
 }
 
 func newWorkerT(t *testing.T, addr string, opts ...Option) *Worker {

@@ -21,21 +21,17 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/internal/leaktest"
+	"github.com/tock-sched/tock/server/internal/wiretest"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/vmihailenco/msgpack/v5"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
-// baseline ignores the goroutines that exist before any test runs (ants starts a default
-// pool at init), so tests can check for leaks with goleak.VerifyNone(t, baseline).
-var baseline goleak.Option
-
-func TestMain(m *testing.M) {
-	baseline = goleak.IgnoreCurrent()
-	goleak.VerifyTestMain(m, baseline)
-}
+// TestMain fails the test binary if a goroutine outlives the tests (leaktest: what ran
+// before any test, ants's default pool, is no leak).
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // waitBound bounds every wait in these tests for something that must happen: a reply, a
 // close, an election, a write seen in etcd. On loopback these take microseconds to a few
@@ -156,7 +152,7 @@ func (ts *testServer) stop(t *testing.T) {
 // ended and everything it started has stopped, that no goroutine leaked.
 func startServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t, baseline) }) // registered first: runs last
+	t.Cleanup(func() { leaktest.VerifyNone(t) }) // registered first: runs last
 	return serveAlso(t, opts)
 }
 
@@ -262,24 +258,19 @@ func startTwoNodes(t *testing.T, follower Options) *twoNodes {
 	return n
 }
 
-// client speaks the wire format on one raw connection.
+// client speaks the wire format on one raw connection (wiretest's, each read and write
+// bounded by waitBound), under the names these tests use.
 type client struct {
-	t     *testing.T
-	nc    net.Conn
-	dec   *protocol.Decoder
-	buf   []byte
-	beats int // heartbeats (PONG with ID 0) next skipped
+	*wiretest.Conn
+	t  *testing.T
+	nc net.Conn // the socket, for tests that close or half-close it
 }
 
 // dial connects without a handshake.
 func dial(t *testing.T, addr string) *client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, waitBound)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return &client{t: t, nc: nc, dec: protocol.NewDecoder(protocol.MaxFrameLimit), buf: make([]byte, 64<<10)}
+	c := wiretest.Dial(t, addr, waitBound)
+	return &client{Conn: c, t: t, nc: c.Conn}
 }
 
 // helloAs is the HELLO (ID 1, no token) of a connection in role, as name.
@@ -304,77 +295,38 @@ func connect(t *testing.T, addr string) *client {
 // hello sends h and requires a WELCOME.
 func (c *client) hello(h *protocol.Hello) *protocol.Welcome {
 	c.t.Helper()
-	c.send(h)
-	w, ok := c.recv().(*protocol.Welcome)
-	if !ok {
-		c.t.Fatalf("want WELCOME")
-	}
-	return w
+	return c.Hello(h)
 }
 
 // send writes one message as a frame.
 func (c *client) send(m protocol.Message) {
 	c.t.Helper()
-	b, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit)
-	if err != nil {
-		c.t.Fatalf("encode %v: %v", m.Type(), err)
-	}
-	c.write(b)
+	c.Send(m)
 }
 
 // write writes raw bytes.
 func (c *client) write(b []byte) {
 	c.t.Helper()
-	_ = c.nc.SetWriteDeadline(time.Now().Add(waitBound))
-	if _, err := c.nc.Write(b); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
+	c.WriteRaw(b)
 }
 
 // next returns the next message, or the read error (io.EOF once the server closed).
-// The server's heartbeats (PONG with ID 0) are skipped and counted in c.beats.
+// The server's heartbeats (PONG with ID 0) are skipped and counted in c.Beats.
 func (c *client) next() (protocol.Message, error) {
 	c.t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(waitBound))
-	for {
-		m, err := c.dec.Next()
-		if err != nil {
-			c.t.Fatalf("the server sent a frame the codec refuses: %v", err)
-		}
-		if p, ok := m.(*protocol.Pong); ok && p.ID == 0 {
-			c.beats++
-			continue
-		}
-		if m != nil {
-			return m, nil
-		}
-		n, rerr := c.nc.Read(c.buf)
-		c.dec.Feed(c.buf[:n])
-		if rerr != nil && n == 0 {
-			return nil, rerr
-		}
-	}
+	return c.Next()
 }
 
 // recv returns the next message; a read error fails the test.
 func (c *client) recv() protocol.Message {
 	c.t.Helper()
-	m, err := c.next()
-	if err != nil {
-		c.t.Fatalf("waiting for a reply: %v", err)
-	}
-	return m
+	return c.Recv()
 }
 
 // call sends m and returns the reply, which must carry m's request ID.
 func (c *client) call(m protocol.Message) protocol.Message {
 	c.t.Helper()
-	c.send(m)
-	r := c.recv()
-	if r.RequestID() != m.RequestID() {
-		c.t.Fatalf("%v reply has id %d, want %d", r.Type(), r.RequestID(), m.RequestID())
-	}
-	return r
+	return c.Call(m)
 }
 
 // wantError requires r to be an ERROR with code (and field, if not "-").

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/internal/leaktest"
 	"github.com/tock-sched/tock/server/protocol"
-	"go.uber.org/goleak"
 )
 
 // waitConns polls STATS on c until the server serves want connections (c included).
@@ -143,7 +143,7 @@ func TestShutdownGraceful(t *testing.T) {
 	if _, err := ts.engine.Submit(task.Task{ID: "x", Type: "t", Schedule: task.After(0)}); !errors.Is(err, task.ErrClosed) {
 		t.Fatalf("the server's own engine is not closed: %v", err)
 	}
-	goleak.VerifyNone(t, baseline)
+	leaktest.VerifyNone(t)
 }
 
 func TestShutdownForcesStuckConnection(t *testing.T) {

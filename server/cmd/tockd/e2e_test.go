@@ -310,12 +310,7 @@ func TestEndToEnd(t *testing.T) {
 	workersWG.Wait()
 	c.Close()
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("drain: %v", err)
-		}
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("tockd did not drain")
+	if err := tockdtest.Receive(t, done, "tockd's drain"); err != nil {
+		t.Fatalf("drain: %v", err)
 	}
 }

@@ -3,23 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/tock-sched/tock/server/internal/testpki"
 	"github.com/tock-sched/tock/server/tockd"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
@@ -147,7 +140,7 @@ func TestSecretFiles(t *testing.T) {
 
 // TestEtcdAccessFlags: -etcd takes TLS files and a user; they make no sense without it.
 func TestEtcdAccessFlags(t *testing.T) {
-	pki := writeTestCA(t)
+	pki := testpki.New(t).CAFile
 	c, err := parseConfig([]string{"-etcd", "https://127.0.0.1:2379", "-etcd-ca", pki}, env(nil))
 	if err != nil || c.store.TLS == nil || c.store.TLS.RootCAs == nil {
 		t.Fatalf("-etcd-ca: %+v, %v", c.store, err)
@@ -165,27 +158,6 @@ func TestEtcdAccessFlags(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %q", bad.args, err, bad.want)
 		}
 	}
-}
-
-// writeTestCA writes a self-signed CA certificate (PEM) and returns its path.
-func writeTestCA(t *testing.T) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestHealthzIsWired: the admin port's /healthz answers the server's Health: 503 with

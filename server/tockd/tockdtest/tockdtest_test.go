@@ -86,3 +86,19 @@ func TestEventuallyGivesUp(t *testing.T) {
 		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
 	}
 }
+
+// TestReceive: a value sent on the channel is returned; a channel nothing is sent on
+// fails once the limit has passed, naming what was waited for.
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(t, ch, "seven"); got != 7 {
+		t.Fatalf("Receive = %d, want 7", got)
+	}
+	tb := &recordingTB{TB: t}
+	start := time.Now()
+	ReceiveWithin(tb, ch, "the reply", 20*time.Millisecond)
+	if tb.msg != "the reply: not within 20ms" || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("Fatalf %q after %v", tb.msg, time.Since(start))
+	}
+}

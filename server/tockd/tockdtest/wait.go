@@ -50,3 +50,26 @@ func EventuallyWithin(tb testing.TB, what string, limit time.Duration, cond func
 		}
 	}
 }
+
+// Receive returns the next value from ch, or fails tb, naming what it waited for, if
+// none comes within Limit. It is the wait on an event that must come: a goroutine's
+// result, a callback's report, a channel closed when something ended.
+func Receive[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	return ReceiveWithin(tb, ch, what, Limit)
+}
+
+// ReceiveWithin is Receive with a bound of the test's own (see EventuallyWithin).
+func ReceiveWithin[T any](tb testing.TB, ch <-chan T, what string, limit time.Duration) T {
+	tb.Helper()
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timeout.C:
+		tb.Fatalf("%s: not within %v", what, limit)
+		var none T
+		return none // a tb whose Fatalf returns
+	}
+}
