@@ -20,6 +20,7 @@ type serverTarget struct {
 	rec     *Recorder
 	d       protocol.Durability
 	clients []*client.Client
+	workers []*client.Worker
 	sub     submitter // submitTo, wrapped by retrying with -submit-retry
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the Workers' Run goroutines
@@ -59,6 +60,7 @@ func newServerTarget(ctx context.Context, c config, runTag uint64, rec *Recorder
 			s.stop()
 			return nil, err
 		}
+		s.workers = append(s.workers, w)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -116,7 +118,20 @@ func (s *serverTarget) settle(ctx context.Context, timedOut bool) int64 {
 	return waitConfirmed(ctx, s.rec, s.c.grace)
 }
 
-func (s *serverTarget) notes() []string { return nil }
+// notes is a line per Worker that carried outcomes: what became of them (the split of a
+// failover's re-runs between outcomes never carried and outcomes refused).
+func (s *serverTarget) notes() []string {
+	var notes []string
+	for i, w := range s.workers {
+		c := w.CarryStats()
+		if c == (client.CarryStats{}) {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("worker %d carry: kept %d (set full %d), abandoned %d, sent %d, accepted %d, refused %d",
+			i, c.Kept, c.Full, c.Abandoned, c.Sent, c.Accepted, c.Refused))
+	}
+	return notes
+}
 
 // stop ends the Workers, waits for them and closes the Clients.
 func (s *serverTarget) stop() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -27,6 +28,29 @@ type runRef struct{ epoch, run uint64 }
 type carrySet struct {
 	mu   sync.Mutex
 	runs map[runRef]carriedRun // guarded by mu; at most Options.MaxCarried
+
+	// What became of the outcomes (CarryStats), atomic: read without mu.
+	kept, full, abandoned, sent, accepted, refused, dropped atomic.Uint64
+}
+
+// CarryStats counts what a Worker did with the outcomes of its runs whose reports got no
+// definite answer (a failover, a lost connection): each is a run the next leader runs
+// again unless it accepts the outcome. Counted since NewWorker.
+type CarryStats struct {
+	Kept      uint64 // outcomes put in the carry set, for the next connection
+	Full      uint64 // outcomes given up because the set held Options.MaxCarried
+	Abandoned uint64 // runs whose handler returned after their connection was lost (or Run began stopping): not reported
+	Sent      uint64 // outcomes sent in CARRY frames (one kept outcome may be sent on several connections)
+	Accepted  uint64 // carried outcomes the leader accepted: their runs end with them
+	Refused   uint64 // carried outcomes the leader refused (or settled by an encoding error)
+	Dropped   uint64 // outcomes still kept when Run returned, given up
+}
+
+// CarryStats returns the Worker's counts of carried outcomes so far.
+func (w *Worker) CarryStats() CarryStats {
+	cs := &w.carry
+	return CarryStats{Kept: cs.kept.Load(), Full: cs.full.Load(), Abandoned: cs.abandoned.Load(), Sent: cs.sent.Load(),
+		Accepted: cs.accepted.Load(), Refused: cs.refused.Load(), Dropped: cs.dropped.Load()}
 }
 
 // carriedRun is a kept outcome and the last reason its report was not settled.
@@ -64,8 +88,10 @@ func (w *Worker) keep(o outcome, why error) bool {
 	defer cs.mu.Unlock()
 	ref := runRef{o.fire.Epoch, o.fire.RunID}
 	if _, ok := cs.runs[ref]; !ok && len(cs.runs) >= w.opts.MaxCarried {
+		cs.full.Add(1)
 		return false
 	}
+	cs.kept.Add(1)
 	if cs.runs == nil {
 		cs.runs = map[runRef]carriedRun{}
 	}
@@ -153,6 +179,8 @@ func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup) error 
 	switch {
 	case errors.Is(err, errNotSent):
 		return err
+	case err == nil:
+		w.carry.sent.Add(uint64(len(frame)))
 	case errors.As(err, &perr) && len(frame) > 1: // too large for the server's max_frame
 		if err := w.sendCarry(cn, frame[:len(frame)/2], wg); err != nil {
 			return err
@@ -205,6 +233,11 @@ func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
 		cs.mu.Lock()
 		delete(cs.runs, runRef{o.fire.Epoch, o.fire.RunID})
 		cs.mu.Unlock()
+		if err == nil {
+			cs.accepted.Add(1)
+		} else {
+			cs.refused.Add(1)
+		}
 		w.settled(o, err)
 	}
 }
@@ -217,6 +250,7 @@ func (w *Worker) dropCarried() {
 	left := cs.runs
 	cs.runs = nil
 	cs.mu.Unlock()
+	cs.dropped.Add(uint64(len(left)))
 	for _, c := range left {
 		w.settled(c.o, c.why)
 	}

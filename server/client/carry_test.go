@@ -114,6 +114,9 @@ func TestWorkerCarriesUnconfirmedOutcomes(t *testing.T) {
 	if carry, ok := r.m.(*protocol.Carry); !ok || len(carry.Outcomes) != 0 {
 		t.Fatalf("third connection's first request: %v %+v, want an empty CARRY", r.m.Type(), r.m)
 	}
+	if got, want := w.CarryStats(), (CarryStats{Kept: 2, Sent: 2, Accepted: 1, Refused: 1}); got != want {
+		t.Fatalf("CarryStats %+v, want %+v", got, want)
+	}
 }
 
 // Outcomes that do not fit one CARRY within the server's max_frame go in several, each

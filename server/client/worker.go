@@ -264,6 +264,7 @@ func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
 		err = call(ctx, h, f)
 	}
 	if ctx.Err() != nil {
+		w.carry.abandoned.Add(1)
 		return // abandoned: the connection is gone or Run is stopping
 	}
 	// The handler has returned: its credit is granted back with its report (acker), not

@@ -21,7 +21,10 @@ import (
 // So, for Options.CarryGrace after a takeover, the router holds back every run the
 // handler gets (hold.on: they wait in the waiting queues), until as many workers as the
 // previous leader had registered (registry.go) have subscribed, each after its CARRY
-// frames, or the grace ends.
+// frames, or the grace ends. Each CARRY frame that arrives meanwhile keeps the hold on
+// for another CarryGrace (a worker is still handing in: the runs its later frames carry
+// must not go to a worker already subscribed), up to Options.CarryHoldMax after the
+// takeover.
 // For carryMaxWait after a takeover (hold.indexing), hold or none, every run queued is
 // indexed by task in hold.held: a run still waiting unFIREd (no worker has subscribed
 // yet, or none has a credit) can take an outcome whenever it comes. An outcome then
@@ -89,7 +92,11 @@ type holdState struct {
 	held     map[taskKey]heldRun  // runs queued while on, by task, until FIREd or dropped
 	pending  map[taskKey]*carried // outcomes whose run has not reached the handler yet
 	nPending atomic.Int32         // len(pending), read by the handler without the lock
-	grace    *time.Timer          // ends the hold; stopped when the term ends
+	grace    *time.Timer          // ends the hold at until; stopped when the term ends
+	until    time.Time            // when the hold ends: CarryGrace after the takeover or its last CARRY frame
+	since    time.Time            // the takeover
+	capAt    time.Time            // until never passes it: CarryHoldMax after the takeover
+	extend   time.Duration        // CarryGrace: how long each CARRY frame keeps the hold on
 	window   *time.Timer          // ends indexing; stopped when the term ends
 	// refused counts the outcomes refused, by reason (atomic: Stats reads it).
 	refused [NumCarryRefusals]atomic.Uint64
@@ -168,15 +175,32 @@ func (r *router[W]) startHoldLocked(expect int) {
 		return
 	}
 	h.on = true
-	h.grace = time.AfterFunc(r.carryGrace, func() {
+	now := time.Now()
+	h.extend, h.since, h.until, h.capAt = r.carryGrace, now, now.Add(r.carryGrace), now.Add(r.carryHoldMax)
+	r.armGraceLocked(term, now)
+	r.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", r.carryGrace,
+		"max", r.carryHoldMax)
+}
+
+// armGraceLocked sets the grace timer of the hold of term for h.until: when it fires
+// with the hold extended meanwhile (carryArrived), it is set again for the new end.
+// Requires r.mu.
+func (r *router[W]) armGraceLocked(term uint64, now time.Time) {
+	h := &r.hold
+	h.grace = time.AfterFunc(h.until.Sub(now), func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if h.term == term && h.on {
-			r.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect)
-			r.endHoldLocked()
+		if h.term != term || !h.on {
+			return
 		}
+		if now := time.Now(); now.Before(h.until) {
+			r.armGraceLocked(term, now)
+			return
+		}
+		r.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect,
+			"held", time.Since(h.since))
+		r.endHoldLocked()
 	})
-	r.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", r.carryGrace)
 }
 
 // endHoldLocked ends the hold and FIREs the runs held back. Requires r.mu.
@@ -198,6 +222,24 @@ func (h *holdState) handIn(ws *workerState) (endHold bool) {
 	ws.carried = true
 	h.handedIn++
 	return h.on && h.handedIn >= h.expect
+}
+
+// carryArrived keeps the hold on for another CarryGrace from now, a CARRY frame having
+// arrived at now while it is on: a worker is handing in, and the runs its later frames
+// carry must not be FIREd meanwhile at a worker already subscribed; never past
+// Options.CarryHoldMax after the takeover (h.capAt). The grace timer reads h.until when
+// it fires. Requires router.mu.
+func (h *holdState) carryArrived(now time.Time) {
+	if !h.on {
+		return
+	}
+	until := now.Add(h.extend)
+	if until.After(h.capAt) {
+		until = h.capAt
+	}
+	if until.After(h.until) {
+		h.until = until
+	}
 }
 
 // stop ends a term's carrying (the node stops leading): the hold, the index of held
@@ -323,8 +365,10 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	d.mu.Lock()
 	if !d.leading { // only with a replica: without one this node always leads
 		d.mu.Unlock()
+		c.carryBounced = true
 		return rr.replica.lead.notLeader(m.ID), false
 	}
+	d.hold.carryArrived(time.Now())
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -382,10 +426,10 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
-	if nRefused > 0 {
-		rr.log.Info("tockd: carried outcomes refused", "refused", nRefused, "outcomes", len(m.Outcomes), "holding", holding,
-			"by_reason", refusalCounts(refused))
-	}
+	// Every frame is logged (a takeover gets a few per worker): how its outcomes split is
+	// what tells a failover's re-runs apart.
+	rr.log.Info("tockd: carried outcomes", "outcomes", len(m.Outcomes), "matched", len(complete), "pending", len(waiting),
+		"refused", nRefused, "holding", holding, "by_reason", refusalCounts(refused))
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.

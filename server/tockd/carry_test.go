@@ -10,6 +10,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // startCarryNodes is startTwoNodes with a follower (node "n2") whose carry grace is long,
@@ -301,4 +302,37 @@ func TestRegisteredCountOutlivesATakeover(t *testing.T) {
 			t.Fatalf("takeover %d waits for %d workers, want the 2 last read", term, n)
 		}
 	}
+}
+
+// A worker that connects to a node about to be elected hands in while the node still
+// follows (its CARRY answered NOT_LEADER: the outcomes stay the worker's) and subscribes
+// once it leads. That SUBSCRIBE is refused NOT_LEADER naming the node, so that the worker
+// connects again and hands the outcomes in, instead of being FIREd the very runs they end
+// (make loadgen-cluster with -workers 2 re-ran 11,000 tasks after one takeover with no
+// carried outcome refused). A connection that hands in to the leader subscribes.
+func TestSubscribeAfterABouncedCarryIsRefused(t *testing.T) {
+	n := startCarryNodes(t)
+	w := dialWorker(t, n.fd.addr, "worker")
+	carry := &protocol.Carry{Outcomes: []protocol.Outcome{{RunID: 7, Epoch: 1, TaskID: "gone", Attempt: 1}}}
+	if r, ok := w.req(carry).(*protocol.Error); !ok || r.Code != protocol.CodeNotLeader {
+		t.Fatalf("CARRY at the follower answered %+v, want NOT_LEADER", r)
+	}
+	// The follower campaigns (its key is next in line), then the leader's term ends.
+	if !waitUntil(func() bool {
+		keys, err := n.st1.Client().Get(context.Background(), "/tock/leader/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && keys.Count == 2
+	}) {
+		t.Fatalf("the follower never campaigned within %v", waitBound)
+	}
+	deleteLeaderKey(t, n.st1.Client())
+	waitLeading(t, n.follower, "the follower was not elected")
+	r := w.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10})
+	if perr, ok := r.(*protocol.Error); !ok || perr.Code != protocol.CodeNotLeader || perr.Leader != n.fd.addr {
+		t.Fatalf("SUBSCRIBE after a CARRY answered NOT_LEADER, the node leading now: %v %+v, want NOT_LEADER naming %s", r.Type(), r, n.fd.addr)
+	}
+	again := dialWorker(t, n.fd.addr, "worker")
+	if r := again.req(carry); r.Type() != protocol.TypeAcked {
+		t.Fatalf("CARRY at the new leader answered %v %+v, want ACKED", r.Type(), r)
+	}
+	wantOK(t, again.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
 }

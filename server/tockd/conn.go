@@ -103,6 +103,11 @@ type conn struct {
 	ready bool // the handshake is done
 	role  protocol.Role
 	name  string
+	// carryBounced: a CARRY on this connection was answered NOT_LEADER (this node did
+	// not lead yet), so its outcomes are still the worker's: its SUBSCRIBE is refused
+	// too, even once this node leads (requests.serve), and the worker connects again
+	// and hands them in.
+	carryBounced bool
 }
 
 // newConn makes the connection that serves nc (connSet.admit starts its goroutines).

@@ -114,7 +114,8 @@
 // ends the run with it, instead of running it again, when it holds the task
 // unchanged (version, attempt; for a recurring task the occurrence). Because its
 // loaded runs come due at once, a new leader holds them back (unfired, in the
-// waiting queues) for Options.CarryGrace, or until as many workers have subscribed,
+// waiting queues) for Options.CarryGrace, extended by each CARRY frame that arrives
+// meanwhile up to Options.CarryHoldMax, or until as many workers have subscribed,
 // each after its CARRY frames, as the previous leader had in the registry (read by
 // followers every 200 ms).
 // A worker whose connection closed while the leader lived on carries to that same

@@ -35,6 +35,9 @@ const (
 	// DefaultCarryGrace is how long a new leader holds back the runs it loaded, waiting
 	// for its workers' carried outcomes (Options.CarryGrace).
 	DefaultCarryGrace = 1500 * time.Millisecond
+	// DefaultCarryHoldMax caps a takeover's hold however long CARRY frames keep arriving
+	// (Options.CarryHoldMax).
+	DefaultCarryHoldMax = 4 * time.Second
 	// DefaultReconnectGrace is how long the runs in flight on a closed worker connection
 	// wait for that worker to reconnect and carry their outcomes (Options.ReconnectGrace).
 	DefaultReconnectGrace = 2 * time.Second
@@ -218,8 +221,9 @@ type Options struct {
 	// (CARRY, PROTOCOL.md): a run whose outcome arrives is ended with it, not run again.
 	// The hold ends sooner when every such worker has subscribed after its CARRY
 	// frames, so it costs the time the slowest of them takes to hand in, and the whole
-	// grace only when one does not come back. It delays the first FIRE after a takeover
-	// by at most this much, and by less than it seems: nothing is FIREd before the first
+	// grace only when one does not come back. Each CARRY frame arriving during the hold
+	// keeps it on for another CarryGrace, up to CarryHoldMax. It delays the first FIRE
+	// after a takeover by at most CarryGrace after the last frame, and by less than it seems: nothing is FIREd before the first
 	// worker has subscribed anyway. Only used with a Store. Default 1.5 s: on a loaded
 	// 2-core box (load 6-8.5, two workers) a worker subscribed 0.9-2.9 s after the
 	// election, most of it handing in ~10k carried outcomes; a 500 ms hold ended first
@@ -230,6 +234,15 @@ type Options struct {
 	// (outcomes are then accepted only for runs that have not come due yet at the new
 	// leader).
 	CarryGrace time.Duration
+	// CarryHoldMax caps the takeover's hold (CarryGrace) while CARRY frames keep
+	// arriving: each frame that arrives during the hold keeps it on for another
+	// CarryGrace (a worker handing in ~10k outcomes sends ~10 frames of 1,000, and the
+	// runs its later frames carry must not be FIREd meanwhile at a worker already
+	// subscribed), but never past CarryHoldMax after the takeover. Default 4 s, or
+	// CarryGrace if longer: on a loaded 2-core box the last of two workers subscribed up
+	// to 2.9 s after the election, handing in all the while. At most 10 s; not below
+	// CarryGrace.
+	CarryHoldMax time.Duration
 	// ReconnectGrace is how long the runs in flight on a worker connection that closed
 	// while this node leads are kept for that worker (a network blip, a heartbeat false
 	// alarm) before they fail (retryably: redelivered per the task's retry policy): a
@@ -330,6 +343,9 @@ func WithHeartbeat(d time.Duration) Option { return func(o *Options) { o.Heartbe
 // WithCarryGrace sets Options.CarryGrace.
 func WithCarryGrace(d time.Duration) Option { return func(o *Options) { o.CarryGrace = d } }
 
+// WithCarryHoldMax sets Options.CarryHoldMax.
+func WithCarryHoldMax(d time.Duration) Option { return func(o *Options) { o.CarryHoldMax = d } }
+
 // WithReconnectGrace sets Options.ReconnectGrace.
 func WithReconnectGrace(d time.Duration) Option { return func(o *Options) { o.ReconnectGrace = d } }
 
@@ -386,6 +402,9 @@ func (o *Options) setDefaults() {
 	if o.CarryGrace == 0 {
 		o.CarryGrace = DefaultCarryGrace
 	}
+	if o.CarryHoldMax == 0 {
+		o.CarryHoldMax = max(DefaultCarryHoldMax, o.CarryGrace)
+	}
 	if o.ReconnectGrace == 0 {
 		o.ReconnectGrace = DefaultReconnectGrace
 	}
@@ -431,6 +450,10 @@ func (o *Options) validate() error {
 		return bad("Heartbeat %v is below %v", o.Heartbeat, minHeartbeat)
 	case o.CarryGrace > maxCarryGrace:
 		return bad("CarryGrace %v above %v", o.CarryGrace, maxCarryGrace)
+	case o.CarryHoldMax > maxCarryGrace:
+		return bad("CarryHoldMax %v above %v", o.CarryHoldMax, maxCarryGrace)
+	case o.CarryHoldMax < o.CarryGrace:
+		return bad("CarryHoldMax %v below CarryGrace %v", o.CarryHoldMax, o.CarryGrace)
 	case o.ReconnectGrace > maxReconnectGrace:
 		return bad("ReconnectGrace %v above %v", o.ReconnectGrace, maxReconnectGrace)
 	case o.MaxWaitingRuns < 1:

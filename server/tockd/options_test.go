@@ -26,7 +26,7 @@ func TestOptionSetters(t *testing.T) {
 		WithNodeName("n"), WithLogger(logger), WithEngine(engine), WithEngineOptions(task.WithWorkers(10)),
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
-		WithReconnectGrace(16), WithStore(st)} {
+		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17)} {
 		opt(&o)
 	}
 	for i, f := range reflect.VisibleFields(reflect.TypeOf(o)) {
@@ -52,7 +52,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxHelloFrame: 3, MaxFrame: 4, IdleTimeout: 5, HandshakeTimeout: 6, WriteTimeout: 7, Token: "t",
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
-		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st}
+		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}
@@ -89,6 +89,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"Dispatch", Options{Dispatch: Dispatch(len(dispatchNames))}},
 		{"Heartbeat", Options{Heartbeat: minHeartbeat - 1}},
 		{"CarryGrace", Options{CarryGrace: maxCarryGrace + 1}},
+		{"CarryHoldMax", Options{CarryHoldMax: maxCarryGrace + 1}},
+		{"CarryHoldMax", Options{CarryGrace: time.Second, CarryHoldMax: time.Second / 2}},
 		{"ReconnectGrace", Options{ReconnectGrace: maxReconnectGrace + 1}},
 		{"MaxWaitingRuns", Options{MaxWaitingRuns: -1}},
 		{"MaxPendingPerConn", Options{MaxPendingPerConn: -1}},

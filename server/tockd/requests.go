@@ -97,6 +97,9 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 		return nil, false // the server never answers ERROR frames
 	// Worker messages: the decoder refuses them (UNEXPECTED) on a client's connection.
 	case *protocol.Subscribe:
+		if c.carryBounced {
+			return q.bouncedSubscribe(c, id), false
+		}
 		return q.runs.subscribe(c, m)
 	case *protocol.Credit:
 		q.router.credit(c, m.Credits)
@@ -125,6 +128,20 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 	// A second HELLO, and the server-to-client messages (WELCOME, OK, ..., FIRE), are
 	// refused by the decoder (SetPeer) before they get here; this answer is its twin.
 	return unexpected(id, fmt.Sprintf("%v is sent by the server, never to it", m.Type())), false
+}
+
+// bouncedSubscribe refuses the SUBSCRIBE (request id) of a connection whose CARRY this
+// node answered NOT_LEADER before it was elected: the worker still holds those outcomes,
+// and subscribing now would get it the FIREs of the very runs they end, run again. The
+// NOT_LEADER names this node, so that the worker connects again at once and hands them
+// in first.
+func (q *requests) bouncedSubscribe(c *conn, id uint64) *protocol.Error {
+	self := q.opts.AdvertiseAddr
+	if self == "" {
+		self = c.nc.LocalAddr().String()
+	}
+	return &protocol.Error{ID: id, Code: protocol.CodeNotLeader, Leader: self,
+		Message: "this connection's CARRY was answered before this node led: connect again and hand it in before subscribing"}
 }
 
 // cancel answers CANCEL: the task's state once cancelled (or its final state, if it

@@ -96,6 +96,9 @@ type router[W workerConn] struct {
 	maxWaiting int // Options.MaxWaitingRuns
 	maxPerType int // Options.MaxWaitingRunsPerType
 	carryGrace time.Duration
+	// carryHoldMax is Options.CarryHoldMax: the longest a takeover's hold lasts while
+	// CARRY frames keep arriving.
+	carryHoldMax time.Duration
 	// reconnectGrace is Options.ReconnectGrace: how long a closed worker connection's
 	// runs in flight are kept for it (orphans) before they fail; 0 or less: at once.
 	reconnectGrace time.Duration
@@ -183,6 +186,7 @@ type workerState struct {
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.eng, r.strategy, r.log = eng, opts.Dispatch, opts.Logger
 	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
+	r.carryHoldMax = opts.CarryHoldMax
 	r.reconnectGrace, r.orphans = opts.ReconnectGrace, orphanRuns{}
 	r.workers, r.byType = map[W]*workerState{}, map[string]map[W]*workerState{}
 	r.waiting, r.paused, r.lastRR = map[string]*runQueue{}, map[string]bool{}, map[string]uint64{}

@@ -681,3 +681,67 @@ func TestRouterFiresOnlyWhileLeaseValid(t *testing.T) {
 	}
 	tr.verify()
 }
+
+// TestRouterHoldLastsWhileCarriesArrive: a takeover's hold outlasts CarryGrace while
+// CARRY frames keep arriving (a worker handing in ~10k outcomes sends ~10 frames, and the
+// runs its later frames carry must not be FIREd meanwhile at a worker already
+// subscribed), up to CarryHoldMax after the takeover; when the frames stop, it ends
+// CarryGrace after the last one. The frames come every 10 ms, 30 times more often than
+// the grace: only a box stalled for 300 ms between two of them ends the hold early.
+func TestRouterHoldLastsWhileCarriesArrive(t *testing.T) {
+	const grace, every = 300 * time.Millisecond, 10 * time.Millisecond
+	takeover := func(tr *testRouter) (w1 *fakeWorker, fired func() bool) {
+		tr.r.setLeading(false, 0, nil, nil)
+		tr.route(1, "a") // loaded: waits for the hold
+		tr.r.setLeading(true, 5, nil, func() int { return 2 })
+		w1 = tr.worker("w1", 10, "a") // handed in; the second worker is still handing in
+		return w1, func() bool {
+			tr.r.mu.Lock()
+			defer tr.r.mu.Unlock()
+			return len(w1.fires) > 0
+		}
+	}
+	carryArrived := func(tr *testRouter) time.Time {
+		tr.r.mu.Lock()
+		defer tr.r.mu.Unlock()
+		now := time.Now()
+		tr.r.hold.carryArrived(now)
+		return now
+	}
+
+	t.Run("capped", func(t *testing.T) {
+		const holdMax = 1500 * time.Millisecond
+		tr := newTestRouter(t, Options{CarryGrace: grace, CarryHoldMax: holdMax})
+		start := time.Now()
+		_, fired := takeover(tr)
+		for !fired() {
+			if time.Since(start) > maxCarryGrace {
+				t.Fatalf("the hold did not end within %v of frames", maxCarryGrace)
+			}
+			carryArrived(tr)
+			time.Sleep(every)
+		}
+		if held := time.Since(start); held < holdMax {
+			t.Fatalf("the hold ended %v after the takeover, CARRY frames arriving every %v: want it on until CarryHoldMax (%v)", held, every, holdMax)
+		}
+		tr.r.setLeading(false, 5, nil, nil)
+	})
+
+	t.Run("frames stop", func(t *testing.T) {
+		tr := newTestRouter(t, Options{CarryGrace: grace, CarryHoldMax: maxCarryGrace})
+		start := time.Now()
+		_, fired := takeover(tr)
+		time.Sleep(grace / 2)
+		last := carryArrived(tr)
+		for !fired() {
+			if time.Since(start) > maxCarryGrace {
+				t.Fatalf("the hold lasted past CarryHoldMax (%v) with one frame", maxCarryGrace)
+			}
+			time.Sleep(every)
+		}
+		if after := time.Since(last); after < grace {
+			t.Fatalf("the hold ended %v after the last CARRY frame, want CarryGrace (%v)", after, grace)
+		}
+		tr.r.setLeading(false, 5, nil, nil)
+	})
+}

@@ -118,6 +118,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&engineTTR, "default-ttr", tockd.DefaultTTR, "time-to-run of a FIRE whose task has no timeout")
 	fs.DurationVar(&c.server.Heartbeat, "heartbeat", 0, "heartbeat interval stated to clients, who leave a node silent for 3 of them (default: a quarter of -session-ttl with etcd, else 5s)")
 	fs.DurationVar(&c.server.CarryGrace, "carry-grace", tockd.DefaultCarryGrace, "how long a new leader holds back the runs it loaded for its workers' carried outcomes (negative: no hold)")
+	fs.DurationVar(&c.server.CarryHoldMax, "carry-hold-max", 0, "the longest a new leader's hold lasts while carried outcomes keep arriving, each CARRY frame extending it by -carry-grace (default 4s, or -carry-grace if longer)")
 	fs.DurationVar(&c.server.ReconnectGrace, "reconnect-grace", tockd.DefaultReconnectGrace, "how long the runs in flight on a closed worker connection wait for that worker to reconnect and carry their outcomes (negative: redelivered at once)")
 	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
