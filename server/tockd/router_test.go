@@ -689,7 +689,10 @@ func TestRouterFiresOnlyWhileLeaseValid(t *testing.T) {
 // CarryGrace after the last one. The frames come every 10 ms, 30 times more often than
 // the grace: only a box stalled for 300 ms between two of them ends the hold early.
 func TestRouterHoldLastsWhileCarriesArrive(t *testing.T) {
-	const grace, every = 300 * time.Millisecond, 10 * time.Millisecond
+	// The hold runs on the wall clock, so "capped" fails if this goroutine is not run for
+	// a whole grace between two frames: a grace of 1 s (100 frame intervals) makes that a
+	// stall no loaded CI box gives a runnable goroutine, where 300 ms was within reach.
+	const grace, every = time.Second, 10 * time.Millisecond
 	takeover := func(tr *testRouter) (w1 *fakeWorker, fired func() bool) {
 		tr.r.setLeading(false, 0, nil, nil)
 		tr.route(1, "a") // loaded: waits for the hold
@@ -710,7 +713,7 @@ func TestRouterHoldLastsWhileCarriesArrive(t *testing.T) {
 	}
 
 	t.Run("capped", func(t *testing.T) {
-		const holdMax = 1500 * time.Millisecond
+		const holdMax = 2500 * time.Millisecond
 		tr := newTestRouter(t, Options{CarryGrace: grace, CarryHoldMax: holdMax})
 		start := time.Now()
 		_, fired := takeover(tr)
