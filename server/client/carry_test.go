@@ -204,3 +204,49 @@ func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
 		t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
 	}
 }
+
+// A node that answers the first CARRY frame NOT_LEADER is sent no more of them: the rest
+// wait for the next connection, and the worker's next request there is SUBSCRIBE.
+func TestWorkerStopsCarryingAtNotLeader(t *testing.T) {
+	f := startFake(t, "127.0.0.1:0")
+	w := newWorkerT(t, f.ln.Addr().String(), WithConcurrency(2), WithReconnectBackoff(time.Millisecond, time.Millisecond))
+	fw := runOnFake(t, f, w, func(context.Context, *Fire) error { return nil })
+	for run, epoch := range map[uint64]uint64{7: 3, 8: 4} { // two epochs: two CARRY frames
+		f.send(fw.nc, &protocol.Fire{TaskID: fmt.Sprint("t", run), TaskType: "w", RunID: run, Attempt: 1, Due: 1,
+			Epoch: epoch, TTR: int64(tockdtest.Limit), Durability: protocol.Durable})
+	}
+	for reported := 0; reported < 2; {
+		r := f.next(t)
+		switch m := r.m.(type) {
+		case *protocol.Acks:
+			f.send(r.nc, &protocol.Error{ID: m.ID, Code: protocol.CodeStaleEpoch, Message: "stepped down"})
+			reported += len(m.RunIDs)
+		case *protocol.Ack:
+			f.send(r.nc, &protocol.Error{ID: m.ID, Code: protocol.CodeStaleEpoch, Message: "stepped down"})
+			reported++
+		case *protocol.Credit:
+		default:
+			t.Fatalf("got %v, want the runs' reports", r.m.Type())
+		}
+	}
+	fw.nc.Close()
+	next := func() fakeReq {
+		for {
+			if r := f.next(t); r.m.Type() != protocol.TypeCredit {
+				return r
+			}
+		}
+	}
+	r := next()
+	c, ok := r.m.(*protocol.Carry)
+	if !ok || len(c.Outcomes) != 1 {
+		t.Fatalf("first request on the new connection: %v %+v, want a CARRY of one epoch's outcome", r.m.Type(), r.m)
+	}
+	f.send(r.nc, &protocol.Error{ID: c.ID, Code: protocol.CodeNotLeader, Message: "not leading"})
+	if r := next(); r.m.Type() != protocol.TypeSubscribe {
+		t.Fatalf("after a CARRY answered NOT_LEADER: %v %+v, want SUBSCRIBE (the other frame kept)", r.m.Type(), r.m)
+	}
+	if got := w.CarryStats(); got.Sent != 1 || got.Kept != 2 || got.Accepted+got.Refused != 0 {
+		t.Fatalf("CarryStats %+v, want 2 kept, 1 sent, none settled", got)
+	}
+}
