@@ -161,40 +161,9 @@ func carryMsg(id uint64, frame []outcome) *protocol.Carry {
 // (the server reads frames in order, so they are dealt with before SUBSCRIBE grants
 // credits), and waits for their answers on goroutines counted in wg, each up to
 // RequestTimeout. It returns an error only when cn is dead (nothing more can be sent).
-//
-// When there are several frames, the first one's answer is awaited (or ctx's end)
-// before the others are sent: a node that is not leading answers it NOT_LEADER, and the
-// rest then stay in the set for the next connection instead of going to a node that
-// refuses them all. Sending every frame to each node tried on the way to a new leader
-// cost about 175 outcomes sent for each one kept (two workers, ten failovers: 23.5M
-// sent for 134k kept), CPU the failover needs.
-func (w *Worker) handIn(ctx context.Context, cn *conn, wg *sync.WaitGroup) error {
-	frames := w.carryFrames()
-	if len(frames) == 1 {
-		return w.sendCarry(cn, frames[0], wg, nil)
-	}
-	var first sync.WaitGroup
-	var landed atomic.Bool
-	if err := w.sendCarry(cn, frames[0], &first, &landed); err != nil {
-		return err
-	}
-	answered := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		first.Wait()
-		close(answered)
-	}()
-	select {
-	case <-answered:
-	case <-ctx.Done(): // the connection closes when Run returns, and the answer with it
-		return nil
-	}
-	if !landed.Load() {
-		return nil
-	}
-	for _, frame := range frames[1:] {
-		if err := w.sendCarry(cn, frame, wg, nil); err != nil {
+func (w *Worker) handIn(cn *conn, wg *sync.WaitGroup) error {
+	for _, frame := range w.carryFrames() {
+		if err := w.sendCarry(cn, frame, wg); err != nil {
 			return err
 		}
 	}
@@ -203,9 +172,8 @@ func (w *Worker) handIn(ctx context.Context, cn *conn, wg *sync.WaitGroup) error
 
 // sendCarry sends frame as one CARRY, or, when it does not fit the server's max_frame,
 // as two halves; an outcome that does not fit alone is given up (settled with the
-// encoding error: its task may run again). landed, if not nil, is set when the frame (a
-// half of it) was answered rather than bounced (carryAnswered).
-func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup, landed *atomic.Bool) error {
+// encoding error: its task may run again).
+func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup) error {
 	id, ch, err := cn.call(func(id uint64) protocol.Message { return carryMsg(id, frame) })
 	var perr *protocol.Error
 	switch {
@@ -214,10 +182,10 @@ func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup, landed
 	case err == nil:
 		w.carry.sent.Add(uint64(len(frame)))
 	case errors.As(err, &perr) && len(frame) > 1: // too large for the server's max_frame
-		if err := w.sendCarry(cn, frame[:len(frame)/2], wg, landed); err != nil {
+		if err := w.sendCarry(cn, frame[:len(frame)/2], wg); err != nil {
 			return err
 		}
-		return w.sendCarry(cn, frame[len(frame)/2:], wg, landed)
+		return w.sendCarry(cn, frame[len(frame)/2:], wg)
 	case err != nil:
 		w.settleAll(frame, func(uint64) error { return err })
 		return nil
@@ -226,9 +194,7 @@ func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup, landed
 	go func() {
 		defer wg.Done()
 		reply, err := cn.await(id, ch, w.opts.RequestTimeout)
-		if w.carryAnswered(frame, reply, err) && landed != nil {
-			landed.Store(true)
-		}
+		w.carryAnswered(frame, reply, err)
 	}()
 	return nil
 }
@@ -236,24 +202,22 @@ func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup, landed
 // carryAnswered settles the outcomes of one CARRY frame from its answer: each one the
 // ACKED does not list was accepted, each one it lists refused; a server that does not
 // know CARRY (UNKNOWN_TYPE) refuses them all. Any other error (no answer, NOT_LEADER)
-// settles nothing: the outcomes are carried to the next connection. It reports whether
-// the frame was answered (ACKED or UNKNOWN_TYPE) rather than bounced.
-func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err error) bool {
+// settles nothing: the outcomes are carried to the next connection.
+func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err error) {
 	var perr *protocol.Error
 	if errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType {
 		w.settleAll(frame, func(uint64) error { return err })
-		return true
+		return
 	}
 	acked, err := expect[*protocol.Acked](reply, err)
 	if err != nil {
-		return false
+		return
 	}
 	failed := make(map[uint64]error, len(acked.Failed))
 	for _, f := range acked.Failed {
 		failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
 	}
 	w.settleAll(frame, func(run uint64) error { return failed[run] })
-	return true
 }
 
 // settleAll removes frame's outcomes from the set and tells OnAcked of each, with the

@@ -203,7 +203,7 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 
 	// The outcomes an earlier connection left unsettled go first: the server deals with
 	// them before the SUBSCRIBE below grants credits (PROTOCOL.md, CARRY).
-	if err := w.handIn(ctx, cn, &carries); err != nil {
+	if err := w.handIn(cn, &carries); err != nil {
 		return fmt.Errorf("client: carry: %w", err)
 	}
 	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
