@@ -26,6 +26,11 @@ type Welcome struct {
 	// nothing has arrived for this long, and is declared dead when nothing has arrived
 	// for protocol.HeartbeatMisses of them.
 	Heartbeat time.Duration
+	// Follower says the node did not lead at the handshake; Leader is the leader's
+	// address as it last read it ("" when it knows none). A Worker told Follower sends
+	// nothing there and dials Leader.
+	Follower bool
+	Leader   string
 }
 
 // reply is what a waiting call receives: a message, or an error (an ERROR reply, a
@@ -157,7 +162,7 @@ func (c *conn) handshake(o *Options, role protocol.Role) error {
 				return fmt.Errorf("%w: server max_frame %d outside [%d, Options.MaxFrame %d]", ErrHandshake, m.MaxFrame, minMaxFrame, o.MaxFrame)
 			}
 			c.welcome = Welcome{Version: m.Version, Server: m.Name, Node: m.Node, Epoch: m.Epoch, MaxFrame: int(m.MaxFrame),
-				Heartbeat: time.Duration(m.Heartbeat)}
+				Heartbeat: time.Duration(m.Heartbeat), Follower: m.Follower, Leader: m.Leader}
 			c.sendMax = int(m.MaxFrame)
 			return nil
 		default:

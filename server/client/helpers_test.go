@@ -53,13 +53,14 @@ func waitState(t *testing.T, c *Client, id string, want task.State) protocol.Inf
 // fake is a scripted server: it completes the handshake, then hands every request to
 // the test on reqs and answers only what the test tells it to.
 type fake struct {
-	hb   time.Duration // the heartbeat its WELCOME states (0: none)
-	max  uint64        // the max_frame its WELCOME states
-	ln   net.Listener
-	reqs chan fakeReq
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	ncs  []net.Conn
+	hb     time.Duration // the heartbeat its WELCOME states (0: none)
+	max    uint64        // the max_frame its WELCOME states
+	leader string        // when set, its WELCOME says it follows this leader
+	ln     net.Listener
+	reqs   chan fakeReq
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	ncs    []net.Conn
 }
 
 type fakeReq struct {
@@ -82,11 +83,23 @@ func startFakeHB(t *testing.T, addr string, hb time.Duration) *fake {
 // maxFrame.
 func startFakeWelcome(t *testing.T, addr string, hb time.Duration, maxFrame uint64) *fake {
 	t.Helper()
+	return listenFake(t, addr, &fake{hb: hb, max: maxFrame})
+}
+
+// startFakeFollower is startFake with a WELCOME that says it follows leader.
+func startFakeFollower(t *testing.T, leader string) *fake {
+	t.Helper()
+	return listenFake(t, "127.0.0.1:0", &fake{max: 1 << 20, leader: leader})
+}
+
+// listenFake starts f, with its WELCOME's fields set, on addr.
+func listenFake(t *testing.T, addr string, f *fake) *fake {
+	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fake{hb: hb, max: maxFrame, ln: ln, reqs: make(chan fakeReq, 64)}
+	f.ln, f.reqs = ln, make(chan fakeReq, 64)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -121,7 +134,8 @@ func (f *fake) serve(nc net.Conn) {
 			}
 			if hello {
 				hello = false
-				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: f.max, Heartbeat: int64(f.hb)})
+				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: f.max, Heartbeat: int64(f.hb),
+					Follower: f.leader != "", Leader: f.leader})
 				continue
 			}
 			f.reqs <- fakeReq{nc, m}

@@ -201,6 +201,12 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 		runs.Wait()
 	}()
 
+	// A node that says it follows would answer NOT_LEADER to all of it: the carried
+	// outcomes go to the leader only, not to every node tried during a failover.
+	if wl := cn.welcome; wl.Follower {
+		return &protocol.Error{Code: protocol.CodeNotLeader, Leader: wl.Leader,
+			Message: fmt.Sprintf("node %s does not lead (WELCOME); the leader is %q", wl.Node, wl.Leader)}
+	}
 	// The outcomes an earlier connection left unsettled go first: the server deals with
 	// them before the SUBSCRIBE below grants credits (PROTOCOL.md, CARRY).
 	if err := w.handIn(cn, &carries); err != nil {

@@ -170,6 +170,13 @@ type Welcome struct {
 	// should PING while nothing arrives; 0 (absent) states none. A client declares the
 	// connection dead when nothing at all arrives for HeartbeatMisses intervals.
 	Heartbeat int64
+	// Follower ("follower", optional) says that this node does not lead at the
+	// handshake, so that a worker goes to the leader before it sends anything, its
+	// CARRY above all; false (absent) says nothing either way.
+	Follower bool
+	// Leader ("leader", optional) is the leader's client address as the node last read
+	// it, with Follower; empty when it knows none.
+	Leader string
 }
 
 // HeartbeatMisses is how many heartbeat intervals (WELCOME "heartbeat_ns") may pass with
@@ -183,6 +190,8 @@ var welcomeSpec = message(TypeWelcome, byServer,
 	uintField("epoch", func(m *Welcome) *uint64 { return &m.Epoch }).req(),
 	uintMaxField("max_frame", MaxFrameLimit, func(m *Welcome) *uint64 { return &m.MaxFrame }).req(),
 	positiveField("heartbeat_ns", func(m *Welcome) *int64 { return &m.Heartbeat }),
+	boolField("follower", func(m *Welcome) *bool { return &m.Follower }),
+	strField("leader", maxLeaderLen, func(m *Welcome) *string { return &m.Leader }),
 )
 
 // Error (the ERROR message) is defined in errors.go. Anyone may send it: the server

@@ -336,3 +336,23 @@ func TestSubscribeAfterABouncedCarryIsRefused(t *testing.T) {
 	}
 	wantOK(t, again.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
 }
+
+// WELCOME tells a worker whether the node follows, and names the leader, so that the
+// worker hands its carried outcomes to the leader only (PROTOCOL.md, WELCOME): a follower
+// answers a CARRY NOT_LEADER only after the worker has streamed all of it.
+func TestWelcomeSaysWhoLeads(t *testing.T) {
+	n := startCarryNodes(t)
+	var last *protocol.Welcome
+	if !waitUntil(func() bool { // the follower learns the leader from its watch on the election
+		c := dial(t, n.fd.addr)
+		defer c.nc.Close()
+		last = c.hello(helloAs(protocol.RoleWorker, "worker"))
+		return last.Follower && last.Leader == n.leader.addr
+	}) {
+		t.Fatalf("the follower's WELCOME %+v, want follower naming the leader %s, within %v", last, n.leader.addr, waitBound)
+	}
+	c := dial(t, n.leader.addr)
+	if w := c.hello(helloAs(protocol.RoleWorker, "worker")); w.Follower || w.Leader != "" {
+		t.Fatalf("the leader's WELCOME %+v, want neither follower nor leader", w)
+	}
+}

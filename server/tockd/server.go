@@ -168,6 +168,19 @@ func (s *Server) currentEpoch() uint64 {
 	return 0
 }
 
+// followerOf is what WELCOME says of the leadership: whether this node does not lead
+// (false without a Store: such a node always leads), and the leader's client address as
+// last read from etcd ("" when none is known).
+func (s *Server) followerOf() (follower bool, leader string) {
+	if leading, _ := s.leadership(); leading || s.replica == nil {
+		return false, ""
+	}
+	if l := s.replica.lead.leaderSeen.Load(); l != nil {
+		return true, l.addr
+	}
+	return true, ""
+}
+
 // leadership returns whether this node leads, and its epoch.
 func (s *Server) leadership() (bool, uint64) { return s.router.leadership() }
 
