@@ -63,6 +63,9 @@ type fake struct {
 	ncs    []net.Conn
 }
 
+// fakeMaxFrame is the max_frame a fake's WELCOME states unless a test sets another.
+const fakeMaxFrame = 1 << 20
+
 type fakeReq struct {
 	nc net.Conn
 	m  protocol.Message
@@ -76,7 +79,7 @@ func startFake(t *testing.T, addr string) *fake {
 // startFakeHB is startFake with a WELCOME that states heartbeat hb.
 func startFakeHB(t *testing.T, addr string, hb time.Duration) *fake {
 	t.Helper()
-	return startFakeWelcome(t, addr, hb, 1<<20)
+	return startFakeWelcome(t, addr, hb, fakeMaxFrame)
 }
 
 // startFakeWelcome is startFake with a WELCOME that states heartbeat hb and max_frame
@@ -89,7 +92,7 @@ func startFakeWelcome(t *testing.T, addr string, hb time.Duration, maxFrame uint
 // startFakeFollower is startFake with a WELCOME that says it follows leader.
 func startFakeFollower(t *testing.T, leader string) *fake {
 	t.Helper()
-	return listenFake(t, "127.0.0.1:0", &fake{max: 1 << 20, leader: leader})
+	return listenFake(t, "127.0.0.1:0", &fake{max: fakeMaxFrame, leader: leader})
 }
 
 // listenFake starts f, with its WELCOME's fields set, on addr.

@@ -282,10 +282,9 @@ func (c *conn) hello(m protocol.Message) bool {
 		c.s.conns.workers.Add(1)
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
-	welcome := &protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: c.s.currentEpoch(), MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat)}
-	welcome.Follower, welcome.Leader = c.s.followerOf()
-	return c.send(welcome)
+	epoch, follower, leader := c.s.leaderView()
+	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
+		Epoch: epoch, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat), Follower: follower, Leader: leader})
 }
 
 // send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or

@@ -153,32 +153,27 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// currentEpoch is the leader epoch WELCOME announces: this node's while it leads (0
-// without a Store), else the leader's as last read from etcd, else 0 (none known).
-func (s *Server) currentEpoch() uint64 {
-	if leading, epoch := s.leadership(); leading {
-		return epoch
+// leaderView is what WELCOME says of the leadership, from one reading of it, so that
+// its epoch and its follower flag agree: the leader epoch (this node's while it leads, 0
+// without a Store; else the leader's as last read from etcd, 0 while none is known),
+// whether this node follows (never without a Store: such a node always leads), and the
+// leader's client address as last read ("" while none is known).
+func (s *Server) leaderView() (epoch uint64, follower bool, leader string) {
+	leading, own := s.leadership()
+	switch {
+	case leading:
+		return own, false, ""
+	case s.replica == nil:
+		return 0, false, ""
 	}
-	if s.replica == nil {
-		return 0
+	l := s.replica.lead.leaderSeen.Load()
+	if l == nil {
+		return 0, true, ""
 	}
-	if l := s.replica.lead.leaderSeen.Load(); l != nil && l.epoch > 0 {
-		return uint64(l.epoch)
+	if l.epoch > 0 {
+		epoch = uint64(l.epoch)
 	}
-	return 0
-}
-
-// followerOf is what WELCOME says of the leadership: whether this node does not lead
-// (false without a Store: such a node always leads), and the leader's client address as
-// last read from etcd ("" when none is known).
-func (s *Server) followerOf() (follower bool, leader string) {
-	if leading, _ := s.leadership(); leading || s.replica == nil {
-		return false, ""
-	}
-	if l := s.replica.lead.leaderSeen.Load(); l != nil {
-		return true, l.addr
-	}
-	return true, ""
+	return epoch, true, l.addr
 }
 
 // leadership returns whether this node leads, and its epoch.
