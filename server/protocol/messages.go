@@ -487,7 +487,7 @@ type PartitionMap struct {
 	Rev   uint64          // "rev": the etcd revision of the node set the map was computed from; 0 without etcd
 	Nodes []PartitionNode // "nodes": the live nodes, by name
 	// Owners ("owners") has Count entries: Owners[p] is the index in Nodes of partition
-	// p's owner.
+	// p's owner. Both Nodes and Owners are empty while the node knows of no live node.
 	Owners []uint64
 }
 
@@ -509,9 +509,10 @@ var partitionMapSpec = message(TypePartitionMap, byServer,
 	arrayField("owners", partition.MaxCount, uints(partition.MaxCount-1), func(m *PartitionMap) *[]uint64 { return &m.Owners }).req(),
 )
 
-// checkFields: one owner per partition, each an index into nodes.
+// checkFields: one owner per partition, each an index into nodes; or no owners, with no
+// nodes.
 func (m *PartitionMap) checkFields(d *dec, _ uint64) *Error {
-	if uint64(len(m.Owners)) != m.Count {
+	if uint64(len(m.Owners)) != m.Count && (len(m.Owners) > 0 || len(m.Nodes) > 0) {
 		return d.at(d.r.badField("%d owners for %d partitions", len(m.Owners), m.Count), "owners")
 	}
 	for p, o := range m.Owners {

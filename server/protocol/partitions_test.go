@@ -7,7 +7,7 @@ import (
 
 // TestPartitionMapChecked: a PARTITION_MAP whose owners do not cover exactly its count of
 // partitions, or name a node it does not list, is BAD_FIELD "owners": a client must
-// not route by a map it cannot read whole.
+// not route by a map it cannot read whole. A map of no nodes has no owners.
 func TestPartitionMapChecked(t *testing.T) {
 	nodes := []PartitionNode{{Name: "a"}, {Name: "b"}}
 	for _, c := range []struct {
@@ -28,9 +28,13 @@ func TestPartitionMapChecked(t *testing.T) {
 			t.Errorf("%s: decode error %v, want BAD_FIELD at owners", c.name, err)
 		}
 	}
-	ok := PartitionMap{ID: 1, Count: 2, Rev: 9, Nodes: nodes, Owners: []uint64{1, 0}}
-	buf, _ := AppendFrame(nil, &ok, DefaultMaxFrame)
-	if _, err := Decode(buf[headerLen:]); err != nil {
-		t.Fatalf("a well-formed map: %v", err)
+	for _, ok := range []PartitionMap{
+		{ID: 1, Count: 2, Rev: 9, Nodes: nodes, Owners: []uint64{1, 0}},
+		{ID: 1, Count: 2, Rev: 9}, // no live node known: no owner
+	} {
+		buf, _ := AppendFrame(nil, &ok, DefaultMaxFrame)
+		if _, err := Decode(buf[headerLen:]); err != nil {
+			t.Fatalf("a well-formed map %+v: %v", ok, err)
+		}
 	}
 }

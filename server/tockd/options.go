@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
@@ -251,6 +252,13 @@ type Options struct {
 	// It delays the redelivery of a dead worker's runs by as much. Default 2 s; at most
 	// 1 min; negative: the runs fail at once.
 	ReconnectGrace time.Duration
+	// Partitions is the cluster's partition count P (PROTOCOL.md, "Partitions"), 1 to
+	// partition.MaxCount (4096). With a Store, the first node of a cluster stores it in
+	// etcd, and New refuses (ErrPartitionCount, naming both counts) a node whose count
+	// differs from the one stored: P is fixed when the cluster is created. The map of
+	// which node owns each partition is computed and shown (WELCOME, PARTITIONS), not
+	// yet routed by. Default partition.DefaultCount (16).
+	Partitions int
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -349,6 +357,9 @@ func WithCarryHoldMax(d time.Duration) Option { return func(o *Options) { o.Carr
 // WithReconnectGrace sets Options.ReconnectGrace.
 func WithReconnectGrace(d time.Duration) Option { return func(o *Options) { o.ReconnectGrace = d } }
 
+// WithPartitions sets Options.Partitions.
+func WithPartitions(p int) Option { return func(o *Options) { o.Partitions = p } }
+
 // WithStore sets Options.Store.
 func WithStore(s *store.Store) Option { return func(o *Options) { o.Store = s } }
 
@@ -407,6 +418,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReconnectGrace == 0 {
 		o.ReconnectGrace = DefaultReconnectGrace
+	}
+	if o.Partitions == 0 {
+		o.Partitions = partition.DefaultCount
 	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
@@ -468,6 +482,8 @@ func (o *Options) validate() error {
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:
 		return bad("DefaultTTR %v outside (0, %v]", o.DefaultTTR, task.MaxTimeout)
+	case partition.CheckCount(o.Partitions) != nil:
+		return bad("Partitions %d outside [1, %d]", o.Partitions, partition.MaxCount)
 	case o.Engine != nil && len(o.EngineOptions) > 0:
 		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
 	case o.Engine != nil && o.Store != nil:

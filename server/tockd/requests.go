@@ -39,6 +39,8 @@ type requests struct {
 	replica *replica // nil without Options.Store
 	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
 	snapshot func() Stats
+	// partitions is Server.Partitions, which PARTITIONS answers with.
+	partitions func() PartitionMap
 	// unlistedReplies counts replies the replies table does not list for their request
 	// (replies.go): a bug, logged at Error.
 	unlistedReplies atomic.Uint64
@@ -93,6 +95,8 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 		return &protocol.Purged{ID: id, Count: n}, false
 	case *protocol.Stats:
 		return q.stats(id), false
+	case *protocol.Partitions:
+		return partitionMapReply(id, q.partitions()), false
 	case *protocol.Error:
 		return nil, false // the server never answers ERROR frames
 	// Worker messages: the decoder refuses them (UNEXPECTED) on a client's connection.

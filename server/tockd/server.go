@@ -35,6 +35,7 @@ type Server struct {
 	runs     *remoteRuns   // the engine handler and the workers' requests (workers.go)
 	router   router[*conn] // routes due runs to worker connections (router.go)
 	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
+	owners   *ownership    // the partition map: this node's registration and view (ownership.go)
 }
 
 // New checks the options, fills in defaults and returns a server that is not yet
@@ -50,6 +51,13 @@ func New(options ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine}
+	s.owners = newOwnership(&s.opts)
+	if opts.Store != nil {
+		// Before anything starts: a node with another partition count does not start.
+		if err := s.owners.checkCount(); err != nil {
+			return nil, err
+		}
+	}
 	s.conns = newConnSet(&s.opts)
 	if opts.Store != nil { // validate: then New makes the engine, and hooks its events here
 		s.replica = newReplica(&s.opts, &s.router)
@@ -82,7 +90,7 @@ func New(options ...Option) (*Server, error) {
 	s.router.init(s.engine, &s.opts, s.replica == nil)
 	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica}
 	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
-		replica: s.replica, snapshot: s.Stats}
+		replica: s.replica, snapshot: s.Stats, partitions: s.Partitions}
 	s.engine.RegisterFallback(s.runs.handler)
 	if s.replica != nil {
 		s.replica.start(s.engine)
@@ -115,13 +123,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
 	first := func() {
+		advertise := s.opts.AdvertiseAddr
+		if advertise == "" {
+			advertise = ln.Addr().String()
+		}
+		// A node registers, and campaigns, once it serves: the registry and the election
+		// name the address other nodes send clients to.
+		s.owners.start(advertise)
 		if s.replica != nil {
-			// A node campaigns once it serves: the election names the address other
-			// nodes send clients to.
-			advertise := s.opts.AdvertiseAddr
-			if advertise == "" {
-				advertise = ln.Addr().String()
-			}
 			s.replica.lead.start(advertise)
 		}
 	}
@@ -176,6 +185,18 @@ func (s *Server) leaderView() (epoch uint64, follower bool, leader string) {
 	return epoch, true, l.addr
 }
 
+// Partitions returns the partition map as this node computed it last (ownership.go):
+// computed from the live nodes in etcd, not yet routed by. Without a Store the node
+// owns every partition, at revision 0.
+func (s *Server) Partitions() PartitionMap {
+	m, _ := s.owners.current()
+	return m
+}
+
+// partitionsChanged is Partitions and a channel closed when the map is replaced (nil
+// without a Store: it never is).
+func (s *Server) partitionsChanged() (PartitionMap, <-chan struct{}) { return s.owners.current() }
+
 // leadership returns whether this node leads, and its epoch.
 func (s *Server) leadership() (bool, uint64) { return s.router.leadership() }
 
@@ -196,6 +217,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// resigns, so that another node can lead while this one drains.
 		s.replica.drain(ctx)
 	}
+	// Leaving the partition map now, not at the lease's end.
+	s.owners.halt(ctx)
 
 	done := make(chan struct{})
 	go func() { s.conns.wg.Wait(); close(done) }()
