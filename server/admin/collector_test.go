@@ -51,6 +51,8 @@ var wantScalars = map[string]struct {
 	"tock_is_leader":                  {dto.MetricType_GAUGE, 1},
 	"tock_leader_epoch":               {dto.MetricType_GAUGE, 3008},
 	"tock_leader_changes_total":       {dto.MetricType_COUNTER, 3009},
+	"tock_partitions":                 {dto.MetricType_GAUGE, 16},
+	"tock_partition_map_revision":     {dto.MetricType_GAUGE, 3015},
 }
 
 type wantHist struct {
@@ -103,6 +105,7 @@ func TestScrapeValues(t *testing.T) {
 		}
 	}
 	checkCarryRefused(t, fams["tock_runs_carry_refused_total"])
+	checkPartitionsOwned(t, fams["tock_partitions_owned"])
 	for name, want := range wantHists {
 		f := fams[name]
 		if f == nil {
@@ -118,7 +121,8 @@ func TestScrapeValues(t *testing.T) {
 	for name := range fams {
 		_, scalar := wantScalars[name]
 		_, hist := wantHists[name]
-		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" {
+		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" &&
+			name != "tock_partitions_owned" {
 			t.Errorf("%s: emitted but not checked by this test", name)
 		}
 	}
@@ -150,6 +154,24 @@ func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
 		if want := float64(3101 + int(r)); got[r.String()] != want {
 			t.Errorf("tock_runs_carry_refused_total{reason=%q} = %v, want %v", r, got[r.String()], want)
 		}
+	}
+}
+
+// checkPartitionsOwned checks partitions_owned: a gauge per node of the map, labelled
+// with its name, valued as in fixedStats (node-a 6, node-b 10).
+func checkPartitionsOwned(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if f == nil || f.GetType() != dto.MetricType_GAUGE || len(f.Metric) != 2 {
+		t.Fatalf("tock_partitions_owned: %v, want a gauge with 2 series", f)
+	}
+	got := map[string]float64{}
+	for _, m := range f.Metric {
+		if lp := m.GetLabel(); len(lp) == 1 && lp[0].GetName() == "node" {
+			got[lp[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["node-a"] != 6 || got["node-b"] != 10 {
+		t.Errorf("tock_partitions_owned = %v, want node-a 6, node-b 10", got)
 	}
 }
 
@@ -228,8 +250,9 @@ func TestCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics) {
-		t.Errorf("collected %d metrics, want %d", n, len(metrics))
+	// The fixed metrics, and partitions_owned for each of fixedStats' two nodes.
+	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+2 {
+		t.Errorf("collected %d metrics, want %d", n, len(metrics)+2)
 	}
 }
 
@@ -250,8 +273,9 @@ func TestCollectorBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "4 bounds and 1 counts") {
 		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
 	}
-	// Every metric is a family of its own, but for runs_carry_refused_total's reasons.
-	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1
+	// Every metric is a family of its own, but for runs_carry_refused_total's reasons;
+	// partitions_owned is one more.
+	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 1
 	if len(fams) != want {
 		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), want)
 	}

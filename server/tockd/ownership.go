@@ -40,6 +40,16 @@ type PartitionNode struct {
 	Owned int       // how many partitions it owns
 }
 
+// ownedBy is how many partitions node owns in m.
+func (m PartitionMap) ownedBy(node string) int {
+	for _, n := range m.Nodes {
+		if n.Name == node {
+			return n.Owned
+		}
+	}
+	return 0
+}
+
 // computeMap is the map of count partitions over set: partition.Assign over the names.
 // The load bound holds every node to ⌈P/n⌉ partitions and at least P-(n-1)·⌈P/n⌉ (4..6
 // of 16 over 3 nodes, where plain rendezvous gave 0..12), at the price of a few moves
@@ -235,15 +245,7 @@ func (o *ownership) set(m PartitionMap) {
 	o.cur = m
 	close(o.changed)
 	o.changed = make(chan struct{})
-	if len(m.Nodes) > 0 {
-		mine := 0
-		for _, i := range m.Owners {
-			if m.Nodes[i].Name == o.node {
-				mine++
-			}
-		}
-		o.log.Info("tockd: partition map", "rev", m.Rev, "nodes", len(m.Nodes), "owned_here", mine)
-	}
+	o.log.Info("tockd: partition map", "rev", m.Rev, "nodes", len(m.Nodes), "owned_here", m.ownedBy(o.node))
 }
 
 // current returns the map now and a channel closed when it is replaced. Without a

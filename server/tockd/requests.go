@@ -392,6 +392,9 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
 			"pending_deletes":    int64(ss.PendingDeletes),
 			"queued_reply_bytes": ss.QueuedReplyBytes,
+			"partitions":         int64(ss.Partitions.Count),
+			"partitions_owned":   int64(ss.Partitions.ownedBy(q.opts.NodeName)),
+			"partition_map_rev":  ss.Partitions.Rev,
 		},
 	}
 }
