@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -168,7 +169,10 @@ type Options struct {
 	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
 	// or MaxFrame, whichever is larger.
 	MaxQueuedReplyBytes int
-	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
+	// NodeName is this node's ID, sent in WELCOME, and its name in the partition map,
+	// which must be unique in a cluster: a node whose name another live node holds is
+	// left out of the map (and retries) until that one leaves. At most
+	// protocol.MaxNameLen bytes, with no '/' when there is a Store.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
 	// Logger receives connection-level events (accepted, closed and why, protocol
@@ -480,6 +484,8 @@ func (o *Options) validate() error {
 		return bad("MaxQueuedReplyBytes %d is below MaxFrame %d: a reply of MaxFrame bytes must fit", o.MaxQueuedReplyBytes, o.MaxFrame)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
+	case o.Store != nil && strings.Contains(o.NodeName, "/"):
+		return bad("NodeName %q has a '/': with a Store it is a key in etcd (<prefix>nodes/<name>)", o.NodeName)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:
 		return bad("DefaultTTR %v outside (0, %v]", o.DefaultTTR, task.MaxTimeout)
 	case partition.CheckCount(o.Partitions) != nil:

@@ -14,10 +14,6 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// ErrPartitionCount means this node's Options.Partitions differs from the count the
-// cluster was created with (stored in etcd by its first node); the message names both.
-var ErrPartitionCount = errors.New("tockd: partition count differs from the cluster's")
-
 // PartitionMap is which node owns each of the cluster's partitions, as this node
 // computed it (partition.Assign over the live nodes' names). It is computed, not yet
 // routed by: one leader still dispatches every task.
@@ -34,10 +30,9 @@ type PartitionMap struct {
 
 // PartitionNode is one live node of a PartitionMap.
 type PartitionNode struct {
-	Name  string    // its NodeName
-	Addr  string    // its client address (AdvertiseAddr, or its first listener's)
-	Since time.Time // when it registered as started (zero without a Store)
-	Owned int       // how many partitions it owns
+	Name  string // its NodeName
+	Addr  string // its client address (AdvertiseAddr, or its first listener's)
+	Owned int    // how many partitions it owns
 }
 
 // ownedBy is how many partitions node owns in m.
@@ -64,7 +59,7 @@ func computeMap(count int, set store.NodeSet) PartitionMap {
 	for i, n := range set.Nodes {
 		ids[i] = partition.NodeID(n.Name)
 		index[ids[i]] = i
-		m.Nodes = append(m.Nodes, PartitionNode{Name: n.Name, Addr: n.Addr, Since: n.Started})
+		m.Nodes = append(m.Nodes, PartitionNode{Name: n.Name, Addr: n.Addr})
 	}
 	owners, err := partition.Assign(count, ids)
 	if err != nil { // count passed CheckCount in validate, and there are nodes
@@ -101,10 +96,11 @@ const (
 // are set once by start (under connSet.mu, the first Serve) and read by halt after
 // connSet.drain. Its two goroutines (register, follow) run from start to halt.
 type ownership struct {
-	st    *store.Store // nil without a Store
-	count int          // Options.Partitions
-	node  string       // Options.NodeName
-	log   *slog.Logger
+	st      *store.Store // nil without a Store
+	count   int          // Options.Partitions
+	node    string       // Options.NodeName
+	started time.Time    // when New made the server: the registration says so
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	cur     PartitionMap
@@ -116,7 +112,7 @@ type ownership struct {
 }
 
 func newOwnership(opts *Options) *ownership {
-	return &ownership{st: opts.Store, count: opts.Partitions, node: opts.NodeName, log: opts.Logger,
+	return &ownership{st: opts.Store, count: opts.Partitions, node: opts.NodeName, started: time.Now().UTC(), log: opts.Logger,
 		cur: PartitionMap{Count: opts.Partitions}, changed: make(chan struct{})}
 }
 
@@ -186,7 +182,7 @@ func (o *ownership) halt(ctx context.Context) {
 // register keeps this node registered until ctx ends: again after each session it
 // stood on is lost, and after a pause while registering fails.
 func (o *ownership) register(ctx context.Context, advertise string) {
-	self := store.Node{Name: o.node, Addr: advertise, Started: time.Now().UTC()}
+	self := store.Node{Name: o.node, Addr: advertise, Started: o.started}
 	pause := ownerRetryMin
 	for {
 		rctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
