@@ -21,8 +21,8 @@ const ServerName = "tockd/0.1"
 // It is the public API and the composition of the parts, each a type with its own
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
-// (workers.go, carry.go) and router (router.go), the runs that workers execute; and,
-// with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// (workers.go, carry.go) and router (router.go), the runs that workers execute; owners
+// (ownership.go), the partition map; and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
 // part guards its own state.
 type Server struct {
 	opts      Options
@@ -40,7 +40,10 @@ type Server struct {
 
 // New checks the options, fills in defaults and returns a server that is not yet
 // listening. Bad options give an error wrapping ErrInvalidOption that names the field. If
-// Options.Engine is nil it starts an engine of its own (Options.EngineOptions).
+// Options.Engine is nil it starts an engine of its own (Options.EngineOptions). With a
+// Store it first reads the cluster's partition count from etcd, creating it as
+// Options.Partitions if the cluster has none, and refuses another count with
+// ErrPartitionCount (one transaction, bounded by 10 s).
 func New(options ...Option) (*Server, error) {
 	var opts Options
 	for _, opt := range options {
