@@ -138,6 +138,14 @@ var metrics = slices.Concat([]metric{
 	// Partitions (computed, not yet routed by).
 	gauge("partitions", "The cluster's partition count P.",
 		func(s *tockd.Stats) float64 { return float64(s.Partitions.Count) }),
+	gauge("partitions_without_owner", "Partitions with no owner in this node's partition map: all of them while it knows of no live node (before its first read of the node set, or cut off from it), else 0.",
+		func(s *tockd.Stats) float64 {
+			unowned := s.Partitions.Count
+			for _, n := range s.Partitions.Nodes {
+				unowned -= n.Owned
+			}
+			return float64(unowned)
+		}),
 	gauge("partition_map_revision", "The etcd revision of the node set this node's partition map was computed from; every node of a settled cluster reports the same.",
 		func(s *tockd.Stats) float64 { return float64(s.Partitions.Rev) }),
 

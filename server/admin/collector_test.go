@@ -53,6 +53,7 @@ var wantScalars = map[string]struct {
 	"tock_leader_changes_total":       {dto.MetricType_COUNTER, 3009},
 	"tock_partitions":                 {dto.MetricType_GAUGE, 16},
 	"tock_partition_map_revision":     {dto.MetricType_GAUGE, 3015},
+	"tock_partitions_without_owner":   {dto.MetricType_GAUGE, 0},
 }
 
 type wantHist struct {
@@ -153,6 +154,34 @@ func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
 	for r := range tockd.NumCarryRefusals {
 		if want := float64(3101 + int(r)); got[r.String()] != want {
 			t.Errorf("tock_runs_carry_refused_total{reason=%q} = %v, want %v", r, got[r.String()], want)
+		}
+	}
+}
+
+// TestPartitionsWithoutOwner: a node that knows of no live node (its map empty) reports
+// every partition without an owner; a complete map, none.
+func TestPartitionsWithoutOwner(t *testing.T) {
+	for _, c := range []struct {
+		m    tockd.PartitionMap
+		want float64
+	}{
+		{tockd.PartitionMap{Count: 16, Rev: 7}, 16},
+		{fixedStats().Partitions, 0},
+	} {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(NewCollector(func() tockd.Stats { return tockd.Stats{Partitions: c.m} }))
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1.0
+		for _, f := range fams {
+			if f.GetName() == "tock_partitions_without_owner" {
+				got = f.Metric[0].GetGauge().GetValue()
+			}
+		}
+		if got != c.want {
+			t.Errorf("map %+v: tock_partitions_without_owner %v, want %v", c.m, got, c.want)
 		}
 	}
 }
