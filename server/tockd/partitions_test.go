@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -193,5 +194,29 @@ func TestPartitionsOfANodeWithoutEtcd(t *testing.T) {
 	if !ok || r.Count != 4 || r.Rev != 0 || len(r.Nodes) != 1 || r.Nodes[0].Name != "alone" || r.Nodes[0].Addr != lone.addr ||
 		!slices.Equal(r.Owners, []uint64{0, 0, 0, 0}) {
 		t.Fatalf("a node without etcd answered %+v, want itself owning all 4 partitions at rev 0", r)
+	}
+}
+
+// TestPartitionMapReplyTrimsNodes: a PARTITION_MAP lists at most partition.MaxCount
+// nodes; with more live nodes it lists only the owners, each owner index rewritten to
+// point at the same node in the shorter list.
+func TestPartitionMapReplyTrimsNodes(t *testing.T) {
+	set := store.NodeSet{Rev: 5}
+	for i := range partition.MaxCount + 1 {
+		set.Nodes = append(set.Nodes, store.Node{Name: fmt.Sprintf("n%05d", i), Addr: fmt.Sprintf("a%d", i)})
+	}
+	m := computeMap(partition.DefaultCount, set)
+	r := partitionMapReply(9, m)
+	if r.ID != 9 || r.Count != partition.DefaultCount || r.Rev != 5 || len(r.Nodes) > partition.DefaultCount || len(r.Owners) != partition.DefaultCount {
+		t.Fatalf("reply: id %d count %d rev %d, %d nodes, %d owners; want the 16 owners alone", r.ID, r.Count, r.Rev, len(r.Nodes), len(r.Owners))
+	}
+	for p, o := range r.Owners {
+		if want := m.Nodes[m.Owners[p]]; r.Nodes[o].Name != want.Name || r.Nodes[o].Addr != want.Addr {
+			t.Fatalf("partition %d: reply names %+v, the map %+v", p, r.Nodes[o], want)
+		}
+	}
+	small := partitionMapReply(1, computeMap(4, store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}))
+	if len(small.Nodes) != 3 {
+		t.Fatalf("3 live nodes: the reply lists %d, want all 3 (owners or not)", len(small.Nodes))
 	}
 }
