@@ -1,12 +1,15 @@
 package tockd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
@@ -218,5 +221,31 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 	small := partitionMapReply(1, computeMap(4, store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}))
 	if len(small.Nodes) != 3 {
 		t.Fatalf("3 live nodes: the reply lists %d, want all 3 (owners or not)", len(small.Nodes))
+	}
+}
+
+// TestNodeRegistersAgainAfterItsSessionEnds: a node whose lease etcd revokes (as at an
+// expiry after a stall) leaves the map, and comes back under its next session: the map
+// holds all three again at a later revision.
+func TestNodeRegistersAgainAfterItsSessionEnds(t *testing.T) {
+	stores, nodes := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	resp, err := stores[0].Client().Get(ctx, "/tock/nodes/node-c")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("node-c's registration: %v, %v", resp, err)
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := stores[0].Client().Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	gone := waitMap(t, nodes[0].srv, "node-c leaves with its lease", func(m PartitionMap) bool { return len(m.Nodes) == 2 })
+	back := waitMap(t, nodes[0].srv, "node-c back under a new session", func(m PartitionMap) bool { return len(m.Nodes) == 3 })
+	if back.Rev <= gone.Rev {
+		t.Fatalf("revisions: left at %d, back at %d", gone.Rev, back.Rev)
+	}
+	resp, err = stores[0].Client().Get(ctx, "/tock/nodes/node-c")
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
+		t.Fatalf("node-c's registration after the revoke: %v, %v; want one under a new lease", resp, err)
 	}
 }
