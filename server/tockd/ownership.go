@@ -191,8 +191,15 @@ func (o *ownership) register(ctx context.Context, advertise string) {
 		switch {
 		case ctx.Err() != nil || errors.Is(err, store.ErrClosed):
 			return
+		case errors.Is(err, store.ErrNodeTaken):
+			// A predecessor's lease (a restart within its TTL) frees itself; a second live
+			// node of this name never does.
+			o.log.Warn("tockd: this node's name is registered by another process (this node's previous run, until its lease expires, or another node of the same name: give each node its own -node-name); not in the partition map meanwhile; retrying",
+				"node", o.node, "err", err, "pause", pause)
 		case err != nil:
 			o.log.Warn("tockd: registering this node failed; retrying", "err", err, "pause", pause)
+		}
+		if err != nil {
 			if !sleepCtx(ctx, pause) {
 				return
 			}
