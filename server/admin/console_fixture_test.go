@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
@@ -141,5 +142,20 @@ func (env *consoleEnv) populate(t *testing.T, n int, blocking bool) {
 		env.waitState(t, "block-2", task.Running)
 		env.submit(t, task.Task{ID: "due-1", Type: typeOK, Schedule: now})
 		env.waitState(t, "due-1", task.Due)
+	}
+}
+
+// workerWithRun subscribes a raw worker connection named name to typeWork with credits,
+// then submits remote-1 of that type and takes its FIRE: the worker holds credits-1
+// credits and one run in flight, which stays RUNNING.
+func (env *consoleEnv) workerWithRun(t *testing.T, name string, credits uint64) {
+	t.Helper()
+	w := tockdtest.Dial(t, env.srv.Addr, tockdtest.Role(protocol.RoleWorker), tockdtest.Name(name))
+	if r := w.Call(&protocol.Subscribe{ID: 2, Types: []string{typeWork}, Credits: credits}); r.Type() != protocol.TypeOK {
+		t.Fatalf("SUBSCRIBE: %v %+v", r.Type(), r)
+	}
+	env.submit(t, task.Task{ID: "remote-1", Type: typeWork, Schedule: task.After(0)})
+	if _, ok := w.Recv().(*protocol.Fire); !ok {
+		t.Fatal("the worker got no FIRE")
 	}
 }

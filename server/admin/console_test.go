@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/core/task"
-	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
@@ -100,14 +98,7 @@ func wantNotIn(t *testing.T, what, body string, parts ...string) {
 func TestConsoleOverview(t *testing.T) {
 	env := startConsole(t, Options{ConsoleSampleInterval: 10 * time.Millisecond})
 	env.populate(t, 3, false)
-	w := tockdtest.Dial(t, env.srv.Addr, tockdtest.Role(protocol.RoleWorker), tockdtest.Name("render-<farm>"))
-	if r := w.Call(&protocol.Subscribe{ID: 2, Types: []string{typeWork}, Credits: 4}); r.Type() != protocol.TypeOK {
-		t.Fatalf("SUBSCRIBE: %v %+v", r.Type(), r)
-	}
-	env.submit(t, task.Task{ID: "remote-1", Type: typeWork, Schedule: task.After(0)})
-	if _, ok := w.Recv().(*protocol.Fire); !ok {
-		t.Fatal("the worker got no FIRE")
-	}
+	env.workerWithRun(t, "render-<farm>", 4)
 	tockdtest.Eventually(t, "three samples", func() bool { return len(env.adm.console.samples.list()) >= 3 })
 	body := env.page(t, "/console/")
 	wantIn(t, "the overview", body, "<h1>Overview</h1>", tockdtest.DefaultNodeName, "leader", env.srv.Addr,
