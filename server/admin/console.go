@@ -51,6 +51,7 @@ type console struct {
 	snapshot func() tockd.Stats
 	token    string // Options.Token: "" makes the console read-only and open
 	sessions *sessions
+	logins   *loginLimiter
 	samples  *samples
 	every    time.Duration // Options.ConsoleSampleInterval
 	pageSize int           // Options.ConsolePageSize
@@ -64,6 +65,7 @@ var pageNames = []string{"overview", "tasks", "task", "dlq", "types", "login", "
 
 func newConsole(o *Options) *console {
 	c := &console{src: o.Console, snapshot: o.Snapshot, token: o.Token, sessions: newSessions(o.ConsoleSessionTTL),
+		logins:  &loginLimiter{max: o.ConsoleLoginFailures, now: time.Now},
 		samples: newSamples(o.ConsoleSamples), every: o.ConsoleSampleInterval, pageSize: o.ConsolePageSize,
 		log: o.Logger, pages: map[string]*template.Template{}}
 	for _, name := range pageNames {
@@ -242,7 +244,14 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
+	if wait := c.logins.wait(); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		c.fail(w, r, http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins: the form takes none for %d s (Options.ConsoleLoginFailures a minute).", secs))
+		return
+	}
 	if !tokenMatches(r.PostForm.Get("token"), c.token) {
+		c.logins.failed()
 		c.log.Warn("admin: console login refused: wrong token", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Body: loginView{Next: next, Failed: true}})
 		return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -101,4 +102,48 @@ func (ss *sessions) sessionOf(r *http.Request) string {
 // tokenMatches reports whether got is the admin token want, in constant time.
 func tokenMatches(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// consoleLoginWindow is the window Options.ConsoleLoginFailures counts failed logins in.
+const consoleLoginWindow = time.Minute
+
+// loginLimiter bounds guessing at the admin token through the login form: once max
+// logins have failed within a window (consoleLoginWindow, fixed, from the first failure),
+// every login is refused without looking at its token until the window ends. It counts
+// across all clients: a guesser cannot spread its tries over addresses, at the price of
+// locking the form for everyone for at most a window (the bearer header still works).
+//
+// Invariant: failures counts the failed logins since start, and start + window is in the
+// future or failures is stale (reset at the next look). Concurrency: guarded by mu.
+type loginLimiter struct {
+	max int
+	now func() time.Time
+
+	mu       sync.Mutex
+	start    time.Time // guarded by mu: the window's first failure
+	failures int       // guarded by mu
+}
+
+// wait returns how long logins are refused for; 0 when one may be tried now.
+func (l *loginLimiter) wait() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if l.failures > 0 && !now.Before(l.start.Add(consoleLoginWindow)) {
+		l.failures = 0
+	}
+	if l.failures < l.max {
+		return 0
+	}
+	return l.start.Add(consoleLoginWindow).Sub(now)
+}
+
+// failed counts a failed login.
+func (l *loginLimiter) failed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failures == 0 {
+		l.start = l.now()
+	}
+	l.failures++
 }

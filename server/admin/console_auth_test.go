@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +178,33 @@ func TestConsoleOnFollower(t *testing.T) {
 	}
 	if p := follower.PausedTypes(); len(p) != 0 {
 		t.Errorf("the follower paused %q", p)
+	}
+}
+
+// After ConsoleLoginFailures failed logins the form refuses every login, the right token
+// too, with 429 and Retry-After, until the minute from the first failure is over; the
+// bearer header still reads pages.
+func TestConsoleLoginLimit(t *testing.T) {
+	env := startConsole(t, Options{Token: consoleToken, ConsoleLoginFailures: 3})
+	var late atomic.Int64 // how far the limiter's clock is ahead; read by the handlers
+	env.adm.console.logins.now = func() time.Time { return time.Now().Add(time.Duration(late.Load())) }
+	for i := range 3 {
+		if code, _, _ := env.do(t, http.MethodPost, "/console/login", url.Values{"token": {"guess"}}); code != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %d, want 401", i+1, code)
+		}
+	}
+	late.Store(int64(20 * time.Second))
+	code, body, resp := env.do(t, http.MethodPost, "/console/login", url.Values{"token": {consoleToken}})
+	// 40 s of the minute are left, less the test's own time: Retry-After rounds it up.
+	if ra := resp.Header.Get("Retry-After"); code != http.StatusTooManyRequests || (ra != "40" && ra != "39") || len(resp.Cookies()) != 0 {
+		t.Fatalf("login after 3 failures: %d, Retry-After %q, cookies %v, want 429 for about 40 s and none:\n%.300s",
+			code, resp.Header.Get("Retry-After"), resp.Cookies(), body)
+	}
+	if code, _, _ := env.do(t, http.MethodGet, "/console/", nil, "Authorization", "Bearer "+consoleToken); code != http.StatusOK {
+		t.Errorf("the bearer header while the form is locked: %d, want 200", code)
+	}
+	late.Store(int64(61 * time.Second))
+	if code, _, _ := env.do(t, http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}); code != http.StatusSeeOther {
+		t.Errorf("login once the minute is over: %d, want 303", code)
 	}
 }

@@ -32,7 +32,9 @@
 //     or "Authorization: Bearer <Token>" (a browser without either is sent to the login).
 //     /console/login takes the token in a form and sets a session cookie (tock_console:
 //     HttpOnly, SameSite=Strict, Path=/console/, for ConsoleSessionTTL). Sessions are
-//     stateless, MACed with a key drawn at New: a restart ends them all.
+//     stateless, MACed with a key drawn at New: a restart ends them all. After
+//     ConsoleLoginFailures failed logins within a minute (all clients together) the form
+//     refuses every login, 429 with Retry-After, until that minute is over.
 //   - Actions are POSTs that need the session cookie and the CSRF token bound to it
 //     (HMAC of the cookie; every form carries it); the bearer header alone does not
 //     allow them (tockctl is the scripting interface). A node that does not lead

@@ -51,6 +51,10 @@ const (
 	MaxConsolePageSize = 1000
 	// DefaultConsoleSessionTTL is how long a console login lasts.
 	DefaultConsoleSessionTTL = 12 * time.Hour
+	// DefaultConsoleLoginFailures is how many failed console logins a minute are allowed,
+	// from all clients together, before the form refuses every login for the rest of
+	// that minute: a guesser gets 14,400 tries a day, against a token of 128 bits or more.
+	DefaultConsoleLoginFailures = 10
 )
 
 // Options configures a Server. Snapshot is required; every other zero field selects its
@@ -100,6 +104,7 @@ type Options struct {
 	ConsoleSamples        int           // at least 2; default DefaultConsoleSamples
 	ConsolePageSize       int           // at most MaxConsolePageSize; default DefaultConsolePageSize
 	ConsoleSessionTTL     time.Duration // default DefaultConsoleSessionTTL
+	ConsoleLoginFailures  int           // failed logins a minute before the form locks; default DefaultConsoleLoginFailures
 }
 
 // Option sets a field of Options.
@@ -190,6 +195,9 @@ func (o *Options) setDefaults() {
 	if o.ConsoleSessionTTL == 0 {
 		o.ConsoleSessionTTL = DefaultConsoleSessionTTL
 	}
+	if o.ConsoleLoginFailures == 0 {
+		o.ConsoleLoginFailures = DefaultConsoleLoginFailures
+	}
 }
 
 // validate names the first bad field; it runs after setDefaults.
@@ -226,6 +234,8 @@ func (o *Options) validate() error {
 		return bad("ConsolePageSize", fmt.Sprintf("(%d) is outside [1, %d]", o.ConsolePageSize, MaxConsolePageSize))
 	case o.ConsoleSessionTTL < 0:
 		return bad("ConsoleSessionTTL", fmt.Sprintf("is negative (%v)", o.ConsoleSessionTTL))
+	case o.ConsoleLoginFailures < 0:
+		return bad("ConsoleLoginFailures", fmt.Sprintf("is negative (%d)", o.ConsoleLoginFailures))
 	}
 	return nil
 }

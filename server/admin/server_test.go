@@ -37,6 +37,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"ConsoleSamples", Options{Snapshot: ok, ConsoleSamples: 1}},
 		{"ConsolePageSize", Options{Snapshot: ok, ConsolePageSize: MaxConsolePageSize + 1}},
 		{"ConsoleSessionTTL", Options{Snapshot: ok, ConsoleSessionTTL: -time.Hour}},
+		{"ConsoleLoginFailures", Options{Snapshot: ok, ConsoleLoginFailures: -1}},
 	} {
 		_, err := New(WithOptions(tc.opts))
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
