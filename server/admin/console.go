@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -205,7 +206,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, code int, name 
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	fmt.Fprint(w, b.String())
+	io.WriteString(w, b.String())
 }
 
 // fail answers code with an error page saying msg.

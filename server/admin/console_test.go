@@ -223,3 +223,59 @@ func TestConsoleReadOnlyWithoutToken(t *testing.T) {
 		t.Errorf("paused types %q after a refused pause", p)
 	}
 }
+
+// The dead-letter queue pages by the engine's cursor: two dead letters at one a page
+// are two pages, the second linking back to the first.
+func TestConsoleDeadLettersPaging(t *testing.T) {
+	env := startConsole(t, Options{ConsolePageSize: 1})
+	env.populate(t, 0, false)
+	// The two die concurrently (two engine workers): either may be first.
+	ids := []string{">dead-1<", ">dead-&lt;i&gt;&#34;2&#34;<"}
+	on := func(body string) (n int, which string) {
+		for _, id := range ids {
+			if strings.Contains(body, id) {
+				n, which = n+1, id
+			}
+		}
+		return n, which
+	}
+	first := env.page(t, "/console/dlq")
+	wantIn(t, "the DLQ's first page", first, "2 dead letters", `rel="next"`)
+	wantNotIn(t, "the DLQ's first page", first, "First page")
+	m := regexp.MustCompile(`<a href="([^"]+)" rel="next">`).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatal("no next page link")
+	}
+	second := env.page(t, strings.ReplaceAll(m[1], "&amp;", "&"))
+	wantIn(t, "the DLQ's second page", second, `<a href="/console/dlq">First page</a>`)
+	wantNotIn(t, "the DLQ's second page", second, `rel="next"`)
+	n1, a := on(first)
+	n2, b := on(second)
+	if n1 != 1 || n2 != 1 || a == b {
+		t.Errorf("the pages list %d (%s) and %d (%s) dead letters, want one each, different", n1, a, n2, b)
+	}
+	if code, _, _ := env.do(t, http.MethodGet, "/console/dlq?cursor=bogus", nil); code != http.StatusBadRequest {
+		t.Errorf("a bad DLQ cursor: %d, want 400", code)
+	}
+	if code, body, _ := env.do(t, http.MethodGet, "/console/nope", nil); code != http.StatusNotFound || !strings.Contains(body, "/console/nope") {
+		t.Errorf("GET /console/nope: %d, want the console's 404 naming the path", code)
+	}
+}
+
+// A payload is shown as text when it is printable UTF-8 (cut to the preview's length
+// without splitting a rune), and in hex otherwise.
+func TestPayloadPreview(t *testing.T) {
+	if v := previewOf([]byte("hello\n\tworld")); v.Hex || v.Text != "hello\n\tworld" || !v.Whole || v.Len != 12 {
+		t.Errorf("text payload: %+v", v)
+	}
+	long := strings.Repeat("a", consolePayloadPreview-1) + "é" + "tail" // é's 2 bytes straddle the cut
+	if v := previewOf([]byte(long)); v.Hex || v.Whole || v.Text != strings.Repeat("a", consolePayloadPreview-1) {
+		t.Errorf("a long text payload cut inside a rune: hex %v whole %v, %d bytes shown", v.Hex, v.Whole, len(v.Text))
+	}
+	if v := previewOf([]byte{0xff, 0x00, 'a'}); !v.Hex || v.Text != "ff0061" {
+		t.Errorf("binary payload: %+v", v)
+	}
+	if v := previewOf([]byte("bell\a")); !v.Hex {
+		t.Errorf("a control character is shown as text: %+v", v)
+	}
+}
