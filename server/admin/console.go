@@ -186,17 +186,24 @@ func orUnknown(s string) string {
 // page is what layout.html renders around a page's content.
 type page struct {
 	Title  string
-	Nav    string // the nav entry to mark current
-	Leader tockd.LeaderView
+	Nav    string           // the nav entry to mark current
+	Leader tockd.LeaderView // zero for an Anonymous visitor
 	Auth   auth
-	Flash  string
-	Body   any
+	// Anonymous: the port has a token and this request carries neither a session nor
+	// the bearer header; the layout then names no node.
+	Anonymous bool
+	Flash     string
+	Body      any
 }
 
 func (c *console) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
-	p.Leader = c.src.Leader()
 	if p.Auth == (auth{}) {
 		p.Auth = c.authOf(r)
+	}
+	// A visitor not let in (the login form, a refusal) learns nothing of the node.
+	p.Anonymous = p.Auth.TokenSet && !p.Auth.Session && !tokenMatches(r.Header.Get("Authorization"), "Bearer "+c.token)
+	if !p.Anonymous {
+		p.Leader = c.src.Leader()
 	}
 	var b strings.Builder
 	if err := c.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {

@@ -29,7 +29,9 @@ func TestConsoleLogin(t *testing.T) {
 	if code, _, _ := env.do(t, http.MethodGet, "/console/", nil, "Authorization", "Bearer wrong"); code != http.StatusSeeOther {
 		t.Errorf("GET /console/ with a wrong bearer token: %d, want 303 to the login", code)
 	}
-	wantIn(t, "the login form", env.page(t, "/console/login"), `<label for="token">Admin token</label>`, `type="password"`)
+	form := env.page(t, "/console/login")
+	wantIn(t, "the login form", form, `<label for="token">Admin token</label>`, `type="password"`)
+	wantNotIn(t, "the login form", form, tockdtest.DefaultNodeName, "leads") // nothing of the node before a login
 	code, body, resp := env.do(t, http.MethodPost, "/console/login", url.Values{"token": {"guess"}})
 	if code != http.StatusUnauthorized || !strings.Contains(body, "not the admin token") || len(resp.Cookies()) != 0 {
 		t.Errorf("login with a wrong token: %d, cookies %v, want 401 and none", code, resp.Cookies())

@@ -29,7 +29,8 @@
 //   - Without Options.Token the console is open (as the port is: loopback by default)
 //     and read-only: no page offers an action and every action is 403.
 //   - With a Token every page but /console/login and the style sheet needs a session,
-//     or "Authorization: Bearer <Token>" (a browser without either is sent to the login).
+//     or "Authorization: Bearer <Token>" (a browser without either is sent to the login,
+//     which, like a refusal, names no node and says nothing of the leadership).
 //     /console/login takes the token in a form and sets a session cookie (tock_console:
 //     HttpOnly, SameSite=Strict, Path=/console/, for ConsoleSessionTTL). Sessions are
 //     stateless, MACed with a key drawn at New: a restart ends them all. After
