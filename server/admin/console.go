@@ -131,13 +131,19 @@ func (c *console) authOf(r *http.Request) auth {
 	return a
 }
 
+// bearer reports whether r carries "Authorization: Bearer <Options.Token>" (a token is
+// set).
+func (c *console) bearer(r *http.Request) bool {
+	return c.token != "" && tokenMatches(r.Header.Get("Authorization"), "Bearer "+c.token)
+}
+
 // read lets a GET page through: always without a token; with one, for a valid session
 // cookie or "Authorization: Bearer <token>", and otherwise it sends the browser to the
 // login form.
 func (c *console) read(h func(http.ResponseWriter, *http.Request, auth)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := c.authOf(r)
-		if a.TokenSet && !a.Session && !tokenMatches(r.Header.Get("Authorization"), "Bearer "+c.token) {
+		if a.TokenSet && !a.Session && !c.bearer(r) {
 			http.Redirect(w, r, "/console/login?"+url.Values{"next": {r.URL.RequestURI()}}.Encode(), http.StatusSeeOther)
 			return
 		}
@@ -201,7 +207,7 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, code int, name 
 		p.Auth = c.authOf(r)
 	}
 	// A visitor not let in (the login form, a refusal) learns nothing of the node.
-	p.Anonymous = p.Auth.TokenSet && !p.Auth.Session && !tokenMatches(r.Header.Get("Authorization"), "Bearer "+c.token)
+	p.Anonymous = p.Auth.TokenSet && !p.Auth.Session && !c.bearer(r)
 	if !p.Anonymous {
 		p.Leader = c.src.Leader()
 	}
