@@ -48,6 +48,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	want := func(page string, parts ...string) {
 		t.Helper()
+		if problems := b.eval(accessibilityCheck); problems != "" {
+			t.Errorf("%s: accessibility: %s", page, problems)
+		}
 		text := b.text()
 		for _, p := range parts {
 			if !strings.Contains(text, p) {
@@ -132,3 +135,28 @@ func (env *consoleEnv) populateRound(t *testing.T, round int) {
 	}
 	env.submit(t, task.Task{ID: fmt.Sprintf("warm-%d-flaky", round), Type: typeFlaky, Schedule: task.After(0)})
 }
+
+// accessibilityCheck is evaluated in each page: it lists what a screen reader or a
+// keyboard user would miss (empty when nothing): the page's language, one h1, a label
+// for every visible form field, an accessible name for every button and link, a header
+// row in every table with its scope, a title for every chart.
+const accessibilityCheck = `(() => {
+  const p = [];
+  if (!document.documentElement.lang) p.push("no lang on <html>");
+  if (document.querySelectorAll("h1").length !== 1) p.push("not exactly one h1");
+  for (const e of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    if (!(e.labels && e.labels.length) && !e.getAttribute("aria-label")) p.push("an unlabelled field " + (e.name || e.id));
+  }
+  for (const e of document.querySelectorAll("button, a[href]")) {
+    if (!(e.getAttribute("aria-label") || e.textContent.trim())) p.push("a " + e.tagName + " without a name");
+  }
+  for (const t of document.querySelectorAll("table")) {
+    const ths = t.querySelectorAll("thead th");
+    if (!ths.length) p.push("a table without a header row");
+    for (const th of ths) if (!th.getAttribute("scope")) p.push("a th without scope: " + th.textContent);
+  }
+  for (const s of document.querySelectorAll("svg[role=img]")) {
+    if (!s.querySelector("title") || !s.getAttribute("aria-labelledby")) p.push("a chart without a title");
+  }
+  return p.join("; ");
+})()`
