@@ -41,6 +41,9 @@ const (
 	// DefaultConsoleSampleInterval is how often the console samples Stats for its charts:
 	// each sample costs what one /metrics scrape's snapshot does.
 	DefaultConsoleSampleInterval = 5 * time.Second
+	// MinConsoleSampleInterval is the shortest ConsoleSampleInterval: sampling is a
+	// Stats snapshot, a pass over the engine's shards, not something to spin on.
+	MinConsoleSampleInterval = 10 * time.Millisecond
 	// DefaultConsoleSamples is how many samples the charts keep: 121 at 5 s draw the
 	// last 10 minutes (120 intervals), in about 40 KiB.
 	DefaultConsoleSamples = 121
@@ -100,7 +103,7 @@ type Options struct {
 	// Nil: no console.
 	Console ConsoleSource
 
-	ConsoleSampleInterval time.Duration // default DefaultConsoleSampleInterval
+	ConsoleSampleInterval time.Duration // at least MinConsoleSampleInterval; default DefaultConsoleSampleInterval
 	ConsoleSamples        int           // at least 2; default DefaultConsoleSamples
 	ConsolePageSize       int           // at most MaxConsolePageSize; default DefaultConsolePageSize
 	ConsoleSessionTTL     time.Duration // default DefaultConsoleSessionTTL
@@ -226,8 +229,8 @@ func (o *Options) validate() error {
 		return bad("Token", "has a space or control character (it travels in an HTTP header)")
 	case o.MetricsMaxInFlight < 0:
 		return bad("MetricsMaxInFlight", fmt.Sprintf("is negative (%d)", o.MetricsMaxInFlight))
-	case o.ConsoleSampleInterval < 0:
-		return bad("ConsoleSampleInterval", fmt.Sprintf("is negative (%v)", o.ConsoleSampleInterval))
+	case o.ConsoleSampleInterval < MinConsoleSampleInterval:
+		return bad("ConsoleSampleInterval", fmt.Sprintf("(%v) is under %v", o.ConsoleSampleInterval, MinConsoleSampleInterval))
 	case o.ConsoleSamples < 2:
 		return bad("ConsoleSamples", fmt.Sprintf("(%d) must be at least 2: a chart needs two samples for one interval", o.ConsoleSamples))
 	case o.ConsolePageSize < 0 || o.ConsolePageSize > MaxConsolePageSize:
