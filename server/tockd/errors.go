@@ -11,4 +11,7 @@ var (
 	// ErrPartitionCount: this node's Options.Partitions differs from the count the
 	// cluster was created with (stored in etcd by its first node); the message names both.
 	ErrPartitionCount = errors.New("tockd: partition count differs from the cluster's")
+	// ErrInvalidArgument: an argument of an operator's call (SetPaused) is bad; the
+	// message names it.
+	ErrInvalidArgument = errors.New("tockd: invalid argument")
 )
