@@ -135,12 +135,33 @@ var metrics = slices.Concat([]metric{
 	counter("leader_changes_total", "Times this node gained or lost leadership.",
 		func(s *tockd.Stats) float64 { return float64(s.LeaderChanges) }),
 
+	// Partitions (computed, not yet routed by).
+	gauge("partitions", "The cluster's partition count P.",
+		func(s *tockd.Stats) float64 { return float64(s.Partitions.Count) }),
+	gauge("partitions_without_owner", "Partitions with no owner in this node's partition map: all of them while it knows of no live node (before its first read of the node set, or cut off from it), else 0.",
+		func(s *tockd.Stats) float64 {
+			unowned := s.Partitions.Count
+			for _, n := range s.Partitions.Nodes {
+				unowned -= n.Owned
+			}
+			return float64(unowned)
+		}),
+	gauge("partition_map_revision", "The etcd revision of the node set this node's partition map was computed from; every node of a settled cluster reports the same.",
+		func(s *tockd.Stats) float64 { return float64(s.Partitions.Rev) }),
+
 	// Histograms.
 	histogram("lateness_seconds", "Lateness of attempts: the time an attempt started (for a worker's task, was FIREd) minus the time it was due, in seconds.",
 		func(s *tockd.Stats) *task.Histogram { return &s.Engine.Lateness }),
 	histogram("execution_duration_seconds", "Run time of attempts, in seconds: in a handler, or for a worker's task from its FIRE to its ACK or NACK.",
 		func(s *tockd.Stats) *task.Histogram { return &s.Engine.Duration }),
 })
+
+// partitionsOwned is partitions_owned, one series per node of the partition map, labelled
+// with the node's name: the map is the same on every node, so any node's scrape shows
+// the whole cluster's split.
+var partitionsOwned = prometheus.NewDesc(Namespace+"_partitions_owned",
+	"Partitions each live node owns in this node's partition map (computed, not yet routed by), by node.",
+	[]string{"node"}, nil)
 
 // Collector is a prometheus.Collector over a snapshot function. Each Collect takes
 // exactly one snapshot and turns it into constant metrics, so every value of one scrape
@@ -166,6 +187,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for i := range metrics {
 		ch <- metrics[i].desc
 	}
+	ch <- partitionsOwned
 }
 
 // Collect takes one snapshot and emits every metric from it.
@@ -174,6 +196,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for i := range metrics {
 			ch <- prometheus.NewInvalidMetric(metrics[i].desc, errNoSnapshot)
 		}
+		ch <- prometheus.NewInvalidMetric(partitionsOwned, errNoSnapshot)
 		return
 	}
 	s := c.snapshot()
@@ -188,6 +211,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			v = prometheus.NewInvalidMetric(m.desc, err)
 		}
 		ch <- v
+	}
+	for _, n := range s.Partitions.Nodes {
+		ch <- prometheus.MustNewConstMetric(partitionsOwned, prometheus.GaugeValue, float64(n.Owned), n.Name)
 	}
 }
 

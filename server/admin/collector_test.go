@@ -51,6 +51,9 @@ var wantScalars = map[string]struct {
 	"tock_is_leader":                  {dto.MetricType_GAUGE, 1},
 	"tock_leader_epoch":               {dto.MetricType_GAUGE, 3008},
 	"tock_leader_changes_total":       {dto.MetricType_COUNTER, 3009},
+	"tock_partitions":                 {dto.MetricType_GAUGE, 16},
+	"tock_partition_map_revision":     {dto.MetricType_GAUGE, 3015},
+	"tock_partitions_without_owner":   {dto.MetricType_GAUGE, 0},
 }
 
 type wantHist struct {
@@ -103,6 +106,7 @@ func TestScrapeValues(t *testing.T) {
 		}
 	}
 	checkCarryRefused(t, fams["tock_runs_carry_refused_total"])
+	checkPartitionsOwned(t, fams["tock_partitions_owned"])
 	for name, want := range wantHists {
 		f := fams[name]
 		if f == nil {
@@ -118,7 +122,8 @@ func TestScrapeValues(t *testing.T) {
 	for name := range fams {
 		_, scalar := wantScalars[name]
 		_, hist := wantHists[name]
-		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" {
+		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" &&
+			name != "tock_partitions_owned" {
 			t.Errorf("%s: emitted but not checked by this test", name)
 		}
 	}
@@ -150,6 +155,52 @@ func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
 		if want := float64(3101 + int(r)); got[r.String()] != want {
 			t.Errorf("tock_runs_carry_refused_total{reason=%q} = %v, want %v", r, got[r.String()], want)
 		}
+	}
+}
+
+// TestPartitionsWithoutOwner: a node that knows of no live node (its map empty) reports
+// every partition without an owner; a complete map, none.
+func TestPartitionsWithoutOwner(t *testing.T) {
+	for _, c := range []struct {
+		m    tockd.PartitionMap
+		want float64
+	}{
+		{tockd.PartitionMap{Count: 16, Rev: 7}, 16},
+		{fixedStats().Partitions, 0},
+	} {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(NewCollector(func() tockd.Stats { return tockd.Stats{Partitions: c.m} }))
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1.0
+		for _, f := range fams {
+			if f.GetName() == "tock_partitions_without_owner" {
+				got = f.Metric[0].GetGauge().GetValue()
+			}
+		}
+		if got != c.want {
+			t.Errorf("map %+v: tock_partitions_without_owner %v, want %v", c.m, got, c.want)
+		}
+	}
+}
+
+// checkPartitionsOwned checks partitions_owned: a gauge per node of the map, labelled
+// with its name, valued as in fixedStats (node-a 6, node-b 10).
+func checkPartitionsOwned(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if f == nil || f.GetType() != dto.MetricType_GAUGE || len(f.Metric) != 2 {
+		t.Fatalf("tock_partitions_owned: %v, want a gauge with 2 series", f)
+	}
+	got := map[string]float64{}
+	for _, m := range f.Metric {
+		if lp := m.GetLabel(); len(lp) == 1 && lp[0].GetName() == "node" {
+			got[lp[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["node-a"] != 6 || got["node-b"] != 10 {
+		t.Errorf("tock_partitions_owned = %v, want node-a 6, node-b 10", got)
 	}
 }
 
@@ -228,8 +279,9 @@ func TestCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics) {
-		t.Errorf("collected %d metrics, want %d", n, len(metrics))
+	// The fixed metrics, and partitions_owned for each of fixedStats' two nodes.
+	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+2 {
+		t.Errorf("collected %d metrics, want %d", n, len(metrics)+2)
 	}
 }
 
@@ -250,8 +302,9 @@ func TestCollectorBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "4 bounds and 1 counts") {
 		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
 	}
-	// Every metric is a family of its own, but for runs_carry_refused_total's reasons.
-	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1
+	// Every metric is a family of its own, but for runs_carry_refused_total's reasons;
+	// partitions_owned is one more.
+	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 1
 	if len(fams) != want {
 		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), want)
 	}

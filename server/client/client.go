@@ -405,6 +405,47 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	return Stats{Counters: r.Counters, Gauges: r.Gauges}, nil
 }
 
+// PartitionMap is which node owns each of the cluster's partitions, as the answering
+// node computed it (PROTOCOL.md, "Partitions"). It is computed, not yet routed by:
+// every request still goes to the leader.
+type PartitionMap struct {
+	Count int   // the partition count P
+	Rev   int64 // the etcd revision of the node set it was computed from (0 without etcd)
+	// Nodes are the live nodes, by name; empty (and Owners too) while the node knows of
+	// none.
+	Nodes []PartitionNode
+	// Owners[p] is the index in Nodes of partition p's owner.
+	Owners []int
+}
+
+// PartitionNode is one live node of a PartitionMap.
+type PartitionNode struct {
+	Name string // its node ID (Welcome.Node)
+	Addr string // its client address; "" when it registered none
+}
+
+// Owner is partition p's owner; p must be below Count, and the map must have nodes.
+func (m PartitionMap) Owner(p int) PartitionNode { return m.Nodes[m.Owners[p]] }
+
+// Partitions asks the node for its partition map (PARTITIONS); any node answers,
+// leading or not.
+func (c *Client) Partitions(ctx context.Context) (PartitionMap, error) {
+	r, err := expect[*protocol.PartitionMap](c.do(ctx, func(id uint64) protocol.Message {
+		return &protocol.Partitions{ID: id}
+	}))
+	if err != nil {
+		return PartitionMap{}, err
+	}
+	m := PartitionMap{Count: int(r.Count), Rev: int64(r.Rev), Owners: make([]int, len(r.Owners))}
+	for _, n := range r.Nodes {
+		m.Nodes = append(m.Nodes, PartitionNode{Name: n.Name, Addr: n.Addr})
+	}
+	for p, o := range r.Owners {
+		m.Owners[p] = int(o)
+	}
+	return m, nil
+}
+
 // Ping makes one round trip.
 func (c *Client) Ping(ctx context.Context) error {
 	_, err := expect[*protocol.Pong](c.do(ctx, func(id uint64) protocol.Message {

@@ -31,6 +31,11 @@ type Welcome struct {
 	// nothing there and dials Leader.
 	Follower bool
 	Leader   string
+	// Partitions is the cluster's partition count (0: the server states none), and
+	// PartitionRev the revision of the partition map the node holds: a map (Partitions)
+	// of a lower revision is out of date.
+	Partitions   int
+	PartitionRev int64
 }
 
 // reply is what a waiting call receives: a message, or an error (an ERROR reply, a
@@ -162,7 +167,8 @@ func (c *conn) handshake(o *Options, role protocol.Role) error {
 				return fmt.Errorf("%w: server max_frame %d outside [%d, Options.MaxFrame %d]", ErrHandshake, m.MaxFrame, minMaxFrame, o.MaxFrame)
 			}
 			c.welcome = Welcome{Version: m.Version, Server: m.Name, Node: m.Node, Epoch: m.Epoch, MaxFrame: int(m.MaxFrame),
-				Heartbeat: time.Duration(m.Heartbeat), Follower: m.Follower, Leader: m.Leader}
+				Heartbeat: time.Duration(m.Heartbeat), Follower: m.Follower, Leader: m.Leader,
+				Partitions: int(m.Partitions), PartitionRev: int64(m.PartitionRev)}
 			c.sendMax = int(m.MaxFrame)
 			return nil
 		default:

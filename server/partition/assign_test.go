@@ -127,3 +127,42 @@ func TestAssignErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignLeave measures the moves of a leave (n nodes to n-1): every partition of the
+// leaver moves, and the load bound may move others between the survivors, since each
+// survivor's bound rises. The test asserts the mean of those extra moves over many ID
+// sets stays below the leaver's own share P/n, and reports how often a leave moved any
+// and the worst.
+func TestAssignLeave(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const sets = 2000
+	for _, n := range []int{2, 3, 4, 5} {
+		some, extra, worst := 0, 0, 0
+		for range sets {
+			nodes := randomNodes(r, n)
+			leaver := nodes[n-1]
+			before, _ := Assign(DefaultCount, nodes)
+			after, _ := Assign(DefaultCount, nodes[:n-1])
+			moved := 0
+			for part := range before {
+				if after[part] == leaver {
+					t.Fatalf("partition %d still owned by the leaver %s", part, leaver)
+				}
+				if before[part] != leaver && before[part] != after[part] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				some++
+			}
+			extra += moved
+			worst = max(worst, moved)
+		}
+		mean, share := float64(extra)/sets, float64(DefaultCount)/float64(n)
+		if mean > share {
+			t.Errorf("leave %d->%d moved %.2f survivors' partitions on average, want <= the leaver's share %.1f", n, n-1, mean, share)
+		}
+		t.Logf("P=%d leave %d->%d over %d sets: survivors' partitions moved in %d sets, %.2f on average, %d at worst (the leaver held %.1f on average)",
+			DefaultCount, n, n-1, sets, some, mean, worst, share)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/partition"
 )
 
 // Version is the protocol version this package speaks (HELLO and WELCOME "v").
@@ -16,38 +17,40 @@ type Type uint8
 // Message types, grouped by ranges: 1-15 connection, 16-31 tasks, 32-47 dead letters and
 // administration, 48-63 workers. "->" is client to server, "<-" server to client.
 const (
-	TypeHello       Type = 1  // -> first frame: version, name, token, role
-	TypeWelcome     Type = 2  // <- reply to HELLO
-	TypeError       Type = 3  // <- reply to any request that failed
-	TypeOK          Type = 4  // <- reply to requests with nothing else to say
-	TypePing        Type = 5  // -> liveness
-	TypePong        Type = 6  // <- reply to PING
-	TypeSubmit      Type = 16 // -> one task; reply TASK_STATUS
-	TypeSubmitBatch Type = 17 // -> up to MaxBatch tasks; reply BATCH_RESULT
-	TypeCancel      Type = 18 // -> reply TASK_STATUS
-	TypeGet         Type = 19 // -> reply TASK_INFO
-	TypeList        Type = 20 // -> reply TASK_PAGE
-	TypeTaskStatus  Type = 21 // <- what a submit, cancel or requeue left the task as
-	TypeBatchResult Type = 22 // <- one result per submitted task
-	TypeTaskInfo    Type = 23 // <- one task's snapshot
-	TypeTaskPage    Type = 24 // <- a page of snapshots
-	TypeDLQList     Type = 32 // -> reply DLQ_PAGE
-	TypeDLQPage     Type = 33 // <- a page of dead letters
-	TypeDLQRequeue  Type = 34 // -> reply TASK_STATUS
-	TypeDLQPurge    Type = 35 // -> reply PURGED
-	TypePurged      Type = 36 // <- how many dead letters were removed
-	TypePause       Type = 37 // -> stop dispatching a task type; reply OK
-	TypeResume      Type = 38 // -> dispatch it again; reply OK
-	TypeStats       Type = 39 // -> reply STATS_REPLY
-	TypeStatsReply  Type = 40 // <- counters and gauges
-	TypeSubscribe   Type = 48 // -> worker: the types it serves and its credits; reply OK
-	TypeCredit      Type = 49 // -> worker: more credits; reply OK
-	TypeFire        Type = 50 // <- push (id 0): run this task now
-	TypeAck         Type = 51 // -> worker: the run succeeded; reply OK
-	TypeNack        Type = 52 // -> worker: the run failed; reply OK
-	TypeAcks        Type = 53 // -> worker: up to MaxBatch runs succeeded; reply ACKED
-	TypeAcked       Type = 54 // <- reply to ACKS and CARRY: the runs that could not be acknowledged
-	TypeCarry       Type = 55 // -> worker: outcomes of runs an earlier connection never confirmed; reply ACKED
+	TypeHello        Type = 1  // -> first frame: version, name, token, role
+	TypeWelcome      Type = 2  // <- reply to HELLO
+	TypeError        Type = 3  // <- reply to any request that failed
+	TypeOK           Type = 4  // <- reply to requests with nothing else to say
+	TypePing         Type = 5  // -> liveness
+	TypePong         Type = 6  // <- reply to PING
+	TypeSubmit       Type = 16 // -> one task; reply TASK_STATUS
+	TypeSubmitBatch  Type = 17 // -> up to MaxBatch tasks; reply BATCH_RESULT
+	TypeCancel       Type = 18 // -> reply TASK_STATUS
+	TypeGet          Type = 19 // -> reply TASK_INFO
+	TypeList         Type = 20 // -> reply TASK_PAGE
+	TypeTaskStatus   Type = 21 // <- what a submit, cancel or requeue left the task as
+	TypeBatchResult  Type = 22 // <- one result per submitted task
+	TypeTaskInfo     Type = 23 // <- one task's snapshot
+	TypeTaskPage     Type = 24 // <- a page of snapshots
+	TypeDLQList      Type = 32 // -> reply DLQ_PAGE
+	TypeDLQPage      Type = 33 // <- a page of dead letters
+	TypeDLQRequeue   Type = 34 // -> reply TASK_STATUS
+	TypeDLQPurge     Type = 35 // -> reply PURGED
+	TypePurged       Type = 36 // <- how many dead letters were removed
+	TypePause        Type = 37 // -> stop dispatching a task type; reply OK
+	TypeResume       Type = 38 // -> dispatch it again; reply OK
+	TypeStats        Type = 39 // -> reply STATS_REPLY
+	TypeStatsReply   Type = 40 // <- counters and gauges
+	TypePartitions   Type = 41 // -> reply PARTITION_MAP
+	TypePartitionMap Type = 42 // <- the partition count, map and its revision
+	TypeSubscribe    Type = 48 // -> worker: the types it serves and its credits; reply OK
+	TypeCredit       Type = 49 // -> worker: more credits; reply OK
+	TypeFire         Type = 50 // <- push (id 0): run this task now
+	TypeAck          Type = 51 // -> worker: the run succeeded; reply OK
+	TypeNack         Type = 52 // -> worker: the run failed; reply OK
+	TypeAcks         Type = 53 // -> worker: up to MaxBatch runs succeeded; reply ACKED
+	TypeAcked        Type = 54 // <- reply to ACKS and CARRY: the runs that could not be acknowledged
+	TypeCarry        Type = 55 // -> worker: outcomes of runs an earlier connection never confirmed; reply ACKED
 
 	numTypes = TypeCarry + 1
 )
@@ -58,6 +61,7 @@ var typeNames = [numTypes]string{
 	TypeTaskStatus: "TASK_STATUS", TypeBatchResult: "BATCH_RESULT", TypeTaskInfo: "TASK_INFO", TypeTaskPage: "TASK_PAGE",
 	TypeDLQList: "DLQ_LIST", TypeDLQPage: "DLQ_PAGE", TypeDLQRequeue: "DLQ_REQUEUE", TypeDLQPurge: "DLQ_PURGE",
 	TypePurged: "PURGED", TypePause: "PAUSE", TypeResume: "RESUME", TypeStats: "STATS", TypeStatsReply: "STATS_REPLY",
+	TypePartitions: "PARTITIONS", TypePartitionMap: "PARTITION_MAP",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
 	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY",
 }
@@ -123,7 +127,8 @@ var specs = [numTypes]*msgSpec{
 	TypeGet: getSpec, TypeList: listSpec, TypeTaskStatus: taskStatusSpec, TypeBatchResult: batchResultSpec,
 	TypeTaskInfo: taskInfoSpec, TypeTaskPage: taskPageSpec, TypeDLQList: dlqListSpec, TypeDLQPage: dlqPageSpec,
 	TypeDLQRequeue: dlqRequeueSpec, TypeDLQPurge: dlqPurgeSpec, TypePurged: purgedSpec, TypePause: pauseSpec,
-	TypeResume: resumeSpec, TypeStats: statsSpec, TypeStatsReply: statsReplySpec, TypeSubscribe: subscribeSpec,
+	TypeResume: resumeSpec, TypeStats: statsSpec, TypeStatsReply: statsReplySpec, TypePartitions: partitionsSpec,
+	TypePartitionMap: partitionMapSpec, TypeSubscribe: subscribeSpec,
 	TypeCredit: creditSpec, TypeFire: fireSpec, TypeAck: ackSpec, TypeNack: nackSpec, TypeAcks: acksSpec,
 	TypeAcked: ackedSpec, TypeCarry: carrySpec,
 }
@@ -177,6 +182,13 @@ type Welcome struct {
 	// Leader ("leader", optional) is the leader's client address as the node last read
 	// it, with Follower; empty when it knows none.
 	Leader string
+	// Partitions ("partitions", optional) is the cluster's partition count P; 0
+	// (absent) from a server that states none.
+	Partitions uint64
+	// PartitionRev ("partition_rev", optional) is the revision of the partition map the
+	// node holds (PARTITION_MAP "rev"): a client holding a map of a lower one asks
+	// PARTITIONS again.
+	PartitionRev uint64
 }
 
 // HeartbeatMisses is how many heartbeat intervals (WELCOME "heartbeat_ns") may pass with
@@ -192,6 +204,8 @@ var welcomeSpec = message(TypeWelcome, byServer,
 	positiveField("heartbeat_ns", func(m *Welcome) *int64 { return &m.Heartbeat }),
 	boolField("follower", func(m *Welcome) *bool { return &m.Follower }),
 	strField("leader", maxLeaderLen, func(m *Welcome) *string { return &m.Leader }),
+	uintMaxField("partitions", partition.MaxCount, func(m *Welcome) *uint64 { return &m.Partitions }),
+	uintField("partition_rev", func(m *Welcome) *uint64 { return &m.PartitionRev }),
 )
 
 // Error (the ERROR message) is defined in errors.go. Anyone may send it: the server
@@ -215,6 +229,8 @@ type (
 	Pong struct{ ID uint64 }
 	// Stats asks for the server's counters and gauges.
 	Stats struct{ ID uint64 }
+	// Partitions asks for the partition map (PARTITION_MAP).
+	Partitions struct{ ID uint64 }
 )
 
 var (
@@ -222,6 +238,8 @@ var (
 	pingSpec  = message[Ping](TypePing, byClient|byWorker)
 	pongSpec  = message[Pong](TypePong, byServer)
 	statsSpec = message[Stats](TypeStats, byClient|byWorker)
+	// partitionsSpec is answered by any node, leading or not.
+	partitionsSpec = message[Partitions](TypePartitions, byClient|byWorker)
 )
 
 // ---- tasks ----
@@ -461,6 +479,50 @@ var statsReplySpec = message(TypeStatsReply, byServer,
 	statsField("gauges", (*reader).int, (*enc).int, func(m *StatsReply) *map[string]int64 { return &m.Gauges }),
 )
 
+// PartitionMap answers PARTITIONS: which node owns each of the cluster's partitions, as
+// the answering node computed it from the live nodes at revision Rev.
+type PartitionMap struct {
+	ID    uint64
+	Count uint64          // "count": the partition count P
+	Rev   uint64          // "rev": the etcd revision of the node set the map was computed from; 0 without etcd
+	Nodes []PartitionNode // "nodes": the live nodes, by name
+	// Owners ("owners") has Count entries: Owners[p] is the index in Nodes of partition
+	// p's owner. Both Nodes and Owners are empty while the node knows of no live node.
+	Owners []uint64
+}
+
+// PartitionNode is one node of a PARTITION_MAP.
+type PartitionNode struct {
+	Name string // "name": its node ID (WELCOME "node")
+	Addr string // "addr": its client address, host:port; empty when it registered none
+}
+
+var partitionNodeSpec = newMapSpec(false,
+	strField("name", MaxNameLen, func(n *PartitionNode) *string { return &n.Name }).req(),
+	strField("addr", maxLeaderLen, func(n *PartitionNode) *string { return &n.Addr }),
+)
+
+var partitionMapSpec = message(TypePartitionMap, byServer,
+	uintMaxField("count", partition.MaxCount, func(m *PartitionMap) *uint64 { return &m.Count }).req(),
+	uintField("rev", func(m *PartitionMap) *uint64 { return &m.Rev }).req(),
+	arrayField("nodes", partition.MaxCount, specMaps(partitionNodeSpec), func(m *PartitionMap) *[]PartitionNode { return &m.Nodes }).req(),
+	arrayField("owners", partition.MaxCount, uints(partition.MaxCount-1), func(m *PartitionMap) *[]uint64 { return &m.Owners }).req(),
+)
+
+// checkFields: one owner per partition, each an index into nodes; or no owners, with no
+// nodes.
+func (m *PartitionMap) checkFields(d *dec, _ uint64) *Error {
+	if uint64(len(m.Owners)) != m.Count && (len(m.Owners) > 0 || len(m.Nodes) > 0) {
+		return d.at(d.r.badField("%d owners for %d partitions", len(m.Owners), m.Count), "owners")
+	}
+	for p, o := range m.Owners {
+		if o >= uint64(len(m.Nodes)) {
+			return d.at(d.r.badField("partition %d's owner is node %d of %d", p, o, len(m.Nodes)), "owners")
+		}
+	}
+	return nil
+}
+
 // ---- workers ----
 
 // Subscribe makes a worker connection receive FIRE for the given task types, up to
@@ -634,99 +696,105 @@ var carrySpec = message(TypeCarry, byWorker,
 // Every message type's Type, and its "id" (a struct field, not an embedded header, so
 // that a literal names it as ID: 1).
 
-func (m *Hello) Type() Type              { return TypeHello }
-func (m *Hello) RequestID() uint64       { return m.ID }
-func (m *Hello) setID(id uint64)         { m.ID = id }
-func (m *Welcome) Type() Type            { return TypeWelcome }
-func (m *Welcome) RequestID() uint64     { return m.ID }
-func (m *Welcome) setID(id uint64)       { m.ID = id }
-func (m *Error) Type() Type              { return TypeError }
-func (m *Error) RequestID() uint64       { return m.ID }
-func (m *Error) setID(id uint64)         { m.ID = id }
-func (m *OK) Type() Type                 { return TypeOK }
-func (m *OK) RequestID() uint64          { return m.ID }
-func (m *OK) setID(id uint64)            { m.ID = id }
-func (m *Ping) Type() Type               { return TypePing }
-func (m *Ping) RequestID() uint64        { return m.ID }
-func (m *Ping) setID(id uint64)          { m.ID = id }
-func (m *Pong) Type() Type               { return TypePong }
-func (m *Pong) RequestID() uint64        { return m.ID }
-func (m *Pong) setID(id uint64)          { m.ID = id }
-func (m *Submit) Type() Type             { return TypeSubmit }
-func (m *Submit) RequestID() uint64      { return m.ID }
-func (m *Submit) setID(id uint64)        { m.ID = id }
-func (m *SubmitBatch) Type() Type        { return TypeSubmitBatch }
-func (m *SubmitBatch) RequestID() uint64 { return m.ID }
-func (m *SubmitBatch) setID(id uint64)   { m.ID = id }
-func (m *Cancel) Type() Type             { return TypeCancel }
-func (m *Cancel) RequestID() uint64      { return m.ID }
-func (m *Cancel) setID(id uint64)        { m.ID = id }
-func (m *Get) Type() Type                { return TypeGet }
-func (m *Get) RequestID() uint64         { return m.ID }
-func (m *Get) setID(id uint64)           { m.ID = id }
-func (m *List) Type() Type               { return TypeList }
-func (m *List) RequestID() uint64        { return m.ID }
-func (m *List) setID(id uint64)          { m.ID = id }
-func (m *TaskStatus) Type() Type         { return TypeTaskStatus }
-func (m *TaskStatus) RequestID() uint64  { return m.ID }
-func (m *TaskStatus) setID(id uint64)    { m.ID = id }
-func (m *BatchResult) Type() Type        { return TypeBatchResult }
-func (m *BatchResult) RequestID() uint64 { return m.ID }
-func (m *BatchResult) setID(id uint64)   { m.ID = id }
-func (m *TaskInfo) Type() Type           { return TypeTaskInfo }
-func (m *TaskInfo) RequestID() uint64    { return m.ID }
-func (m *TaskInfo) setID(id uint64)      { m.ID = id }
-func (m *TaskPage) Type() Type           { return TypeTaskPage }
-func (m *TaskPage) RequestID() uint64    { return m.ID }
-func (m *TaskPage) setID(id uint64)      { m.ID = id }
-func (m *DLQList) Type() Type            { return TypeDLQList }
-func (m *DLQList) RequestID() uint64     { return m.ID }
-func (m *DLQList) setID(id uint64)       { m.ID = id }
-func (m *DLQPage) Type() Type            { return TypeDLQPage }
-func (m *DLQPage) RequestID() uint64     { return m.ID }
-func (m *DLQPage) setID(id uint64)       { m.ID = id }
-func (m *DLQRequeue) Type() Type         { return TypeDLQRequeue }
-func (m *DLQRequeue) RequestID() uint64  { return m.ID }
-func (m *DLQRequeue) setID(id uint64)    { m.ID = id }
-func (m *DLQPurge) Type() Type           { return TypeDLQPurge }
-func (m *DLQPurge) RequestID() uint64    { return m.ID }
-func (m *DLQPurge) setID(id uint64)      { m.ID = id }
-func (m *Purged) Type() Type             { return TypePurged }
-func (m *Purged) RequestID() uint64      { return m.ID }
-func (m *Purged) setID(id uint64)        { m.ID = id }
-func (m *Pause) Type() Type              { return TypePause }
-func (m *Pause) RequestID() uint64       { return m.ID }
-func (m *Pause) setID(id uint64)         { m.ID = id }
-func (m *Resume) Type() Type             { return TypeResume }
-func (m *Resume) RequestID() uint64      { return m.ID }
-func (m *Resume) setID(id uint64)        { m.ID = id }
-func (m *Stats) Type() Type              { return TypeStats }
-func (m *Stats) RequestID() uint64       { return m.ID }
-func (m *Stats) setID(id uint64)         { m.ID = id }
-func (m *StatsReply) Type() Type         { return TypeStatsReply }
-func (m *StatsReply) RequestID() uint64  { return m.ID }
-func (m *StatsReply) setID(id uint64)    { m.ID = id }
-func (m *Subscribe) Type() Type          { return TypeSubscribe }
-func (m *Subscribe) RequestID() uint64   { return m.ID }
-func (m *Subscribe) setID(id uint64)     { m.ID = id }
-func (m *Credit) Type() Type             { return TypeCredit }
-func (m *Credit) RequestID() uint64      { return m.ID }
-func (m *Credit) setID(id uint64)        { m.ID = id }
-func (m *Fire) Type() Type               { return TypeFire }
-func (m *Fire) RequestID() uint64        { return m.ID }
-func (m *Fire) setID(id uint64)          { m.ID = id }
-func (m *Ack) Type() Type                { return TypeAck }
-func (m *Ack) RequestID() uint64         { return m.ID }
-func (m *Ack) setID(id uint64)           { m.ID = id }
-func (m *Nack) Type() Type               { return TypeNack }
-func (m *Nack) RequestID() uint64        { return m.ID }
-func (m *Nack) setID(id uint64)          { m.ID = id }
-func (m *Acks) Type() Type               { return TypeAcks }
-func (m *Acks) RequestID() uint64        { return m.ID }
-func (m *Acks) setID(id uint64)          { m.ID = id }
-func (m *Acked) Type() Type              { return TypeAcked }
-func (m *Acked) RequestID() uint64       { return m.ID }
-func (m *Acked) setID(id uint64)         { m.ID = id }
-func (m *Carry) Type() Type              { return TypeCarry }
-func (m *Carry) RequestID() uint64       { return m.ID }
-func (m *Carry) setID(id uint64)         { m.ID = id }
+func (m *Hello) Type() Type               { return TypeHello }
+func (m *Hello) RequestID() uint64        { return m.ID }
+func (m *Hello) setID(id uint64)          { m.ID = id }
+func (m *Welcome) Type() Type             { return TypeWelcome }
+func (m *Welcome) RequestID() uint64      { return m.ID }
+func (m *Welcome) setID(id uint64)        { m.ID = id }
+func (m *Error) Type() Type               { return TypeError }
+func (m *Error) RequestID() uint64        { return m.ID }
+func (m *Error) setID(id uint64)          { m.ID = id }
+func (m *OK) Type() Type                  { return TypeOK }
+func (m *OK) RequestID() uint64           { return m.ID }
+func (m *OK) setID(id uint64)             { m.ID = id }
+func (m *Ping) Type() Type                { return TypePing }
+func (m *Ping) RequestID() uint64         { return m.ID }
+func (m *Ping) setID(id uint64)           { m.ID = id }
+func (m *Pong) Type() Type                { return TypePong }
+func (m *Pong) RequestID() uint64         { return m.ID }
+func (m *Pong) setID(id uint64)           { m.ID = id }
+func (m *Submit) Type() Type              { return TypeSubmit }
+func (m *Submit) RequestID() uint64       { return m.ID }
+func (m *Submit) setID(id uint64)         { m.ID = id }
+func (m *SubmitBatch) Type() Type         { return TypeSubmitBatch }
+func (m *SubmitBatch) RequestID() uint64  { return m.ID }
+func (m *SubmitBatch) setID(id uint64)    { m.ID = id }
+func (m *Cancel) Type() Type              { return TypeCancel }
+func (m *Cancel) RequestID() uint64       { return m.ID }
+func (m *Cancel) setID(id uint64)         { m.ID = id }
+func (m *Get) Type() Type                 { return TypeGet }
+func (m *Get) RequestID() uint64          { return m.ID }
+func (m *Get) setID(id uint64)            { m.ID = id }
+func (m *List) Type() Type                { return TypeList }
+func (m *List) RequestID() uint64         { return m.ID }
+func (m *List) setID(id uint64)           { m.ID = id }
+func (m *TaskStatus) Type() Type          { return TypeTaskStatus }
+func (m *TaskStatus) RequestID() uint64   { return m.ID }
+func (m *TaskStatus) setID(id uint64)     { m.ID = id }
+func (m *BatchResult) Type() Type         { return TypeBatchResult }
+func (m *BatchResult) RequestID() uint64  { return m.ID }
+func (m *BatchResult) setID(id uint64)    { m.ID = id }
+func (m *TaskInfo) Type() Type            { return TypeTaskInfo }
+func (m *TaskInfo) RequestID() uint64     { return m.ID }
+func (m *TaskInfo) setID(id uint64)       { m.ID = id }
+func (m *TaskPage) Type() Type            { return TypeTaskPage }
+func (m *TaskPage) RequestID() uint64     { return m.ID }
+func (m *TaskPage) setID(id uint64)       { m.ID = id }
+func (m *DLQList) Type() Type             { return TypeDLQList }
+func (m *DLQList) RequestID() uint64      { return m.ID }
+func (m *DLQList) setID(id uint64)        { m.ID = id }
+func (m *DLQPage) Type() Type             { return TypeDLQPage }
+func (m *DLQPage) RequestID() uint64      { return m.ID }
+func (m *DLQPage) setID(id uint64)        { m.ID = id }
+func (m *DLQRequeue) Type() Type          { return TypeDLQRequeue }
+func (m *DLQRequeue) RequestID() uint64   { return m.ID }
+func (m *DLQRequeue) setID(id uint64)     { m.ID = id }
+func (m *DLQPurge) Type() Type            { return TypeDLQPurge }
+func (m *DLQPurge) RequestID() uint64     { return m.ID }
+func (m *DLQPurge) setID(id uint64)       { m.ID = id }
+func (m *Purged) Type() Type              { return TypePurged }
+func (m *Purged) RequestID() uint64       { return m.ID }
+func (m *Purged) setID(id uint64)         { m.ID = id }
+func (m *Pause) Type() Type               { return TypePause }
+func (m *Pause) RequestID() uint64        { return m.ID }
+func (m *Pause) setID(id uint64)          { m.ID = id }
+func (m *Resume) Type() Type              { return TypeResume }
+func (m *Resume) RequestID() uint64       { return m.ID }
+func (m *Resume) setID(id uint64)         { m.ID = id }
+func (m *Stats) Type() Type               { return TypeStats }
+func (m *Stats) RequestID() uint64        { return m.ID }
+func (m *Stats) setID(id uint64)          { m.ID = id }
+func (m *StatsReply) Type() Type          { return TypeStatsReply }
+func (m *StatsReply) RequestID() uint64   { return m.ID }
+func (m *StatsReply) setID(id uint64)     { m.ID = id }
+func (m *Partitions) Type() Type          { return TypePartitions }
+func (m *Partitions) RequestID() uint64   { return m.ID }
+func (m *Partitions) setID(id uint64)     { m.ID = id }
+func (m *PartitionMap) Type() Type        { return TypePartitionMap }
+func (m *PartitionMap) RequestID() uint64 { return m.ID }
+func (m *PartitionMap) setID(id uint64)   { m.ID = id }
+func (m *Subscribe) Type() Type           { return TypeSubscribe }
+func (m *Subscribe) RequestID() uint64    { return m.ID }
+func (m *Subscribe) setID(id uint64)      { m.ID = id }
+func (m *Credit) Type() Type              { return TypeCredit }
+func (m *Credit) RequestID() uint64       { return m.ID }
+func (m *Credit) setID(id uint64)         { m.ID = id }
+func (m *Fire) Type() Type                { return TypeFire }
+func (m *Fire) RequestID() uint64         { return m.ID }
+func (m *Fire) setID(id uint64)           { m.ID = id }
+func (m *Ack) Type() Type                 { return TypeAck }
+func (m *Ack) RequestID() uint64          { return m.ID }
+func (m *Ack) setID(id uint64)            { m.ID = id }
+func (m *Nack) Type() Type                { return TypeNack }
+func (m *Nack) RequestID() uint64         { return m.ID }
+func (m *Nack) setID(id uint64)           { m.ID = id }
+func (m *Acks) Type() Type                { return TypeAcks }
+func (m *Acks) RequestID() uint64         { return m.ID }
+func (m *Acks) setID(id uint64)           { m.ID = id }
+func (m *Acked) Type() Type               { return TypeAcked }
+func (m *Acked) RequestID() uint64        { return m.ID }
+func (m *Acked) setID(id uint64)          { m.ID = id }
+func (m *Carry) Type() Type               { return TypeCarry }
+func (m *Carry) RequestID() uint64        { return m.ID }
+func (m *Carry) setID(id uint64)          { m.ID = id }

@@ -28,7 +28,8 @@ func samples() []Message {
 	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
 	return []Message{
 		&Hello{ID: 1, Version: Version, Name: "billing-svc", Token: "s3cret", Role: RoleClient},
-		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame, Heartbeat: int64(500 * time.Millisecond)},
+		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame, Heartbeat: int64(500 * time.Millisecond),
+			Partitions: 16, PartitionRev: 42},
 		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5},
 		&OK{ID: 2},
 		&Ping{ID: 3},
@@ -54,6 +55,9 @@ func samples() []Message {
 		&Resume{ID: 14, TaskType: "email"},
 		&Stats{ID: 15},
 		&StatsReply{ID: 15, Counters: map[string]uint64{"submitted": 10, "succeeded": 8}, Gauges: map[string]int64{"tasks": 2, "workers": 1}},
+		&Partitions{ID: 22},
+		&PartitionMap{ID: 22, Count: 4, Rev: 42, Nodes: []PartitionNode{{Name: "node-a", Addr: "10.0.0.1:7450"}, {Name: "node-b"}},
+			Owners: []uint64{0, 1, 1, 0}},
 		&Subscribe{ID: 16, Types: []string{"email", "send-invoice"}, Credits: 64},
 		&Credit{ID: 17, Credits: 8},
 		&Fire{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 77, Attempt: 1,

@@ -1,5 +1,6 @@
-// Package store keeps tock's durable task records and its single-node
-// leadership in etcd.
+// Package store keeps tock's durable task records, its single-node leadership and
+// the facts every node of a cluster agrees on (its partition count, its live nodes) in
+// etcd.
 //
 // # Parts
 //
@@ -10,11 +11,13 @@
 // range of keys, and safe for concurrent use with no lock of its own (every field is
 // set by Open and never changes):
 //
-//	st.Records()   Records    tasks/: Put, PutBatch[Fenced], DeleteBatch[Fenced], Load (records.go)
-//	st.Locks()     Locks      locks/: Put[Fenced], SwapFenced, Delete[Fenced], DeleteBeforeFenced, Held[At] (locks.go)
-//	st.Progress()  Progress   next/: PutFenced, At (next.go)
-//	st.Workers()   Workers    workers/: Put, Delete, List, under the session's lease (workers.go)
-//	st.Election()  Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
+//	st.Records()    Records    tasks/: Put, PutBatch[Fenced], DeleteBatch[Fenced], Load (records.go)
+//	st.Locks()      Locks      locks/: Put[Fenced], SwapFenced, Delete[Fenced], DeleteBeforeFenced, Held[At] (locks.go)
+//	st.Progress()   Progress   next/: PutFenced, At (next.go)
+//	st.Workers()    Workers    workers/: Put, Delete, List, under the session's lease (workers.go)
+//	st.Election()   Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
+//	st.Nodes()      Nodes      nodes/: Register, Deregister, under the session's lease; Watch (nodes.go)
+//	st.Partitions() Partitions partitions/count: Ensure, create-if-absent (partitions.go)
 //
 // The Store itself reads across the parts: Revision (etcd's revision now) and Follow
 // (every write under the prefix, decoded by kind), in follow.go. A write that touches
@@ -35,9 +38,12 @@
 //	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (Progress)
 //	<prefix>workers/<node>/<name>    the worker registry (Workers)
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
+//	<prefix>nodes/<node>             a live node: JSON {"addr": client address, "started": RFC 3339 time}, under its session lease (Nodes)
+//	<prefix>partitions/count         the cluster's partition count P, decimal; written once, by the first node (Partitions)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
-// after "tasks/" always ends it; an id is any non-empty string.
+// after "tasks/" always ends it; an id is any non-empty string. A node name is
+// non-empty and has no '/'.
 //
 // The value of a record key is an 8-byte big-endian Version followed by the
 // opaque Body (the wire-encoded task). Because the version is a fixed-width

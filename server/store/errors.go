@@ -27,6 +27,8 @@ var (
 	ErrFenced = errors.New("store: fenced: this node's leadership has ended")
 	// ErrNoLeader means no node holds leadership now.
 	ErrNoLeader = errors.New("store: no leader")
+	// ErrNodeTaken means a node name is registered under another live session's lease.
+	ErrNodeTaken = errors.New("store: node name registered by another live process")
 	// ErrClosed means the Store was closed.
 	ErrClosed = errors.New("store: closed")
 )

@@ -10,7 +10,8 @@ import (
 // package doc) and how a key read back is taken apart. It is pure: every field is set by
 // newKeyspace and never changes, so the parts of a Store share one copy freely.
 //
-// Invariant: ∀ kinds a ≠ b of tasks, locks, next, workers, leader: a is not a prefix of
+// Invariant: ∀ kinds a ≠ b of tasks, locks, next, workers, leader, nodes, partitions: a is
+// not a prefix of
 // b, so a key read back under the prefix belongs to at most one kind (change relies on
 // it).
 type keyspace struct {
@@ -20,11 +21,15 @@ type keyspace struct {
 	next    string // prefix + "next/": recurring tasks' progress (next.go)
 	workers string // prefix + "workers/": the worker registry (workers.go)
 	leader  string // prefix + "leader": the election (leader.go)
+	nodes   string // prefix + "nodes/": the live nodes (nodes.go)
+	// partitionCount is prefix + "partitions/count": the cluster's P (partitions.go).
+	partitionCount string
 }
 
 func newKeyspace(prefix string) keyspace {
 	return keyspace{prefix: prefix, tasks: prefix + "tasks/", locks: prefix + "locks/", next: prefix + "next/",
-		workers: prefix + "workers/", leader: prefix + "leader"}
+		workers: prefix + "workers/", leader: prefix + "leader", nodes: prefix + "nodes/",
+		partitionCount: prefix + "partitions/count"}
 }
 
 // record is ns/id's record key.

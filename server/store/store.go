@@ -19,7 +19,7 @@ import (
 
 // Store is a handle on tock's keys in etcd: the etcd client (and the embedded etcd,
 // if it runs one), the one session (sessions), and the parts that each own one kind of
-// key, reached by Records, Locks, Progress, Workers and Election. Revision and Follow
+// key, reached by Records, Locks, Progress, Workers, Election, Nodes and Partitions. Revision and Follow
 // read the whole prefix. It is safe for concurrent use: every field is set by Open and
 // never changes; the session has its own lock.
 type Store struct {
@@ -35,6 +35,8 @@ type Store struct {
 	progress Progress
 	workers  Workers
 	election Election
+	nodes    Nodes
+	parts    Partitions
 }
 
 // Open connects to etcd (starting the embedded one if Options.Embedded is
@@ -104,6 +106,8 @@ func (s *Store) assemble() {
 	s.progress = Progress{cli: s.cli, keys: s.keys, txns: txns, maxTxnOps: o.MaxTxnOps}
 	s.workers = Workers{cli: s.cli, keys: s.keys, sessions: s.sessions}
 	s.election = Election{cli: s.cli, key: s.keys.leader, node: o.Node, ttl: o.SessionTTL, sessions: s.sessions}
+	s.nodes = Nodes{cli: s.cli, keys: s.keys, sessions: s.sessions}
+	s.parts = Partitions{cli: s.cli, keys: s.keys}
 }
 
 // Records are the durable task records (records.go).
@@ -120,6 +124,12 @@ func (s *Store) Workers() *Workers { return &s.workers }
 
 // Election is the leader election (leader.go).
 func (s *Store) Election() *Election { return &s.election }
+
+// Nodes is the registry of live nodes (nodes.go).
+func (s *Store) Nodes() *Nodes { return &s.nodes }
+
+// Partitions is the cluster's partition count (partitions.go).
+func (s *Store) Partitions() *Partitions { return &s.parts }
 
 // ClientOptions returns the Options another Store needs to reach the same etcd: this
 // one's endpoints (the embedded etcd's URL), user, password and TLS configuration.

@@ -283,8 +283,10 @@ func (c *conn) hello(m protocol.Message) bool {
 	}
 	c.s.log.Debug("tockd: handshake done", "remote", c.nc.RemoteAddr(), "name", h.Name, "role", h.Role)
 	epoch, follower, leader := c.s.leaderView()
+	parts := c.s.Partitions()
 	return c.send(&protocol.Welcome{ID: h.ID, Version: protocol.Version, Name: ServerName, Node: c.s.opts.NodeName,
-		Epoch: epoch, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat), Follower: follower, Leader: leader})
+		Epoch: epoch, MaxFrame: uint64(c.s.opts.MaxFrame), Heartbeat: int64(c.s.opts.Heartbeat), Follower: follower, Leader: leader,
+		Partitions: uint64(parts.Count), PartitionRev: uint64(parts.Rev)})
 }
 
 // send queues a reply for the writer. A queue full of replies (MaxPendingPerConn) or

@@ -21,7 +21,8 @@
 //     unit-tested with fakes of both;
 //   - replica (replica.go), only with a Store (nil without one): leadership (leader.go,
 //     standby.go), durability (durable.go, submit.go, durload.go), committer (commit.go),
-//     runLocks (exclusive.go), progress (progress.go) and registry (registry.go).
+//     runLocks (exclusive.go), progress (progress.go) and registry (registry.go);
+//   - ownership (ownership.go): the partition map, with or without a Store.
 //
 // Lock order, everywhere: durability.term, then the engine's locks, then router.mu or a
 // part's own mu, then a connection's outMu. No mu is held across a store call or a
@@ -131,6 +132,19 @@
 // refused; only a finished run's outcome is carried), so waiting would only delay
 // recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
+//
+// # Partitions: the map, computed, not yet routed
+//
+// Options.Partitions is the cluster's partition count P; with a Store, New stores it in
+// etcd if the cluster has none and refuses a node whose P differs (ErrPartitionCount).
+// From its first Serve, a node follows the live nodes (<prefix>nodes/, one entry per
+// node under its session lease, store.Nodes) and, once it has read them, registers
+// itself (again after each lost session); Shutdown removes the entry. From every node
+// set it sees, it computes the map with partition.Assign (computeMap): the same set
+// gives the same map on every node, and every node sees each change at one revision,
+// the map's Rev. WELCOME states P and Rev, PARTITIONS answers the map, STATS and
+// /metrics count the partitions each node owns. Dispatch is unchanged: the one leader
+// still runs every task, and no request is refused as NOT_OWNER.
 //
 // # Durable tasks
 //

@@ -8,6 +8,9 @@ var (
 	ErrServerClosed = errors.New("tockd: server closed")
 	// ErrInvalidOption: an Options field is out of range; the message names it.
 	ErrInvalidOption = errors.New("tockd: invalid option")
+	// ErrPartitionCount: this node's Options.Partitions differs from the count the
+	// cluster was created with (stored in etcd by its first node); the message names both.
+	ErrPartitionCount = errors.New("tockd: partition count differs from the cluster's")
 	// ErrInvalidArgument: an argument of an operator's call (SetPaused) is bad; the
 	// message names it.
 	ErrInvalidArgument = errors.New("tockd: invalid argument")

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
@@ -167,7 +169,10 @@ type Options struct {
 	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
 	// or MaxFrame, whichever is larger.
 	MaxQueuedReplyBytes int
-	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
+	// NodeName is this node's ID, sent in WELCOME, and its name in the partition map,
+	// which must be unique in a cluster: a node whose name another live node holds is
+	// left out of the map (and retries) until that one leaves. At most
+	// protocol.MaxNameLen bytes, with no '/' when there is a Store.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
 	// Logger receives connection-level events (accepted, closed and why, protocol
@@ -251,6 +256,13 @@ type Options struct {
 	// It delays the redelivery of a dead worker's runs by as much. Default 2 s; at most
 	// 1 min; negative: the runs fail at once.
 	ReconnectGrace time.Duration
+	// Partitions is the cluster's partition count P (PROTOCOL.md, "Partitions"), 1 to
+	// partition.MaxCount (4096). With a Store, the first node of a cluster stores it in
+	// etcd, and New refuses (ErrPartitionCount, naming both counts) a node whose count
+	// differs from the one stored: P is fixed when the cluster is created. The map of
+	// which node owns each partition is computed and shown (WELCOME, PARTITIONS), not
+	// yet routed by. Default partition.DefaultCount (16).
+	Partitions int
 	// Store, if set, makes durable tasks possible: a durable SUBMIT is recorded in it
 	// before the engine gets the task and before the reply, the record is deleted when
 	// the task finishes for good, and New submits every stored record to the engine
@@ -349,6 +361,9 @@ func WithCarryHoldMax(d time.Duration) Option { return func(o *Options) { o.Carr
 // WithReconnectGrace sets Options.ReconnectGrace.
 func WithReconnectGrace(d time.Duration) Option { return func(o *Options) { o.ReconnectGrace = d } }
 
+// WithPartitions sets Options.Partitions.
+func WithPartitions(p int) Option { return func(o *Options) { o.Partitions = p } }
+
 // WithStore sets Options.Store.
 func WithStore(s *store.Store) Option { return func(o *Options) { o.Store = s } }
 
@@ -408,6 +423,9 @@ func (o *Options) setDefaults() {
 	if o.ReconnectGrace == 0 {
 		o.ReconnectGrace = DefaultReconnectGrace
 	}
+	if o.Partitions == 0 {
+		o.Partitions = partition.DefaultCount
+	}
 	if o.NodeName == "" {
 		if h, err := os.Hostname(); err == nil && h != "" && len(h) <= protocol.MaxNameLen {
 			o.NodeName = h
@@ -466,8 +484,12 @@ func (o *Options) validate() error {
 		return bad("MaxQueuedReplyBytes %d is below MaxFrame %d: a reply of MaxFrame bytes must fit", o.MaxQueuedReplyBytes, o.MaxFrame)
 	case len(o.NodeName) > protocol.MaxNameLen:
 		return bad("NodeName of %d bytes exceeds %d", len(o.NodeName), protocol.MaxNameLen)
+	case o.Store != nil && strings.Contains(o.NodeName, "/"):
+		return bad("NodeName %q has a '/': with a Store it is a key in etcd (<prefix>nodes/<name>)", o.NodeName)
 	case o.DefaultTTR < 0 || o.DefaultTTR > task.MaxTimeout:
 		return bad("DefaultTTR %v outside (0, %v]", o.DefaultTTR, task.MaxTimeout)
+	case partition.CheckCount(o.Partitions) != nil:
+		return bad("Partitions %d outside [1, %d]", o.Partitions, partition.MaxCount)
 	case o.Engine != nil && len(o.EngineOptions) > 0:
 		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
 	case o.Engine != nil && o.Store != nil:

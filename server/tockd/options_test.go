@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
@@ -26,7 +27,7 @@ func TestOptionSetters(t *testing.T) {
 		WithNodeName("n"), WithLogger(logger), WithEngine(engine), WithEngineOptions(task.WithWorkers(10)),
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
-		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17)} {
+		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18)} {
 		opt(&o)
 	}
 	for i, f := range reflect.VisibleFields(reflect.TypeOf(o)) {
@@ -52,7 +53,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxHelloFrame: 3, MaxFrame: 4, IdleTimeout: 5, HandshakeTimeout: 6, WriteTimeout: 7, Token: "t",
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
-		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17}
+		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}
@@ -98,6 +99,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
+		{"Partitions", Options{Partitions: -1}},
+		{"Partitions", Options{Partitions: partition.MaxCount + 1}},
 		{"DefaultTTR", Options{DefaultTTR: -time.Second}},
 		{"DefaultTTR", Options{DefaultTTR: task.MaxTimeout + 1}},
 		{"MaxHandshakes", Options{MaxHandshakes: -1}},
@@ -107,6 +110,7 @@ func TestOptionsValidate(t *testing.T) {
 		// Heartbeat is set because its default would ask the unopened store for its TTL.
 		{"Engine and EngineOptions", Options{Engine: &task.Engine{}, EngineOptions: []task.Option{task.WithWorkers(1)}}},
 		{"Engine and Store", Options{Engine: &task.Engine{}, Store: &store.Store{}, Heartbeat: time.Second}},
+		{"NodeName", Options{NodeName: "a/b", Store: &store.Store{}, Heartbeat: time.Second}},
 	}
 	for _, c := range cases {
 		_, err := New(WithOptions(c.opts))

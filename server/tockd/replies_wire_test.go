@@ -131,7 +131,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 
 	// Client requests, each with a field of the wrong type for BAD_FIELD.
 	bad := map[protocol.Type]map[string]any{
-		protocol.TypePing: {"id": "x"}, protocol.TypeStats: {"id": "x"},
+		protocol.TypePing: {"id": "x"}, protocol.TypeStats: {"id": "x"}, protocol.TypePartitions: {"id": "x"},
 		protocol.TypeSubmit: {"task": 5}, protocol.TypeSubmitBatch: {"tasks": 5},
 		protocol.TypeCancel: {"tid": 5}, protocol.TypeGet: {"tid": 5}, protocol.TypeDLQRequeue: {"tid": 5},
 		protocol.TypeList: {"cursor": 5}, protocol.TypeDLQList: {"cursor": 5},
@@ -142,6 +142,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	}
 	got.add(protocol.TypePing, c.call(&protocol.Ping{ID: 2}))
 	got.add(protocol.TypeStats, c.call(&protocol.Stats{ID: 2}))
+	got.add(protocol.TypePartitions, c.call(&protocol.Partitions{ID: 2}))
 	got.add(protocol.TypeSubmit, c.call(&protocol.Submit{ID: 3, Task: wireTask("a", time.Hour)}))
 	got.add(protocol.TypeSubmit, c.call(&protocol.Submit{ID: 3, Task: wireTask("a", time.Hour)})) // EXISTS
 	badCron := wireTask("c", 0)

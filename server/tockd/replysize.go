@@ -28,6 +28,12 @@ const (
 	costItem = 5 + 10*costKeyValue + 2*costString
 	// costSmall is every reply without variable parts (OK, PONG, PURGED, and so on).
 	costSmall = costFrame + 4*costKeyValue
+	// costPartitionNode covers a PARTITION_MAP node but its two strings: a fixmap header,
+	// the keys "name" and "addr", and their headers (a name of <= 128 bytes and an address
+	// of <= 256 take at most 3). Kept tight: a map may list 4096 nodes.
+	costPartitionNode = 1 + 2*5 + 2*3
+	// costPartitionOwner is one owner index, below 4096: at most a uint16's 3 bytes.
+	costPartitionOwner = 3
 )
 
 // replyCost is an upper bound of the bytes m takes as a frame.
@@ -77,7 +83,13 @@ func replyCost(m protocol.Message) int {
 		}
 		return n
 	case *protocol.Welcome:
-		return costFrame + 5*costKeyValue + 2*costString + len(m.Name) + len(m.Node)
+		return costFrame + 7*costKeyValue + 3*costString + len(m.Name) + len(m.Node) + len(m.Leader)
+	case *protocol.PartitionMap:
+		n := costFrame + 4*costKeyValue + costPartitionOwner*len(m.Owners)
+		for _, nd := range m.Nodes {
+			n += costPartitionNode + len(nd.Name) + len(nd.Addr)
+		}
+		return n
 	}
 	return costSmall
 }

@@ -33,6 +33,17 @@ func fullInfo(payload int) protocol.Info {
 		LastError: strings.Repeat("l", 1000), NextRun: -1 << 63, Runs: 1 << 63, History: fullAttempts(32)}
 }
 
+// fullPartitionMap is a PARTITION_MAP at its limits: 4096 partitions over 4096 nodes,
+// every name and address at its longest.
+func fullPartitionMap() *protocol.PartitionMap {
+	m := &protocol.PartitionMap{ID: 1 << 63, Count: 4096, Rev: 1 << 63}
+	for i := range 4096 {
+		m.Nodes = append(m.Nodes, protocol.PartitionNode{Name: strings.Repeat("n", 128), Addr: strings.Repeat("a", 256)})
+		m.Owners = append(m.Owners, uint64(i))
+	}
+	return m
+}
+
 // replyCost never counts less than the encoder writes, for every reply type tockd sends,
 // at the limits of every field, and counts at most a fixed overhead per item more.
 func TestReplyCostBoundsEncoding(t *testing.T) {
@@ -46,7 +57,9 @@ func TestReplyCostBoundsEncoding(t *testing.T) {
 	for _, m := range []protocol.Message{
 		&protocol.OK{ID: 1 << 63}, &protocol.Pong{ID: 1 << 63}, &protocol.Purged{ID: 1 << 63, Count: 1 << 63},
 		&protocol.Welcome{ID: 1 << 63, Version: 1 << 63, Name: strings.Repeat("n", 128), Node: strings.Repeat("d", 128),
-			Epoch: 1 << 63, MaxFrame: 1 << 26},
+			Epoch: 1 << 63, MaxFrame: 1 << 26, Heartbeat: 1 << 62, Follower: true, Leader: strings.Repeat("l", 256),
+			Partitions: 4096, PartitionRev: 1 << 63},
+		fullPartitionMap(),
 		&protocol.Error{ID: 1 << 63, Code: protocol.CodeNotLeader, Message: long, Field: long, Leader: long, RunID: 1 << 63},
 		&protocol.TaskStatus{ID: 1 << 63, Namespace: strings.Repeat("n", 128), TaskID: strings.Repeat("i", 256),
 			Durability: protocol.Durable, State: task.Cancelled, NextRun: -1 << 63, Version: 1 << 63},

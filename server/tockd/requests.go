@@ -39,6 +39,8 @@ type requests struct {
 	replica *replica // nil without Options.Store
 	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
 	snapshot func() Stats
+	// partitions is Server.Partitions, which PARTITIONS answers with.
+	partitions func() PartitionMap
 	// unlistedReplies counts replies the replies table does not list for their request
 	// (replies.go): a bug, logged at Error.
 	unlistedReplies atomic.Uint64
@@ -93,6 +95,8 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 		return &protocol.Purged{ID: id, Count: n}, false
 	case *protocol.Stats:
 		return q.stats(id), false
+	case *protocol.Partitions:
+		return partitionMapReply(id, q.partitions()), false
 	case *protocol.Error:
 		return nil, false // the server never answers ERROR frames
 	// Worker messages: the decoder refuses them (UNEXPECTED) on a client's connection.
@@ -388,6 +392,9 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
 			"pending_deletes":    int64(ss.PendingDeletes),
 			"queued_reply_bytes": ss.QueuedReplyBytes,
+			"partitions":         int64(ss.Partitions.Count),
+			"partitions_owned":   int64(ss.Partitions.ownedBy(q.opts.NodeName)),
+			"partition_map_rev":  ss.Partitions.Rev,
 		},
 	}
 }

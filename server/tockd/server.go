@@ -21,8 +21,8 @@ const ServerName = "tockd/0.1"
 // It is the public API and the composition of the parts, each a type with its own
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
-// (workers.go, carry.go) and router (router.go), the runs that workers execute; and,
-// with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// (workers.go, carry.go) and router (router.go), the runs that workers execute; owners
+// (ownership.go), the partition map; and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
 // part guards its own state.
 type Server struct {
 	opts      Options
@@ -35,11 +35,15 @@ type Server struct {
 	runs     *remoteRuns   // the engine handler and the workers' requests (workers.go)
 	router   router[*conn] // routes due runs to worker connections (router.go)
 	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
+	owners   *ownership    // the partition map: this node's registration and view (ownership.go)
 }
 
 // New checks the options, fills in defaults and returns a server that is not yet
 // listening. Bad options give an error wrapping ErrInvalidOption that names the field. If
-// Options.Engine is nil it starts an engine of its own (Options.EngineOptions).
+// Options.Engine is nil it starts an engine of its own (Options.EngineOptions). With a
+// Store it first reads the cluster's partition count from etcd, creating it as
+// Options.Partitions if the cluster has none, and refuses another count with
+// ErrPartitionCount (one transaction, bounded by 10 s).
 func New(options ...Option) (*Server, error) {
 	var opts Options
 	for _, opt := range options {
@@ -50,6 +54,13 @@ func New(options ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, engine: opts.Engine}
+	s.owners = newOwnership(&s.opts)
+	if opts.Store != nil {
+		// Before anything starts: a node with another partition count does not start.
+		if err := s.owners.checkCount(); err != nil {
+			return nil, err
+		}
+	}
 	s.conns = newConnSet(&s.opts)
 	if opts.Store != nil { // validate: then New makes the engine, and hooks its events here
 		s.replica = newReplica(&s.opts, &s.router)
@@ -82,7 +93,7 @@ func New(options ...Option) (*Server, error) {
 	s.router.init(s.engine, &s.opts, s.replica == nil)
 	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica}
 	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
-		replica: s.replica, snapshot: s.Stats}
+		replica: s.replica, snapshot: s.Stats, partitions: s.Partitions}
 	s.engine.RegisterFallback(s.runs.handler)
 	if s.replica != nil {
 		s.replica.start(s.engine)
@@ -115,13 +126,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
 	first := func() {
+		advertise := s.opts.AdvertiseAddr
+		if advertise == "" {
+			advertise = ln.Addr().String()
+		}
+		// A node registers, and campaigns, once it serves: the registry and the election
+		// name the address other nodes send clients to.
+		s.owners.start(advertise)
 		if s.replica != nil {
-			// A node campaigns once it serves: the election names the address other
-			// nodes send clients to.
-			advertise := s.opts.AdvertiseAddr
-			if advertise == "" {
-				advertise = ln.Addr().String()
-			}
 			s.replica.lead.start(advertise)
 		}
 	}
@@ -176,6 +188,18 @@ func (s *Server) leaderView() (epoch uint64, follower bool, leader string) {
 	return epoch, true, l.addr
 }
 
+// Partitions returns the partition map as this node computed it last (ownership.go):
+// computed from the live nodes in etcd, not yet routed by. Without a Store the node
+// owns every partition, at revision 0.
+func (s *Server) Partitions() PartitionMap {
+	m, _ := s.owners.current()
+	return m
+}
+
+// partitionsChanged is Partitions and a channel closed when the map is replaced (nil
+// without a Store: it never is).
+func (s *Server) partitionsChanged() (PartitionMap, <-chan struct{}) { return s.owners.current() }
+
 // leadership returns whether this node leads, and its epoch.
 func (s *Server) leadership() (bool, uint64) { return s.router.leadership() }
 
@@ -196,6 +220,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// resigns, so that another node can lead while this one drains.
 		s.replica.drain(ctx)
 	}
+	// Leaving the partition map now, not at the lease's end.
+	s.owners.halt(ctx)
 
 	done := make(chan struct{})
 	go func() { s.conns.wg.Wait(); close(done) }()

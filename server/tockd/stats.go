@@ -36,6 +36,10 @@ type Stats struct {
 	IsLeader      bool   // this node dispatches
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
 	LeaderChanges uint64 // times this node gained or lost leadership
+
+	// Partitions is the partition map as this node computed it (Server.Partitions):
+	// computed, not yet routed by.
+	Partitions PartitionMap
 }
 
 // Stats returns a snapshot of the server's counters and gauges.
@@ -69,5 +73,6 @@ func (s *Server) Stats() Stats {
 		IsLeader:         leading,
 		Epoch:            epoch,
 		LeaderChanges:    s.router.changes.Load(),
+		Partitions:       s.Partitions(),
 	}
 }

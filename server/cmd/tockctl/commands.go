@@ -33,6 +33,7 @@ func commands() []*command {
 		{name: "resume", args: "TYPE", summary: "dispatch a paused task type again", check: oneType, do: doResume},
 		{name: "stats", summary: "the server's counters and gauges", check: noArgs, do: doStats},
 		{name: "leader", summary: "the node answering, its leader epoch, and whether it leads", check: noArgs, do: doLeader},
+		{name: "partitions", summary: "the partition map: each node's address and the partitions it owns (computed, not yet routed)", check: noArgs, do: doPartitions},
 		{name: "ping", summary: "one round trip, timed", check: noArgs, do: doPing},
 	}
 }
@@ -563,6 +564,55 @@ func doLeader(ctx context.Context, e *env, _ []string) error {
 	fmt.Fprintf(tw, "node\t%s\n", w.Node)
 	fmt.Fprintf(tw, "epoch\t%d\n", w.Epoch)
 	fmt.Fprintf(tw, "is_leader\t%s\n", leads)
+	return tw.Flush()
+}
+
+// partitionsOut is one node of doPartitions' output.
+type partitionsOut struct {
+	Name       string `json:"name"`
+	Addr       string `json:"addr"`
+	Owned      int    `json:"owned"`
+	Partitions []int  `json:"partitions"`
+}
+
+func doPartitions(ctx context.Context, e *env, _ []string) error {
+	m, err := e.c.Partitions(ctx)
+	if err != nil {
+		return err
+	}
+	nodes := make([]partitionsOut, len(m.Nodes))
+	owners := make([]string, len(m.Owners))
+	for i, n := range m.Nodes {
+		nodes[i] = partitionsOut{Name: n.Name, Addr: n.Addr, Partitions: []int{}}
+	}
+	for p, i := range m.Owners {
+		nodes[i].Owned++
+		nodes[i].Partitions = append(nodes[i].Partitions, p)
+		owners[p] = m.Nodes[i].Name
+	}
+	if e.g.json {
+		return writeJSON(e.stdout, map[string]any{"count": m.Count, "rev": m.Rev, "nodes": nodes, "owners": owners})
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintf(tw, "partitions\t%d\n", m.Count)
+	fmt.Fprintf(tw, "rev\t%d\n", m.Rev)
+	fmt.Fprintln(tw, "routing\tcomputed, not yet routed: the leader dispatches every task")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		_, err := fmt.Fprintln(e.stdout, "no live node known: no partition has an owner")
+		return err
+	}
+	tw = newTable(e.stdout)
+	fmt.Fprintln(tw, "\nNODE\tADDR\tOWNED\tPARTITIONS")
+	for _, n := range nodes {
+		ps := make([]string, len(n.Partitions))
+		for i, p := range n.Partitions {
+			ps[i] = strconv.Itoa(p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(n.Name), cell(n.Addr), n.Owned, strings.Join(ps, ","))
+	}
 	return tw.Flush()
 }
 

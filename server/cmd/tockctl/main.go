@@ -22,6 +22,7 @@
 //	tockctl dlq purge -all
 //	tockctl stats
 //	tockctl -addr 10.0.0.5:7450 -token-file ~/.tock/token leader
+//	tockctl -addr 10.0.0.5:7450 partitions
 //
 // Global flags come before the command, and are also accepted after it unless the command
 // has a flag of the same name (submit's -timeout is the task's timeout). -addr, -token and

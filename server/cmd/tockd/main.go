@@ -31,6 +31,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/admin"
+	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
 )
@@ -106,7 +107,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.server.MaxQueuedReplyBytes, "max-queued-reply-bytes", 0, "bytes of replies queued on one connection before its requests wait (default max(4 MiB, -max-frame))")
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
-	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME (default: the host name)")
+	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME, and this node's name in the partition map: unique in a cluster (default: the host name)")
+	fs.IntVar(&c.server.Partitions, "partitions", partition.DefaultCount, "the cluster's partition count P, 1 to 4096: stored in etcd by the cluster's first node; a node with another P refuses to start")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
 	fs.IntVar(&c.server.MaxFrame, "max-frame", tockd.DefaultMaxFrame, "largest frame in bytes, either way (at least 4096; a payload may take all but 4096 of it)")
 	fs.IntVar(&c.server.MaxHelloFrame, "max-hello-frame", tockd.DefaultMaxHelloFrame, "largest frame in bytes before the handshake (the HELLO)")
@@ -203,6 +205,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("-session-ttl %v: at least 1s (etcd counts whole seconds)", ttl)
 		}
 		c.store.SessionTTL = ttl
+	}
+	if err := partition.CheckCount(c.server.Partitions); err != nil {
+		return config{}, fmt.Errorf("-partitions: %w", err)
 	}
 	var err error
 	if c.server.Dispatch, err = tockd.ParseDispatch(dispatch); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/tockd"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
@@ -59,11 +60,26 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-alert-backlog", "-1"}, nil, "-alert-backlog"},
 		{[]string{"-data-dir", "d", "-session-ttl", "500ms"}, nil, "-session-ttl"},
 		{[]string{"-retention", "-1s"}, nil, "-retention"},
+		{[]string{"-partitions", "0"}, nil, "-partitions"},
+		{[]string{"-partitions", "4097"}, nil, "-partitions"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %v: got %v, want an error naming %q", c.args, c.env, err, c.want)
 		}
+	}
+}
+
+// TestPartitionsFlag: -partitions (or TOCKD_PARTITIONS) reaches the server's options,
+// and defaults to partition.DefaultCount.
+func TestPartitionsFlag(t *testing.T) {
+	c, err := parseConfig(nil, env(nil))
+	if err != nil || c.server.Partitions != partition.DefaultCount {
+		t.Fatalf("default: Partitions %d, err %v; want %d", c.server.Partitions, err, partition.DefaultCount)
+	}
+	c, err = parseConfig([]string{"-partitions", "64"}, env(map[string]string{"TOCKD_PARTITIONS": "32"}))
+	if err != nil || c.server.Partitions != 64 {
+		t.Fatalf("-partitions 64: Partitions %d, err %v", c.server.Partitions, err)
 	}
 }
 
