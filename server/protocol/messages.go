@@ -543,12 +543,16 @@ const MaxFiresRuns = MaxBatch
 // fireRunSpec is the map of one run of a FIRES.
 var fireRunSpec = newMapSpec(false, fireFields()...)
 
-var firesSpec = message(TypeFires, byServer, runsField(func(m *Fires) *[]Fire { return &m.Runs }).req())
+// noRuns is the refusal of a FIRES without runs, by the encoder and the decoder.
+var noRuns = "a FIRES carries 1 to " + strconv.Itoa(MaxFiresRuns) + " runs, not 0"
+
+var firesSpec = message(TypeFires, byServer, runsField(func(m *Fires) *[]Fire { return &m.Runs }).req().
+	refuse("runs", noRuns, func(m *Fires) bool { return len(m.Runs) == 0 }))
 
 // checkFields: a FIRES carries at least one run.
 func (m *Fires) checkFields(d *dec, _ uint64) *Error {
 	if len(m.Runs) == 0 {
-		return d.at(d.r.badField("a FIRES carries 1 to %d runs, not 0", MaxFiresRuns), "runs")
+		return d.at(d.r.badField("%s", noRuns), "runs")
 	}
 	return nil
 }
