@@ -20,6 +20,7 @@ type fakeWorkerConn struct {
 	f       *fake
 	nc      net.Conn
 	credits uint64
+	sub     *protocol.Subscribe // the SUBSCRIBE accepted
 }
 
 // runOnFake runs w, with h handling type "w", against the fake until the test ends, and
@@ -62,7 +63,7 @@ func subscribeFake(t *testing.T, f *fake) *fakeWorkerConn {
 		t.Fatalf("request after CARRY: %v, want SUBSCRIBE", r.m.Type())
 	}
 	f.send(r.nc, &protocol.OK{ID: sub.ID})
-	return &fakeWorkerConn{t: t, f: f, nc: r.nc}
+	return &fakeWorkerConn{t: t, f: f, nc: r.nc, sub: sub}
 }
 
 // next returns the next request that is not a CREDIT; credits, in CREDIT or ACKS, are

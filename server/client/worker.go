@@ -36,7 +36,9 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 // role worker.
 //
 // Flow: Run dials, SUBSCRIBEs to every handled type with Options.Concurrency credits,
-// and runs each FIRE on one of at most Concurrency runner goroutines (started as FIREs
+// asking for FIRES of up to Options.BatchFires runs, and runs each run (of a FIRE, or one
+// of a FIRES's, each handed over as a FIRE's would be) on one of at most Concurrency
+// runner goroutines (started as FIREs
 // find none idle, kept for the connection's life, so their stacks are grown once), with a
 // deadline of the FIRE's TTR. When the handler returns, the runner hands the outcome to
 // the connection's acker, which sends the successes accumulated meanwhile as one ACKS
@@ -168,9 +170,9 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	var runs, answers, carries, readers sync.WaitGroup
 	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
 	ackerDone := make(chan struct{})
-	idle := make(chan *protocol.Fire) // unbuffered: a send succeeds only to an idle runner
-	runners := 0                      // reader goroutine only
-	cn.onFire = func(f *protocol.Fire) {
+	idle := make(chan *Fire) // unbuffered: a send succeeds only to an idle runner
+	runners := 0             // reader goroutine only
+	start := func(f *Fire) {
 		select {
 		case idle <- f:
 			return
@@ -186,6 +188,17 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 		select {
 		case idle <- f:
 		case <-connCtx.Done():
+		}
+	}
+	cn.onFire = func(pf *protocol.Fire) {
+		f := new(Fire)
+		fireOf(f, pf)
+		start(f)
+	}
+	cn.onFires = func(runs []protocol.Fire) {
+		fs := firesOf(runs)
+		for i := range fs {
+			start(&fs[i])
 		}
 	}
 	cn.start(&readers)
@@ -214,7 +227,7 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	}
 	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
 	_, err := expect[*protocol.OK](cn.roundTrip(sctx, func(id uint64) protocol.Message {
-		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency)}
+		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency), BatchFires: uint64(max(w.opts.BatchFires, 0))}
 	}))
 	scancel()
 	if err != nil {
@@ -245,8 +258,8 @@ func truncErr(msg string) string {
 	return msg
 }
 
-// runner runs f, then every FIRE handed to it through idle, until ctx ends.
-func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *protocol.Fire, ak *acker) {
+// runner runs f, then every run handed to it through idle, until ctx ends.
+func (w *Worker) runner(ctx context.Context, f *Fire, idle <-chan *Fire, ak *acker) {
 	for {
 		w.run(ctx, ak, f)
 		select {
@@ -257,11 +270,26 @@ func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *prot
 	}
 }
 
-// run executes one FIRE and hands its outcome to the acker.
-func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
-	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
+// fireOf makes f the run pf, as a handler sees it.
+func fireOf(f *Fire, pf *protocol.Fire) {
+	*f = Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version}
+}
+
+// firesOf returns the runs of a FIRES as handlers see them, in one allocation for all:
+// the slice lives as long as any of its runs is held (by a handler, the acker or the
+// carry set), with the frame's buffer of IDs and payloads (protocol.Fires).
+func firesOf(runs []protocol.Fire) []Fire {
+	fs := make([]Fire, len(runs))
+	for i := range runs {
+		fireOf(&fs[i], &runs[i])
+	}
+	return fs
+}
+
+// run executes one run and hands its outcome to the acker.
+func (w *Worker) run(ctx context.Context, ak *acker, f *Fire) {
 	h := w.handlers[f.Type] // read-only since Run started: no lock (Worker.handlers)
 	var err error
 	if h == nil {
