@@ -23,8 +23,8 @@ type fakeWorkerConn struct {
 	sub     *protocol.Subscribe // the SUBSCRIBE accepted
 }
 
-// runOnFake runs w, with h handling type "w", against the fake until the test ends, and
-// accepts its SUBSCRIBE.
+// runOnFake runs w, with h handling type "w" (nil: the handlers w has), against the
+// fake until the test ends, and accepts its SUBSCRIBE.
 func runOnFake(t *testing.T, f *fake, w *Worker, h HandlerFunc) *fakeWorkerConn {
 	t.Helper()
 	fw, _ := runOnFakeStoppable(t, f, w, h)
@@ -35,8 +35,10 @@ func runOnFake(t *testing.T, f *fake, w *Worker, h HandlerFunc) *fakeWorkerConn 
 // called when the test ends; it may be called more than once).
 func runOnFakeStoppable(t *testing.T, f *fake, w *Worker, h HandlerFunc) (*fakeWorkerConn, func()) {
 	t.Helper()
-	if err := w.Handle("w", h); err != nil {
-		t.Fatal(err)
+	if h != nil {
+		if err := w.Handle("w", h); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -78,14 +78,22 @@ func TestWorkerRunsEveryRunOfAFires(t *testing.T) {
 	}
 }
 
-// TestFiresReadWithoutAllocationPerRun: the reader decodes a FIRES and makes each run's
-// Fire for the handler with the same allocations for 10 runs as for 1000: the frame's
-// (the message, its runs, the buffer of their IDs and payloads) and one slice of Fires.
+// TestFiresReadWithoutAllocationPerRun: the reader decodes a FIRES and makes the jobs
+// of its runs for the runners (Worker.jobsOf) with the same allocations for 10 runs as
+// for 1000: the frame's 3 (the message, its runs, the buffer of their IDs and payloads),
+// one slice of Fires and one of the jobs' runs; with a HandlerFunc and a batch handler.
 func TestFiresReadWithoutAllocationPerRun(t *testing.T) {
+	w := newWorkerT(t, "127.0.0.1:1")
+	if err := w.Handle("email", func(context.Context, *Fire) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.HandleBatch("batch", func(context.Context, []*Fire, []error) {}); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []int{10, protocol.MaxFiresRuns} {
 		m := &protocol.Fires{Runs: make([]protocol.Fire, n)}
 		for i := range m.Runs {
-			m.Runs[i] = protocol.Fire{Namespace: "default", TaskID: fmt.Sprint("order-", i), TaskType: "email", Payload: make([]byte, 64),
+			m.Runs[i] = protocol.Fire{Namespace: "default", TaskID: fmt.Sprint("order-", i), TaskType: []string{"email", "batch"}[i/(n/2)], Payload: make([]byte, 64),
 				RunID: uint64(1 + i), Attempt: 1, Due: 1, Epoch: 7, TTR: 1, Durability: protocol.Ephemeral}
 		}
 		frame, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit)
@@ -93,22 +101,21 @@ func TestFiresReadWithoutAllocationPerRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &conn{dec: protocol.NewDecoder(protocol.MaxFrameLimit)}
-		var handed int
+		var handed, jobs int
 		c.onFires = func(runs []protocol.Fire) {
-			for range firesOf(runs) {
-				handed++
-			}
+			w.jobsOf(runs, func(job []*Fire) { handed, jobs = handed+len(job), jobs+1 })
 		}
 		if allocs := testing.AllocsPerRun(20, func() {
 			c.dec.Feed(frame)
 			if err := c.drain(); err != nil {
 				t.Fatal(err)
 			}
-		}); allocs != 4 {
-			t.Errorf("a FIRES of %d runs: %v allocations, want 4", n, allocs)
+		}); allocs != 5 {
+			t.Errorf("a FIRES of %d runs: %v allocations, want 5", n, allocs)
 		}
-		if handed != 21*n {
-			t.Fatalf("%d runs handed over, want %d", handed, 21*n)
+		// Each email run is a job of its own; the batch runs, all in a row, are one.
+		if handed != 21*n || jobs != 21*(n/2+1) {
+			t.Fatalf("%d runs handed over in %d jobs, want %d in %d", handed, jobs, 21*n, 21*(n/2+1))
 		}
 	}
 }
