@@ -27,6 +27,11 @@ import (
 //
 // Locking: runs is guarded by conn.outMu; perFrame is atomic (set by the reader, read by
 // push and the writer); spare and frame are owned by the writer.
+//
+// Memory: runs holds at most MaxQueuedReplyBytes of runs (reserve); spare and frame.Runs
+// keep their capacity for the connection's life: a pointer and a protocol.Fire (136
+// bytes) for each run of the largest batch the writer took, cleared after each frame so
+// that no payload is held.
 type fireBatch struct {
 	runs     []*protocol.Fire
 	ready    chan struct{} // signalled, without blocking, by flush: wakes the writer

@@ -110,6 +110,8 @@ func TestFiresRunsPerFrame(t *testing.T) {
 		{"the server's bound", Options{MaxFiresRuns: 3}, 100, 0, []int{3, 3, 3}, 1},
 		// A run takes at most 3000 + 340 bytes (replyCost): 4 fit in 16 KiB, not 5.
 		{"the frame size", Options{MaxFrame: 16 << 10}, 100, 3000, []int{4, 4, 2}, 0},
+		// Two runs of 9000 bytes do not fit 16 KiB: each goes alone, as a FIRE.
+		{"a run too large to share", Options{MaxFrame: 16 << 10}, 100, 9000, nil, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, w := subscribedAfterRuns(t, tc.opts, 10, tc.payload, 10, tc.batch)
