@@ -54,7 +54,7 @@ type Options struct {
 	BatchFires int
 	// MaxCarried bounds the outcomes a Worker keeps for the next connection because
 	// their reports got no definite answer (a failover: PROTOCOL.md, CARRY); each costs
-	// its Fire. Beyond it, an unsettled run is given up (OnAcked gets the reason) and its
+	// its Fire (a copy of its own, never its FIRES frame's buffer). Beyond it, an unsettled run is given up (OnAcked gets the reason) and its
 	// task may run again. Default 65536; negative: none is kept (no carrying).
 	MaxCarried int
 	// OnAcked, if set, is called by a Worker once for each finished run, when its ACK
