@@ -12,7 +12,11 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// Fire is one run a Worker's handler executes (a FIRE frame).
+// Fire is one run a Worker's handler executes (a FIRE frame, or one run of a FIRES).
+// The TaskID and Payload of the runs of one FIRES lie in one buffer, which a Fire kept
+// after its handler returns keeps whole: copy them (strings.Clone, bytes.Clone) to keep
+// them long. Each Payload's capacity is its length: appending to it never reaches the
+// next run's.
 type Fire struct {
 	Namespace  string
 	TaskID     string
