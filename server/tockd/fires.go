@@ -121,5 +121,6 @@ func (c *conn) appendRuns(buf []byte, runs []*protocol.Fire) []byte {
 	for _, f := range runs {
 		c.wcost += int64(replyCost(f)) // released once buf is written, as appendReply's
 	}
+	c.s.conns.firesFrames.Add(1)
 	return out
 }

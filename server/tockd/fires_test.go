@@ -82,6 +82,10 @@ func TestBatchingWorkerGetsOneFires(t *testing.T) {
 	}
 	c.waitState(1000, ids[0], task.Succeeded)
 	c.waitState(1001, ids[n-1], task.Succeeded)
+	st, ok := c.call(&protocol.Stats{ID: 1002}).(*protocol.StatsReply)
+	if !ok || st.Counters["fired"] != n || st.Counters["fires_frames"] != 1 {
+		t.Fatalf("STATS %+v: want fired %d, fires_frames 1", st, n)
+	}
 }
 
 // TestOldWorkerGetsFire: a worker that does not ask for FIRES gets the same runs as
