@@ -166,7 +166,8 @@ type Options struct {
 	// reader reads no further request meanwhile (back-pressure, not an error: it resumes
 	// as the writer drains; the peer that never reads is closed after WriteTimeout like
 	// one whose queue is full). A FIRE that does not fit goes to another worker or waits.
-	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
+	// The runs queued for a worker that asked for FIRES count here alone, not against
+	// MaxPendingPerConn (they wait for the writer outside the reply queue). One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
 	// or MaxFrame, whichever is larger.
 	MaxQueuedReplyBytes int
 	// NodeName is this node's ID, sent in WELCOME; at most protocol.MaxNameLen bytes.
