@@ -42,8 +42,8 @@ const (
 //
 // Invariants:
 //   - queued = Σ replyCost of the messages on out and late, of the runs in fires, and
-//     of those in the writer's buffer not yet written, ≤ MaxQueuedReplyBytes but for one larger reply queued alone and
-//     for late replies, which are never refused;
+//     of those in the writer's buffer not yet written, ≤ MaxQueuedReplyBytes but for
+//     one larger reply queued alone and for late replies, which are never refused;
 //   - only the reader sends on out and closes it (under outMu, setting outClosed);
 //     pushes from other goroutines (FIREs, answers that waited for etcd) take outMu and
 //     never block, and none is queued once outClosed;
@@ -78,9 +78,10 @@ type conn struct {
 	// room, clears it and offers the waiting runs again (router.offer).
 	backedUp atomic.Bool
 	// queued is the replyCost of the messages queued on out and late and of the runs in
-	// fires, not yet written: at most MaxQueuedReplyBytes, but for one larger reply queued alone and
-	// for late replies, which are never refused. Atomic: reserved before a message is
-	// queued (reserve), released by the writer once its frame is written (release).
+	// fires, not yet written: at most MaxQueuedReplyBytes, but for one larger reply
+	// queued alone and for late replies, which are never refused. Atomic: reserved
+	// before a message is queued (reserve), released by the writer once its frame is
+	// written (release).
 	queued atomic.Int64
 	// queuedPeak is the largest queued has been; atomic.
 	queuedPeak atomic.Int64
