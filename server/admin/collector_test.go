@@ -45,6 +45,7 @@ var wantScalars = map[string]struct {
 	"tock_runs_carried_total":         {dto.MetricType_COUNTER, 3013},
 	"tock_durable_commits_total":      {dto.MetricType_COUNTER, 3014},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
+	"tock_fires_frames_total":         {dto.MetricType_COUNTER, 3015},
 	"tock_runs_acked_total":           {dto.MetricType_COUNTER, 3005},
 	"tock_runs_nacked_total":          {dto.MetricType_COUNTER, 3006},
 	"tock_runs_redelivered_total":     {dto.MetricType_COUNTER, 3007},

@@ -44,7 +44,7 @@ func fixedStats() tockd.Stats {
 		},
 		Connections: 3001, Workers: 3002, Waiting: 3003, PendingDeletes: 3010, QueuedReplyBytes: 3011,
 		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013,
-		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014,
+		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014, FiresFrames: 3015,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 		Partitions: tockd.PartitionMap{Count: 16, Rev: 3015, Nodes: []tockd.PartitionNode{
 			{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10}}},

@@ -20,10 +20,11 @@ type fakeWorkerConn struct {
 	f       *fake
 	nc      net.Conn
 	credits uint64
+	sub     *protocol.Subscribe // the SUBSCRIBE accepted
 }
 
-// runOnFake runs w, with h handling type "w", against the fake until the test ends, and
-// accepts its SUBSCRIBE.
+// runOnFake runs w, with h handling type "w" (nil: the handlers w has), against the
+// fake until the test ends, and accepts its SUBSCRIBE.
 func runOnFake(t *testing.T, f *fake, w *Worker, h HandlerFunc) *fakeWorkerConn {
 	t.Helper()
 	fw, _ := runOnFakeStoppable(t, f, w, h)
@@ -34,8 +35,10 @@ func runOnFake(t *testing.T, f *fake, w *Worker, h HandlerFunc) *fakeWorkerConn 
 // called when the test ends; it may be called more than once).
 func runOnFakeStoppable(t *testing.T, f *fake, w *Worker, h HandlerFunc) (*fakeWorkerConn, func()) {
 	t.Helper()
-	if err := w.Handle("w", h); err != nil {
-		t.Fatal(err)
+	if h != nil {
+		if err := w.Handle("w", h); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -62,7 +65,7 @@ func subscribeFake(t *testing.T, f *fake) *fakeWorkerConn {
 		t.Fatalf("request after CARRY: %v, want SUBSCRIBE", r.m.Type())
 	}
 	f.send(r.nc, &protocol.OK{ID: sub.ID})
-	return &fakeWorkerConn{t: t, f: f, nc: r.nc}
+	return &fakeWorkerConn{t: t, f: f, nc: r.nc, sub: sub}
 }
 
 // next returns the next request that is not a CREDIT; credits, in CREDIT or ACKS, are

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -87,9 +89,15 @@ func (w *Worker) keep(o outcome, why error) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	ref := runRef{o.fire.Epoch, o.fire.RunID}
-	if _, ok := cs.runs[ref]; !ok && len(cs.runs) >= w.opts.MaxCarried {
+	old, ok := cs.runs[ref]
+	if !ok && len(cs.runs) >= w.opts.MaxCarried {
 		cs.full.Add(1)
 		return false
+	}
+	if ok {
+		o.fire = old.o.fire
+	} else {
+		o.fire = detach(o.fire)
 	}
 	cs.kept.Add(1)
 	if cs.runs == nil {
@@ -97,6 +105,16 @@ func (w *Worker) keep(o outcome, why error) bool {
 	}
 	cs.runs[ref] = carriedRun{o: o, why: why}
 	return true
+}
+
+// detach returns a copy of f that shares no memory with the frame it came in: the runs
+// of a FIRES share their frame's buffer of IDs and payloads, which one kept outcome
+// would keep whole (MaxCarried of them, a frame each). Namespace and type are interned
+// strings of their own.
+func detach(f *Fire) *Fire {
+	d := *f
+	d.TaskID, d.Payload = strings.Clone(f.TaskID), bytes.Clone(f.Payload)
+	return &d
 }
 
 // carryFrames is the set as CARRY frames: one per epoch (run IDs are unique within

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -218,5 +219,26 @@ func TestWorkerCarriesAgainAfterStaleEpoch(t *testing.T) {
 	f.send(r.nc, &protocol.Acked{ID: c.ID})
 	if err := tockdtest.Receive(t, acked, "OnAcked"); err != nil {
 		t.Fatalf("OnAcked after the accepting CARRY: %v, want nil", err)
+	}
+}
+
+// TestKeptOutcomeHoldsNoFrame: an outcome kept for the next connection holds its own
+// copy of its run's task ID and payload, not the FIRES frame's buffer, which holds every
+// other run's too.
+func TestKeptOutcomeHoldsNoFrame(t *testing.T) {
+	w := newWorkerT(t, "127.0.0.1:1")
+	fs := firesOf([]protocol.Fire{
+		{Namespace: "default", TaskID: "t1", TaskType: "w", Payload: []byte("first"), RunID: 1, Epoch: 3},
+		{Namespace: "default", TaskID: "t2", TaskType: "w", Payload: []byte("second"), RunID: 2, Epoch: 3},
+	})
+	if !w.keep(outcome{fire: &fs[0]}, ErrConnectionLost) {
+		t.Fatal("keep refused an outcome with room")
+	}
+	kept := w.carry.runs[runRef{3, 1}].o.fire
+	if kept == &fs[0] || unsafe.StringData(kept.TaskID) == unsafe.StringData(fs[0].TaskID) || &kept.Payload[0] == &fs[0].Payload[0] {
+		t.Fatal("the kept outcome shares its run's memory")
+	}
+	if kept.TaskID != "t1" || string(kept.Payload) != "first" || kept.RunID != 1 {
+		t.Fatalf("kept %+v", kept)
 	}
 }

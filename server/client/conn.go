@@ -53,10 +53,11 @@ var errNotSent = errors.New("client: request not sent")
 type conn struct {
 	nc       net.Conn
 	welcome  Welcome
-	sendMax  int                  // the server's max_frame
-	wtimeout time.Duration        // bound on one locked write
-	onFire   func(*protocol.Fire) // set before start; called by the reader
-	dec      *protocol.Decoder    // reader goroutine only (the handshake before it)
+	sendMax  int                        // the server's max_frame
+	wtimeout time.Duration              // bound on one locked write
+	onFire   func(*protocol.Fire)       // set before start; called by the reader for each FIRE
+	onFires  func(runs []protocol.Fire) // set before start; called by the reader for each FIRES
+	dec      *protocol.Decoder          // reader goroutine only (the handshake before it)
 
 	wmu     sync.Mutex
 	bw      *bufio.Writer // guarded by wmu
@@ -266,6 +267,10 @@ func (c *conn) drain() error {
 		case *protocol.Fire:
 			if c.onFire != nil {
 				c.onFire(m)
+			}
+		case *protocol.Fires:
+			if c.onFires != nil {
+				c.onFires(m.Runs)
 			}
 		case *protocol.Error:
 			if m.ID == 0 {

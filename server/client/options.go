@@ -45,9 +45,16 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Concurrency is a Worker's number of concurrent runs, and so its credits. Default 4.
 	Concurrency int
+	// BatchFires is the most runs a Worker asks for in one FIRES frame (SUBSCRIBE
+	// batch_fires, PROTOCOL.md): the runs the server has ready for it at once then come
+	// in one frame, decoded with the same few allocations whatever their number. At most
+	// protocol.MaxFiresRuns; default min(Concurrency, protocol.MaxFiresRuns), which no
+	// FIRES exceeds anyway (the server sends no more runs than credits); negative: none,
+	// every run comes in a FIRE of its own.
+	BatchFires int
 	// MaxCarried bounds the outcomes a Worker keeps for the next connection because
 	// their reports got no definite answer (a failover: PROTOCOL.md, CARRY); each costs
-	// its Fire. Beyond it, an unsettled run is given up (OnAcked gets the reason) and its
+	// its Fire (a copy of its own, never its FIRES frame's buffer). Beyond it, an unsettled run is given up (OnAcked gets the reason) and its
 	// task may run again. Default 65536; negative: none is kept (no carrying).
 	MaxCarried int
 	// OnAcked, if set, is called by a Worker once for each finished run, when its ACK
@@ -96,6 +103,9 @@ func WithRequestTimeout(d time.Duration) Option { return func(o *Options) { o.Re
 // WithMaxCarried sets Options.MaxCarried.
 func WithMaxCarried(n int) Option { return func(o *Options) { o.MaxCarried = n } }
 
+// WithBatchFires sets Options.BatchFires.
+func WithBatchFires(n int) Option { return func(o *Options) { o.BatchFires = n } }
+
 // WithConcurrency sets Options.Concurrency.
 func WithConcurrency(n int) Option { return func(o *Options) { o.Concurrency = n } }
 
@@ -136,6 +146,9 @@ func (o *Options) setDefaults() {
 	if o.MaxCarried == 0 {
 		o.MaxCarried = DefaultMaxCarried
 	}
+	if o.BatchFires == 0 {
+		o.BatchFires = min(o.Concurrency, protocol.MaxFiresRuns)
+	}
 }
 
 // validate checks the fields after setDefaults and names the first bad one.
@@ -160,6 +173,8 @@ func (o *Options) validate() error {
 		return bad("RequestTimeout %v is negative", o.RequestTimeout)
 	case o.Concurrency < 1 || o.Concurrency > 1<<20:
 		return bad("Concurrency %d outside [1, %d]", o.Concurrency, 1<<20)
+	case o.BatchFires > protocol.MaxFiresRuns:
+		return bad("BatchFires %d exceeds %d", o.BatchFires, protocol.MaxFiresRuns)
 	}
 	return nil
 }

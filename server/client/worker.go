@@ -12,7 +12,11 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// Fire is one run a Worker's handler executes (a FIRE frame).
+// Fire is one run a Worker's handler executes (a FIRE frame, or one run of a FIRES).
+// The TaskID and Payload of the runs of one FIRES lie in one buffer, which a Fire kept
+// after its handler returns keeps whole: copy them (strings.Clone, bytes.Clone) to keep
+// them long. Each Payload's capacity is its length: appending to it never reaches the
+// next run's.
 type Fire struct {
 	Namespace  string
 	TaskID     string
@@ -36,7 +40,9 @@ type HandlerFunc func(ctx context.Context, f *Fire) error
 // role worker.
 //
 // Flow: Run dials, SUBSCRIBEs to every handled type with Options.Concurrency credits,
-// and runs each FIRE on one of at most Concurrency runner goroutines (started as FIREs
+// asking for FIRES of up to Options.BatchFires runs, and runs each run (of a FIRE, or one
+// of a FIRES's, each handed over as a FIRE's would be) on one of at most Concurrency
+// runner goroutines (started as FIREs
 // find none idle, kept for the connection's life, so their stacks are grown once), with a
 // deadline of the FIRE's TTR. When the handler returns, the runner hands the outcome to
 // the connection's acker, which sends the successes accumulated meanwhile as one ACKS
@@ -49,8 +55,8 @@ type Worker struct {
 	opts Options
 
 	mu       sync.Mutex
-	handlers map[string]HandlerFunc // written under mu until Run sets running; read-only after, read without the lock by runners, which Run starts after that
-	running  bool                   // guarded by mu
+	handlers map[string]handler // written under mu until Run sets running; read-only after, read without the lock by the reader and runners, which Run starts after that
+	running  bool               // guarded by mu
 
 	carry carrySet // outcomes whose reports got no definite answer, for the next connection (carry.go)
 
@@ -73,22 +79,28 @@ func NewWorker(addr string, opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{eps: eps, opts: o, handlers: make(map[string]HandlerFunc)}, nil
+	return &Worker{eps: eps, opts: o, handlers: make(map[string]handler)}, nil
 }
 
-// Handle registers h for taskType, replacing an earlier one. It must be called before
-// Run.
+// Handle registers h for taskType, replacing an earlier handler of either kind (Handle,
+// HandleBatch). It must be called before Run.
 func (w *Worker) Handle(taskType string, h HandlerFunc) error {
+	return w.register(taskType, handler{one: h}, h == nil)
+}
+
+// register makes h taskType's handler (nilFunc: the function given is nil).
+func (w *Worker) register(taskType string, h handler, nilFunc bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	_, replaces := w.handlers[taskType]
 	switch {
 	case w.running:
-		return fmt.Errorf("%w: Handle(%q) after Run", ErrInvalidOption, taskType)
+		return fmt.Errorf("%w: handler for %q registered after Run", ErrInvalidOption, taskType)
 	case taskType == "" || len(taskType) > task.MaxTypeLen:
 		return fmt.Errorf("%w: task type %q: length not in [1, %d]", ErrInvalidOption, taskType, task.MaxTypeLen)
-	case h == nil:
+	case nilFunc:
 		return fmt.Errorf("%w: nil handler for %q", ErrInvalidOption, taskType)
-	case len(w.handlers) >= protocol.MaxTypes:
+	case !replaces && len(w.handlers) >= protocol.MaxTypes:
 		return fmt.Errorf("%w: more than %d task types", ErrInvalidOption, protocol.MaxTypes)
 	}
 	w.handlers[taskType] = h
@@ -168,9 +180,9 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	var runs, answers, carries, readers sync.WaitGroup
 	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
 	ackerDone := make(chan struct{})
-	idle := make(chan *protocol.Fire) // unbuffered: a send succeeds only to an idle runner
-	runners := 0                      // reader goroutine only
-	cn.onFire = func(f *protocol.Fire) {
+	idle := make(chan []*Fire) // unbuffered: a send succeeds only to an idle runner
+	runners := 0               // reader goroutine only
+	start := func(f []*Fire) {
 		select {
 		case idle <- f:
 			return
@@ -188,6 +200,8 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 		case <-connCtx.Done():
 		}
 	}
+	cn.onFire = func(pf *protocol.Fire) { start(w.jobOf(pf)) }
+	cn.onFires = func(runs []protocol.Fire) { w.jobsOf(runs, start) }
 	cn.start(&readers)
 	readers.Add(1)
 	go func() { defer readers.Done(); defer close(ackerDone); ak.loop(connCtx, &answers) }()
@@ -214,7 +228,7 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	}
 	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
 	_, err := expect[*protocol.OK](cn.roundTrip(sctx, func(id uint64) protocol.Message {
-		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency)}
+		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency), BatchFires: uint64(max(w.opts.BatchFires, 0))}
 	}))
 	scancel()
 	if err != nil {
@@ -245,8 +259,8 @@ func truncErr(msg string) string {
 	return msg
 }
 
-// runner runs f, then every FIRE handed to it through idle, until ctx ends.
-func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *protocol.Fire, ak *acker) {
+// runner runs the job f, then every job handed to it through idle, until ctx ends.
+func (w *Worker) runner(ctx context.Context, f []*Fire, idle <-chan []*Fire, ak *acker) {
 	for {
 		w.run(ctx, ak, f)
 		select {
@@ -257,25 +271,47 @@ func (w *Worker) runner(ctx context.Context, f *protocol.Fire, idle <-chan *prot
 	}
 }
 
-// run executes one FIRE and hands its outcome to the acker.
-func (w *Worker) run(ctx context.Context, ak *acker, pf *protocol.Fire) {
-	f := &Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
+// fireOf makes f the run pf, as a handler sees it.
+func fireOf(f *Fire, pf *protocol.Fire) {
+	*f = Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version}
-	h := w.handlers[f.Type] // read-only since Run started: no lock (Worker.handlers)
+}
+
+// run executes one job, the runs handed to one handler call: one run, or, for a type
+// with a batch handler, the runs of a FIRES in a row of that type. It hands each run's
+// outcome to the acker.
+func (w *Worker) run(ctx context.Context, ak *acker, job []*Fire) {
+	h := w.handlers[job[0].Type] // read-only since Run started: no lock (Worker.handlers)
+	if h.batch != nil {
+		results := callBatch(ctx, h.batch, job)
+		if ctx.Err() != nil {
+			w.carry.abandoned.Add(uint64(len(job)))
+			return // abandoned: the connection is gone or Run is stopping
+		}
+		for i, f := range job {
+			w.finished(ak, f, results[i])
+		}
+		return
+	}
+	f := job[0]
 	var err error
-	if h == nil {
+	if h.one == nil {
 		err = fmt.Errorf("client: worker has no handler for type %q", f.Type)
 	} else {
-		err = call(ctx, h, f)
+		err = call(ctx, h.one, f)
 	}
 	if ctx.Err() != nil {
 		w.carry.abandoned.Add(1)
 		return // abandoned: the connection is gone or Run is stopping
 	}
-	// The handler has returned: its credit is granted back with its report (acker), not
-	// after the report's answer: the server may take a while to answer an ACK (a durable
-	// task's answer waits for etcd), and the next FIRE need not wait for it.
+	w.finished(ak, f, err)
+}
+
+// finished hands a run's outcome to the acker. Its credit is granted back with its
+// report (acker), not after the report's answer: the server may take a while to answer
+// an ACK (a durable task's answer waits for etcd), and the next FIRE need not wait.
+func (w *Worker) finished(ak *acker, f *Fire, err error) {
 	ak.add(outcome{fire: f, result: err})
 	if w.queued != nil {
 		w.queued()

@@ -11,6 +11,18 @@ import (
 var benchFire = &Fire{Namespace: "default", TaskID: "order-123456", TaskType: "email", Payload: make([]byte, 64),
 	RunID: 1 << 40, Attempt: 1, Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Ephemeral}
 
+// benchFires is what a worker that opted in receives under load: benchFire's run 100
+// times in one frame, each with its own task ID and run ID.
+var benchFires = func() *Fires {
+	m := &Fires{Runs: make([]Fire, 100)}
+	for i := range m.Runs {
+		m.Runs[i] = *benchFire
+		m.Runs[i].TaskID = "order-" + strconv.Itoa(100_000+i)
+		m.Runs[i].RunID += uint64(i)
+	}
+	return m
+}()
+
 var benchAck = &Ack{ID: 1 << 20, RunID: 1 << 40, Epoch: 7}
 
 // benchBatch is what a load generator submits: 100 one-shot tasks with a 64-byte payload,
@@ -91,6 +103,21 @@ func BenchmarkDecodeAck(b *testing.B) { benchDecode(b, benchAck) }
 // BenchmarkDecodeFire: the worker's hot path in (payload copied, strings allocated).
 func BenchmarkDecodeFire(b *testing.B) { benchDecode(b, benchFire) }
 
+// BenchmarkEncodeFires: the server's hot path out to a worker that opted in, 100 runs in
+// one FIRES; ns/run compares with BenchmarkEncodeFire's ns/op.
+func BenchmarkEncodeFires(b *testing.B) {
+	benchEncode(b, benchFires)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(benchFires.Runs)), "ns/run")
+}
+
+// BenchmarkDecodeFires: the worker's hot path in, 100 runs in one FIRES (one slice and
+// one buffer for all their task IDs and payloads); ns/run compares with
+// BenchmarkDecodeFire's ns/op.
+func BenchmarkDecodeFires(b *testing.B) {
+	benchDecode(b, benchFires)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(benchFires.Runs)), "ns/run")
+}
+
 // TestHotPathAllocs pins the allocation counts the benchmarks report.
 func TestHotPathAllocs(t *testing.T) {
 	if raceEnabled {
@@ -100,6 +127,10 @@ func TestHotPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchFire, 0) }); n != 0 {
 		t.Errorf("encoding FIRE: %v allocs, want 0", n)
 	}
+	buf = make([]byte, 0, 16<<10)
+	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchFires, 0) }); n != 0 {
+		t.Errorf("encoding FIRES of %d runs: %v allocs, want 0", len(benchFires.Runs), n)
+	}
 	status := &TaskStatus{ID: 1, Namespace: "default", TaskID: "order-1", Durability: Ephemeral, State: task.Pending, NextRun: 1, Version: 1}
 	for _, tc := range []struct {
 		m    Message
@@ -108,6 +139,7 @@ func TestHotPathAllocs(t *testing.T) {
 	}{
 		{benchAck, 1, "the *Ack"},
 		{benchFire, 3, "the *Fire, its ID and payload; namespace and type interned"},
+		{benchFires, 3, "the *Fires, its runs' slice and one buffer for every run's ID and payload: none per run"},
 		{status, 2, "the *TaskStatus and its ID; the state parsed in place"},
 		{benchBatch, float64(2 + 2*len(benchBatch.Tasks)), "the message, its slice, each task's ID and payload"},
 	} {

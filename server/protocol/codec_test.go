@@ -129,3 +129,32 @@ func TestErrorIs(t *testing.T) {
 		t.Error("EXISTS is NOT_FOUND")
 	}
 }
+
+// TestFiresRunsOwnTheirBytes: the runs of a decoded FIRES share no memory with the frame
+// (overwriting the frame changes none of them), and none with each other: appending to
+// one run's payload cannot write into the next run's bytes.
+func TestFiresRunsOwnTheirBytes(t *testing.T) {
+	want := &Fires{Runs: []Fire{
+		{Namespace: "default", TaskID: "a-1", TaskType: "t", Payload: []byte("first"), RunID: 1, Attempt: 1, Due: 1, Epoch: 1, TTR: 1, Durability: Ephemeral},
+		{Namespace: "default", TaskID: "a-2", TaskType: "t", Payload: []byte("second"), RunID: 2, Attempt: 1, Due: 1, Epoch: 1, TTR: 1, Durability: Ephemeral},
+	}}
+	b := mustFrame(t, want)
+	d := NewDecoder(0)
+	d.Feed(b)
+	m, err := d.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.(*Fires)
+	for i := range b {
+		b[i] = 0xff
+	}
+	d.Feed(mustFrame(t, &Fires{Runs: []Fire{{Namespace: "x", TaskID: "zzz", TaskType: "t", Payload: []byte("zzzzzz"), RunID: 3, Attempt: 1, Durability: Ephemeral}}}))
+	if _, err := d.Next(); err != nil {
+		t.Fatal(err)
+	}
+	_ = append(got.Runs[0].Payload, "XXXX"...)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the decoded runs changed:\n got %+v\nwant %+v", got.Runs, want.Runs)
+	}
+}

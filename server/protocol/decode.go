@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // maxDepth bounds the nesting of maps and arrays in a body, skipped values included, so
@@ -155,6 +156,10 @@ type dec struct {
 	errPath []pathElem // the keys and indices r.err has been returned through, innermost first
 	names   *nameCache // the Decoder's, which name interns through; nil: no interning
 	peer    peer       // the Decoder's: who sends the frames, which fixes the types accepted
+	// arena, while the runs of a FIRES are read (runsField), is the one buffer their
+	// strings and binaries are copied into (str, bin); nil otherwise: each is a copy of
+	// its own.
+	arena []byte
 }
 
 type pathElem struct {
@@ -170,6 +175,49 @@ func (d *dec) reset(body []byte) {
 	d.r = reader{body: body}
 	d.depth, d.id, d.haveID = 0, 0, false
 	d.errPath = d.errPath[:0]
+	d.arena = nil
+}
+
+// str reads a UTF-8 string of at most limit bytes: copied into d.arena while there is
+// one, else a copy of its own (reader.str).
+func (d *dec) str(limit int) (string, *Error) {
+	if d.arena == nil {
+		return d.r.str(limit)
+	}
+	b, err := d.r.strBytes(limit)
+	if err != nil || len(b) == 0 {
+		return "", err
+	}
+	b = d.keep(b)
+	return unsafe.String(&b[0], len(b)), nil
+}
+
+// bin reads a binary of at most limit bytes, empty is nil: copied into d.arena while
+// there is one, else a copy of its own (reader.bin).
+func (d *dec) bin(limit int) ([]byte, *Error) {
+	if d.arena == nil {
+		return d.r.bin(limit)
+	}
+	if !isBin(d.r.peek()) {
+		return nil, d.r.wrongType("binary")
+	}
+	b, err := d.r.raw(limit)
+	if err != nil || len(b) == 0 {
+		return nil, err
+	}
+	return d.keep(b), nil
+}
+
+// keep copies b to the end of d.arena and returns the copy, its capacity cut to its
+// length, so that appending to one run's payload never writes over the next run's
+// bytes. The arena holds the body's bytes left when it was made, more than all the
+// values after that can take, so it never grows; if it did, the values kept before
+// would keep the old array, unchanged: nothing written into the arena is ever written
+// again.
+func (d *dec) keep(b []byte) []byte {
+	at := len(d.arena)
+	d.arena = append(d.arena, b...)
+	return d.arena[at:len(d.arena):len(d.arena)]
 }
 
 // at adds key to the path of err, which a value under key returned; at returns err.

@@ -35,9 +35,12 @@
 //     kept apart), while integer widths and key order are free, and unknown keys are
 //     skipped, so any conforming msgpack encoder can talk to it.
 //
-// Costs on the hot paths (BenchmarkEncodeFire, BenchmarkDecode*, pinned by
-// TestHotPathAllocs): appending a FIRE frame to a reused buffer allocates nothing; a
-// Decoder decoding an ACK allocates only the *Ack, a FIRE the *Fire, its task ID and
-// payload, and a SUBMIT_BATCH the message, its slice and each task's ID and payload: a
-// Decoder interns namespaces and task types, which repeat on a connection.
+// Costs on the hot paths (BenchmarkEncodeFire, BenchmarkEncodeFires, BenchmarkDecode*,
+// pinned by TestHotPathAllocs): appending a FIRE or FIRES frame to a reused buffer
+// allocates nothing; a Decoder decoding an ACK allocates only the *Ack, a FIRE the
+// *Fire, its task ID and payload, a FIRES the *Fires, its slice of runs and one buffer
+// that holds every run's task ID and payload (3 allocations for any number of runs: a
+// run kept keeps that frame's buffer alive), and a SUBMIT_BATCH the message, its slice
+// and each task's ID and payload: a Decoder interns namespaces and task types, which
+// repeat on a connection.
 package protocol

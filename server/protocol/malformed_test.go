@@ -32,6 +32,21 @@ func frame(body []byte) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 }
 
+// fireRun is one valid run of a FIRES as a generic map, with the keys in over replaced
+// (a nil value removes the key).
+func fireRun(over ...any) msgpack.RawMessage {
+	kv := map[string]any{"ns": "default", "tid": "a", "type": "b", "run": 1, "attempt": 1, "due": 5, "epoch": 2, "ttr": 9, "durability": "ephemeral"}
+	for i := 0; i < len(over); i += 2 {
+		if over[i+1] == nil {
+			delete(kv, over[i].(string))
+			continue
+		}
+		kv[over[i].(string)] = over[i+1]
+	}
+	b, _ := msgpack.Marshal(kv)
+	return b
+}
+
 func TestMalformed(t *testing.T) {
 	ackBody := mustFrame(t, &Ack{ID: 5, RunID: 1, Epoch: 2})[headerLen:]
 	goodTask := func(over ...any) msgpack.RawMessage {
@@ -73,6 +88,12 @@ func TestMalformed(t *testing.T) {
 		{"acks: runs not an array", rawMap(t, "t", 53, "id", 9, "runs", 1, "epoch", 2), CodeBadField, "runs", 9},
 		{"acks: too many runs", rawMap(t, "t", 53, "id", 9, "runs", make([]any, MaxBatch+1), "epoch", 2), CodeBadField, "runs", 9},
 		{"acked: failure without code", rawMap(t, "t", 54, "id", 9, "failed", []any{map[string]any{"run": 1}}), CodeBadField, "failed[0].code", 9},
+		{"fires: no runs", rawMap(t, "t", 56, "id", 0, "runs", []any{}), CodeBadField, "runs", 0},
+		{"fires: runs missing", rawMap(t, "t", 56, "id", 0), CodeBadField, "runs", 0},
+		{"fires: a run without its run ID", rawMap(t, "t", 56, "id", 0, "runs", []any{fireRun(), fireRun("run", nil)}), CodeBadField, "runs[1].run", 0},
+		{"fires: a run's payload a string", rawMap(t, "t", 56, "id", 0, "runs", []any{fireRun("payload", "text")}), CodeBadField, "runs[0].payload", 0},
+		{"fires: too many runs", rawMap(t, "t", 56, "id", 0, "runs", make([]any, MaxFiresRuns+1)), CodeBadField, "runs", 0},
+		{"subscribe: batch_fires too large", rawMap(t, "t", 48, "id", 9, "types", []any{"a"}, "credits", 1, "batch_fires", MaxFiresRuns+1), CodeBadField, "batch_fires", 9},
 		{"string for bin", rawMap(t, "t", 16, "id", 9, "task", goodTask("payload", "text")), CodeBadField, "task.payload", 9},
 		{"bin for string", rawMap(t, "t", 19, "id", 9, "tid", []byte("x")), CodeBadField, "tid", 9},
 		{"invalid utf8", rawMap(t, "t", 19, "id", 9, "tid", raw([]byte{0xa2, 0xff, 0xfe})), CodeBadField, "tid", 9},

@@ -51,8 +51,9 @@ const (
 	TypeAcks         Type = 53 // -> worker: up to MaxBatch runs succeeded; reply ACKED
 	TypeAcked        Type = 54 // <- reply to ACKS and CARRY: the runs that could not be acknowledged
 	TypeCarry        Type = 55 // -> worker: outcomes of runs an earlier connection never confirmed; reply ACKED
+	TypeFires        Type = 56 // <- push (id 0) to a worker that asked for it: run these tasks now
 
-	numTypes = TypeCarry + 1
+	numTypes = TypeFires + 1
 )
 
 var typeNames = [numTypes]string{
@@ -63,7 +64,7 @@ var typeNames = [numTypes]string{
 	TypePurged: "PURGED", TypePause: "PAUSE", TypeResume: "RESUME", TypeStats: "STATS", TypeStatsReply: "STATS_REPLY",
 	TypePartitions: "PARTITIONS", TypePartitionMap: "PARTITION_MAP",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
-	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY",
+	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY", TypeFires: "FIRES",
 }
 
 // String returns the type's protocol name, or "Type(n)".
@@ -79,7 +80,7 @@ func (t Type) String() string {
 type Message interface {
 	Type() Type
 	// RequestID is the envelope's "id": chosen by the client, echoed in the reply; 0 in
-	// server pushes (FIRE).
+	// server pushes (FIRE, FIRES).
 	RequestID() uint64
 	setID(uint64)
 }
@@ -130,7 +131,7 @@ var specs = [numTypes]*msgSpec{
 	TypeResume: resumeSpec, TypeStats: statsSpec, TypeStatsReply: statsReplySpec, TypePartitions: partitionsSpec,
 	TypePartitionMap: partitionMapSpec, TypeSubscribe: subscribeSpec,
 	TypeCredit: creditSpec, TypeFire: fireSpec, TypeAck: ackSpec, TypeNack: nackSpec, TypeAcks: acksSpec,
-	TypeAcked: ackedSpec, TypeCarry: carrySpec,
+	TypeAcked: ackedSpec, TypeCarry: carrySpec, TypeFires: firesSpec,
 }
 
 // bit returns key's presence bit as checkFields sees the mask ("t" and "id" shifted
@@ -531,6 +532,10 @@ type Subscribe struct {
 	ID      uint64
 	Types   []string // "types"
 	Credits uint64   // "credits"
+	// BatchFires ("batch_fires", optional, at most MaxFiresRuns) asks for the runs that
+	// are ready together as FIRES frames of at most this many runs each; 0 (absent):
+	// FIRE frames only, as a worker that predates FIRES gets.
+	BatchFires uint64
 }
 
 // maxCredits bounds a credit grant (SUBSCRIBE, CREDIT, ACKS): below 2^32.
@@ -539,6 +544,7 @@ const maxCredits = 1<<32 - 1
 var subscribeSpec = message(TypeSubscribe, byWorker,
 	arrayField("types", MaxTypes, names(task.MaxTypeLen), func(m *Subscribe) *[]string { return &m.Types }).req(),
 	uintMaxField("credits", maxCredits, func(m *Subscribe) *uint64 { return &m.Credits }).req(),
+	uintMaxField("batch_fires", MaxFiresRuns, func(m *Subscribe) *uint64 { return &m.BatchFires }),
 )
 
 // Credit grants a worker connection more credits (added to what it has).
@@ -566,19 +572,52 @@ type Fire struct {
 	Version    uint64 // "version" (optional, absent is 0): the task's version; a CARRY names it
 }
 
-var fireSpec = message(TypeFire, byServer,
-	nameField("ns", task.MaxNamespaceLen, func(m *Fire) *string { return &m.Namespace }).req(),
-	strField("tid", task.MaxIDLen, func(m *Fire) *string { return &m.TaskID }).req(),
-	nameField("type", task.MaxTypeLen, func(m *Fire) *string { return &m.TaskType }).req(),
-	binField("payload", maxPayload, func(m *Fire) *[]byte { return &m.Payload }),
-	uintField("run", func(m *Fire) *uint64 { return &m.RunID }).req(),
-	uintField("attempt", func(m *Fire) *uint64 { return &m.Attempt }).req(),
-	intField("due", func(m *Fire) *int64 { return &m.Due }).req(),
-	uintField("epoch", func(m *Fire) *uint64 { return &m.Epoch }).req(),
-	intField("ttr", func(m *Fire) *int64 { return &m.TTR }).req(),
-	enumField("durability", durNames[:], func(m *Fire) *Durability { return &m.Durability }).req(),
-	uintField("version", func(m *Fire) *uint64 { return &m.Version }),
-)
+// fireFields are FIRE's keys, which each run of a FIRES carries too.
+func fireFields() []field[Fire] {
+	return []field[Fire]{
+		nameField("ns", task.MaxNamespaceLen, func(m *Fire) *string { return &m.Namespace }).req(),
+		strField("tid", task.MaxIDLen, func(m *Fire) *string { return &m.TaskID }).req(),
+		nameField("type", task.MaxTypeLen, func(m *Fire) *string { return &m.TaskType }).req(),
+		binField("payload", maxPayload, func(m *Fire) *[]byte { return &m.Payload }),
+		uintField("run", func(m *Fire) *uint64 { return &m.RunID }).req(),
+		uintField("attempt", func(m *Fire) *uint64 { return &m.Attempt }).req(),
+		intField("due", func(m *Fire) *int64 { return &m.Due }).req(),
+		uintField("epoch", func(m *Fire) *uint64 { return &m.Epoch }).req(),
+		intField("ttr", func(m *Fire) *int64 { return &m.TTR }).req(),
+		enumField("durability", durNames[:], func(m *Fire) *Durability { return &m.Durability }).req(),
+		uintField("version", func(m *Fire) *uint64 { return &m.Version }),
+	}
+}
+
+var fireSpec = message(TypeFire, byServer, fireFields()...)
+
+// Fires is pushed (ID 0) to a worker whose SUBSCRIBE asked for it (BatchFires): many
+// runs in one frame, each exactly what its own FIRE would have carried, each spending
+// one credit and ended by its own ACK or NACK (or an ACKS), as a FIRE is.
+type Fires struct {
+	ID   uint64 // always 0: a push answers no request
+	Runs []Fire // "runs": 1 to MaxFiresRuns, each with FIRE's keys but "t" and "id"; a run's ID is 0
+}
+
+// MaxFiresRuns bounds the runs of one FIRES, and so SUBSCRIBE's "batch_fires".
+const MaxFiresRuns = MaxBatch
+
+// fireRunSpec is the map of one run of a FIRES.
+var fireRunSpec = newMapSpec(false, fireFields()...)
+
+// noRuns is the refusal of a FIRES without runs, by the encoder and the decoder.
+var noRuns = "a FIRES carries 1 to " + strconv.Itoa(MaxFiresRuns) + " runs, not 0"
+
+var firesSpec = message(TypeFires, byServer, runsField(func(m *Fires) *[]Fire { return &m.Runs }).req().
+	refuse("runs", noRuns, func(m *Fires) bool { return len(m.Runs) == 0 }))
+
+// checkFields: a FIRES carries at least one run.
+func (m *Fires) checkFields(d *dec, _ uint64) *Error {
+	if len(m.Runs) == 0 {
+		return d.at(d.r.badField("%s", noRuns), "runs")
+	}
+	return nil
+}
 
 // Ack reports a run's success.
 type Ack struct {
@@ -798,3 +837,6 @@ func (m *Acked) setID(id uint64)          { m.ID = id }
 func (m *Carry) Type() Type               { return TypeCarry }
 func (m *Carry) RequestID() uint64        { return m.ID }
 func (m *Carry) setID(id uint64)          { m.ID = id }
+func (m *Fires) Type() Type               { return TypeFires }
+func (m *Fires) RequestID() uint64        { return m.ID }
+func (m *Fires) setID(id uint64)          { m.ID = id }

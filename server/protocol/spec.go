@@ -135,7 +135,7 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 		case plainInt:
 			*(*int64)(at), err = d.r.int()
 		case plainStr:
-			*(*string)(at), err = d.r.str(int(f.limit))
+			*(*string)(at), err = d.str(int(f.limit))
 		case plainName:
 			*(*string)(at), err = d.name(int(f.limit))
 		case plainBool:
@@ -143,7 +143,7 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 		case plainEnum:
 			*(*uint8)(at), err = enum[uint8](d, f.names)
 		case plainBin:
-			*(*[]byte)(at), err = d.r.bin(int(f.limit))
+			*(*[]byte)(at), err = d.bin(int(f.limit))
 		default:
 			err = f.read(x.(*M), d)
 		}
@@ -430,6 +430,25 @@ func readEach[T any](d *dec, limit int, read func(d *dec, x *T) *Error) ([]T, *E
 	}
 	return out, nil
 }
+
+// runsField is FIRES' "runs": an array of at most MaxFiresRuns FIRE maps (without "t"
+// and "id"), left out when empty. Decoding copies every run's task ID and payload into
+// one buffer (dec.arena) as large as the bytes of the body left to read, which hold
+// them all, so that a FIRES costs the same allocations whatever its number of runs: the
+// slice of runs and that buffer.
+func runsField[M any](p func(*M) *[]Fire) field[M] {
+	f := arrayField("runs", MaxFiresRuns, specMaps(fireRunSpec), p)
+	f.read = func(m *M, d *dec) (err *Error) {
+		d.arena = make([]byte, 0, d.r.left())
+		*p(m), err = readEach(d, MaxFiresRuns, fireRunSpec.readMapElem)
+		d.arena = nil
+		return err
+	}
+	return f
+}
+
+// readMapElem is readMap as an array's element reader.
+func (s *mapSpec[M]) readMapElem(d *dec, m *M) *Error { return s.readMap(d, m) }
 
 // wireMaps are the maps of a wireMap type.
 func wireMaps[T any, P wireMap[T]]() elems[T] {

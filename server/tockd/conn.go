@@ -41,9 +41,9 @@ const (
 // replies, FIREs and heartbeats, coalesced into few Writes).
 //
 // Invariants:
-//   - queued = Σ replyCost of the messages on out and late and in the writer's buffer
-//     not yet written, ≤ MaxQueuedReplyBytes but for one larger reply queued alone and
-//     for late replies, which are never refused;
+//   - queued = Σ replyCost of the messages on out and late, of the runs in fires, and
+//     of those in the writer's buffer not yet written, ≤ MaxQueuedReplyBytes but for
+//     one larger reply queued alone and for late replies, which are never refused;
 //   - only the reader sends on out and closes it (under outMu, setting outClosed);
 //     pushes from other goroutines (FIREs, answers that waited for etcd) take outMu and
 //     never block, and none is queued once outClosed;
@@ -71,13 +71,17 @@ type conn struct {
 	// signals. Guarded by outMu; at most maxLateReplies.
 	late      []protocol.Message
 	lateReady chan struct{}
+	// fires holds the runs pushed for FIRES frames, on a worker connection that asked for
+	// them (fires.go).
+	fires fireBatch
 	// backedUp is set when a FIRE found the reply queue full; the writer, having made
 	// room, clears it and offers the waiting runs again (router.offer).
 	backedUp atomic.Bool
-	// queued is the replyCost of the messages queued on out and late and not yet
-	// written: at most MaxQueuedReplyBytes, but for one larger reply queued alone and
-	// for late replies, which are never refused. Atomic: reserved before a message is
-	// queued (reserve), released by the writer once its frame is written (release).
+	// queued is the replyCost of the messages queued on out and late and of the runs in
+	// fires, not yet written: at most MaxQueuedReplyBytes, but for one larger reply
+	// queued alone and for late replies, which are never refused. Atomic: reserved
+	// before a message is queued (reserve), released by the writer once its frame is
+	// written (release).
 	queued atomic.Int64
 	// queuedPeak is the largest queued has been; atomic.
 	queuedPeak atomic.Int64
@@ -113,7 +117,7 @@ type conn struct {
 // newConn makes the connection that serves nc (connSet.admit starts its goroutines).
 func (s *Server) newConn(nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, out: make(chan protocol.Message, s.opts.MaxPendingPerConn), done: make(chan struct{}),
-		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
+		lateReady: make(chan struct{}, 1), drained: make(chan struct{}, 1), fires: fireBatch{ready: make(chan struct{}, 1)}}
 }
 
 // readLoop reads frames, handles them and queues the replies, until the connection ends:
@@ -400,6 +404,7 @@ func (c *conn) writeLoop() {
 		select {
 		case m, ok = <-c.out:
 		case <-c.lateReady:
+		case <-c.fires.ready:
 		case <-beat:
 			if !wrote || !quiet {
 				quiet = true
@@ -412,7 +417,9 @@ func (c *conn) writeLoop() {
 			buf, _ = protocol.AppendFrame(buf, heartbeatPong, 0)
 		}
 		if !ok {
-			// The reader is done; replies that waited for etcd still go out.
+			// The reader is done; replies that waited for etcd still go out, and the
+			// runs pushed before it closed out.
+			buf = c.appendFires(buf)
 			if len(buf) > 0 {
 				_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
 				_, _ = c.nc.Write(buf)
@@ -436,6 +443,9 @@ func (c *conn) writeLoop() {
 			default:
 				break coalesce
 			}
+		}
+		if buf = c.appendFires(buf); len(buf) == 0 && !closing {
+			continue // woken for runs an earlier wake-up took
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
 		if _, err := c.nc.Write(buf); err != nil {

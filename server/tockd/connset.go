@@ -40,6 +40,8 @@ type connSet struct {
 	// replyStalls counts the times a reader stopped reading: its connection's replies
 	// were over MaxQueuedReplyBytes (conn.reserve).
 	replyStalls atomic.Uint64
+	// firesFrames counts the FIRES frames written to workers (fires.go).
+	firesFrames atomic.Uint64
 
 	mu          sync.Mutex
 	listeners   map[net.Listener]struct{}

@@ -227,6 +227,13 @@
 //     etcd bounded by storeOpTimeout (exclusive.go).
 //   - Credits follow PROTOCOL.md: each FIRE spends one, CREDIT adds, a second SUBSCRIBE
 //     replaces them; ACK and NACK return none (the worker grants credits back).
+//   - FIRES (fires.go): to a worker whose SUBSCRIBE set batch_fires, the runs the router
+//     fires in one call (route, or a drain: the runs a CREDIT, an ACKS's credits, a
+//     SUBSCRIBE or a RESUME let go) are flushed together, and the connection's writer
+//     sends what it finds pushed when it wakes as FIRES frames of at most batch_fires
+//     and Options.MaxFiresRuns runs and MaxFrame bytes; it never waits for more. Each
+//     run spends its credit and is tracked in flight exactly as a FIRE's. Other workers
+//     get FIRE frames.
 //   - In flight: each connection tracks the run IDs fired on it; ACK/NACK of another run
 //     is UNKNOWN_RUN, an epoch other than the leader's is STALE_EPOCH. An ACK/NACK removes the run
 //     from the set whatever the engine says, so a run the engine already timed out is

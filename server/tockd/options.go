@@ -30,7 +30,9 @@ const (
 	// DefaultMaxWaitingRunsPerType is a quarter of DefaultMaxWaitingRuns.
 	DefaultMaxWaitingRunsPerType = 1 << 18
 	DefaultMaxHelloFrame         = 4 << 10
-	DefaultMaxHandshakes         = 128
+	// DefaultMaxFiresRuns is the most runs a FIRES may carry (protocol.MaxFiresRuns).
+	DefaultMaxFiresRuns  = protocol.MaxFiresRuns
+	DefaultMaxHandshakes = 128
 	// DefaultHeartbeat is the heartbeat interval WELCOME states without a Store; with
 	// one, the default is a quarter of the store's session TTL.
 	DefaultHeartbeat = 5 * time.Second
@@ -166,7 +168,8 @@ type Options struct {
 	// reader reads no further request meanwhile (back-pressure, not an error: it resumes
 	// as the writer drains; the peer that never reads is closed after WriteTimeout like
 	// one whose queue is full). A FIRE that does not fit goes to another worker or waits.
-	// One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
+	// The runs queued for a worker that asked for FIRES count here alone, not against
+	// MaxPendingPerConn (they wait for the writer outside the reply queue). One reply larger than the bound is queued alone. At least MaxFrame. Default 4 MiB
 	// or MaxFrame, whichever is larger.
 	MaxQueuedReplyBytes int
 	// NodeName is this node's ID, sent in WELCOME, and its name in the partition map,
@@ -209,6 +212,12 @@ type Options struct {
 	// MaxWaitingRuns. At most MaxWaitingRuns. Default min(262,144, MaxWaitingRuns): with
 	// the default total, four unserved types fill it.
 	MaxWaitingRunsPerType int
+	// MaxFiresRuns bounds the runs the server puts in one FIRES frame to a worker that
+	// asked for FIRES (SUBSCRIBE batch_fires, which may ask for fewer): the runs ready
+	// for one worker connection when its writer wakes leave in frames of at most this
+	// many runs, and of at most MaxFrame bytes. 1 sends every run as a FIRE of its own.
+	// In [1, protocol.MaxFiresRuns]; default protocol.MaxFiresRuns (1000).
+	MaxFiresRuns int
 	// OnLeadership, if set, is called after every change of this node's leadership
 	// (with a Store: elected, or its session lost; leading reports which), from the
 	// campaign goroutine: keep it cheap. Not called without a Store (always leading).
@@ -341,6 +350,9 @@ func WithDispatch(d Dispatch) Option { return func(o *Options) { o.Dispatch = d 
 // WithMaxWaitingRuns sets Options.MaxWaitingRuns.
 func WithMaxWaitingRuns(n int) Option { return func(o *Options) { o.MaxWaitingRuns = n } }
 
+// WithMaxFiresRuns sets Options.MaxFiresRuns.
+func WithMaxFiresRuns(n int) Option { return func(o *Options) { o.MaxFiresRuns = n } }
+
 // WithMaxWaitingRunsPerType sets Options.MaxWaitingRunsPerType.
 func WithMaxWaitingRunsPerType(n int) Option { return func(o *Options) { o.MaxWaitingRunsPerType = n } }
 
@@ -404,6 +416,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxWaitingRuns == 0 {
 		o.MaxWaitingRuns = DefaultMaxWaitingRuns
+	}
+	if o.MaxFiresRuns == 0 {
+		o.MaxFiresRuns = DefaultMaxFiresRuns
 	}
 	if o.MaxWaitingRunsPerType == 0 {
 		o.MaxWaitingRunsPerType = min(DefaultMaxWaitingRunsPerType, o.MaxWaitingRuns)
@@ -476,6 +491,8 @@ func (o *Options) validate() error {
 		return bad("ReconnectGrace %v above %v", o.ReconnectGrace, maxReconnectGrace)
 	case o.MaxWaitingRuns < 1:
 		return bad("MaxWaitingRuns %d is not positive", o.MaxWaitingRuns)
+	case o.MaxFiresRuns < 1 || o.MaxFiresRuns > protocol.MaxFiresRuns:
+		return bad("MaxFiresRuns %d outside [1, %d]", o.MaxFiresRuns, protocol.MaxFiresRuns)
 	case o.MaxWaitingRunsPerType < 1 || o.MaxWaitingRunsPerType > o.MaxWaitingRuns:
 		return bad("MaxWaitingRunsPerType %d outside [1, MaxWaitingRuns %d]", o.MaxWaitingRunsPerType, o.MaxWaitingRuns)
 	case o.MaxPendingPerConn < 1:

@@ -27,7 +27,7 @@ func TestOptionSetters(t *testing.T) {
 		WithNodeName("n"), WithLogger(logger), WithEngine(engine), WithEngineOptions(task.WithWorkers(10)),
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
-		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18)} {
+		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18), WithMaxFiresRuns(19)} {
 		opt(&o)
 	}
 	for i, f := range reflect.VisibleFields(reflect.TypeOf(o)) {
@@ -53,7 +53,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxHelloFrame: 3, MaxFrame: 4, IdleTimeout: 5, HandshakeTimeout: 6, WriteTimeout: 7, Token: "t",
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
-		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18}
+		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18, MaxFiresRuns: 19}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}
@@ -70,7 +70,7 @@ func TestOptionsValidate(t *testing.T) {
 	if o.Addr != DefaultAddr || o.MaxConns != DefaultMaxConns || o.MaxFrame != protocol.DefaultMaxFrame ||
 		o.IdleTimeout != DefaultIdleTimeout || o.HandshakeTimeout != DefaultHandshakeTimeout ||
 		o.WriteTimeout != DefaultWriteTimeout || o.MaxPendingPerConn != DefaultMaxPendingPerConn ||
-		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType ||
+		o.MaxWaitingRunsPerType != DefaultMaxWaitingRunsPerType || o.MaxFiresRuns != protocol.MaxFiresRuns ||
 		o.MaxQueuedReplyBytes != DefaultMaxQueuedReplyBytes || o.NodeName == "" || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
@@ -98,6 +98,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"MaxQueuedReplyBytes", Options{MaxQueuedReplyBytes: protocol.DefaultMaxFrame - 1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRunsPerType: -1}},
 		{"MaxWaitingRunsPerType", Options{MaxWaitingRuns: 10, MaxWaitingRunsPerType: 11}},
+		{"MaxFiresRuns", Options{MaxFiresRuns: -1}},
+		{"MaxFiresRuns", Options{MaxFiresRuns: protocol.MaxFiresRuns + 1}},
 		{"NodeName", Options{NodeName: strings.Repeat("n", protocol.MaxNameLen+1)}},
 		{"Partitions", Options{Partitions: -1}},
 		{"Partitions", Options{Partitions: partition.MaxCount + 1}},

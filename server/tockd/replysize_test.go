@@ -87,3 +87,27 @@ func TestReplyCostBoundsEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestFiresCostBoundsEncoding: a FIRES frame takes no more than costFires plus the
+// replyCost of each of its runs as a FIRE, the bound the writer packs frames by
+// (fires.go), at the limits of every field and with MaxFiresRuns runs.
+func TestFiresCostBoundsEncoding(t *testing.T) {
+	run := protocol.Fire{Namespace: strings.Repeat("n", task.MaxNamespaceLen), TaskID: strings.Repeat("i", task.MaxIDLen),
+		TaskType: strings.Repeat("t", task.MaxTypeLen), Payload: make([]byte, 300), RunID: 1 << 63, Attempt: 1 << 63,
+		Due: -1 << 63, Epoch: 1 << 63, TTR: -1 << 63, Durability: protocol.Durable, Version: 1 << 63}
+	for _, n := range []int{2, 15, 16, protocol.MaxFiresRuns} {
+		m := &protocol.Fires{Runs: make([]protocol.Fire, n)}
+		cost := costFires
+		for i := range m.Runs {
+			m.Runs[i] = run
+			cost += replyCost(&run)
+		}
+		b, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost < len(b) {
+			t.Errorf("FIRES of %d runs: bound %d < encoded %d bytes", n, cost, len(b))
+		}
+	}
+}

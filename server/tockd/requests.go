@@ -376,7 +376,7 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 		// Beyond the documented names:
 		"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 		"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
-		"reply_stalls": ss.ReplyStalls,
+		"reply_stalls": ss.ReplyStalls, "fires_frames": ss.FiresFrames,
 	}
 	for r, n := range ss.CarryRefused {
 		counters["carry_refused_"+CarryRefusal(r).String()] = n

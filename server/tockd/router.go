@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,14 @@ var errWorkerGone = errors.New("tockd: worker disconnected")
 // block or call back into the router.
 type workerConn interface {
 	comparable
-	// push queues a FIRE on the connection without blocking: false when its reply
-	// queue is full (the worker is not reading) or the connection is closing.
-	push(m protocol.Message) bool
+	// push queues a FIRE of f on the connection without blocking: false when its reply
+	// queue is full (the worker is not reading) or the connection is closing. A
+	// connection may hold what it was pushed until flush.
+	push(f *protocol.Fire) bool
+	// flush lets go the runs pushed since the last flush: the router calls it once a
+	// call has fired all it will, so that a connection that sends FIRES puts the runs
+	// fired together in one frame.
+	flush()
 	// setBackedUp records that a FIRE found the reply queue full: once the connection
 	// has made room it must call router.offer, so that runs waiting for want of room
 	// are fired.
@@ -73,6 +79,8 @@ type runEngine interface {
 //     outcome takes it or reconnectGrace fails it (only while leading).
 //   - Each FIRE spends one credit of the worker it went to; credits only grow by
 //     subscribe (replaces them) and credit (adds, saturating).
+//   - Every worker pushed a run is flushed before mu is released: pushed is empty
+//     outside route and drainLocked, which fire, and flush what they fired.
 //   - Runs are fired only while leading, outside a takeover's hold (hold.on), and for
 //     types not paused, and each FIRE only while the term's lease is valid at the moment
 //     it is pushed (lease.Valid(time.Now())); a run that fails the check waits; a type's waiting runs go out oldest first, and a run due while
@@ -121,6 +129,7 @@ type router[W workerConn] struct {
 	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
 	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
 	orphans  orphanRuns
+	pushed   []W // the workers pushed a run since the last flushLocked, each once
 }
 
 // orphanRuns are the runs in flight on worker connections that closed while this node
@@ -213,6 +222,7 @@ func (r *router[W]) route(f *protocol.Fire, recurring bool) error {
 	defer r.mu.Unlock()
 	q := r.waiting[f.TaskType]
 	if r.leading && !r.hold.on && !r.paused[f.TaskType] && (q == nil || q.len() == 0) && r.fireLocked(f) {
+		r.flushLocked()
 		return task.ErrDeferred
 	}
 	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
@@ -296,6 +306,9 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 				continue
 			}
 		}
+		if !slices.Contains(r.pushed, best) {
+			r.pushed = append(r.pushed, best)
+		}
 		bestState.credits--
 		bestState.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
 		if r.strategy == DispatchRoundRobin {
@@ -340,6 +353,18 @@ func (r *router[W]) drainLocked(typ string) {
 	if q != nil && q.len() == 0 {
 		delete(r.waiting, typ)
 	}
+	r.flushLocked()
+}
+
+// flushLocked flushes every worker pushed a run since the last flush, so that the runs
+// one call fired leave together. Requires r.mu.
+func (r *router[W]) flushLocked() {
+	for i, w := range r.pushed {
+		w.flush()
+		var zero W
+		r.pushed[i] = zero
+	}
+	r.pushed = r.pushed[:0]
 }
 
 // drainTypesLocked drains ws's types while it has credits. Requires r.mu.
@@ -647,6 +672,9 @@ func (r *router[W]) verify() error {
 	}
 	if n != r.nWaiting || n > r.maxWaiting {
 		return fmt.Errorf("nWaiting %d, queues hold %d, bound %d", r.nWaiting, n, r.maxWaiting)
+	}
+	if len(r.pushed) > 0 {
+		return fmt.Errorf("%d workers pushed runs that were never flushed", len(r.pushed))
 	}
 	return nil
 }

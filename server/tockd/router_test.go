@@ -16,24 +16,33 @@ import (
 // so each test checks the outcome right after the call.
 
 // fakeWorker is a worker connection whose reply queue takes room more FIREs (negative:
-// any number).
+// any number). The runs pushed count as sent once flushed.
 type fakeWorker struct {
 	name     string
 	room     int
-	fires    []*protocol.Fire // FIREs queued on it, in order
+	pending  []*protocol.Fire // pushed, not yet flushed
+	fires    []*protocol.Fire // FIREs flushed to it, in order
+	flushes  []int            // the runs each flush let go
 	backedUp bool             // setBackedUp was called and not yet reset by the test
 	evicted  int              // times evict was called
 }
 
-func (w *fakeWorker) push(m protocol.Message) bool {
+func (w *fakeWorker) push(f *protocol.Fire) bool {
 	if w.room == 0 {
 		return false
 	}
 	if w.room > 0 {
 		w.room--
 	}
-	w.fires = append(w.fires, m.(*protocol.Fire))
+	w.pending = append(w.pending, f)
 	return true
+}
+
+func (w *fakeWorker) flush() {
+	if len(w.pending) > 0 {
+		w.flushes = append(w.flushes, len(w.pending))
+	}
+	w.fires, w.pending = append(w.fires, w.pending...), nil
 }
 
 func (w *fakeWorker) setBackedUp() { w.backedUp = true }
@@ -747,4 +756,28 @@ func TestRouterHoldLastsWhileCarriesArrive(t *testing.T) {
 		}
 		tr.r.setLeading(false, 5, nil, nil)
 	})
+}
+
+// TestRouterFlushesWhatOneCallFired: the runs one call fires reach each worker in one
+// flush (what a worker that asked for FIRES gets in one frame), and a run routed to a
+// worker with a credit is flushed at once, alone: nothing waits for a later call.
+func TestRouterFlushesWhatOneCallFired(t *testing.T) {
+	tr := newTestRouter(t, Options{Dispatch: DispatchRoundRobin})
+	a, b := tr.worker("a", 0, "x"), tr.worker("b", 0, "x")
+	for id := uint64(1); id <= 6; id++ {
+		tr.route(id, "x")
+	}
+	tr.wantWaiting(6)
+	tr.r.credit(a, 4)
+	tr.verify()
+	if wantRuns(t, a, 1, 2, 3, 4); fmt.Sprint(a.flushes) != "[4]" {
+		t.Fatalf("worker a's flushes let go %v runs, want one of 4", a.flushes)
+	}
+	tr.r.credit(b, 5)
+	tr.verify()
+	wantRuns(t, b, 5, 6)
+	tr.route(7, "x")
+	if wantRuns(t, b, 5, 6, 7); fmt.Sprint(b.flushes) != "[2 1]" {
+		t.Fatalf("worker b's flushes let go %v runs, want 2 then 1", b.flushes)
+	}
 }

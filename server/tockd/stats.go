@@ -20,7 +20,8 @@ type Stats struct {
 	// MaxQueuedReplyBytes bounds per connection.
 	QueuedReplyBytes int64
 
-	Fired       uint64 // FIREs queued to workers
+	Fired       uint64 // runs queued to workers (in FIRE frames, or in FIRES)
+	FiresFrames uint64 // FIRES frames written to workers: Fired / FiresFrames is the runs a frame, for workers that ask for FIRES
 	Acked       uint64 // ACKs accepted
 	Nacked      uint64 // NACKs accepted
 	Redelivered uint64 // runs failed because their worker disconnected
@@ -63,6 +64,7 @@ func (s *Server) Stats() Stats {
 		PendingDeletes:   pendingDeletes,
 		QueuedReplyBytes: s.conns.queuedReplyBytes(),
 		Fired:            s.router.fired.Load(),
+		FiresFrames:      s.conns.firesFrames.Load(),
 		Acked:            s.runs.acked.Load(),
 		Nacked:           s.runs.nacked.Load(),
 		Redelivered:      s.router.redelivered.Load(),

@@ -80,10 +80,11 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	return rr.router.route(fire, t.Schedule.Recurring())
 }
 
-// push queues a server push (FIRE) on c without blocking: false when the reply queue is
-// full (of replies, or of bytes: MaxQueuedReplyBytes) or the connection is closing. Safe
-// from any goroutine (workerConn).
-func (c *conn) push(m protocol.Message) bool {
+// push queues the FIRE f on c without blocking: false when the reply queue is full (of
+// replies, or of bytes: MaxQueuedReplyBytes) or the connection is closing. On a
+// connection that asked for FIRES, f waits in c.fires for the router's flush, bounded by
+// MaxQueuedReplyBytes alone (fires.go). Safe from any goroutine (workerConn).
+func (c *conn) push(f *protocol.Fire) bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	if c.outClosed {
@@ -94,12 +95,16 @@ func (c *conn) push(m protocol.Message) bool {
 		return false
 	default:
 	}
-	cost := int64(replyCost(m))
+	cost := int64(replyCost(f))
 	if !c.reserve(cost, false) {
 		return false
 	}
+	if c.fires.perFrame.Load() > 0 {
+		c.fires.runs = append(c.fires.runs, f)
+		return true
+	}
 	select {
-	case c.out <- m:
+	case c.out <- f:
 		return true
 	default:
 		c.release(cost)
@@ -128,6 +133,7 @@ func (rr *remoteRuns) subscribe(c *conn, m *protocol.Subscribe) (protocol.Messag
 				Message: fmt.Sprintf("a task type must be 1 to %d bytes", task.MaxTypeLen)}, false
 		}
 	}
+	c.setBatchFires(m.BatchFires)
 	if rr.router.subscribe(c, c.name, m.Types, m.Credits) && rr.replica != nil {
 		rr.replica.registry.subscribed()
 	}

@@ -9,12 +9,39 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// wkr is a raw worker connection that sorts what it reads: FIREs (pushes, id 0) are
-// queued for fire, replies are matched to requests by req.
+// wkr is a raw worker connection that sorts what it reads: FIREs and the runs of FIRES
+// (pushes, id 0) are queued for fire, replies are matched to requests by req.
 type wkr struct {
 	*client
 	fires []*protocol.Fire
 	id    uint64
+	// fireFrames counts the FIRE frames read; firesRuns lists the runs of each FIRES
+	// read, in order.
+	fireFrames int
+	firesRuns  []int
+	firesBytes []int // the body length of each FIRES read
+}
+
+// push queues the runs of m and reports whether it was a push (FIRE or FIRES).
+func (w *wkr) push(m protocol.Message) bool {
+	switch m := m.(type) {
+	case *protocol.Fire:
+		w.fireFrames++
+		w.fires = append(w.fires, m)
+	case *protocol.Fires:
+		w.firesRuns = append(w.firesRuns, len(m.Runs))
+		b, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit) // the bytes that came: encoding is deterministic
+		if err != nil {
+			w.t.Fatalf("FIRES does not encode again: %v", err)
+		}
+		w.firesBytes = append(w.firesBytes, len(b)-4)
+		for i := range m.Runs {
+			w.fires = append(w.fires, &m.Runs[i])
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // dialWorker connects as a worker named name (key hashing weighs by name), not yet
@@ -71,8 +98,7 @@ func (w *wkr) req(m protocol.Message) protocol.Message {
 	w.send(m)
 	for {
 		r := w.recv()
-		if f, ok := r.(*protocol.Fire); ok {
-			w.fires = append(w.fires, f)
+		if w.push(r) {
 			continue
 		}
 		if r.RequestID() != w.id {
@@ -82,19 +108,16 @@ func (w *wkr) req(m protocol.Message) protocol.Message {
 	}
 }
 
-// fire returns the next FIRE; only FIREs may arrive meanwhile.
+// fire returns the next run (of a FIRE or a FIRES); only pushes may arrive meanwhile.
 func (w *wkr) fire() *protocol.Fire {
 	w.t.Helper()
-	if len(w.fires) > 0 {
-		f := w.fires[0]
-		w.fires = w.fires[1:]
-		return f
+	if len(w.fires) == 0 {
+		if r := w.recv(); !w.push(r) {
+			w.t.Fatalf("got %v %+v, want FIRE", r.Type(), r)
+		}
 	}
-	r := w.recv()
-	f, ok := r.(*protocol.Fire)
-	if !ok {
-		w.t.Fatalf("got %v %+v, want FIRE", r.Type(), r)
-	}
+	f := w.fires[0]
+	w.fires = w.fires[1:]
 	return f
 }
 
@@ -300,15 +323,15 @@ func TestPushNeverBlocks(t *testing.T) {
 	s := &Server{}
 	s.opts.MaxPendingPerConn = 1
 	c := s.newConn(nil)
-	if !c.push(&protocol.Ping{}) {
+	if !c.push(&protocol.Fire{}) {
 		t.Fatal("push to an empty queue failed")
 	}
-	if c.push(&protocol.Ping{}) {
+	if c.push(&protocol.Fire{}) {
 		t.Fatal("push to a full queue succeeded")
 	}
 	<-c.out
 	c.outClosed = true
-	if c.push(&protocol.Ping{}) {
+	if c.push(&protocol.Fire{}) {
 		t.Fatal("push to a closed queue succeeded")
 	}
 }

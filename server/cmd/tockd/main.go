@@ -107,6 +107,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.server.MaxQueuedReplyBytes, "max-queued-reply-bytes", 0, "bytes of replies queued on one connection before its requests wait (default max(4 MiB, -max-frame))")
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
+	fs.IntVar(&c.server.MaxFiresRuns, "max-fires-runs", tockd.DefaultMaxFiresRuns, "most runs in one FIRES frame to a worker that asked for FIRES (1: every run a FIRE of its own)")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME, and this node's name in the partition map: unique in a cluster (default: the host name)")
 	fs.IntVar(&c.server.Partitions, "partitions", partition.DefaultCount, "the cluster's partition count P, 1 to 4096: stored in etcd by the cluster's first node; a node with another P refuses to start")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
