@@ -79,7 +79,10 @@
 // session does (leadership.fencedOut): a node whose term etcd ended behind its back
 // (it stalled past its lease) stops at its first write. An ACK whose delete was
 // refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
-// ACK was answered OK are never run again.
+// ACK was answered OK are never run again. An ACK (or CANCEL) is confirmed only by a
+// delete fenced by the term that accepted it: each queued delete carries its task's
+// term, and one whose term has ended is refused without a write (ErrFenced), also when
+// this node leads again meanwhile: its new term has loaded the record and runs the task.
 //
 // # Exclusive tasks and recurring progress
 //

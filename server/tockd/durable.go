@@ -30,7 +30,30 @@ type durEntry struct {
 	recurring bool // Every or Cron: only CANCELLED ends it
 	exclusive bool // its runs hold a run lock in etcd (exclusive.go)
 	fp        recordPrint
+	// term is the leadership term the entry was claimed or loaded in (leadership.fence
+	// then; nil if that term had ended already): its end's delete is fenced by it.
+	term *store.Fence
 }
+
+// queuedDelete is a record to delete: the version that ended, and the term in which it
+// ended (its entry's), the only one whose fence may delete it.
+type queuedDelete struct {
+	version uint64
+	term    *store.Fence
+}
+
+// endWaiter is a wait for a record's delete: fn, of an end accepted in term (the fence
+// when the wait began), is answered with the outcome of a delete fenced by that term, or
+// errOtherTerm.
+type endWaiter struct {
+	term *store.Fence
+	fn   func(deleteErr error)
+}
+
+// errOtherTerm answers a wait whose term is not the one its record's delete was fenced
+// by: the term that accepted the end is over (a later term of this node deletes the
+// record, or its next leader runs the task), so the end is not confirmed.
+var errOtherTerm = fmt.Errorf("%w: the term that accepted the end is over", store.ErrFenced)
 
 // recordPrint identifies a record's content, so that a resubmit of the very task a
 // durable entry holds is recognised as a retry (prepare): whole hashes the record's
@@ -68,9 +91,15 @@ func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
 //   - A task recorded in a term enters the engine only while that term lasts (term
 //     held for reading, and the fence checked), so dropDurable, holding term for
 //     writing, drops it with the term's other tasks.
-//   - ∀ k ∈ queue: queued[k] is the version whose record goes; a key is in queue at
-//     most once, and a key being deleted is in deleting; waiters[k] run once k's
-//     deletion (or the giving up on it) is decided.
+//   - ∀ k ∈ queue: queued[k] is the version whose record goes and the term it ended in;
+//     a key is in queue at most once, and a key being deleted is in deleting; waiters[k]
+//     run once k's deletion (or the giving up on it) is decided.
+//   - An end is confirmed only by a delete fenced by the term that accepted it: a
+//     delete runs only while its term is the server's (leadership.fence, the same
+//     pointer) and under that term's fence, and a waiter gets the outcome of a delete
+//     of its own term, or errOtherTerm. A node that leads again after a step-down never
+//     deletes, under its new term, a record its old term's end queued: the new term
+//     loaded that record, and runs the task.
 //
 // Locking: term, then the engine's locks, then mu (a step-down's dropDurable holds term
 // while it drops tasks from the engine; the engine's event hook takes mu). mu guards the
@@ -95,23 +124,26 @@ type durability struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
 	tasks    map[taskKey]durEntry
-	queue    []taskKey          // records to delete, in event order
-	queued   map[taskKey]uint64 // the keys in queue: the version whose record goes
-	deleting map[taskKey]bool   // a Delete in flight
+	queue    []taskKey                // records to delete, in event order
+	queued   map[taskKey]queuedDelete // the keys in queue: the version whose record goes, and its term
+	deleting map[taskKey]bool         // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
-	waiters map[taskKey][]func(error)
+	waiters map[taskKey][]endWaiter
 	stopped bool
-	done    chan struct{} // closed when the deleter exits
+	// beforeDelete, if set (by tests, under mu), runs on the deleter goroutine before
+	// each batch's delete, outside mu.
+	beforeDelete func(keys []store.Versioned)
+	done         chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
 func newDurability(st *store.Store, log *slog.Logger) *durability {
-	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
-		deleting: map[taskKey]bool{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
+	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]queuedDelete{},
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	return d
@@ -159,7 +191,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if _, ok := d.queued[k]; !ok {
 		d.queue = append(d.queue, k)
 	}
-	d.queued[k] = e.version // an older version queued was replaced by this one's record
+	d.queued[k] = queuedDelete{e.version, e.term} // an older version queued was replaced by this one's record
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
@@ -182,7 +214,9 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 	if !queued && !busy && !(ending && held && !e.recurring) {
 		return false
 	}
-	d.waiters[k] = append(d.waiters[k], fn)
+	// The term that accepts the end is the server's now: only a delete fenced by it
+	// confirms the end to fn.
+	d.waiters[k] = append(d.waiters[k], endWaiter{d.lead.fence.Load(), fn})
 	return true
 }
 
@@ -190,7 +224,8 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 // transaction per store.Options.MaxTxnOps keys: a group commit, so deletes keep up with
 // acknowledgements) until stop, and then the ones still queued; after each batch it runs
 // the batch's waiters. Each delete names the version that ended, so a task resubmitted
-// at a later version meanwhile keeps its new record.
+// at a later version meanwhile keeps its new record, and is fenced by the term the task
+// ended in: a batch is the queue's first keys of one term.
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -202,46 +237,83 @@ func (d *durability) run() {
 			d.mu.Unlock()
 			return
 		}
-		batch := d.queue
-		d.queue = nil
+		term := d.queued[d.queue[0]].term
+		n := 1
+		for n < len(d.queue) && d.queued[d.queue[n]].term == term {
+			n++
+		}
+		batch := d.queue[:n]
+		d.queue = d.queue[n:]
 		keys := make([]store.Versioned, 0, len(batch))
 		for _, k := range batch {
-			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k]})
+			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k].version})
 			delete(d.queued, k)
 			d.deleting[k] = true
 		}
+		hook := d.beforeDelete
 		d.mu.Unlock()
-		err := d.deleteRecords(keys)
-		d.mu.Lock()
-		var done []func(error)
-		for _, k := range keys {
-			tk := taskKey{k.Namespace, k.ID}
-			delete(d.deleting, tk)
-			if _, again := d.queued[tk]; again {
-				continue // a later version ended meanwhile: its waiters wait for its delete
-			}
-			done = append(done, d.waiters[tk]...)
-			delete(d.waiters, tk)
+		if hook != nil {
+			hook(keys)
 		}
+		err := d.deleteRecords(term, keys)
+		d.mu.Lock()
+		done := d.decided(term, keys, err)
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
-		for _, fn := range done {
-			fn(err)
+		for _, a := range done {
+			a.fn(a.err)
 		}
 		d.mu.Lock()
 	}
 }
 
-// deleteRecords deletes keys while this node leads (the write is fenced by its term),
-// retrying a failed batch with backoff up to deleteAttempts times. It returns the
-// failure it gave up on (logged at Error: those tasks come back at the next load), at
-// once for store.ErrFenced: a node that no longer leads must not delete records the next
-// leader may already have loaded.
-func (d *durability) deleteRecords(keys []store.Versioned) error {
+// endAnswer is a waiter's fn and the outcome it is answered with.
+type endAnswer struct {
+	fn  func(error)
+	err error
+}
+
+// decided ends the deletion of keys, whose delete fenced by term had the outcome err,
+// and returns the answers of their waiters: err to those of term, errOtherTerm to those
+// of another, but for the waiters of a later end of the key queued meanwhile (in the
+// same term as theirs), who wait for that one's delete. Requires mu.
+func (d *durability) decided(term *store.Fence, keys []store.Versioned, err error) []endAnswer {
+	var done []endAnswer
+	for _, k := range keys {
+		tk := taskKey{k.Namespace, k.ID}
+		delete(d.deleting, tk)
+		later, again := d.queued[tk]
+		var keep []endWaiter
+		for _, w := range d.waiters[tk] {
+			switch {
+			case again && w.term == later.term:
+				keep = append(keep, w)
+			case w.term == term && term != nil:
+				done = append(done, endAnswer{w.fn, err})
+			default:
+				done = append(done, endAnswer{w.fn, errOtherTerm})
+			}
+		}
+		if len(keep) > 0 {
+			d.waiters[tk] = keep
+		} else {
+			delete(d.waiters, tk)
+		}
+	}
+	return done
+}
+
+// deleteRecords deletes keys fenced by term, the term in which their tasks ended, while
+// it is this node's (leadership.fence), retrying a failed batch with backoff up to
+// deleteAttempts times. It returns the failure it gave up on (logged at Error: those
+// tasks come back at the next load), at once for store.ErrFenced: a node that no longer
+// leads, or that leads in a later term, must not delete records the next leader (this
+// node, perhaps) may already have loaded.
+func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
-		err := store.ErrFenced
-		if f := d.lead.fence.Load(); f != nil {
+		err := errOtherTerm
+		if f := d.lead.fence.Load(); f != nil && f == term {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
 			cancel()
@@ -313,14 +385,14 @@ func (d *durability) stop(ctx context.Context) {
 	// Waiters left (their keys never got deleted, or their task never ended) run now:
 	// their connections are closed, so they only release what they hold.
 	d.mu.Lock()
-	var left []func(error)
-	for k, fns := range d.waiters {
-		left = append(left, fns...)
+	var left []endWaiter
+	for k, ws := range d.waiters {
+		left = append(left, ws...)
 		delete(d.waiters, k)
 	}
 	d.mu.Unlock()
-	for _, fn := range left {
-		fn(errShutdownPending)
+	for _, w := range left {
+		w.fn(errShutdownPending)
 	}
 }
 

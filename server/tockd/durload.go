@@ -59,7 +59,9 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 		var t task.Task
 		if t, err = protocol.ToTask(&w); err == nil {
 			k := taskKey{t.Namespace, t.ID}
-			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
+			// The term loading it (stored before the load): its end is deleted under it.
+			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive,
+				term: d.lead.fence.Load()}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
 			// A recurring task continues where its last leader was, if that progress is of
 			// this version (a replacement's schedule is its own).

@@ -1,0 +1,104 @@
+package tockd
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
+)
+
+// A node that loses its leadership and later wins it again: what its earlier term left
+// behind (queued deletes, finished copies in the engine, waits for a delete) must not
+// act in the later term.
+
+// holdDeletes makes d's deleter stop before each batch's delete: the batch is sent on
+// the channel returned, and the deleter goes on once release is called (then it holds
+// nothing more). The test's end releases it, before the server stops.
+func holdDeletes(t *testing.T, d *durability) (held <-chan []store.Versioned, release func()) {
+	t.Helper()
+	batches := make(chan []store.Versioned, 16)
+	released := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	d.mu.Lock()
+	d.beforeDelete = func(keys []store.Versioned) {
+		select {
+		case <-released:
+			return
+		default:
+		}
+		batches <- keys
+		<-released
+	}
+	d.mu.Unlock()
+	t.Cleanup(release) // registered after the server's stop: runs before it
+	return batches, release
+}
+
+// heldBatch waits for the deleter to hold a batch naming id.
+func heldBatch(t *testing.T, held <-chan []store.Versioned, id string) {
+	t.Helper()
+	select {
+	case keys := <-held:
+		for _, k := range keys {
+			if k.ID == id {
+				return
+			}
+		}
+		t.Fatalf("the deleter holds %v, want %s among them", keys, id)
+	case <-time.After(waitBound):
+		t.Fatalf("no delete of %s reached the deleter within %v", id, waitBound)
+	}
+}
+
+// reelect ends the lone node's term in etcd (its election key goes, as a Resign does)
+// and waits until it leads again, in a later term.
+func reelect(t *testing.T, st *store.Store, ds *testServer) {
+	t.Helper()
+	before := ds.srv.Stats()
+	deleteLeaderKey(t, st.Client())
+	var now Stats
+	if !waitUntil(func() bool {
+		now = ds.srv.Stats()
+		return now.IsLeader && now.Epoch > before.Epoch
+	}) {
+		t.Fatalf("not leading again within %v: leading %v at epoch %d (was %d)", waitBound, now.IsLeader, now.Epoch, before.Epoch)
+	}
+}
+
+// A delete queued in one term (for an ACK accepted in it) and held by the deleter until
+// the same node leads again is refused (ErrFenced), not run under the later term's
+// fence: it must not confirm the earlier term's ACK, nor delete the record the later
+// term has loaded.
+func TestHeldDeleteOfAnEndedTermIsRefusedAtReelection(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 1)
+	d := ds.srv.replica.dur
+	held, release := holdDeletes(t, d)
+	submit(t, c, 2, durableWorkTask("x"))
+	f := w.fire()
+	w.send(&protocol.Ack{ID: 100, RunID: f.RunID, Epoch: f.Epoch}) // its answer waits for the delete
+	heldBatch(t, held, "x")
+	// The wait of an end accepted in this term, as the ACK's own (whose connection the
+	// step-down closes, answer unread).
+	ended := make(chan error, 1)
+	if !d.afterDelete(taskKey{"default", "x"}, false, func(err error) { ended <- err }) {
+		t.Fatal("no delete of x in flight while the deleter holds it")
+	}
+
+	reelect(t, st, ds)
+	release()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("the delete of an ended term, run once the node led again, answered %v: it confirms an end the next term did not accept, want ErrFenced", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatalf("the held delete was not decided within %v of its release", waitBound)
+	}
+	if !storedIDs(t, st)["default/x"] {
+		t.Fatal("x's record was deleted by the delete of an ended term")
+	}
+}
