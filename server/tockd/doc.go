@@ -33,7 +33,11 @@
 // client/v3/concurrency) once it serves, announcing its client address (AdvertiseAddr):
 //   - Elected, it loads every durable record into its engine (one paged read) and only
 //     then dispatches; every FIRE carries its epoch (the election key's create revision,
-//     which only grows).
+//     which only grows). A record takes the place of a finished copy of its task that
+//     the engine still holds (elected again after a step-down, the node kept the tasks
+//     that ended in its last term; a record still stored means that end was never
+//     confirmed), so the task runs again rather than sit in etcd with nothing to end it;
+//     a live copy still refuses it (logged, the record left).
 //   - A follower holds no tasks. It answers task requests (SUBMIT, CANCEL, GET, LIST,
 //     the DLQ, PAUSE/RESUME) and SUBSCRIBE with NOT_LEADER naming the leader's address
 //     (read from etcd); the Go client and Worker follow it. PING and STATS are answered.

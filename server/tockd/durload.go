@@ -52,7 +52,8 @@ func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]b
 	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
 }
 
-// loadRecord submits one record to the engine (see loadDurable); false if it was not.
+// loadRecord submits one record to the engine (see loadDurable), in the place of a
+// finished copy of its task the engine still holds (forgetFinished); false if it was not.
 func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
@@ -73,6 +74,7 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 				_, err = d.claim(k, e)
 			}
 			if err == nil {
+				d.forgetFinished(k)
 				var in task.Info
 				if t.Exclusive && locked[sk] {
 					in, err = d.locks.parkLocked(t, nextDue, epoch)
@@ -92,6 +94,25 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 		return false
 	}
 	return true
+}
+
+// forgetFinished drops the engine's copy of k if it has finished (SUCCEEDED, DEAD or
+// CANCELLED, kept for Options.Retention), so that the record being loaded takes its
+// place: the engine would refuse the record's task at or below the copy's version
+// (ErrExists), leaving the record stranded in etcd with no task to end it. The record
+// wins because its presence says the copy's end was never confirmed: a confirmed end is
+// a delete fenced by the term that accepted it (durability.run), and after it the record
+// is gone; or the record is a later submit, accepted by another leader. Running the task
+// again loses nothing (at-least-once: the worker was answered STALE_EPOCH or INTERNAL,
+// not OK), where deleting the record on the copy's word would make an unconfirmed end
+// final, and drop a later submit. A live copy is left alone (the engine refuses the
+// record as before). Only a takeover's load calls it, before the term dispatches and
+// while requests are refused (NOT_LEADER), so nothing revives the copy between the
+// look and the drop. Cost: an engine Get, O(1).
+func (d *durability) forgetFinished(k taskKey) {
+	if in, err := d.engine.Get(k.ns, k.id); err == nil && in.State.Terminal() {
+		_ = d.engine.Drop(k.ns, k.id) // gone meanwhile (its retention ended): nothing to drop
+	}
 }
 
 func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }

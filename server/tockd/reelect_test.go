@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
 )
@@ -54,6 +55,20 @@ func heldBatch(t *testing.T, held <-chan []store.Versioned, id string) {
 	}
 }
 
+// ackedWithDeleteHeld starts a lone leader with a worker of type "w", runs the durable
+// task x there and ACKs its FIRE (f; the answer, which waits for the delete, is not
+// read), and holds the deleter on x's delete until release.
+func ackedWithDeleteHeld(t *testing.T) (st *store.Store, ds *testServer, f *protocol.Fire, release func()) {
+	t.Helper()
+	st, ds, c, w := startDurableWithWorker(t, 1)
+	held, release := holdDeletes(t, ds.srv.replica.dur)
+	submit(t, c, 2, durableWorkTask("x"))
+	f = w.fire()
+	w.send(&protocol.Ack{ID: 100, RunID: f.RunID, Epoch: f.Epoch})
+	heldBatch(t, held, "x")
+	return st, ds, f, release
+}
+
 // reelect ends the lone node's term in etcd (its election key goes, as a Resign does)
 // and waits until it leads again, in a later term.
 func reelect(t *testing.T, st *store.Store, ds *testServer) {
@@ -74,13 +89,8 @@ func reelect(t *testing.T, st *store.Store, ds *testServer) {
 // fence: it must not confirm the earlier term's ACK, nor delete the record the later
 // term has loaded.
 func TestHeldDeleteOfAnEndedTermIsRefusedAtReelection(t *testing.T) {
-	st, ds, c, w := startDurableWithWorker(t, 1)
+	st, ds, _, release := ackedWithDeleteHeld(t)
 	d := ds.srv.replica.dur
-	held, release := holdDeletes(t, d)
-	submit(t, c, 2, durableWorkTask("x"))
-	f := w.fire()
-	w.send(&protocol.Ack{ID: 100, RunID: f.RunID, Epoch: f.Epoch}) // its answer waits for the delete
-	heldBatch(t, held, "x")
 	// The wait of an end accepted in this term, as the ACK's own (whose connection the
 	// step-down closes, answer unread).
 	ended := make(chan error, 1)
@@ -100,5 +110,36 @@ func TestHeldDeleteOfAnEndedTermIsRefusedAtReelection(t *testing.T) {
 	}
 	if !storedIDs(t, st)["default/x"] {
 		t.Fatal("x's record was deleted by the delete of an ended term")
+	}
+}
+
+// A task whose ACK was accepted in one term but whose delete was not confirmed (held,
+// then refused: the term ended) leaves its record in etcd and a finished copy in the
+// engine. When the same node leads again, the record wins over the copy: the task is
+// loaded and runs again (its earlier ACK was never confirmed, so running it again is
+// the at-least-once the worker was told of), and its new run's ACK deletes the record.
+// It must never sit stranded, its record in etcd and no task to end it.
+func TestFinishedCopyGivesWayToItsRecordAtReelection(t *testing.T) {
+	st, ds, f, release := ackedWithDeleteHeld(t)
+	reelect(t, st, ds)
+	release()
+
+	var in task.Info
+	var gerr error
+	if !waitUntil(func() bool {
+		in, gerr = ds.engine.Get("default", "x")
+		return gerr == nil && !in.State.Terminal() && ds.srv.requests.durabilityOf(in) == protocol.Durable
+	}) {
+		t.Fatalf("stranded: x's record stored %v, and the engine holds %v (%v), durable %v; want it loaded and due again",
+			storedIDs(t, st)["default/x"], in.State, gerr, ds.srv.requests.durabilityOf(in) == protocol.Durable)
+	}
+	nw := connectWorker(t, ds.addr, 1, "w")
+	again := nw.fire()
+	if again.TaskID != "x" || again.Epoch <= f.Epoch || again.Durability != protocol.Durable {
+		t.Fatalf("the new term FIREd %+v, want x again, durable, at an epoch after %d", again, f.Epoch)
+	}
+	wantOK(t, nw.req(&protocol.Ack{RunID: again.RunID, Epoch: again.Epoch}))
+	if storedIDs(t, st)["default/x"] {
+		t.Fatal("the ACK of the new term's run was answered OK while x's record was still stored")
 	}
 }
