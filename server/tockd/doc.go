@@ -87,6 +87,9 @@
 // delete fenced by the term that accepted it: each queued delete carries its task's
 // term, and one whose term has ended is refused without a write (ErrFenced), also when
 // this node leads again meanwhile: its new term has loaded the record and runs the task.
+// The deleter may decide a delete before the ACK that ended the task asks for it (the
+// engine applies the end first); a refusal decided so is kept for the ACK (until the
+// next term's load), which is then answered with it, not OK.
 //
 // # Exclusive tasks and recurring progress
 //

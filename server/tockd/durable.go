@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -131,11 +132,23 @@ type durability struct {
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
 	waiters map[taskKey][]endWaiter
+	// refused is the outcome of each key whose last delete was decided, and refused or
+	// given up on: an ACK or CANCEL that ended the task asks for its delete only after
+	// the engine applied the end, by which time the deleter may have tried it; the
+	// answer must still be the refusal, not OK. An entry goes when its key is claimed
+	// again or deleted, and all go when a later term loads (forgetRefused), so it holds
+	// at most the ends of one term whose deletes were refused (a term ending, etcd
+	// failing). A request that asked later still, after a whole election between its
+	// engine call and its afterDelete, would be answered OK unconfirmed: not guarded.
+	refused map[taskKey]error
 	stopped bool
 	// beforeDelete, if set (by tests, under mu), runs on the deleter goroutine before
 	// each batch's delete, outside mu.
 	beforeDelete func(keys []store.Versioned)
-	done         chan struct{} // closed when the deleter exits
+	// beforeWait, if set (by tests), runs at the start of each afterDelete, on the
+	// caller's goroutine, outside mu.
+	beforeWait atomic.Pointer[func(k taskKey)]
+	done       chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -143,7 +156,7 @@ type durability struct {
 
 func newDurability(st *store.Store, log *slog.Logger) *durability {
 	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]queuedDelete{},
-		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, done: make(chan struct{})}
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, refused: map[taskKey]error{}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	return d
@@ -202,21 +215,31 @@ func (d *durability) onEvent(ev task.Event) {
 // afterDelete arranges for fn to run once ns/id's record is deleted, if its deletion is
 // queued or in flight, or if the task is a one-shot durable one still held whose end is
 // imminent (ending is true: an ACK or CANCEL of it was accepted, and the engine may apply
-// it a moment later). It reports whether fn will run; false means there is nothing to
-// wait for, and the caller goes on at once. fn runs on the deleter goroutine: it must
-// not block.
+// it a moment later). fn runs on the deleter goroutine, so it must not block; or at once,
+// before afterDelete returns, with the refusal, if the delete was refused before this
+// call (refused: the deleter can decide between the engine's end and this call). It
+// reports whether fn will run (or has run); false means there is nothing to wait for
+// (not durable, or its record is deleted), and the caller goes on at once.
 func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
+	if hook := d.beforeWait.Load(); hook != nil {
+		(*hook)(k)
+	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	_, busy := d.deleting[k]
 	_, queued := d.queued[k]
 	e, held := d.tasks[k]
 	if !queued && !busy && !(ending && held && !e.recurring) {
-		return false
+		err, wasRefused := d.refused[k]
+		d.mu.Unlock()
+		if wasRefused {
+			fn(err)
+		}
+		return wasRefused
 	}
 	// The term that accepts the end is the server's now: only a delete fenced by it
 	// confirms the end to fn.
 	d.waiters[k] = append(d.waiters[k], endWaiter{d.lead.fence.Load(), fn})
+	d.mu.Unlock()
 	return true
 }
 
@@ -299,8 +322,24 @@ func (d *durability) decided(term *store.Fence, keys []store.Versioned, err erro
 		} else {
 			delete(d.waiters, tk)
 		}
+		_, claimed := d.tasks[tk] // a later version, held: its own end decides
+		switch {
+		case again || claimed:
+		case err != nil:
+			d.refused[tk] = err
+		default:
+			delete(d.refused, tk)
+		}
 	}
 	return done
+}
+
+// forgetRefused forgets the refused deletes of earlier terms (refused): a takeover's
+// load calls it first, and loads again every record whose delete was refused here.
+func (d *durability) forgetRefused() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.refused)
 }
 
 // deleteRecords deletes keys fenced by term, the term in which their tasks ended, while
@@ -413,6 +452,7 @@ func (d *durability) claim(k taskKey, e durEntry) (replacesExclusive bool, err e
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
 	}
 	d.tasks[k] = e
+	delete(d.refused, k) // its ends from now on are queued anew
 	return ok && old.exclusive, nil
 }
 

@@ -19,6 +19,7 @@ import (
 // run may still execute) is submitted with its first run held back one time to run
 // (exclusive.go).
 func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
+	d.forgetRefused()
 	locked, err := d.locks.runLocks(ctx)
 	if err != nil {
 		return err
@@ -43,6 +44,7 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
 func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
+	d.forgetRefused()
 	n := 0
 	for _, r := range records {
 		if d.loadRecord(r, locked, next, epoch) {

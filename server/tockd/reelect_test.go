@@ -143,3 +143,35 @@ func TestFinishedCopyGivesWayToItsRecordAtReelection(t *testing.T) {
 		t.Fatal("the ACK of the new term's run was answered OK while x's record was still stored")
 	}
 }
+
+// An end whose delete is decided, and refused, before the request that ended the task
+// waits for it (the deleter ran between the engine's Complete and the ACK's
+// afterDelete: a reader descheduled on a loaded machine) is not answered OK: the ACK
+// learns the refusal, and the record stays for the next leader. (TestDurableAcksBatch
+// failed so, now and then, under load.)
+func TestEndRefusedBeforeItsWaitIsNotConfirmed(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 1)
+	d := ds.srv.replica.dur
+	submit(t, c, 2, durableWorkTask("x"))
+	f := w.fire()
+	decided := func(k taskKey) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, held := d.tasks[k]
+		_, queued := d.queued[k]
+		return !held && !queued && !d.deleting[k] // ended, and its delete tried
+	}
+	wait := func(k taskKey) {
+		if !waitUntil(func() bool { return decided(k) }) {
+			t.Errorf("the delete of %v was not decided within %v", k, waitBound)
+		}
+	}
+	d.beforeWait.Store(&wait)
+	ds.srv.replica.lead.fence.Store(nil) // the term ends: the delete is refused
+	r := w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch})
+	d.beforeWait.Store(nil)
+	wantError(t, r, protocol.CodeStaleEpoch, "")
+	if !storedIDs(t, st)["default/x"] {
+		t.Fatal("x's record was deleted after the term ended")
+	}
+}
