@@ -44,7 +44,9 @@
 //   - The moment its session is lost (or about to be), or its election key is deleted
 //     or rewritten while the session lives (it watches the key: an operator, or a next
 //     leader after the lease expired), a leader stops dispatching (due
-//     runs wait), refuses ACK/NACK (STALE_EPOCH), sends its workers away (ERROR
+//     runs wait), refuses ACK/NACK (STALE_EPOCH; also one taken just before, whose end
+//     the engine applies only as the durable tasks are dropped, or never: its record
+//     stays, so it is not confirmed), sends its workers away (ERROR
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).

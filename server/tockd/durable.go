@@ -217,9 +217,12 @@ func (d *durability) onEvent(ev task.Event) {
 // imminent (ending is true: an ACK or CANCEL of it was accepted, and the engine may apply
 // it a moment later). fn runs on the deleter goroutine, so it must not block; or at once,
 // before afterDelete returns, with the refusal, if the delete was refused before this
-// call (refused: the deleter can decide between the engine's end and this call). It
-// reports whether fn will run (or has run); false means there is nothing to wait for
-// (not durable, or its record is deleted), and the caller goes on at once.
+// call (refused: the deleter can decide between the engine's end and this call), or
+// with errOtherTerm if the term is over (the request was taken while the node led, and a
+// step-down began before this call: its entry may be dropped already, the end applied as
+// if ephemeral, and the record left for the next term). It reports whether fn will run
+// (or has run); false means there is nothing to wait for (not durable, or its record is
+// deleted), and the caller goes on at once.
 func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
 	if hook := d.beforeWait.Load(); hook != nil {
 		(*hook)(k)
@@ -230,6 +233,9 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 	e, held := d.tasks[k]
 	if !queued && !busy && !(ending && held && !e.recurring) {
 		err, wasRefused := d.refused[k]
+		if !wasRefused && d.lead.fence.Load() == nil {
+			err, wasRefused = errOtherTerm, true
+		}
 		d.mu.Unlock()
 		if wasRefused {
 			fn(err)

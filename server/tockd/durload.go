@@ -121,17 +121,27 @@ func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindC
 
 // dropDurable removes every durable task from the engine without ending it: its record
 // stays in etcd for the next leader. No record is deleted (the tasks are no longer
-// durable entries here when the engine forgets them).
+// durable entries here when the engine forgets them). The waits for the end of a task
+// dropped so (an ACK taken just before, whose end the engine never applies now) are
+// answered errOtherTerm: the next leader runs the task again.
 func (d *durability) dropDurable() {
 	d.term.Lock() // no durable submit is entering the engine (durability.term)
 	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
+	var cut []endWaiter
 	for k := range d.tasks {
 		keys = append(keys, k)
 		delete(d.tasks, k)
+		if _, queued := d.queued[k]; !queued && !d.deleting[k] {
+			cut = append(cut, d.waiters[k]...)
+			delete(d.waiters, k)
+		}
 	}
 	d.mu.Unlock()
+	for _, w := range cut {
+		w.fn(errOtherTerm)
+	}
 	for _, k := range keys {
 		_ = d.engine.Drop(k.ns, k.id) // absent already: nothing to drop
 	}

@@ -69,6 +69,24 @@ func ackedWithDeleteHeld(t *testing.T) (st *store.Store, ds *testServer, f *prot
 	return st, ds, f, release
 }
 
+// wantEndRefused requires the wait for x's end (answered) to get ErrFenced, which
+// answers its ACK STALE_EPOCH, not OK, within waitBound, and x's record to be stored
+// still; what names the end in a failure.
+func wantEndRefused(t *testing.T, st *store.Store, answered <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-answered:
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("%s is answered %v: it confirms an end its term did not record; want ErrFenced (STALE_EPOCH)", what, err)
+		}
+	case <-time.After(waitBound):
+		t.Fatalf("%s is not answered within %v", what, waitBound)
+	}
+	if !storedIDs(t, st)["default/x"] {
+		t.Fatalf("%s: x's record was deleted after its term ended", what)
+	}
+}
+
 // reelect ends the lone node's term in etcd (its election key goes, as a Resign does)
 // and waits until it leads again, in a later term.
 func reelect(t *testing.T, st *store.Store, ds *testServer) {
@@ -100,17 +118,7 @@ func TestHeldDeleteOfAnEndedTermIsRefusedAtReelection(t *testing.T) {
 
 	reelect(t, st, ds)
 	release()
-	select {
-	case err := <-ended:
-		if !errors.Is(err, store.ErrFenced) {
-			t.Fatalf("the delete of an ended term, run once the node led again, answered %v: it confirms an end the next term did not accept, want ErrFenced", err)
-		}
-	case <-time.After(waitBound):
-		t.Fatalf("the held delete was not decided within %v of its release", waitBound)
-	}
-	if !storedIDs(t, st)["default/x"] {
-		t.Fatal("x's record was deleted by the delete of an ended term")
-	}
+	wantEndRefused(t, st, ended, "the held delete of an ended term, released once the node led again")
 }
 
 // A task whose ACK was accepted in one term but whose delete was not confirmed (held,
@@ -173,5 +181,55 @@ func TestEndRefusedBeforeItsWaitIsNotConfirmed(t *testing.T) {
 	wantError(t, r, protocol.CodeStaleEpoch, "")
 	if !storedIDs(t, st)["default/x"] {
 		t.Fatal("x's record was deleted after the term ended")
+	}
+}
+
+// An ACK that the node took while it led, and whose engine call comes once a step-down
+// has dropped the durable entries but not yet the task from the engine (the run ends
+// there as if ephemeral: no delete is queued), is not answered OK: the record stays,
+// the next term (this node's, in TestReelectionChurn, which found this) runs the task
+// again, so its ACK must say the run may be delivered again.
+func TestAckInAStepDownIsNotConfirmed(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 1)
+	submit(t, c, 2, durableWorkTask("x"))
+	f := w.fire()
+	k := taskKey{"default", "x"}
+	// The step-down, up to where the ACK comes: the term's fence cleared, the durable
+	// entries dropped, the engine's task not yet.
+	d := ds.srv.replica.dur
+	ds.srv.replica.lead.fence.Store(nil)
+	d.mu.Lock()
+	delete(d.tasks, k)
+	d.mu.Unlock()
+	answered := make(chan error, 1)
+	refusal, pending := ds.srv.runs.endRun(f.RunID, k, true, nil, func(err error) { answered <- err })
+	if refusal != nil {
+		t.Fatalf("the ACK was refused %v, want it taken and its answer to wait", refusal)
+	}
+	if !pending {
+		t.Fatal("the ACK would be answered OK at once: the durable task's end is not recorded, and the next term runs it again")
+	}
+	wantEndRefused(t, st, answered, "the ACK taken in the step-down")
+}
+
+// The wait of an ACK taken just before a step-down, for the end of a task the engine had
+// not applied yet (an ACK before its handler returned), is answered at the step-down,
+// which drops the task so that the end never comes: the run may be delivered again.
+func TestWaitForADroppedTaskIsAnsweredAtTheStepDown(t *testing.T) {
+	_, ds := startLeader(t)
+	submit(t, connect(t, ds.addr), 2, durableTask("x", time.Hour))
+	answered := make(chan error, 1)
+	if !ds.srv.replica.dur.afterDelete(taskKey{"default", "x"}, true, func(err error) { answered <- err }) {
+		t.Fatal("no wait for the imminent end of a held durable task")
+	}
+	_, epoch := ds.srv.leadership()
+	ds.srv.replica.lead.stepDown(epoch)
+	select {
+	case err := <-answered:
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("the wait is answered %v, want ErrFenced (STALE_EPOCH)", err)
+		}
+	default:
+		t.Fatal("the step-down dropped the task, and its end's wait is still unanswered")
 	}
 }
