@@ -2,6 +2,7 @@ package tockd
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -232,4 +233,139 @@ func TestWaitForADroppedTaskIsAnsweredAtTheStepDown(t *testing.T) {
 	default:
 		t.Fatal("the step-down dropped the task, and its end's wait is still unanswered")
 	}
+}
+
+// Re-election churn: the shape of the history checker (server/internal/clustertest/
+// history) on one in-process node, whose every fault is a re-election of itself.
+const (
+	churnTasks   = 200 // durable one-shot tasks run through the churn
+	churnCredits = 20  // the worker's credits: how many runs are in flight at once
+	churnEvery   = 20  // ACKs sent between two faults
+	churnFaults  = 8   // re-elections of the node
+)
+
+// TestReelectionChurn ends the lone node's term in etcd (its election key deleted, as a
+// Resign does) right after a churnEvery-th ACK its worker sends (once a term), so that ACKs,
+// their deletes and the answers to them are in flight at each step-down, and the same
+// node is elected again each time. The worker reconnects each time its connection is
+// closed (a new connection only after the old one's last byte, so what it reads is in
+// the order the node sent it). The history must show: no FIRE of a task after an ACK
+// of it was answered OK, and, once the faults are done, every task run and no record
+// left in etcd (none stranded).
+func TestReelectionChurn(t *testing.T) {
+	st, ds := startLeader(t)
+	c := connect(t, ds.addr)
+	batch := make([]protocol.Task, churnTasks)
+	for i := range batch {
+		batch[i] = durableWorkTask(fmt.Sprint("c", i))
+		batch[i].Retry.MaxAttempts = 100 // a run failed by a step-down is retried, never dead
+	}
+	res := c.call(&protocol.SubmitBatch{ID: 2, Tasks: batch}).(*protocol.BatchResult).Results
+	for i, r := range res {
+		if r.Code != 0 {
+			t.Fatalf("submit of %s: %+v", batch[i].ID, r)
+		}
+	}
+
+	confirmed := map[string]bool{} // tasks whose ACK was answered OK
+	ran := map[string]bool{}       // tasks FIREd at least once
+	fires, acks, faults, conns := 0, 0, 0, 0
+	progressed := time.Now() // the last FIRE or ACK answer: heartbeats are no progress
+	// settled: every task ran, the faults are done and no record is left: an ACK whose
+	// answer a step-down cut off (its record deleted all the same) is not confirmed,
+	// and its task rightly never runs again.
+	settled := func() bool {
+		return len(ran) == churnTasks && faults == churnFaults && len(storedIDs(t, st)) == 0
+	}
+	for done := false; !done; {
+		w := subscribeWhenLeading(t, ds, churnCredits)
+		conns++
+		asked := map[uint64]string{} // ACKS request ID: the task acknowledged
+		faulted := false             // this connection's term was ended: its close comes
+		for !done {
+			if time.Since(progressed) > waitBound {
+				left := storedIDs(t, st)
+				t.Fatalf("stranded: no FIRE nor ACK answer for %v, %d records left in etcd (%d of %d tasks ran, %d confirmed; %d FIREs, %d re-elections)",
+					waitBound, len(left), len(ran), churnTasks, len(confirmed), fires, faults)
+			}
+			var m protocol.Message
+			var err error
+			if len(w.fires) > 0 { // read while SUBSCRIBE's answer was awaited
+				m, w.fires = w.fires[0], w.fires[1:]
+			} else if m, err = w.NextAny(); err != nil {
+				break // closed by a step-down (or silent past waitBound: the check above)
+			}
+			switch m := m.(type) {
+			case *protocol.Fire:
+				fires++
+				progressed, ran[m.TaskID] = time.Now(), true
+				if confirmed[m.TaskID] {
+					t.Fatalf("FIRE of %s (run %#x, epoch %d) after an ACK of it was answered OK", m.TaskID, m.RunID, m.Epoch)
+				}
+				acks++
+				id := uint64(1000 + acks)
+				asked[id] = m.TaskID
+				sendIgnoringErrors(w, &protocol.Acks{ID: id, RunIDs: []uint64{m.RunID}, Epoch: m.Epoch, Credits: 1})
+				if acks%churnEvery == 0 && faults < churnFaults && !faulted {
+					faults, faulted = faults+1, true
+					deleteLeaderKey(t, st.Client())
+				}
+			case *protocol.Acked:
+				progressed = time.Now()
+				if len(m.Failed) == 0 && asked[m.ID] != "" {
+					confirmed[asked[m.ID]] = true
+				}
+				delete(asked, m.ID)
+			case *protocol.Pong: // a heartbeat: the node is idle
+				done = settled()
+			}
+		}
+		w.nc.Close()
+	}
+	t.Logf("%d tasks over %d re-elections of the node: %d confirmed (the rest's answers cut off by a step-down), %d FIREs, %d ACKs, %d worker connections",
+		churnTasks, faults, len(confirmed), fires, acks, conns)
+}
+
+// subscribeWhenLeading connects a worker of type "w" with credits to ds once it leads,
+// trying again while it answers SUBSCRIBE with NOT_LEADER or closes (a term that ended
+// on its own, on a loaded machine).
+func subscribeWhenLeading(t *testing.T, ds *testServer, credits uint64) *wkr {
+	t.Helper()
+	var w *wkr
+	if !waitUntil(func() bool {
+		if !ds.srv.Stats().IsLeader {
+			return false
+		}
+		w = dialWorker(t, ds.addr, "churn")
+		sendIgnoringErrors(w, &protocol.Subscribe{ID: 2, Types: []string{"w"}, Credits: credits})
+		for {
+			m, err := w.next()
+			if err != nil {
+				return false
+			}
+			if f, ok := m.(*protocol.Fire); ok {
+				w.fires = append(w.fires, f)
+				continue
+			}
+			if m.Type() == protocol.TypeOK {
+				return true
+			}
+			w.nc.Close()
+			return false
+		}
+	}) {
+		t.Fatalf("no worker subscribed to the node within %v", waitBound)
+	}
+	return w
+}
+
+// sendIgnoringErrors writes m on w's socket and ignores a failed write: the node may
+// have closed the connection at a step-down, which the next read reports.
+func sendIgnoringErrors(w *wkr, m protocol.Message) {
+	b, err := protocol.AppendFrame(nil, m, protocol.MaxFrameLimit)
+	if err != nil {
+		w.t.Fatalf("encode %v: %v", m.Type(), err)
+	}
+	_ = w.nc.SetWriteDeadline(time.Now().Add(waitBound))
+	_, _ = w.nc.Write(b)
 }
