@@ -35,14 +35,20 @@
 // client/v3/concurrency) once it serves, announcing its client address (AdvertiseAddr):
 //   - Elected, it loads every durable record into its engine (one paged read) and only
 //     then dispatches; every FIRE carries its epoch (the election key's create revision,
-//     which only grows).
+//     which only grows). A record takes the place of a finished copy of its task that
+//     the engine still holds (elected again after a step-down, the node kept the tasks
+//     that ended in its last term; a record still stored means that end was never
+//     confirmed), so the task runs again rather than sit in etcd with nothing to end it;
+//     a live copy still refuses it (logged, the record left).
 //   - A follower holds no tasks. It answers task requests (SUBMIT, CANCEL, GET, LIST,
 //     the DLQ, PAUSE/RESUME) and SUBSCRIBE with NOT_LEADER naming the leader's address
 //     (read from etcd); the Go client and Worker follow it. PING and STATS are answered.
 //   - The moment its session is lost (or about to be), or its election key is deleted
 //     or rewritten while the session lives (it watches the key: an operator, or a next
 //     leader after the lease expired), a leader stops dispatching (due
-//     runs wait), refuses ACK/NACK (STALE_EPOCH), sends its workers away (ERROR
+//     runs wait), refuses ACK/NACK (STALE_EPOCH; also one taken just before, whose end
+//     the engine applies only as the durable tasks are dropped, or never: its record
+//     stays, so it is not confirmed), sends its workers away (ERROR
 //     NOT_LEADER, then close), drops its durable tasks from the engine (their records
 //     stay in etcd for the next leader) and campaigns again. Ephemeral tasks stay in its
 //     engine and run if it leads again; they are lost if it dies (their class says so).
@@ -81,7 +87,13 @@
 // session does (leadership.fencedOut): a node whose term etcd ended behind its back
 // (it stalled past its lease) stops at its first write. An ACK whose delete was
 // refused or failed is answered STALE_EPOCH or INTERNAL, never OK: only runs whose
-// ACK was answered OK are never run again.
+// ACK was answered OK are never run again. An ACK (or CANCEL) is confirmed only by a
+// delete fenced by the term that accepted it: each queued delete carries its task's
+// term, and one whose term has ended is refused without a write (ErrFenced), also when
+// this node leads again meanwhile: its new term has loaded the record and runs the task.
+// The deleter may decide a delete before the ACK that ended the task asks for it (the
+// engine applies the end first); a refusal decided so is kept for the ACK (until the
+// next term's load), which is then answered with it, not OK.
 //
 // # Exclusive tasks and recurring progress
 //

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -30,7 +31,30 @@ type durEntry struct {
 	recurring bool // Every or Cron: only CANCELLED ends it
 	exclusive bool // its runs hold a run lock in etcd (exclusive.go)
 	fp        recordPrint
+	// term is the leadership term the entry was claimed or loaded in (leadership.fence
+	// then; nil if that term had ended already): its end's delete is fenced by it.
+	term *store.Fence
 }
+
+// queuedDelete is a record to delete: the version that ended, and the term in which it
+// ended (its entry's), the only one whose fence may delete it.
+type queuedDelete struct {
+	version uint64
+	term    *store.Fence
+}
+
+// endWaiter is a wait for a record's delete: fn, of an end accepted in term (the fence
+// when the wait began), is answered with the outcome of a delete fenced by that term, or
+// errOtherTerm.
+type endWaiter struct {
+	term *store.Fence
+	fn   func(deleteErr error)
+}
+
+// errOtherTerm answers a wait whose term is not the one its record's delete was fenced
+// by: the term that accepted the end is over (a later term of this node deletes the
+// record, or its next leader runs the task), so the end is not confirmed.
+var errOtherTerm = fmt.Errorf("%w: the term that accepted the end is over", store.ErrFenced)
 
 // recordPrint identifies a record's content, so that a resubmit of the very task a
 // durable entry holds is recognised as a retry (prepare): whole hashes the record's
@@ -68,9 +92,15 @@ func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
 //   - A task recorded in a term enters the engine only while that term lasts (term
 //     held for reading, and the fence checked), so dropDurable, holding term for
 //     writing, drops it with the term's other tasks.
-//   - ∀ k ∈ queue: queued[k] is the version whose record goes; a key is in queue at
-//     most once, and a key being deleted is in deleting; waiters[k] run once k's
-//     deletion (or the giving up on it) is decided.
+//   - ∀ k ∈ queue: queued[k] is the version whose record goes and the term it ended in;
+//     a key is in queue at most once, and a key being deleted is in deleting; waiters[k]
+//     run once k's deletion (or the giving up on it) is decided.
+//   - An end is confirmed only by a delete fenced by the term that accepted it: a
+//     delete runs only while its term is the server's (leadership.fence, the same
+//     pointer) and under that term's fence, and a waiter gets the outcome of a delete
+//     of its own term, or errOtherTerm. A node that leads again after a step-down never
+//     deletes, under its new term, a record its old term's end queued: the new term
+//     loaded that record, and runs the task.
 //
 // Locking: term, then the engine's locks, then mu (a step-down's dropDurable holds term
 // while it drops tasks from the engine; the engine's event hook takes mu). mu guards the
@@ -95,23 +125,38 @@ type durability struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
 	tasks    map[taskKey]durEntry
-	queue    []taskKey          // records to delete, in event order
-	queued   map[taskKey]uint64 // the keys in queue: the version whose record goes
-	deleting map[taskKey]bool   // a Delete in flight
+	queue    []taskKey                // records to delete, in event order
+	queued   map[taskKey]queuedDelete // the keys in queue: the version whose record goes, and its term
+	deleting map[taskKey]bool         // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
 	// is never undone by a failover reloading the record.
-	waiters map[taskKey][]func(error)
+	waiters map[taskKey][]endWaiter
+	// refused is the outcome of each key whose last delete was decided, and refused or
+	// given up on: an ACK or CANCEL that ended the task asks for its delete only after
+	// the engine applied the end, by which time the deleter may have tried it; the
+	// answer must still be the refusal, not OK. An entry goes when its key is claimed
+	// again or deleted, and all go when a later term loads (forgetRefused), so it holds
+	// at most the ends of one term whose deletes were refused (a term ending, etcd
+	// failing). A request that asked later still, after a whole election between its
+	// engine call and its afterDelete, would be answered OK unconfirmed: not guarded.
+	refused map[taskKey]error
 	stopped bool
-	done    chan struct{} // closed when the deleter exits
+	// beforeDelete, if set (by tests, under mu), runs on the deleter goroutine before
+	// each batch's delete, outside mu.
+	beforeDelete func(keys []store.Versioned)
+	// beforeWait, if set (by tests), runs at the start of each afterDelete, on the
+	// caller's goroutine, outside mu.
+	beforeWait atomic.Pointer[func(k taskKey)]
+	done       chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
 func newDurability(st *store.Store, log *slog.Logger) *durability {
-	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]uint64{},
-		deleting: map[taskKey]bool{}, waiters: map[taskKey][]func(error){}, done: make(chan struct{})}
+	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]queuedDelete{},
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, refused: map[taskKey]error{}, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	return d
@@ -159,7 +204,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if _, ok := d.queued[k]; !ok {
 		d.queue = append(d.queue, k)
 	}
-	d.queued[k] = e.version // an older version queued was replaced by this one's record
+	d.queued[k] = queuedDelete{e.version, e.term} // an older version queued was replaced by this one's record
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
@@ -170,19 +215,37 @@ func (d *durability) onEvent(ev task.Event) {
 // afterDelete arranges for fn to run once ns/id's record is deleted, if its deletion is
 // queued or in flight, or if the task is a one-shot durable one still held whose end is
 // imminent (ending is true: an ACK or CANCEL of it was accepted, and the engine may apply
-// it a moment later). It reports whether fn will run; false means there is nothing to
-// wait for, and the caller goes on at once. fn runs on the deleter goroutine: it must
-// not block.
+// it a moment later). fn runs on the deleter goroutine, so it must not block; or at once,
+// before afterDelete returns, with the refusal, if the delete was refused before this
+// call (refused: the deleter can decide between the engine's end and this call), or
+// with errOtherTerm if the term is over (the request was taken while the node led, and a
+// step-down began before this call: its entry may be dropped already, the end applied as
+// if ephemeral, and the record left for the next term). It reports whether fn will run
+// (or has run); false means there is nothing to wait for (not durable, or its record is
+// deleted), and the caller goes on at once.
 func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
+	if hook := d.beforeWait.Load(); hook != nil {
+		(*hook)(k)
+	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	_, busy := d.deleting[k]
 	_, queued := d.queued[k]
 	e, held := d.tasks[k]
 	if !queued && !busy && !(ending && held && !e.recurring) {
-		return false
+		err, wasRefused := d.refused[k]
+		if !wasRefused && d.lead.fence.Load() == nil {
+			err, wasRefused = errOtherTerm, true
+		}
+		d.mu.Unlock()
+		if wasRefused {
+			fn(err)
+		}
+		return wasRefused
 	}
-	d.waiters[k] = append(d.waiters[k], fn)
+	// The term that accepts the end is the server's now: only a delete fenced by it
+	// confirms the end to fn.
+	d.waiters[k] = append(d.waiters[k], endWaiter{d.lead.fence.Load(), fn})
+	d.mu.Unlock()
 	return true
 }
 
@@ -190,7 +253,8 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 // transaction per store.Options.MaxTxnOps keys: a group commit, so deletes keep up with
 // acknowledgements) until stop, and then the ones still queued; after each batch it runs
 // the batch's waiters. Each delete names the version that ended, so a task resubmitted
-// at a later version meanwhile keeps its new record.
+// at a later version meanwhile keeps its new record, and is fenced by the term the task
+// ended in: a batch is the queue's first keys of one term.
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -202,46 +266,99 @@ func (d *durability) run() {
 			d.mu.Unlock()
 			return
 		}
-		batch := d.queue
-		d.queue = nil
+		term := d.queued[d.queue[0]].term
+		n := 1
+		for n < len(d.queue) && d.queued[d.queue[n]].term == term {
+			n++
+		}
+		batch := d.queue[:n]
+		d.queue = d.queue[n:]
 		keys := make([]store.Versioned, 0, len(batch))
 		for _, k := range batch {
-			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k]})
+			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k].version})
 			delete(d.queued, k)
 			d.deleting[k] = true
 		}
+		hook := d.beforeDelete
 		d.mu.Unlock()
-		err := d.deleteRecords(keys)
-		d.mu.Lock()
-		var done []func(error)
-		for _, k := range keys {
-			tk := taskKey{k.Namespace, k.ID}
-			delete(d.deleting, tk)
-			if _, again := d.queued[tk]; again {
-				continue // a later version ended meanwhile: its waiters wait for its delete
-			}
-			done = append(done, d.waiters[tk]...)
-			delete(d.waiters, tk)
+		if hook != nil {
+			hook(keys)
 		}
+		err := d.deleteRecords(term, keys)
+		d.mu.Lock()
+		done := d.decided(term, keys, err)
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
-		for _, fn := range done {
-			fn(err)
+		for _, a := range done {
+			a.fn(a.err)
 		}
 		d.mu.Lock()
 	}
 }
 
-// deleteRecords deletes keys while this node leads (the write is fenced by its term),
-// retrying a failed batch with backoff up to deleteAttempts times. It returns the
-// failure it gave up on (logged at Error: those tasks come back at the next load), at
-// once for store.ErrFenced: a node that no longer leads must not delete records the next
-// leader may already have loaded.
-func (d *durability) deleteRecords(keys []store.Versioned) error {
+// endAnswer is a waiter's fn and the outcome it is answered with.
+type endAnswer struct {
+	fn  func(error)
+	err error
+}
+
+// decided ends the deletion of keys, whose delete fenced by term had the outcome err,
+// and returns the answers of their waiters: err to those of term, errOtherTerm to those
+// of another, but for the waiters of a later end of the key queued meanwhile (in the
+// same term as theirs), who wait for that one's delete. Requires mu.
+func (d *durability) decided(term *store.Fence, keys []store.Versioned, err error) []endAnswer {
+	var done []endAnswer
+	for _, k := range keys {
+		tk := taskKey{k.Namespace, k.ID}
+		delete(d.deleting, tk)
+		later, again := d.queued[tk]
+		var keep []endWaiter
+		for _, w := range d.waiters[tk] {
+			switch {
+			case again && w.term == later.term:
+				keep = append(keep, w)
+			case w.term == term && term != nil:
+				done = append(done, endAnswer{w.fn, err})
+			default:
+				done = append(done, endAnswer{w.fn, errOtherTerm})
+			}
+		}
+		if len(keep) > 0 {
+			d.waiters[tk] = keep
+		} else {
+			delete(d.waiters, tk)
+		}
+		_, claimed := d.tasks[tk] // a later version, held: its own end decides
+		switch {
+		case again || claimed:
+		case err != nil:
+			d.refused[tk] = err
+		default:
+			delete(d.refused, tk)
+		}
+	}
+	return done
+}
+
+// forgetRefused forgets the refused deletes of earlier terms (refused): a takeover's
+// load calls it first, and loads again every record whose delete was refused here.
+func (d *durability) forgetRefused() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.refused)
+}
+
+// deleteRecords deletes keys fenced by term, the term in which their tasks ended, while
+// it is this node's (leadership.fence), retrying a failed batch with backoff up to
+// deleteAttempts times. It returns the failure it gave up on (logged at Error: those
+// tasks come back at the next load), at once for store.ErrFenced: a node that no longer
+// leads, or that leads in a later term, must not delete records the next leader (this
+// node, perhaps) may already have loaded.
+func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
-		err := store.ErrFenced
-		if f := d.lead.fence.Load(); f != nil {
+		err := errOtherTerm
+		if f := d.lead.fence.Load(); f != nil && f == term {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
 			cancel()
@@ -313,14 +430,14 @@ func (d *durability) stop(ctx context.Context) {
 	// Waiters left (their keys never got deleted, or their task never ended) run now:
 	// their connections are closed, so they only release what they hold.
 	d.mu.Lock()
-	var left []func(error)
-	for k, fns := range d.waiters {
-		left = append(left, fns...)
+	var left []endWaiter
+	for k, ws := range d.waiters {
+		left = append(left, ws...)
 		delete(d.waiters, k)
 	}
 	d.mu.Unlock()
-	for _, fn := range left {
-		fn(errShutdownPending)
+	for _, w := range left {
+		w.fn(errShutdownPending)
 	}
 }
 
@@ -341,6 +458,7 @@ func (d *durability) claim(k taskKey, e durEntry) (replacesExclusive bool, err e
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
 	}
 	d.tasks[k] = e
+	delete(d.refused, k) // its ends from now on are queued anew
 	return ok && old.exclusive, nil
 }
 

@@ -19,6 +19,7 @@ import (
 // run may still execute) is submitted with its first run held back one time to run
 // (exclusive.go).
 func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
+	d.forgetRefused()
 	locked, err := d.locks.runLocks(ctx)
 	if err != nil {
 		return err
@@ -43,6 +44,7 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 
 // loadMirrored is loadDurable from a standby's mirror: no read of etcd.
 func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
+	d.forgetRefused()
 	n := 0
 	for _, r := range records {
 		if d.loadRecord(r, locked, next, epoch) {
@@ -52,14 +54,17 @@ func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]b
 	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
 }
 
-// loadRecord submits one record to the engine (see loadDurable); false if it was not.
+// loadRecord submits one record to the engine (see loadDurable), in the place of a
+// finished copy of its task the engine still holds (forgetFinished); false if it was not.
 func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
 		if t, err = protocol.ToTask(&w); err == nil {
 			k := taskKey{t.Namespace, t.ID}
-			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive}
+			// The term loading it (stored before the load): its end is deleted under it.
+			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive,
+				term: d.lead.fence.Load()}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
 			// A recurring task continues where its last leader was, if that progress is of
 			// this version (a replacement's schedule is its own).
@@ -71,6 +76,7 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 				_, err = d.claim(k, e)
 			}
 			if err == nil {
+				d.forgetFinished(k)
 				var in task.Info
 				if t.Exclusive && locked[sk] {
 					in, err = d.locks.parkLocked(t, nextDue, epoch)
@@ -92,21 +98,50 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 	return true
 }
 
+// forgetFinished drops the engine's copy of k if it has finished (SUCCEEDED, DEAD or
+// CANCELLED, kept for Options.Retention), so that the record being loaded takes its
+// place: the engine would refuse the record's task at or below the copy's version
+// (ErrExists), leaving the record stranded in etcd with no task to end it. The record
+// wins because its presence says the copy's end was never confirmed: a confirmed end is
+// a delete fenced by the term that accepted it (durability.run), and after it the record
+// is gone; or the record is a later submit, accepted by another leader. Running the task
+// again loses nothing (at-least-once: the worker was answered STALE_EPOCH or INTERNAL,
+// not OK), where deleting the record on the copy's word would make an unconfirmed end
+// final, and drop a later submit. A live copy is left alone (the engine refuses the
+// record as before). Only a takeover's load calls it, before the term dispatches and
+// while requests are refused (NOT_LEADER), so nothing revives the copy between the
+// look and the drop. Cost: an engine Get, O(1).
+func (d *durability) forgetFinished(k taskKey) {
+	if in, err := d.engine.Get(k.ns, k.id); err == nil && in.State.Terminal() {
+		_ = d.engine.Drop(k.ns, k.id) // gone meanwhile (its retention ended): nothing to drop
+	}
+}
+
 func recurring(k task.Kind) bool { return k == task.KindEvery || k == task.KindCron }
 
 // dropDurable removes every durable task from the engine without ending it: its record
 // stays in etcd for the next leader. No record is deleted (the tasks are no longer
-// durable entries here when the engine forgets them).
+// durable entries here when the engine forgets them). The waits for the end of a task
+// dropped so (an ACK taken just before, whose end the engine never applies now) are
+// answered errOtherTerm: the next leader runs the task again.
 func (d *durability) dropDurable() {
 	d.term.Lock() // no durable submit is entering the engine (durability.term)
 	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
+	var cut []endWaiter
 	for k := range d.tasks {
 		keys = append(keys, k)
 		delete(d.tasks, k)
+		if _, queued := d.queued[k]; !queued && !d.deleting[k] {
+			cut = append(cut, d.waiters[k]...)
+			delete(d.waiters, k)
+		}
 	}
 	d.mu.Unlock()
+	for _, w := range cut {
+		w.fn(errOtherTerm)
+	}
 	for _, k := range keys {
 		_ = d.engine.Drop(k.ns, k.id) // absent already: nothing to drop
 	}

@@ -100,7 +100,7 @@ func (d *durability) prepare(p *prepared) {
 		p.err = storeError(store.ErrFenced)
 		return
 	}
-	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp}
+	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp, term: p.term}
 	replacesExclusive, err := d.claim(p.key, p.entry)
 	p.err = err
 	p.unlocks = err == nil && replacesExclusive && !p.t.Exclusive
