@@ -279,13 +279,14 @@ func (e *Engine) ConcurrencyKey(namespace, key string) (info KeyInfo, ok bool) {
 	return KeyInfo{Limit: l.limit(), Running: l.running, Waiting: l.waiting.len()}, true
 }
 
-// gate passes item's run through its limits, in the order rate, then concurrency key.
-// It reports false when a limiter has parked the item (the run waits; the caller lets
-// go of it). Requires sh.mu of item's shard, and a run that can start (DUE, current).
-func (e *Engine) gate(item *runItem) bool {
+// gate passes item's run through its limits, in the order rate, then concurrency key,
+// at clock reading now. It reports false when a limiter has parked the item (the run
+// waits; the caller lets go of it). Requires sh.mu of item's shard, and a run that can
+// start (DUE, current).
+func (e *Engine) gate(item *runItem, now int64) bool {
 	rec := item.rec
 	if item.passed&gateRate == 0 {
-		if rl := e.rateOf(rec.task.Type); rl != nil && !e.admitRate(rl, *item) {
+		if rl := e.rateOf(rec.task.Type); rl != nil && !e.admitRate(rl, *item, now) {
 			item.sh.limitWaits++
 			return false
 		}

@@ -61,13 +61,13 @@ func (e *Engine) rateOf(taskType string) *rateLimiter {
 	return (*m)[taskType]
 }
 
-// admitRate lets item's run start now if r allows it and no earlier run waits;
-// otherwise it parks the item and makes sure a wake timer is armed (false). Requires
-// sh.mu of item's shard.
-func (e *Engine) admitRate(r *rateLimiter, item runItem) bool {
+// admitRate lets item's run start at clock reading now if r allows it and no earlier
+// run waits; otherwise it parks the item and makes sure a wake timer is armed (false).
+// Requires sh.mu of item's shard.
+func (e *Engine) admitRate(r *rateLimiter, item runItem, now int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.enabled || r.waiting.len() == 0 && r.allowLocked(e.clock.Now()) {
+	if !r.enabled || r.waiting.len() == 0 && r.allowLocked(now) {
 		return true
 	}
 	r.seq++

@@ -216,14 +216,15 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 		return false
 	}
 	// Limits come before the attempt is counted: a run held back uses none. Without a
-	// concurrency key and with no rate limit anywhere, this is two loads.
-	if (rec.task.Concurrency != nil || e.rates.Load() != nil) && !e.gate(&item) {
+	// concurrency key and with no rate limit anywhere, this is two loads. The rate limit
+	// reads the attempt's start time.
+	startNs := e.clock.Now()
+	if (rec.task.Concurrency != nil || e.rates.Load() != nil) && !e.gate(&item, startNs) {
 		sh.mu.Unlock()
 		return false // parked: the limiter queues the item again when it lets it go
 	}
 	rec.state = Running // the move checked above
 	rec.setPhase(phaseRunning)
-	startNs := e.clock.Now()
 	rec.attempts++
 	rec.runs++
 	rec.startNs = startNs
