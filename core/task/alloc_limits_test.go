@@ -8,8 +8,7 @@ import (
 
 // TestRunsAllocateNothingForLimits: a task submitted, run and dropped allocates nothing
 // without limits (the record is reused), and a limit that lets it through at once adds
-// no allocation to the run: the key's only cost is the engine's copy of Concurrency at
-// Submit.
+// none: a key in use shares the engine's Concurrency value.
 func TestRunsAllocateNothingForLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -18,9 +17,9 @@ func TestRunsAllocateNothingForLimits(t *testing.T) {
 		allocs float64
 	}{
 		{"limits=none", false, false, 0},
-		{"limits=key", true, false, 1},
+		{"limits=key", true, false, 0},
 		{"limits=rate", false, true, 0},
-		{"limits=key+rate", true, true, 1},
+		{"limits=key+rate", true, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newRealEngine(t, WithWorkers(1), WithRetention(-1))

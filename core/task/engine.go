@@ -325,11 +325,6 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 		return Info{}, err
 	}
 	t.Payload = slices.Clone(t.Payload)
-	if c := t.Concurrency; c != nil {
-		own := *c // the engine's copy, which resolveKey points at the key's limiter
-		own.lim = nil
-		t.Concurrency = &own
-	}
 	nowNs, wall := e.now()
 	first, err := t.Schedule.First(wall)
 	if err != nil {
@@ -369,12 +364,15 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 		}
 	}
 	if t.Concurrency != nil {
-		if err := e.resolveKey(t.Namespace, t.Concurrency); err != nil {
+		// The caller's value is replaced by the engine's before the record is in the table.
+		c, err := e.resolveKey(t.Namespace, t.Concurrency)
+		if err != nil {
 			e.payloads.Add(-int64(len(t.Payload)))
 			e.recycle(rec)
 			sh.mu.Unlock()
 			return Info{}, err
 		}
+		rec.task.Concurrency = c
 	}
 	if old != nil {
 		// The replacement is another record: a run of the old version still in its

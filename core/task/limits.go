@@ -37,8 +37,9 @@ type Concurrency struct {
 	// Engine.SetConcurrencyLimit has set one, which takes precedence. 0 leaves the limit
 	// as it is: 1 for a key that has none. At most MaxConcurrencyLimit.
 	Limit int
-	// lim is the key's limiter, resolved by Submit in the engine's own copy (which Info,
-	// Run and DeadLetter share: read-only); nil in a caller's value.
+	// lim is the key's limiter, set in the engine's own value (resolveKey), which the
+	// tasks naming the key with the same Limit share, as do their Info, Run and
+	// DeadLetter: read-only. nil in a caller's value.
 	lim *concLimiter
 }
 
@@ -84,6 +85,10 @@ type concLimiter struct {
 	// refs counts the records whose task names the key. Written under keyTable.mu; read
 	// atomically without it (release's check whether the limiter may be idle).
 	refs atomic.Int64
+	// shared is the engine's Concurrency value for the latest Limit submitted with the
+	// key, which Submits of that Limit share instead of allocating their own. Guarded by
+	// keyTable.mu.
+	shared *Concurrency
 
 	mu sync.Mutex
 	// submitted is the latest Limit a Submit gave (0: none); override is
@@ -112,18 +117,20 @@ func (l *concLimiter) idle() bool {
 	return l.override == 0 && l.running == 0 && l.waiting.len() == 0
 }
 
-// resolveKey points the engine's copy of a task's Concurrency at its key's limiter,
-// creating it if needed, and counts the reference; a Limit in c becomes the key's.
+// resolveKey returns the engine's value of a submitted task's Concurrency c (valid),
+// pointing at its key's limiter, which it creates if needed, and counts the task's
+// reference; a Limit in c becomes the key's. The value is shared by the key's tasks of
+// the same Limit, so that a Submit naming a key in use allocates nothing for it.
 // ErrOverloaded when a new key would exceed Options.MaxConcurrencyKeys. Cost: O(1)
 // under the key table's lock.
-func (e *Engine) resolveKey(ns string, c *Concurrency) error {
+func (e *Engine) resolveKey(ns string, c *Concurrency) (*Concurrency, error) {
 	k := concKey{ns, c.Key}
 	e.keys.mu.Lock()
 	defer e.keys.mu.Unlock()
 	l := e.keys.m[k]
 	if l == nil {
 		if len(e.keys.m) >= e.keys.max {
-			return fmt.Errorf("%w: %d concurrency keys in use (Options.MaxConcurrencyKeys)", ErrOverloaded, len(e.keys.m))
+			return nil, fmt.Errorf("%w: %d concurrency keys in use (Options.MaxConcurrencyKeys)", ErrOverloaded, len(e.keys.m))
 		}
 		l = &concLimiter{key: k}
 		e.keys.m[k] = l
@@ -135,8 +142,10 @@ func (e *Engine) resolveKey(ns string, c *Concurrency) error {
 		e.grantLocked(l) // a raised limit lets waiters go
 		l.mu.Unlock()
 	}
-	c.lim = l
-	return nil
+	if l.shared == nil || l.shared.Limit != c.Limit {
+		l.shared = &Concurrency{Key: k.key, Limit: c.Limit, lim: l}
+	}
+	return l.shared, nil
 }
 
 // unrefKey drops a record's reference to its key's limiter (the record is removed, or

@@ -34,9 +34,9 @@ type Task struct {
 	// two attempts at once); a server carries it out (see server/tockd).
 	Exclusive bool // beside Misfire: one byte, in what was padding
 	// Concurrency, if set, puts the task under a concurrency key: at most the key's limit
-	// of its tasks' runs at once (limits.go). The engine keeps a copy; the one it hands
-	// out (Info, Run, DeadLetter) is read-only. One pointer, so that tasks without a key
-	// carry 8 B for it.
+	// of its tasks' runs at once (limits.go). The engine keeps its own value, shared by
+	// the key's tasks of the same Limit; the one it hands out (Info, Run, DeadLetter) is
+	// read-only. One pointer, so that tasks without a key carry 8 B for it.
 	Concurrency *Concurrency
 	// Version implements optimistic replacement: submitting an existing ID succeeds only
 	// with a higher Version, and replaces the task.
