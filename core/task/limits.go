@@ -70,9 +70,12 @@ type concKey struct{ ns, key string }
 //
 // Lock order: shard.mu, then keyTable.mu, then concLimiter.mu.
 type keyTable struct {
-	mu  sync.Mutex
-	m   map[concKey]*concLimiter // guarded by mu
-	max int                      // Options.MaxConcurrencyKeys; read-only
+	// mu guards m: read-locked to look a key up (every keyed Submit), write-locked to add
+	// or drop one. A limiter is dropped only with mu write-locked and its refs at 0, and
+	// refs are only raised under mu, so a key found under the read lock stays.
+	mu  sync.RWMutex
+	m   map[concKey]*concLimiter
+	max int // Options.MaxConcurrencyKeys; read-only
 }
 
 // concLimiter is one key's slots and waiters.
@@ -82,15 +85,14 @@ type keyTable struct {
 // (checked by Engine.verify while nothing runs).
 type concLimiter struct {
 	key concKey // read-only
-	// refs counts the records whose task names the key. Written under keyTable.mu; read
-	// atomically without it (release's check whether the limiter may be idle).
+	// refs counts the records whose task names the key: raised under keyTable.mu (read
+	// or write), lowered without it; only the removal that takes it to 0 locks the table.
 	refs atomic.Int64
-	// shared is the engine's Concurrency value for the latest Limit submitted with the
-	// key, which Submits of that Limit share instead of allocating their own. Guarded by
-	// keyTable.mu.
-	shared *Concurrency
 
 	mu sync.Mutex
+	// shared is the engine's Concurrency value for the latest Limit submitted with the
+	// key, which Submits of that Limit share instead of allocating their own.
+	shared *Concurrency
 	// submitted is the latest Limit a Submit gave (0: none); override is
 	// SetConcurrencyLimit's (0: none), which wins.
 	submitted, override int
@@ -125,22 +127,30 @@ func (l *concLimiter) idle() bool {
 // under the key table's lock.
 func (e *Engine) resolveKey(ns string, c *Concurrency) (*Concurrency, error) {
 	k := concKey{ns, c.Key}
-	e.keys.mu.Lock()
-	defer e.keys.mu.Unlock()
+	e.keys.mu.RLock()
 	l := e.keys.m[k]
-	if l == nil {
-		if len(e.keys.m) >= e.keys.max {
-			return nil, fmt.Errorf("%w: %d concurrency keys in use (Options.MaxConcurrencyKeys)", ErrOverloaded, len(e.keys.m))
-		}
-		l = &concLimiter{key: k}
-		e.keys.m[k] = l
+	if l != nil {
+		l.refs.Add(1)
 	}
-	l.refs.Add(1)
-	if c.Limit > 0 {
-		l.mu.Lock()
+	e.keys.mu.RUnlock()
+	if l == nil {
+		e.keys.mu.Lock()
+		if l = e.keys.m[k]; l == nil {
+			if len(e.keys.m) >= e.keys.max {
+				e.keys.mu.Unlock()
+				return nil, fmt.Errorf("%w: %d concurrency keys in use (Options.MaxConcurrencyKeys)", ErrOverloaded, len(e.keys.m))
+			}
+			l = &concLimiter{key: k}
+			e.keys.m[k] = l
+		}
+		l.refs.Add(1)
+		e.keys.mu.Unlock()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.Limit > 0 && c.Limit != l.submitted {
 		l.submitted = c.Limit
 		e.grantLocked(l) // a raised limit lets waiters go
-		l.mu.Unlock()
 	}
 	if l.shared == nil || l.shared.Limit != c.Limit {
 		l.shared = &Concurrency{Key: k.key, Limit: c.Limit, lim: l}
@@ -151,14 +161,16 @@ func (e *Engine) resolveKey(ns string, c *Concurrency) (*Concurrency, error) {
 // unrefKey drops a record's reference to its key's limiter (the record is removed, or
 // never made it into the table). Requires the shard's lock, if any.
 func (e *Engine) unrefKey(c *Concurrency) {
+	if c.lim.refs.Add(-1) != 0 {
+		return
+	}
 	e.keys.mu.Lock()
-	c.lim.refs.Add(-1)
 	e.dropIfIdleLocked(c.lim)
 	e.keys.mu.Unlock()
 }
 
 // dropIfIdleLocked removes l from the key table if nothing needs it any more. Requires
-// keys.mu (and not l.mu).
+// keys.mu write-locked (and not l.mu).
 func (e *Engine) dropIfIdleLocked(l *concLimiter) {
 	if l.refs.Load() != 0 {
 		return
@@ -277,9 +289,9 @@ type KeyInfo struct {
 // ConcurrencyKey returns a snapshot of a concurrency key in a namespace; ok is false if
 // the engine holds no limiter for it (no task names it and no limit was set). Cost: O(1).
 func (e *Engine) ConcurrencyKey(namespace, key string) (info KeyInfo, ok bool) {
-	e.keys.mu.Lock()
+	e.keys.mu.RLock()
 	l := e.keys.m[concKey{nsOrDefault(namespace), key}]
-	e.keys.mu.Unlock()
+	e.keys.mu.RUnlock()
 	if l == nil {
 		return KeyInfo{}, false
 	}

@@ -383,3 +383,78 @@ func TestSubmitCopiesConcurrency(t *testing.T) {
 		t.Errorf("the engine's copy: %+v", in.Task.Concurrency)
 	}
 }
+
+// TestKeyedTasksThroughRequeueAndReplace: a keyed task that dies gives its slot back and
+// runs again from the dead-letter queue under its key; a waiting keyed task replaced by
+// a higher version leaves its place to the new version's run. The table's references
+// match the records at the end (the harness's verify).
+func TestKeyedTasksThroughRequeueAndReplace(t *testing.T) {
+	h := newHarness(t)
+	unblock := h.blocking()
+	key := &Concurrency{Key: "k", Limit: 1}
+	var fails atomic.Bool
+	fails.Store(true)
+	h.e.Register("once", func(context.Context, *Run) error {
+		if fails.Load() {
+			return errors.New("fails")
+		}
+		return nil
+	})
+	h.submit(Task{ID: "dies", Type: "once", Schedule: After(0), Concurrency: key})
+	h.wait(EventDead, "dies")
+	h.submit(Task{ID: "hold", Type: "block", Schedule: After(0), Concurrency: key}) // the slot was given back
+	h.wait(EventStarted, "hold")
+	fails.Store(false)
+	if _, err := h.e.Requeue("", "dies"); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Advance(time.Millisecond)
+	waitingOnLimit(t, h.e, 1)
+	h.submit(Task{ID: "dies", Type: "once", Schedule: After(time.Hour), Concurrency: key, Version: 1}) // replaces the waiting run
+	unblock()
+	h.wait(EventSucceeded, "hold")
+	waitfor.Until(t, "the replaced run's slot passed on", func() bool {
+		in, _ := h.e.ConcurrencyKey("", "k")
+		return in.Running == 0 && in.Waiting == 0
+	})
+	if in, _ := h.e.Get("", "dies"); in.State != Pending || in.Task.Version != 1 || in.Runs != 0 {
+		t.Errorf("the replacing version: %v, version %d, %d runs; want PENDING, 1, 0", in.State, in.Task.Version, in.Runs)
+	}
+}
+
+// TestKeyTableUnderConcurrentSubmitAndRemove: submits and removals of tasks naming a few
+// keys, from several goroutines at once, leave the key table consistent (the harness's
+// verify compares every limiter's references with the records) and empty once the
+// tasks are gone: no limiter is dropped while a record names it, none is kept after.
+func TestKeyTableUnderConcurrentSubmitAndRemove(t *testing.T) {
+	h := newHarness(t, WithRetention(-1))
+	const goroutines, rounds, keys = 4, 500, 3
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				id := fmt.Sprint("g", g, "-", i)
+				key := &Concurrency{Key: fmt.Sprint("k", i%keys), Limit: 1 + i%2}
+				if _, err := h.e.Submit(Task{ID: id, Type: "x", Schedule: After(time.Hour), Concurrency: key}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := h.e.Cancel("", id); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := h.e.verify(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		if in, ok := h.e.ConcurrencyKey("", fmt.Sprint("k", k)); ok {
+			t.Errorf("key k%d kept with no task naming it: %+v", k, in)
+		}
+	}
+}
