@@ -35,6 +35,17 @@ test: lint
 	$(GO) test $(GOFLAGS_TEST) ./...
 	$(MAKE) -C bench test
 
+## console-test: the admin port's web console in a real browser (not part of test): installs
+## Debian's chromium if it is missing (apt-get; run as root), starts a tockd with tasks in
+## every state, a worker and the admin token on, logs in through the form, loads each page
+## headless over the DevTools protocol, checks its text, requeues a dead letter and pauses
+## a type by clicking, and saves a screenshot of each page in CONSOLE_SHOTS (git-ignored).
+CONSOLE_SHOTS ?= $(CURDIR)/server/admin/screenshots
+.PHONY: console-test
+console-test:
+	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	TOCK_CONSOLE_SHOTS=$(CONSOLE_SHOTS) $(GO) test -race -tags browser -count=1 -v -run 'TestConsoleInBrowser' ./server/admin
+
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi

@@ -37,6 +37,27 @@ const (
 	// DefaultMetricsMaxInFlight is how many /metrics requests are served at once; more
 	// are answered 503 at once rather than queued. Each takes one Stats snapshot.
 	DefaultMetricsMaxInFlight = 4
+
+	// DefaultConsoleSampleInterval is how often the console samples Stats for its charts:
+	// each sample costs what one /metrics scrape's snapshot does.
+	DefaultConsoleSampleInterval = 5 * time.Second
+	// MinConsoleSampleInterval is the shortest ConsoleSampleInterval: sampling is a
+	// Stats snapshot, a pass over the engine's shards, not something to spin on.
+	MinConsoleSampleInterval = 10 * time.Millisecond
+	// DefaultConsoleSamples is how many samples the charts keep: 121 at 5 s draw the
+	// last 10 minutes (120 intervals), in about 40 KiB.
+	DefaultConsoleSamples = 121
+	// DefaultConsolePageSize is how many tasks or dead letters a console page lists.
+	DefaultConsolePageSize = 50
+	// MaxConsolePageSize is the largest ConsolePageSize: the most the engine's List and
+	// DeadLetters return at once.
+	MaxConsolePageSize = 1000
+	// DefaultConsoleSessionTTL is how long a console login lasts.
+	DefaultConsoleSessionTTL = 12 * time.Hour
+	// DefaultConsoleLoginFailures is how many failed console logins a minute are allowed,
+	// from all clients together, before the form refuses every login for the rest of
+	// that minute: a guesser gets 14,400 tries a day, against a token of 128 bits or more.
+	DefaultConsoleLoginFailures = 10
 )
 
 // Options configures a Server. Snapshot is required; every other zero field selects its
@@ -75,6 +96,18 @@ type Options struct {
 
 	MetricsTimeout     time.Duration // default DefaultMetricsTimeout
 	MetricsMaxInFlight int           // default DefaultMetricsMaxInFlight
+
+	// Console, if set, serves the operators' web console at /console/ from it (a
+	// *tockd.Server): read-only and open without a Token; with one, behind a login, and
+	// its actions (requeue, purge, pause, resume) need the login's session and CSRF token.
+	// Nil: no console.
+	Console ConsoleSource
+
+	ConsoleSampleInterval time.Duration // at least MinConsoleSampleInterval; default DefaultConsoleSampleInterval
+	ConsoleSamples        int           // at least 2; default DefaultConsoleSamples
+	ConsolePageSize       int           // at most MaxConsolePageSize; default DefaultConsolePageSize
+	ConsoleSessionTTL     time.Duration // default DefaultConsoleSessionTTL
+	ConsoleLoginFailures  int           // failed logins a minute before the form locks; default DefaultConsoleLoginFailures
 }
 
 // Option sets a field of Options.
@@ -97,6 +130,9 @@ func WithToken(token string) Option { return func(o *Options) { o.Token = token 
 
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
+
+// WithConsole sets Options.Console.
+func WithConsole(src ConsoleSource) Option { return func(o *Options) { o.Console = src } }
 
 // WithReadHeaderTimeout sets Options.ReadHeaderTimeout.
 func WithReadHeaderTimeout(d time.Duration) Option {
@@ -150,6 +186,21 @@ func (o *Options) setDefaults() {
 	if o.MetricsMaxInFlight == 0 {
 		o.MetricsMaxInFlight = DefaultMetricsMaxInFlight
 	}
+	if o.ConsoleSampleInterval == 0 {
+		o.ConsoleSampleInterval = DefaultConsoleSampleInterval
+	}
+	if o.ConsoleSamples == 0 {
+		o.ConsoleSamples = DefaultConsoleSamples
+	}
+	if o.ConsolePageSize == 0 {
+		o.ConsolePageSize = DefaultConsolePageSize
+	}
+	if o.ConsoleSessionTTL == 0 {
+		o.ConsoleSessionTTL = DefaultConsoleSessionTTL
+	}
+	if o.ConsoleLoginFailures == 0 {
+		o.ConsoleLoginFailures = DefaultConsoleLoginFailures
+	}
 }
 
 // validate names the first bad field; it runs after setDefaults.
@@ -178,6 +229,16 @@ func (o *Options) validate() error {
 		return bad("Token", "has a space or control character (it travels in an HTTP header)")
 	case o.MetricsMaxInFlight < 0:
 		return bad("MetricsMaxInFlight", fmt.Sprintf("is negative (%d)", o.MetricsMaxInFlight))
+	case o.ConsoleSampleInterval < MinConsoleSampleInterval:
+		return bad("ConsoleSampleInterval", fmt.Sprintf("(%v) is under %v", o.ConsoleSampleInterval, MinConsoleSampleInterval))
+	case o.ConsoleSamples < 2:
+		return bad("ConsoleSamples", fmt.Sprintf("(%d) must be at least 2: a chart needs two samples for one interval", o.ConsoleSamples))
+	case o.ConsolePageSize < 0 || o.ConsolePageSize > MaxConsolePageSize:
+		return bad("ConsolePageSize", fmt.Sprintf("(%d) is outside [1, %d]", o.ConsolePageSize, MaxConsolePageSize))
+	case o.ConsoleSessionTTL < 0:
+		return bad("ConsoleSessionTTL", fmt.Sprintf("is negative (%v)", o.ConsoleSessionTTL))
+	case o.ConsoleLoginFailures < 0:
+		return bad("ConsoleLoginFailures", fmt.Sprintf("is negative (%d)", o.ConsoleLoginFailures))
 	}
 	return nil
 }

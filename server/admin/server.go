@@ -15,8 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server is the admin HTTP server: /metrics, /debug/pprof/, /healthz and an index at /
-// (with Options.Token, all but /healthz behind a bearer token).
+// Server is the admin HTTP server: /metrics, /debug/pprof/, /healthz, the console at
+// /console/ and an index at / (with Options.Token, all but /healthz behind a bearer
+// token; the console behind its login, see the package doc).
 // Create it with New, run it with Serve or ListenAndServe, stop it with Shutdown. All
 // methods are safe for concurrent use.
 type Server struct {
@@ -25,11 +26,14 @@ type Server struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 	http    *http.Server
+	console *console // nil without Options.Console
 
-	mu      sync.Mutex
-	addr    net.Addr       // guarded by mu: the first listener Serve was given
-	closed  bool           // guarded by mu: Shutdown was called
-	serving sync.WaitGroup // Serve calls in progress; Add under mu while !closed
+	mu       sync.Mutex
+	sampling context.CancelFunc // guarded by mu: stops the console's sampler; nil until the first Serve
+	addr     net.Addr           // guarded by mu: the first listener Serve was given
+	closed   bool               // guarded by mu: Shutdown was called
+	serving  sync.WaitGroup     // Serve calls in progress; Add under mu while !closed
+	sampled  sync.WaitGroup     // the console's sampler; Add under mu while !closed
 }
 
 // New checks opts, fills in defaults and returns a server that is not yet listening.
@@ -44,6 +48,9 @@ func New(options ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: NewRegistry(opts.Snapshot)}
+	if opts.Console != nil {
+		s.console = newConsole(&s.opts)
+	}
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,
@@ -85,7 +92,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/{$}", index)
+	mux.HandleFunc("/{$}", s.index)
 	var h http.Handler = mux
 	if s.opts.Token != "" {
 		h = s.requireToken(mux)
@@ -93,6 +100,9 @@ func (s *Server) routes() http.Handler {
 	open := http.NewServeMux()
 	open.HandleFunc("/healthz", s.healthz) // never behind the token
 	open.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+	if s.console != nil {
+		open.Handle(consolePrefix, s.console) // its own access rule: a login, not the bearer header
+	}
 	open.Handle("/", h)
 	return open
 }
@@ -111,11 +121,14 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 }
 
 // index lists the endpoints, as plain text.
-func index(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, "tockd admin\n\n")
 	for _, e := range endpoints {
 		io.WriteString(w, e.path+"\t"+e.what+"\n")
+	}
+	if s.console != nil {
+		io.WriteString(w, consolePrefix+"\tthe operators' web console\n")
 	}
 }
 
@@ -176,6 +189,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.addr == nil {
 		s.addr = ln.Addr()
 	}
+	if s.console != nil && s.sampling == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.sampling = cancel
+		s.sampled.Add(1)
+		go func() {
+			defer s.sampled.Done()
+			sampleLoop(ctx, s.console.samples, s.opts.ConsoleSampleInterval, s.opts.Snapshot)
+		}()
+	}
 	s.serving.Add(1)
 	s.mu.Unlock()
 	defer s.serving.Done()
@@ -199,7 +221,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return ErrServerClosed
 	}
 	s.closed = true
+	if s.sampling != nil {
+		s.sampling()
+	}
 	s.mu.Unlock()
+	s.sampled.Wait()
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.http.Close()

@@ -33,6 +33,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"Token", Options{Snapshot: ok, Token: "two words"}},
 		{"Token", Options{Snapshot: ok, Token: "line\nbreak"}},
 		{"WriteTimeout", Options{Snapshot: ok, WriteTimeout: time.Second, MetricsTimeout: time.Second}},
+		{"ConsoleSampleInterval", Options{Snapshot: ok, ConsoleSampleInterval: -1}},
+		{"ConsoleSampleInterval", Options{Snapshot: ok, ConsoleSampleInterval: time.Millisecond}},
+		{"ConsoleSamples", Options{Snapshot: ok, ConsoleSamples: 1}},
+		{"ConsolePageSize", Options{Snapshot: ok, ConsolePageSize: MaxConsolePageSize + 1}},
+		{"ConsoleSessionTTL", Options{Snapshot: ok, ConsoleSessionTTL: -time.Hour}},
+		{"ConsoleLoginFailures", Options{Snapshot: ok, ConsoleLoginFailures: -1}},
 	} {
 		_, err := New(WithOptions(tc.opts))
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {

@@ -6,8 +6,9 @@
 //
 // # Structure
 //
-// Server is the public API (New, Serve, Shutdown, Stats, Health) and the composition of
-// parts, each a type with one job whose doc comment states its invariants and locking:
+// Server is the public API (New, Serve, Shutdown, Stats, Health, and for operators
+// Workers, Leader, Nodes, SetPaused and PausedTypes in operator.go) and the composition
+// of parts, each a type with one job whose doc comment states its invariants and locking:
 //   - connSet (connset.go): listeners, served connections, the admission limits
 //     (MaxConns, MaxHandshakes) and the connection goroutines;
 //   - conn (conn.go): one connection's reader and writer, its handshake and reply queue;

@@ -140,8 +140,9 @@ func (g *registry) registryOp(ctx context.Context, op func(context.Context) erro
 func (g *registry) workerEntries() map[string]string {
 	entries := map[string]string{}
 	g.router.subscribed(func(c *conn, w *workerState) {
-		v, _ := json.Marshal(workerEntry{Name: c.name, Remote: c.nc.RemoteAddr().String(), Types: w.types,
-			Credits: w.credits, InFlight: len(w.inflight), Since: w.since.UTC().Format(time.RFC3339)})
+		in := workerInfo(c, w) // what Workers reports, too
+		v, _ := json.Marshal(workerEntry{Name: in.Name, Remote: in.Remote, Types: in.Types,
+			Credits: in.Credits, InFlight: in.InFlight, Since: in.Since.UTC().Format(time.RFC3339)})
 		entries[fmt.Sprint(w.seq)] = string(v)
 	})
 	return entries

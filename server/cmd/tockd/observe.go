@@ -27,8 +27,8 @@ type observeConfig struct {
 }
 
 func (o *observeConfig) flags(fs *flag.FlagSet, sec *secrets) {
-	fs.StringVar(&o.adminAddr, "admin-addr", admin.DefaultAddr, `admin HTTP address: /metrics, /debug/pprof/, /healthz ("off": none)`)
-	sec.flag(fs, &o.adminToken, "admin-token", "bearer token the admin port wants on every endpoint but /healthz (default: none)")
+	fs.StringVar(&o.adminAddr, "admin-addr", admin.DefaultAddr, `admin HTTP address: /metrics, /debug/pprof/, /healthz, the web console at /console/ ("off": none)`)
+	sec.flag(fs, &o.adminToken, "admin-token", "bearer token the admin port wants on every endpoint but /healthz; the console's login, without which it is read-only (default: none)")
 	sec.flag(fs, &o.webhooks, "webhook", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
 	fs.StringVar(&o.webhookFormat, "webhook-format", string(notify.FormatJSON), "body of every -webhook: json or feishu (a Feishu/Lark card)")
 	sec.flag(fs, &o.webhookSecret, "webhook-secret", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
@@ -112,7 +112,7 @@ func (o *observeConfig) startAdmin(srv *tockd.Server, log *slog.Logger) (*admin.
 		return nil, nil, nil
 	}
 	adm, err := admin.New(admin.WithAddr(o.adminAddr), admin.WithSnapshot(srv.Stats),
-		admin.WithHealthy(srv.Health), admin.WithToken(o.adminToken), admin.WithLogger(log))
+		admin.WithHealthy(srv.Health), admin.WithToken(o.adminToken), admin.WithLogger(log), admin.WithConsole(srv))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -82,7 +82,7 @@ func TestSecretsNotServed(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/cmdline?debug=1", "/debug/pprof/",
-		"/", "/metrics", "/healthz", "/debug/pprof/goroutine?debug=2"} {
+		"/", "/metrics", "/healthz", "/debug/pprof/goroutine?debug=2", "/console/", "/console/tasks", "/console/types"} {
 		resp, err := hc.Get("http://" + adminAddr + path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
@@ -182,5 +182,30 @@ func TestHealthzIsWired(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "not serving") {
 		t.Fatalf("/healthz of a server that does not serve: %d %q, want 503 not serving", resp.StatusCode, b)
+	}
+}
+
+// TestConsoleIsWired: the admin port serves the web console of its tockd, read-only
+// without -admin-token.
+func TestConsoleIsWired(t *testing.T) {
+	srv, err := tockd.New(tockd.WithNodeName("wired-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	o := observeConfig{adminAddr: "127.0.0.1:0"}
+	adm, addr, err := o.startAdmin(srv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Shutdown(context.Background())
+	resp, err := (&http.Client{Timeout: tockdtest.Limit}).Get("http://" + addr.String() + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "node wired-node") || !strings.Contains(string(b), "read-only") {
+		t.Fatalf("/console/: %d %.300q, want this node's read-only overview", resp.StatusCode, b)
 	}
 }
