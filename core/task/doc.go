@@ -24,8 +24,9 @@
 // A worker checks both before it counts the attempt; a run over a limit is parked, DUE,
 // in that limiter's queue, and the worker moves on. When capacity frees (an attempt of
 // the key ends however it ends, a token comes due, a limit is raised or removed) the
-// earliest due waiter gets it and is queued again, never waiting under a lock (limits.go,
-// ratelimit.go, waitq.go). Both limits change at runtime (SetConcurrencyLimit,
+// earliest due waiter gets it and is queued again, never waiting under a lock: what the
+// queue has no room for waits in order in one overflow list that a single goroutine
+// hands on (limits.go, ratelimit.go, waitq.go). Both limits change at runtime (SetConcurrencyLimit,
 // SetRateLimit); Stats counts the runs waiting. A task with no key, of a type with no
 // rate limit, pays two loads for this and allocates nothing.
 //

@@ -174,6 +174,7 @@ type Engine struct {
 	rateByType   map[string]*rateLimiter
 	rateList     []*rateLimiter
 	limitWaiting atomic.Int64
+	overflow     overflow // run items let go while the queue was full (dispatch)
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)

@@ -227,22 +227,64 @@ func (e *Engine) grantLocked(l *concLimiter) {
 	}
 }
 
-// dispatch queues a run item that a limit has let go: at once if the queue has room,
-// and otherwise from a goroutine of its own that waits for room (or Close). It never
-// waits itself: its callers hold locks, or are workers, which would wait for themselves.
-// The goroutines are bounded by the slots and tokens granted while the queue is full.
+// dispatch queues a run item that a limit has let go: at once if the queue has room and
+// nothing waits in the overflow before it, and otherwise at the overflow's end, which
+// one goroutine (drainOverflow) hands on in order as the queue frees. It never waits
+// itself: its callers hold locks, or are workers, which would wait for themselves.
+// Cost: one uncontended lock and a non-blocking send; the overflow holds 32 B an item
+// (bounded by the runs limits hold, themselves bounded by Options.MaxTasks).
 func (e *Engine) dispatch(item runItem) {
-	select {
-	case e.runq <- item:
-		return
-	default:
+	o := &e.overflow
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.items) == o.head {
+		select {
+		case e.runq <- item:
+			return
+		default:
+		}
 	}
-	go func() {
+	o.items = append(o.items, item)
+	if !o.draining {
+		o.draining = true
+		go e.drainOverflow()
+	}
+}
+
+// overflow holds the run items that dispatch could not queue at once, oldest at head.
+type overflow struct {
+	mu       sync.Mutex
+	items    []runItem // guarded by mu; items[head:] wait
+	head     int       // guarded by mu
+	draining bool      // a drainOverflow goroutine runs; guarded by mu
+}
+
+// drainOverflow sends the overflow's items to the queue in order, waiting for room,
+// until it is empty (or the engine closes, which drops them, as Close drops what is
+// queued).
+func (e *Engine) drainOverflow() {
+	o := &e.overflow
+	for {
+		o.mu.Lock()
+		if o.head == len(o.items) || e.base.Err() != nil {
+			o.items, o.head, o.draining = nil, 0, false
+			o.mu.Unlock()
+			return
+		}
+		item := o.items[o.head]
+		o.items[o.head] = runItem{} // it names a record: do not keep it reachable
+		if o.head++; o.head >= shrinkAbove && 2*o.head >= len(o.items) {
+			// Compact, so that an overflow that never empties does not grow for good.
+			n := copy(o.items, o.items[o.head:])
+			clear(o.items[n:])
+			o.items, o.head = o.items[:n], 0
+		}
+		o.mu.Unlock()
 		select {
 		case e.runq <- item:
 		case <-e.base.Done():
 		}
-	}()
+	}
 }
 
 // SetConcurrencyLimit sets the limit of a concurrency key in a namespace ("" is

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // TestRateLimitHoldsOnTheFakeClock: with a limit of 1,000 runs/s and a burst of 5, a
@@ -120,4 +124,35 @@ func TestRateAndConcurrencyLimitsTogether(t *testing.T) {
 	if st := h.e.Stats(); st.LimitWaits != 1 {
 		t.Errorf("%d limit waits; want 1 (b, on its key)", st.LimitWaits)
 	}
+}
+
+// TestReleasedBacklogWaitsInOneQueue: removing a rate limit with thousands of runs
+// waiting, while the workers are busy and the queue is small, lets them all go without
+// a goroutine each: what the queue cannot take waits in the engine's overflow, in order,
+// for one goroutine to hand on; and every run starts once the workers are free.
+func TestReleasedBacklogWaitsInOneQueue(t *testing.T) {
+	const n = 3000
+	// Two workers are held by the burst's runs; the third parks the rest, and then is
+	// held by the first run let go.
+	h := newHarness(t, WithOptions(Options{Workers: 3, QueueSize: 16}))
+	release := make(chan struct{})
+	var started atomic.Int32
+	h.e.Register("slow", func(context.Context, *Run) error { started.Add(1); <-release; return nil })
+	if err := h.e.SetRateLimit("slow", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		h.submit(Task{ID: fmt.Sprint("s", i), Type: "slow", Schedule: At(epoch.Add(time.Duration(i) * time.Millisecond))})
+	}
+	h.fake.Advance(time.Duration(n) * time.Millisecond)
+	waitingOnLimit(t, h.e, n-2) // two took the burst
+	before := runtime.NumGoroutine()
+	if err := h.e.SetRateLimit("slow", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if extra := runtime.NumGoroutine() - before; extra > 10 {
+		t.Errorf("letting %d runs go started %d goroutines", n-2, extra)
+	}
+	close(release)
+	waitfor.Until(t, fmt.Sprintf("%d runs started", n), func() bool { return started.Load() == n })
 }
