@@ -113,3 +113,11 @@ func BenchmarkEngineOneShot(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkEngineLimits(b *testing.B) {
+	for _, impl := range []string{"none", "key", "rate", "key+rate", "keywait"} {
+		for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e5", 1e5}) {
+			b.Run("impl="+impl+"/"+sz.Name, func(b *testing.B) { EngineLimits(b, sz.N, impl) })
+		}
+	}
+}

@@ -23,6 +23,38 @@ import (
 // CPU spent per task much less. One unmeasured pass runs first. There is no in-process
 // peer: the goal is a rate (DESIGN.md).
 func EngineOneShot(b *testing.B, n int, delay time.Duration, opts ...task.Option) {
+	engineRuns(b, n, delay, nil, nil, opts...)
+}
+
+// EngineLimits is EngineOneShot's workload (tasks due at once) under the engine's limits
+// (limits=impl): none; key, every task naming one concurrency key whose limit
+// (task.MaxConcurrencyLimit) is never reached, so each run takes and gives back a slot;
+// rate, a rate limit on the type that is never reached (task.MaxRate, task.MaxBurst),
+// so each run takes a token; key+rate, both; keywait, one key with limit 4 under 16
+// workers, so most runs wait for a slot and are queued again when one frees. Set beside
+// none, key and rate are the price of a limit's check per run (cpu-ns/task), keywait
+// that of waiting.
+func EngineLimits(b *testing.B, n int, impl string) {
+	var key *task.Concurrency
+	switch impl {
+	case "key", "key+rate":
+		key = &task.Concurrency{Key: "k", Limit: task.MaxConcurrencyLimit}
+	case "keywait":
+		key = &task.Concurrency{Key: "k", Limit: 4}
+	}
+	prepare := func(e *task.Engine) {
+		if impl == "rate" || impl == "key+rate" {
+			if err := e.SetRateLimit("noop", task.MaxRate, task.MaxBurst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	engineRuns(b, n, 0, prepare, func(t *task.Task) { t.Concurrency = key }, task.WithWorkers(16))
+}
+
+// engineRuns is EngineOneShot's body: prepare, if set, readies each pass's engine, and
+// decorate each task before its Submit.
+func engineRuns(b *testing.B, n int, delay time.Duration, prepare func(*task.Engine), decorate func(*task.Task), opts ...task.Option) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("task-%d", i)
@@ -46,6 +78,9 @@ func EngineOneShot(b *testing.B, n int, delay time.Duration, opts ...task.Option
 			}
 			return nil
 		})
+		if prepare != nil {
+			prepare(e)
+		}
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -58,7 +93,11 @@ func EngineOneShot(b *testing.B, n int, delay time.Duration, opts ...task.Option
 			go func() {
 				defer wg.Done()
 				for i := p * n / procs; i < (p+1)*n/procs; i++ {
-					if _, err := e.Submit(task.Task{ID: ids[i], Type: "noop", Schedule: task.After(delay)}); err != nil {
+					t := task.Task{ID: ids[i], Type: "noop", Schedule: task.After(delay)}
+					if decorate != nil {
+						decorate(&t)
+					}
+					if _, err := e.Submit(t); err != nil {
 						b.Error(err)
 						return
 					}

@@ -54,6 +54,9 @@ type config struct {
 	batch       int
 	workers     int
 	concurrency int
+	concKey     string        // -concurrency-key: every task under it ("" none)
+	concLimit   int           // -concurrency-limit: the key's limit
+	work        time.Duration // -work: each run's time in its handler
 	addr        string
 	durable     bool
 	grace       time.Duration
@@ -176,6 +179,9 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.batch, "batch", 500, "tasks per submit call (server: per SUBMIT_BATCH, 1: plain SUBMIT; beanstalkd: puts pipelined together)")
 	fs.IntVar(&c.workers, "workers", 1, "server: Worker connections")
 	fs.IntVar(&c.concurrency, "concurrency", 8192, "server: concurrent runs (credits) per Worker")
+	fs.StringVar(&c.concKey, "concurrency-key", "", "core, server: every task under this concurrency key (the summary gives the most runs its handlers saw at once)")
+	fs.IntVar(&c.concLimit, "concurrency-limit", 0, "with -concurrency-key: the key's limit (0: the key's own, 1 for a new key)")
+	fs.DurationVar(&c.work, "work", 0, "each run sleeps this long in its handler (0: returns at once)")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7450", "server: tockd's address")
 	fs.BoolVar(&c.durable, "durable", false, "server: durable tasks (tockd needs -data-dir or -etcd); beanstalkd: started with a binlog fsynced on every write")
 	fs.DurationVar(&c.grace, "grace", 5*time.Second, "count a task lost once this long has passed since the last deadline and since the last run seen")
@@ -259,6 +265,14 @@ func (c *config) validate() error {
 		return fmt.Errorf("-server-profile-seconds %d outside [1, %d]", c.serverProfileSecs, maxServerProfileSecs)
 	case c.submitRetry < 0:
 		return fmt.Errorf("-submit-retry %v must not be negative", c.submitRetry)
+	case c.work < 0:
+		return fmt.Errorf("-work %v must not be negative", c.work)
+	case c.concLimit != 0 && c.concKey == "":
+		return errors.New("-concurrency-limit goes with -concurrency-key")
+	case c.concLimit < 0 || c.concLimit > task.MaxConcurrencyLimit:
+		return fmt.Errorf("-concurrency-limit %d outside [0, %d]", c.concLimit, task.MaxConcurrencyLimit)
+	case c.concKey != "" && has("beanstalkd"):
+		return errors.New("-concurrency-key needs -target core or server (beanstalkd has no concurrency keys)")
 	case c.chaosKills < 0:
 		return fmt.Errorf("-chaos-kills %d must not be negative", c.chaosKills)
 	}
@@ -303,6 +317,9 @@ type result struct {
 	ServerProfile    string       `json:"server_profile,omitempty"`
 	ServerProfileErr string       `json:"server_profile_error,omitempty"`
 	Chaos            *chaosReport `json:"chaos,omitempty"`
+	// MostAtOnce is the most runs the target's handlers were in at once (a handler is in
+	// a run from its start to its return, when the ACK goes out).
+	MostAtOnce int64 `json:"most_runs_at_once"`
 	// Unconfirmed is, for a durable server run, the tasks with no confirmed ACK at the end
 	// (after waiting a grace for them): each one's end was recorded before the answer was
 	// lost, or the cluster still owes it a run (its record is still in etcd).
@@ -369,6 +386,7 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(w, "  tasks with no confirmed ACK at the end: %d (recorded done with the answer lost, or still owed a run)\n", r.Unconfirmed)
 	}
 	fmt.Fprintf(w, "  fired %d (unique %d) in %.3fs (%.0f/s end to end)\n", c.Fired, c.Unique, r.RunSecs, r.EndToEnd)
+	fmt.Fprintf(w, "  most runs at once in the handlers: %d\n", r.MostAtOnce)
 	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d  after grace %d\n",
 		c.Lost, c.Early, c.Duplicates, c.Strays, r.Foreign, c.AfterGrace)
 	fmt.Fprintf(w, "  lateness p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",

@@ -56,9 +56,13 @@ func run(ctx context.Context, c config) (*result, error) {
 	clk := clock{t0: time.Now()}
 	rec := NewRecorder(c.tasks)
 	runTag := uint64(clk.t0.UnixNano()) // tells this run's tasks from another's left on a server
-	var foreign, acked atomic.Int64
-	ack := func() { acked.Add(1) }
+	var foreign, acked, atOnce, mostAtOnce atomic.Int64
+	// Every target calls handle as a run starts and ack as it ends, in pairs (beanstalkd
+	// leaves a run whose delete failed counted: its connection is gone).
+	ack := func() { atOnce.Add(-1); acked.Add(1) }
 	handle := func(p []byte) {
+		for n, m := atOnce.Add(1), mostAtOnce.Load(); n > m && !mostAtOnce.CompareAndSwap(m, n); m = mostAtOnce.Load() {
+		}
 		ran := clk.now()
 		run, i, due, ok := decodePayload(p)
 		if ok && run != runTag {
@@ -69,6 +73,9 @@ func run(ctx context.Context, c config) (*result, error) {
 			i = -1
 		}
 		rec.Record(i, due, ran)
+		if c.work > 0 {
+			time.Sleep(c.work)
+		}
 	}
 
 	tg, err := newTarget(ctx, c, clk, runTag, rec, hooks{handle: handle, ack: ack})
@@ -204,6 +211,7 @@ waiting:
 		RunSecs:    time.Duration(end - start).Seconds(),
 		TimedOut:   timedOut,
 		Foreign:    foreign.Load(),
+		MostAtOnce: mostAtOnce.Load(),
 		Counts:     rec.Summary(),
 		Throughput: ticks,
 		Notes:      tg.notes(),
@@ -240,6 +248,10 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 	pstart := clk.now()
 	slab := make([]byte, c.batch*c.payload)
 	ts := make([]task.Task, 0, c.batch)
+	var conc *task.Concurrency // shared: the target copies it (the engine, or the wire)
+	if c.concKey != "" {
+		conc = &task.Concurrency{Key: c.concKey, Limit: c.concLimit}
+	}
 	retry := task.RetryPolicy{MaxAttempts: c.attempts, InitialBackoff: c.backoff,
 		MaxBackoff: 20 * c.backoff, Multiplier: 1.5, Jitter: 0.5}
 	for i := lo; i < hi && ctx.Err() == nil; {
@@ -265,11 +277,12 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 			p := slab[(k-i)*c.payload : (k-i+1)*c.payload]
 			encodePayload(p, runTag, k, due)
 			ts = append(ts, task.Task{
-				ID:       tag + "-" + strconv.Itoa(k),
-				Type:     taskType,
-				Payload:  p,
-				Schedule: task.At(time.Unix(0, due)),
-				Retry:    retry,
+				ID:          tag + "-" + strconv.Itoa(k),
+				Type:        taskType,
+				Payload:     p,
+				Schedule:    task.At(time.Unix(0, due)),
+				Retry:       retry,
+				Concurrency: conc,
 			})
 		}
 		errs, err := submit(ctx, i, ts)

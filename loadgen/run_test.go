@@ -43,6 +43,24 @@ func TestCoreTargetSmall(t *testing.T) {
 	runClean(t, 30*time.Second, "-target", "core", "-tasks", "2000", "-window", "50ms", "-producers", "2", "-payload", "64")
 }
 
+// TestConcurrencyKeyWorkload: with every task under one concurrency key of limit 3 and
+// runs of 1 ms, the core target and one tockd run every task once, and the handlers
+// never see more than 3 runs at once, and see 3 (the slots are used); the summary says
+// how many they saw.
+func TestConcurrencyKeyWorkload(t *testing.T) {
+	srv := tockdtest.Start(t)
+	for _, target := range []string{"core", "server"} {
+		_, res, out := runClean(t, 60*time.Second, "-target", target, "-addr", srv.Addr, "-tasks", "1500", "-producers", "2", "-payload", "64",
+			"-work", "1ms", "-concurrency-key", "db", "-concurrency-limit", "3")
+		if res.MostAtOnce != 3 {
+			t.Errorf("%s: %d runs at once under a key of limit 3; want 3", target, res.MostAtOnce)
+		}
+		if !strings.Contains(out, "most runs at once") {
+			t.Errorf("%s: summary without the runs at once:\n%s", target, out)
+		}
+	}
+}
+
 func TestPayloadRoundTrip(t *testing.T) {
 	p := make([]byte, minPayload)
 	encodePayload(p, 99, 12345, -7)
@@ -67,6 +85,10 @@ func TestFlagsValidate(t *testing.T) {
 		{"-target", "core,"},
 		{"-target", "core,server", "-durable"},
 		{"-payload", "2000000"},
+		{"-concurrency-limit", "3"},
+		{"-work", "-1s"},
+		{"-target", "beanstalkd", "-concurrency-key", "k"},
+		{"-concurrency-key", "k", "-concurrency-limit", "-1"},
 		{"-beanstalkd-workers", "0"},
 		{"-beanstalkd-pipeline", "0"},
 		{"-beanstalkd-ttr", "1500ms"},

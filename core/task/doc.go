@@ -17,6 +17,19 @@
 // with a dead letter. Every move follows the table in states.go; an illegal one is an
 // error and is never applied.
 //
+// # Limits
+//
+// A task may name a concurrency key (Task.Concurrency: at most the key's limit of runs at
+// once, in its namespace) and a type may have a rate limit (SetRateLimit: a token bucket).
+// A worker checks both before it counts the attempt; a run over a limit is parked, DUE,
+// in that limiter's queue, and the worker moves on. When capacity frees (an attempt of
+// the key ends however it ends, a token comes due, a limit is raised or removed) the
+// earliest due waiter gets it and is queued again, never waiting under a lock: what the
+// queue has no room for waits in order in one overflow list that a single goroutine
+// hands on (limits.go, ratelimit.go, waitq.go). Both limits change at runtime (SetConcurrencyLimit,
+// SetRateLimit); Stats counts the runs waiting. A task with no key, of a type with no
+// rate limit, pays two loads for this and allocates nothing.
+//
 // # Invariants
 //
 //   - A record is in exactly one shard's slot table, under the slot its timers carry as
@@ -37,6 +50,15 @@
 //     are armed in the past, where the misfire policy takes them. A requeued dead
 //     occurrence is no occurrence of the schedule: while it is armed or running,
 //     rare.resume holds the next one, which the task returns to afterwards.
+//   - A RUNNING record of a task with a concurrency key holds one slot of its key's
+//     limiter, from its worker's first locked section to the end of the attempt
+//     (finishAttempt, or retire when it is cancelled, dropped or replaced); a limiter's
+//     slots held are those plus the waiting runs granted one on their way to a worker,
+//     and runs wait only while the slots held reach the limit (concLimiter). Over any
+//     span d, at most burst + d × rate runs of a rate-limited type start (rateLimiter).
+//     A parked run's record stays DUE and in phaseQueued: its queued item is the
+//     limiter's now; it is not reused meanwhile, and a run cancelled while it waits is
+//     found stale when its turn comes, passing on what it was granted.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
 //     shard's lock can refer to it (record.recyclable, reuse.go): its attempt phase is
@@ -57,6 +79,11 @@
 //     own timer whether or not the handler returns, and a new worker takes the stuck
 //     one's place (Options.MaxHungWorkers bounds the goroutines left behind); retries are
 //     bounded by the RetryPolicy and end in the dead-letter queue.
+//   - Limits hold runs back and never fail them: a run that waits for a slot or a token
+//     uses no attempt, and waiting runs start in due-time order (a run that reaches its
+//     worker while capacity is free takes it, as with any dispatcher).
+//     Options.MaxConcurrencyKeys bounds the keys in use; a key's limiter is dropped
+//     once no record names it and no runtime limit is set on it.
 //   - Back-pressure: Options.QueueSize bounds due tasks waiting for a worker (the timer
 //     pool waits when it is full); Options.MaxTasks bounds records and
 //     Options.MaxPayloadBytes their payloads' bytes (Submit returns ErrOverloaded); the

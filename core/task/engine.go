@@ -106,6 +106,7 @@ type shard struct {
 	deferredDur histogram
 	// counters, guarded by mu
 	submitted, succeeded, failed, retried, dead, cancelled, timedOut, misfired uint64
+	limitWaits                                                                 uint64 // runs parked by a limit
 	_                                                                          [64]byte
 }
 
@@ -151,6 +152,7 @@ type Engine struct {
 	hDue   timer.Handler // a task's occurrence or retry is due
 	hLimit timer.Handler // a running attempt's timeout has passed
 	hDrop  timer.Handler // a finished task's retention has passed
+	hRate  timer.Handler // a rate limit lets its next waiting run start
 	shards [numShards]shard
 	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
@@ -161,6 +163,18 @@ type Engine struct {
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write
 	fallback atomic.Pointer[Handler]            // for types with no handler; nil: none
 	regMu    sync.Mutex
+
+	// Limits (limits.go, ratelimit.go). rates holds the enabled rate limits by type,
+	// copy-on-write, nil when there are none (a run's fast path); rateByType and
+	// rateList hold every type's limiter ever made, by type and by index (the wake
+	// timer's argument), guarded by ratesMu. limitWaiting counts the runs parked.
+	keys         keyTable
+	rates        atomic.Pointer[map[string]*rateLimiter]
+	ratesMu      sync.Mutex
+	rateByType   map[string]*rateLimiter
+	rateList     []*rateLimiter
+	limitWaiting atomic.Int64
+	overflow     overflow // run items let go while the queue was full (dispatch)
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
@@ -178,9 +192,10 @@ type Engine struct {
 }
 
 type runItem struct {
-	sh    *shard
-	rec   *record
-	runID uint64
+	sh     *shard
+	rec    *record
+	runID  uint64
+	passed gates // the limits it has passed (limits.go); none when first queued
 }
 
 // New starts an engine: its timer scheduler and Options.Workers worker goroutines.
@@ -198,7 +213,8 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("task: timers: %w", err)
 	}
 	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
-		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64()}
+		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64(),
+		keys: keyTable{m: map[concKey]*concLimiter{}, max: o.MaxConcurrencyKeys}, rateByType: map[string]*rateLimiter{}}
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
 	e.handlers.Store(&handlers)
@@ -209,6 +225,7 @@ func New(opts ...Option) (*Engine, error) {
 	e.hDue, _ = timers.Register(e.onDue)
 	e.hLimit, _ = timers.Register(e.onTimeout)
 	e.hDrop, _ = timers.Register(e.onDrop)
+	e.hRate, _ = timers.Register(e.onRateWake)
 	for i := 0; i < o.Workers; i++ {
 		e.startWorker()
 	}
@@ -347,6 +364,17 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 				ErrOverloaded, n, held-n, e.opts.MaxPayloadBytes)
 		}
 	}
+	if t.Concurrency != nil {
+		// The caller's value is replaced by the engine's before the record is in the table.
+		c, err := e.resolveKey(t.Namespace, t.Concurrency)
+		if err != nil {
+			e.payloads.Add(-int64(len(t.Payload)))
+			e.recycle(rec)
+			sh.mu.Unlock()
+			return Info{}, err
+		}
+		rec.task.Concurrency = c
+	}
 	if old != nil {
 		// The replacement is another record: a run of the old version still in its
 		// handler keeps reading the old, unchanged Task (the old record is kept from
@@ -416,6 +444,9 @@ func (e *Engine) retire(sh *shard, rec *record) {
 		rec.attempt.ctx.cancel(context.Canceled)
 		rec.abandon()
 		rec.attempt = nil
+		if c := rec.task.Concurrency; c != nil {
+			e.releaseSlot(c.lim)
+		}
 	}
 	rec.runID = 0
 }
@@ -430,6 +461,9 @@ func (e *Engine) remove(sh *shard, rec *record) {
 	sh.tasks--
 	if n := len(rec.task.Payload); n > 0 {
 		e.payloads.Add(-int64(n))
+	}
+	if c := rec.task.Concurrency; c != nil {
+		e.unrefKey(c)
 	}
 	e.recycle(rec)
 }
@@ -603,7 +637,8 @@ func decodeCursor(c string) (key, error) {
 
 // Stats returns the counters. Cost: O(shards + workers).
 func (e *Engine) Stats() Stats {
-	st := Stats{Queued: len(e.runq), HungWorkers: int(e.hung.Load()), DeadLetters: e.dlq.Len(), DLQEvicted: e.dlq.Evicted()}
+	st := Stats{Queued: len(e.runq), HungWorkers: int(e.hung.Load()), DeadLetters: e.dlq.Len(), DLQEvicted: e.dlq.Evicted(),
+		WaitingOnLimit: int(e.limitWaiting.Load())}
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
@@ -616,6 +651,7 @@ func (e *Engine) Stats() Stats {
 		st.Cancelled += sh.cancelled
 		st.TimedOut += sh.timedOut
 		st.Misfired += sh.misfired
+		st.LimitWaits += sh.limitWaits
 		st.Duration.add(&sh.deferredDur)
 		sh.mu.Unlock()
 	}

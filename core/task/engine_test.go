@@ -49,15 +49,19 @@ func newHarnessAt(t *testing.T, start time.Time, opts ...Option) *harness {
 		t.Fatal(err)
 	}
 	h.e = e
-	t.Cleanup(func() {
-		if err := e.verify(); err != nil {
-			t.Error(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
-		defer cancel()
-		e.Close(ctx)
-	})
+	t.Cleanup(func() { verifyAndClose(t, e) })
 	return h
+}
+
+// verifyAndClose checks e's tables (verify) and closes it: every test engine's cleanup.
+func verifyAndClose(t *testing.T, e *Engine) {
+	t.Helper()
+	if err := e.verify(); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	e.Close(ctx)
 }
 
 // wait returns the first event of kind for task id not returned before; events of other

@@ -218,7 +218,7 @@ func (e *Engine) verify() error {
 	if held := e.payloads.Load(); held != payloads {
 		return fmt.Errorf("payload bytes held: counter %d, records %d", held, payloads)
 	}
-	return nil
+	return e.verifyKeys()
 }
 
 // verify checks one shard's table. Requires sh.mu.

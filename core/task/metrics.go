@@ -130,6 +130,11 @@ type Stats struct {
 	HungWorkers int // workers left running a handler past its timeout
 	DeadLetters int // entries in the dead-letter queue
 	DLQEvicted  uint64
+	// WaitingOnLimit counts the runs due but held back by a concurrency key's or a
+	// rate limit now; LimitWaits, the times a run was held back (a run held by both
+	// counts twice).
+	WaitingOnLimit int
+	LimitWaits     uint64
 
 	Lateness Histogram // attempt start minus due time
 	Duration Histogram // attempt run time

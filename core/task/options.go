@@ -49,6 +49,10 @@ type Options struct {
 	// DLQCapacity bounds the dead-letter queue; the oldest entry is evicted when it is full.
 	// Default DefaultDLQCapacity.
 	DLQCapacity int
+	// MaxConcurrencyKeys bounds the concurrency keys in use at once (Task.Concurrency,
+	// SetConcurrencyLimit): each holds a limiter of about 150 B while a task names it.
+	// A Submit naming a new key past it returns ErrOverloaded. Default 1,000,000.
+	MaxConcurrencyKeys int
 	// Timer configures the underlying timer scheduler (the clock is always Clock).
 	Timer []timer.Option
 	// OnEvent, if set, is called synchronously for every state change, from the goroutine
@@ -120,6 +124,9 @@ func (o *Options) setDefaults() {
 	if o.DLQCapacity == 0 {
 		o.DLQCapacity = DefaultDLQCapacity
 	}
+	if o.MaxConcurrencyKeys == 0 {
+		o.MaxConcurrencyKeys = 1_000_000
+	}
 }
 
 func (o *Options) validate() error {
@@ -142,6 +149,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: MisfireThreshold %v is negative", ErrInvalidOption, o.MisfireThreshold)
 	case o.DLQCapacity < 0:
 		return fmt.Errorf("%w: DLQCapacity %d is negative", ErrInvalidOption, o.DLQCapacity)
+	case o.MaxConcurrencyKeys < 0:
+		return fmt.Errorf("%w: MaxConcurrencyKeys %d is negative", ErrInvalidOption, o.MaxConcurrencyKeys)
 	}
 	return nil
 }

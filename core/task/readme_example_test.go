@@ -22,7 +22,10 @@ func Example_readme() {
 		Schedule: task.Cron("0 0 2 * * *", berlin), // at / after / every / cron with seconds
 		Retry:    task.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, Jitter: 0.2},
 		Timeout:  time.Minute, // a context deadline, enforced even if ignored
+		// at most 2 runs at once of tasks naming this key; more wait, using no attempt
+		Concurrency: &task.Concurrency{Key: "warehouse-db", Limit: 2},
 	})
+	err = e.SetRateLimit("report:daily", 50, 10) // at most 50 runs a second, 10 at once
 	// README.md end
 	_ = err
 }

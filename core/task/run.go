@@ -201,18 +201,30 @@ func (e *Engine) queueNow(sh *shard, rec *record, dueNs int64) bool {
 func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	sh, rec := item.sh, item.rec
 	sh.mu.Lock()
-	if rec.runID != item.runID || setState(rec, Running) != nil {
+	if rec.runID != item.runID || !canTransition(rec.state, Running) {
 		// Cancelled, dropped or replaced while queued: this item was the last thing to
-		// refer to the record if it is no longer in the table.
+		// refer to the record if it is no longer in the table. A slot a limit granted
+		// it passes on.
 		rec.setPhase(phaseIdle)
+		if item.passed&gateSlot != 0 {
+			e.releaseSlot(rec.task.Concurrency.lim)
+		}
 		if sh.slots[rec.slot] != rec {
 			e.recycle(rec)
 		}
 		sh.mu.Unlock()
 		return false
 	}
-	rec.setPhase(phaseRunning)
+	// Limits come before the attempt is counted: a run held back uses none. Without a
+	// concurrency key and with no rate limit anywhere, this is two loads. The rate limit
+	// reads the attempt's start time.
 	startNs := e.clock.Now()
+	if (rec.task.Concurrency != nil || e.rates.Load() != nil) && !e.gate(&item, startNs) {
+		sh.mu.Unlock()
+		return false // parked: the limiter queues the item again when it lets it go
+	}
+	rec.state = Running // the move checked above
+	rec.setPhase(phaseRunning)
 	rec.attempts++
 	rec.runs++
 	rec.startNs = startNs
@@ -329,6 +341,9 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 		RunID: rec.runID}
 	if rec.rare != nil {
 		rec.rare.earlyErr = nil
+	}
+	if c := t.Concurrency; c != nil {
+		e.releaseSlot(c.lim)
 	}
 	rec.runID = 0
 	if err == nil {

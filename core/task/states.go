@@ -13,7 +13,7 @@ type State uint8
 
 const (
 	Pending   State = iota + 1 // waiting for its due time (a timer is armed)
-	Due                        // its timer fired; waiting for a worker
+	Due                        // its timer fired; waiting for a worker, or for a limit (limits.go)
 	Running                    // a handler is executing an attempt
 	Succeeded                  // a one-shot task's attempt returned nil
 	Failed                     // an attempt failed and a retry is scheduled after a backoff

@@ -33,6 +33,11 @@ type Task struct {
 	// the server that dispatches it. The engine alone needs nothing more (a task never has
 	// two attempts at once); a server carries it out (see server/tockd).
 	Exclusive bool // beside Misfire: one byte, in what was padding
+	// Concurrency, if set, puts the task under a concurrency key: at most the key's limit
+	// of its tasks' runs at once (limits.go). The engine keeps its own value, shared by
+	// the key's tasks of the same Limit; the one it hands out (Info, Run, DeadLetter) is
+	// read-only. One pointer, so that tasks without a key carry 8 B for it.
+	Concurrency *Concurrency
 	// Version implements optimistic replacement: submitting an existing ID succeeds only
 	// with a higher Version, and replaces the task.
 	Version uint64
@@ -76,6 +81,11 @@ func (t *Task) normalize(maxPayload int) error {
 		return fmt.Errorf("%w: payload of %d bytes exceeds Options.MaxPayload (%d)", ErrInvalidTask, len(t.Payload), maxPayload)
 	case t.Timeout < 0 || t.Timeout > MaxTimeout:
 		return fmt.Errorf("%w: timeout %v outside [0, %v]", ErrInvalidTask, t.Timeout, MaxTimeout)
+	}
+	if t.Concurrency != nil {
+		if err := validateConcurrency(t.Concurrency); err != nil {
+			return fmt.Errorf("task %q: %w", t.ID, err)
+		}
 	}
 	if err := t.Schedule.Validate(); err != nil {
 		return fmt.Errorf("task %q: %w", t.ID, err)

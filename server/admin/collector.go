@@ -89,6 +89,8 @@ var metrics = slices.Concat([]metric{
 		func(s *tockd.Stats) float64 { return float64(s.Engine.LateResults) }),
 	counter("dead_letters_evicted_total", "Dead letters dropped, oldest first, because the dead-letter queue was full.",
 		func(s *tockd.Stats) float64 { return float64(s.Engine.DLQEvicted) }),
+	counter("limit_waits_total", "Times a due run was held back by a concurrency key's limit (or an engine rate limit).",
+		func(s *tockd.Stats) float64 { return float64(s.Engine.LimitWaits) }),
 
 	// Engine gauges.
 	gauge("tasks", "Task records held by the engine (pending, due, running, retained).",
@@ -101,6 +103,8 @@ var metrics = slices.Concat([]metric{
 		func(s *tockd.Stats) float64 { return float64(s.Engine.HungWorkers) }),
 	gauge("dead_letters", "Entries in the dead-letter queue.",
 		func(s *tockd.Stats) float64 { return float64(s.Engine.DeadLetters) }),
+	gauge("waiting_on_limit", "Due runs held back by a concurrency key's limit (or an engine rate limit) now.",
+		func(s *tockd.Stats) float64 { return float64(s.Engine.WaitingOnLimit) }),
 
 	// Server.
 	gauge("connections", "Connections served now, clients and workers.",

@@ -32,6 +32,8 @@ var wantScalars = map[string]struct {
 	"tock_tasks_misfired_total":       {dto.MetricType_COUNTER, 1010},
 	"tock_late_results_total":         {dto.MetricType_COUNTER, 1011},
 	"tock_dead_letters_evicted_total": {dto.MetricType_COUNTER, 1012},
+	"tock_limit_waits_total":          {dto.MetricType_COUNTER, 1013},
+	"tock_waiting_on_limit":           {dto.MetricType_GAUGE, 2006},
 	"tock_tasks":                      {dto.MetricType_GAUGE, 2001},
 	"tock_queue_depth":                {dto.MetricType_GAUGE, 2002 + 3003}, // engine Queued + server Waiting
 	"tock_running":                    {dto.MetricType_GAUGE, 2003},

@@ -27,7 +27,7 @@ func fixedStats() tockd.Stats {
 		Engine: task.Stats{
 			Submitted: 1001, Started: 1002, Succeeded: 1003, Failed: 1004, Retried: 1005,
 			Dead: 1006, Cancelled: 1007, TimedOut: 1008, Panics: 1009, Misfired: 1010,
-			LateResults: 1011, DLQEvicted: 1012,
+			LateResults: 1011, DLQEvicted: 1012, LimitWaits: 1013, WaitingOnLimit: 2006,
 			Tasks: 2001, Queued: 2002, Running: 2003, HungWorkers: 2004, DeadLetters: 2005,
 			Lateness: task.Histogram{
 				Bounds: []time.Duration{50 * time.Microsecond, time.Millisecond, 250 * time.Millisecond, time.Second},

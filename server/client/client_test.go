@@ -339,3 +339,25 @@ func TestReadLargePayloads(t *testing.T) {
 		}
 	}
 }
+
+// A task's concurrency key and limit go to the server with Submit and come back with
+// Get; a key-less Concurrency is refused before anything is sent, naming the field.
+func TestSubmitCarriesConcurrency(t *testing.T) {
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	ctx := bounded(t)
+	tk := oneShot("k", "t", time.Hour)
+	tk.Concurrency = &task.Concurrency{Key: "db", Limit: 2}
+	if _, err := c.Submit(ctx, tk, protocol.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Get(ctx, "", "k")
+	if err != nil || in.Task.ConcurrencyKey != "db" || in.Task.ConcurrencyLimit != 2 {
+		t.Fatalf("Get = %+v, %v; want concurrency key db, limit 2", in.Task, err)
+	}
+	tk.ID, tk.Concurrency = "nokey", &task.Concurrency{Limit: 2}
+	var pe *protocol.Error
+	if _, err := c.Submit(ctx, tk, protocol.Ephemeral); !errors.As(err, &pe) || pe.Field != "concurrency_key" {
+		t.Errorf("a Concurrency without a key: %v; want an error naming concurrency_key", err)
+	}
+}

@@ -47,6 +47,12 @@ func ToTask(w *Task) (task.Task, error) {
 		return task.Task{}, invalid("timeout_ns", "%d outside [0, %d]", w.Timeout, int64(task.MaxTimeout))
 	case w.Misfire != task.MisfireFireOnce && w.Misfire != task.MisfireSkip:
 		return task.Task{}, bad("misfire", "must be %q or %q", misfireNames[task.MisfireFireOnce], misfireNames[task.MisfireSkip])
+	case len(w.ConcurrencyKey) > task.MaxConcurrencyKeyLen || !utf8.ValidString(w.ConcurrencyKey):
+		return task.Task{}, invalid("concurrency_key", "must be valid UTF-8 of at most %d bytes", task.MaxConcurrencyKeyLen)
+	case w.ConcurrencyLimit > task.MaxConcurrencyLimit:
+		return task.Task{}, invalid("concurrency_limit", "%d outside [0, %d]", w.ConcurrencyLimit, task.MaxConcurrencyLimit)
+	case w.ConcurrencyLimit != 0 && w.ConcurrencyKey == "":
+		return task.Task{}, invalid("concurrency_limit", "set without a concurrency_key")
 	}
 	s, err := toSchedule(&w.Schedule)
 	if err != nil {
@@ -60,17 +66,22 @@ func ToTask(w *Task) (task.Task, error) {
 	if ns == "" {
 		ns = task.DefaultNamespace
 	}
+	var conc *task.Concurrency
+	if w.ConcurrencyKey != "" {
+		conc = &task.Concurrency{Key: w.ConcurrencyKey, Limit: int(w.ConcurrencyLimit)}
+	}
 	return task.Task{
-		Namespace: ns,
-		ID:        w.ID,
-		Type:      w.Type,
-		Payload:   w.Payload,
-		Schedule:  s,
-		Retry:     r,
-		Timeout:   time.Duration(w.Timeout),
-		Exclusive: w.Exclusive,
-		Misfire:   w.Misfire,
-		Version:   w.Version,
+		Namespace:   ns,
+		ID:          w.ID,
+		Type:        w.Type,
+		Payload:     w.Payload,
+		Schedule:    s,
+		Retry:       r,
+		Timeout:     time.Duration(w.Timeout),
+		Exclusive:   w.Exclusive,
+		Misfire:     w.Misfire,
+		Concurrency: conc,
+		Version:     w.Version,
 	}, nil
 }
 
@@ -233,6 +244,15 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 	}
 	if t.Retry.MaxAttempts < 0 {
 		return Task{}, newError(CodeBadField, "retry.max_attempts", "negative")
+	}
+	if c := t.Concurrency; c != nil {
+		switch {
+		case c.Key == "":
+			return Task{}, newError(CodeInvalidTask, "concurrency_key", "empty: a task.Concurrency needs a Key")
+		case c.Limit < 0:
+			return Task{}, newError(CodeInvalidTask, "concurrency_limit", fmt.Sprintf("%d is negative", c.Limit))
+		}
+		w.ConcurrencyKey, w.ConcurrencyLimit = c.Key, uint64(c.Limit)
 	}
 	s := t.Schedule
 	w.Schedule = Schedule{Kind: s.Kind}

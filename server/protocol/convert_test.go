@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"reflect"
@@ -15,6 +16,8 @@ func TestToTaskFromTask(t *testing.T) {
 		{ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindAt, At: 1_700_000_000_123_456_789}, Durability: Ephemeral},
 		{Namespace: "n", ID: "a", Type: "b", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Second), Anchor: task.FixedDelay}, Durability: Durable},
 		{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: true},
+		{ID: "c", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Ephemeral, ConcurrencyKey: "db", ConcurrencyLimit: 3},
+		{ID: "c", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Ephemeral, ConcurrencyKey: "db"},
 	} {
 		ct, err := ToTask(&w)
 		if err != nil {
@@ -58,6 +61,10 @@ func TestToTaskErrors(t *testing.T) {
 		{"short interval", func(w *Task) { w.Schedule = Schedule{Kind: task.KindEvery, Interval: 10} }, CodeInvalidTask, "schedule.interval"},
 		{"bad cron", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "61 * * * *"} }, CodeInvalidTask, "schedule.cron"},
 		{"bad tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "Mars/Olympus"} }, CodeBadField, "schedule.tz"},
+		{"long concurrency key", func(w *Task) { w.ConcurrencyKey = string(make([]byte, task.MaxConcurrencyKeyLen+1)) }, CodeInvalidTask, "concurrency_key"},
+		{"bad utf8 concurrency key", func(w *Task) { w.ConcurrencyKey = "\xff" }, CodeInvalidTask, "concurrency_key"},
+		{"huge concurrency limit", func(w *Task) { w.ConcurrencyKey, w.ConcurrencyLimit = "k", task.MaxConcurrencyLimit+1 }, CodeInvalidTask, "concurrency_limit"},
+		{"concurrency limit without a key", func(w *Task) { w.ConcurrencyLimit = 2 }, CodeInvalidTask, "concurrency_limit"},
 		{"local tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "Local"} }, CodeBadField, "schedule.tz"},
 		{"traversal tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "../../etc/passwd"} }, CodeBadField, "schedule.tz"},
 		{"attempts", func(w *Task) { w.Retry.MaxAttempts = 1001 }, CodeInvalidTask, "retry.max_attempts"},
@@ -112,17 +119,55 @@ func TestFromInfo(t *testing.T) {
 // The exclusive flag crosses the wire (and is absent when false).
 func TestExclusiveOnTheWire(t *testing.T) {
 	for _, excl := range []bool{true, false} {
-		w := Task{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: excl}
-		frame, err := AppendFrame(nil, &Submit{ID: 1, Task: w}, DefaultMaxFrame)
-		if err != nil {
-			t.Fatal(err)
+		submitRoundTrip(t, Task{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: excl})
+	}
+}
+
+// submitRoundTrip encodes w in a SUBMIT frame, checks that it decodes back to w, and
+// returns the frame.
+func submitRoundTrip(t *testing.T, w Task) []byte {
+	t.Helper()
+	frame, err := AppendFrame(nil, &Submit{ID: 1, Task: w}, DefaultMaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Decode(frame[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.(*Submit).Task; !reflect.DeepEqual(got, w) {
+		t.Fatalf("decoded %+v, want %+v", got, w)
+	}
+	return frame
+}
+
+// A task's concurrency key and limit cross the wire, and are absent when not set.
+func TestConcurrencyOnTheWire(t *testing.T) {
+	for _, w := range []Task{
+		{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, ConcurrencyKey: "db", ConcurrencyLimit: 3},
+		{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable},
+	} {
+		frame := submitRoundTrip(t, w)
+		if has := bytes.Contains(frame, []byte("concurrency_")); has != (w.ConcurrencyKey != "") {
+			t.Errorf("frame of %+v carries concurrency keys: %v", w, has)
 		}
-		m, err := Decode(frame[4:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := m.(*Submit).Task; !reflect.DeepEqual(got, w) {
-			t.Fatalf("decoded %+v, want %+v", got, w)
+	}
+}
+
+// FromTask refuses what the wire would silently change: a Concurrency with no key, or a
+// negative limit.
+func TestFromTaskRefusesBadConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		c     task.Concurrency
+		field string
+	}{
+		{task.Concurrency{Limit: 2}, "concurrency_key"},
+		{task.Concurrency{Key: "k", Limit: -1}, "concurrency_limit"},
+	} {
+		_, err := FromTask(task.Task{ID: "a", Type: "b", Schedule: task.After(0), Concurrency: &tc.c}, Ephemeral)
+		var perr *Error
+		if !errors.As(err, &perr) || perr.Code != CodeInvalidTask || perr.Field != tc.field {
+			t.Errorf("FromTask with %+v: %v; want INVALID_TASK on %s", tc.c, err, tc.field)
 		}
 	}
 }

@@ -74,6 +74,10 @@ type Task struct {
 	Durability Durability
 	Partition  uint64 // reserved for the cluster; must be 0 for now
 	Exclusive  bool   // "exclusive": no two runs overlap, even across a failover
+	// ConcurrencyKey ("concurrency_key") and ConcurrencyLimit ("concurrency_limit") are
+	// task.Concurrency: at most the key's limit of runs at once; no key means none.
+	ConcurrencyKey   string
+	ConcurrencyLimit uint64
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -261,7 +265,8 @@ func handTable[T any, P interface {
 // ---- Task ----
 
 var taskFields = handTable[Task](
-	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive"},
+	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
+		"concurrency_key", "concurrency_limit"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -292,13 +297,17 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.Partition, err = d.r.uint()
 	case 11:
 		t.Exclusive, err = d.r.bool()
+	case 12:
+		t.ConcurrencyKey, err = d.name(task.MaxConcurrencyKeyLen) // keys repeat: interned
+	case 13:
+		t.ConcurrencyLimit, err = d.r.uint()
 	}
 	return err
 }
 
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
-		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive))
+		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -330,6 +339,12 @@ func (t *Task) encode(c *enc) {
 	if t.Exclusive {
 		c.str("exclusive")
 		c.bool(true)
+	}
+	if t.ConcurrencyKey != "" {
+		c.kStr("concurrency_key", t.ConcurrencyKey)
+	}
+	if t.ConcurrencyLimit != 0 {
+		c.kUint("concurrency_limit", t.ConcurrencyLimit)
 	}
 }
 

@@ -119,12 +119,12 @@ func TestTaskRunsInEngine(t *testing.T) {
 	}
 	for _, name := range []string{"submitted", "started", "succeeded", "failed", "retried", "dead", "cancelled", "timed_out", "misfired", "redelivered",
 		"carried", "durable_commits", "carry_refused_not_held", "carry_refused_changed", "carry_refused_started",
-		"carry_refused_expired", "carry_refused_stopped_leading", "carry_refused_ended", "carry_refused_twice"} {
+		"carry_refused_expired", "carry_refused_stopped_leading", "carry_refused_ended", "carry_refused_twice", "limit_waits"} {
 		if _, ok := st.Counters[name]; !ok {
 			t.Errorf("counter %q missing", name)
 		}
 	}
-	for _, name := range []string{"tasks", "queued", "running", "dead_letters", "connections", "workers", "is_leader"} {
+	for _, name := range []string{"tasks", "queued", "running", "dead_letters", "connections", "workers", "is_leader", "waiting_on_limit"} {
 		if _, ok := st.Gauges[name]; !ok {
 			t.Errorf("gauge %q missing", name)
 		}

@@ -373,6 +373,7 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 		"redelivered":     ss.Redelivered, // runs failed because their worker disconnected
 		"durable_commits": ss.DurableCommits,
 		"carried":         ss.Carried,
+		"limit_waits":     st.LimitWaits,
 		// Beyond the documented names:
 		"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,
 		"fired": ss.Fired, "acked": ss.Acked, "nacked": ss.Nacked, "leader_changes": ss.LeaderChanges,
@@ -386,8 +387,9 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 		Gauges: map[string]int64{
 			"tasks": int64(st.Tasks), "queued": int64(st.Queued) + int64(ss.Waiting), "running": int64(st.Running),
 			"dead_letters": int64(st.DeadLetters), "connections": int64(ss.Connections),
-			"workers":   ss.Workers,
-			"is_leader": leader,
+			"workers":          ss.Workers,
+			"is_leader":        leader,
+			"waiting_on_limit": int64(st.WaitingOnLimit),
 			// Beyond the documented names:
 			"hung_workers": int64(st.HungWorkers), "waiting": int64(ss.Waiting), "epoch": int64(ss.Epoch),
 			"pending_deletes":    int64(ss.PendingDeletes),

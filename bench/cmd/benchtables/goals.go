@@ -246,6 +246,19 @@ var workloads = []workload{
 			}}},
 	},
 	{
+		bench: "EngineLimits",
+		title: "Task engine: the cost of limits per run",
+		about: "EngineOneShot's workload (1e5 tasks due at once, 16 workers) under the engine's " +
+			"limits (issue 16). none: no limit, the path every task takes; key: every task names one " +
+			"concurrency key whose limit is never reached, so each run takes a slot under the key's " +
+			"lock and gives it back; rate: a rate limit on the type that is never reached, one token " +
+			"a run; key+rate: both; keywait: one key with limit 4, so most runs wait for a slot and " +
+			"are queued again when one frees. The ratios against none are the price per run " +
+			"(cpu-ns/task: the process's CPU per task).",
+		cmps: []cmp{{"cpu-ns/task", "none", "key", true}, {"cpu-ns/task", "none", "rate", true},
+			{"cpu-ns/task", "none", "key+rate", true}, {"cpu-ns/task", "none", "keywait", true}},
+	},
+	{
 		bench: "Idle",
 		title: "Idle cost of 1e6 far-future timers",
 		about: "Process CPU time per wall second while nothing is due; tock also counts driver wake-ups.",

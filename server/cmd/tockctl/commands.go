@@ -104,6 +104,8 @@ type submitFlags struct {
 	durable          bool
 	version          uint64
 	misfire          string
+	concKey          string
+	concLimit        int
 	builtTask        task.Task // made by check
 	builtDurability  protocol.Durability
 }
@@ -154,6 +156,8 @@ func submitCommand() *command {
 			fs.BoolVar(&f.durable, "durable", false, "record the task in etcd before the reply (default: ephemeral)")
 			fs.Uint64Var(&f.version, "version", 0, "replace an existing task of this ID if higher than its version")
 			fs.StringVar(&f.misfire, "misfire", "once", "recurring tasks after downtime: 'once' runs once for all missed times, 'skip' runs none")
+			fs.StringVar(&f.concKey, "concurrency-key", "", "at most the key's limit of runs of the tasks naming it at once (in the namespace); more wait")
+			fs.IntVar(&f.concLimit, "concurrency-limit", 0, "with -concurrency-key: set the key's limit (default: leave it; 1 for a new key)")
 		},
 		check: func(args []string) error { return f.check(args) },
 		do:    func(ctx context.Context, e *env, _ []string) error { return f.do(ctx, e) },
@@ -167,6 +171,7 @@ var wireField = map[string]string{
 	"schedule.at": "-at", "schedule.delay": "-after", "schedule.interval": "-every",
 	"schedule.anchor": "-fixed-delay", "schedule.cron": "-cron", "schedule.tz": "-tz",
 	"retry.max_attempts": "-attempts", "retry.initial_backoff_ns": "-backoff", "retry.max_backoff_ns": "-max-backoff",
+	"concurrency_key": "-concurrency-key", "concurrency_limit": "-concurrency-limit",
 }
 
 // check validates submit's command line and builds the task; it reads -payload-file.
@@ -186,6 +191,8 @@ func (f *submitFlags) check(args []string) error {
 		return usagef("-attempts %d is negative", f.attempts)
 	case f.attempts <= 1 && (f.backoff != 0 || f.maxBack != 0):
 		return usagef("-backoff and -max-backoff need -attempts of 2 or more")
+	case f.concLimit != 0 && f.concKey == "":
+		return usagef("-concurrency-limit goes with -concurrency-key")
 	}
 	var kinds []string
 	for _, k := range []struct {
@@ -252,6 +259,9 @@ func (f *submitFlags) check(args []string) error {
 	}
 	t := task.Task{ID: f.id, Type: f.typ, Payload: payload, Schedule: s, Timeout: f.timeout, Misfire: misfire,
 		Version: f.version, Retry: task.RetryPolicy{MaxAttempts: f.attempts, InitialBackoff: f.backoff, MaxBackoff: f.maxBack}}
+	if f.concKey != "" {
+		t.Concurrency = &task.Concurrency{Key: f.concKey, Limit: f.concLimit}
+	}
 	d := protocol.Ephemeral
 	if f.durable {
 		d = protocol.Durable

@@ -178,6 +178,8 @@ type taskOut struct {
 	Misfire    string      `json:"misfire"`
 	Version    uint64      `json:"version"`
 	Durability string      `json:"durability"`
+	ConcKey    string      `json:"concurrency_key,omitempty"`
+	ConcLimit  uint64      `json:"concurrency_limit,omitempty"`
 }
 
 type infoOut struct {
@@ -230,6 +232,7 @@ func taskJSON(t protocol.Task) taskOut {
 		Retry: retryOut{MaxAttempts: r.MaxAttempts, InitialBackoff: durOrEmpty(r.InitialBackoff), MaxBackoff: durOrEmpty(r.MaxBackoff),
 			Multiplier: r.Multiplier, Jitter: r.Jitter, MaxRetry: durOrEmpty(r.MaxRetry)},
 		Timeout: durOrEmpty(t.Timeout), Misfire: t.Misfire.String(), Version: t.Version, Durability: t.Durability.String(),
+		ConcKey: t.ConcurrencyKey, ConcLimit: t.ConcurrencyLimit,
 	}
 }
 
@@ -305,6 +308,13 @@ func printInfo(w io.Writer, in protocol.Info) {
 		row("misfire", t.Misfire.String())
 	}
 	row("version", strconv.FormatUint(t.Version, 10))
+	if t.ConcurrencyKey != "" {
+		limit := "the key's"
+		if t.ConcurrencyLimit != 0 {
+			limit = strconv.FormatUint(t.ConcurrencyLimit, 10)
+		}
+		row("concurrency", "key "+cell(t.ConcurrencyKey)+", limit "+limit)
+	}
 	row("payload", payload(t.Payload, in.Cut))
 	if in.LastError != "" {
 		row("last error", cell(in.LastError))

@@ -581,3 +581,25 @@ func TestOmitPayload(t *testing.T) {
 		}
 	}
 }
+
+// A task submitted with a concurrency key shows it in get, as text and JSON; a limit
+// without a key is a usage error naming the flag.
+func TestSubmitWithConcurrencyKey(t *testing.T) {
+	addr := startServer(t)
+	ok(t, addr, "submit", "-id", "c1", "-type", "t", "-after", "1h", "-concurrency-key", "db", "-concurrency-limit", "2")
+	if s := field(t, ok(t, addr, "get", "c1"), "concurrency"); s != "key db, limit 2" {
+		t.Errorf("get c1: concurrency %q, want %q", s, "key db, limit 2")
+	}
+	var in struct {
+		Key   string `json:"concurrency_key"`
+		Limit uint64 `json:"concurrency_limit"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, addr, "get", "c1", "-json")), &in); err != nil || in.Key != "db" || in.Limit != 2 {
+		t.Errorf("get c1 -json: %+v, %v", in, err)
+	}
+	r := ctl(t, addr, "submit", "-id", "c2", "-type", "t", "-after", "1h", "-concurrency-limit", "2")
+	if r.code != 2 {
+		t.Fatalf("-concurrency-limit without a key: exit %d, want 2 (stderr %q)", r.code, r.err)
+	}
+	contains(t, "-concurrency-limit without a key", r.err, "-concurrency-limit")
+}

@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkEngineLimits$' -count 6 -timeout 0 .
