@@ -160,6 +160,28 @@ func TestEtcdAccessFlags(t *testing.T) {
 	}
 }
 
+// getFromAdminPort starts srv's admin port as the binary does (no token) and answers
+// the status and body of a GET of path on it.
+func getFromAdminPort(t *testing.T, srv *tockd.Server, path string) (int, string) {
+	t.Helper()
+	o := observeConfig{adminAddr: "127.0.0.1:0"}
+	adm, addr, err := o.startAdmin(srv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Shutdown(context.Background())
+	resp, err := (&http.Client{Timeout: tockdtest.Limit}).Get("http://" + addr.String() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
 // TestHealthzIsWired: the admin port's /healthz answers the server's Health: 503 with
 // the reason while the client port does not serve.
 func TestHealthzIsWired(t *testing.T) {
@@ -168,20 +190,9 @@ func TestHealthzIsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	o := observeConfig{adminAddr: "127.0.0.1:0"}
-	adm, addr, err := o.startAdmin(srv, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Shutdown(context.Background())
-	resp, err := (&http.Client{Timeout: tockdtest.Limit}).Get("http://" + addr.String() + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "not serving") {
-		t.Fatalf("/healthz of a server that does not serve: %d %q, want 503 not serving", resp.StatusCode, b)
+	status, b := getFromAdminPort(t, srv, "/healthz")
+	if status != http.StatusServiceUnavailable || !strings.Contains(b, "not serving") {
+		t.Fatalf("/healthz of a server that does not serve: %d %q, want 503 not serving", status, b)
 	}
 }
 
@@ -193,19 +204,8 @@ func TestConsoleIsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	o := observeConfig{adminAddr: "127.0.0.1:0"}
-	adm, addr, err := o.startAdmin(srv, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Shutdown(context.Background())
-	resp, err := (&http.Client{Timeout: tockdtest.Limit}).Get("http://" + addr.String() + "/console/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "node wired-node") || !strings.Contains(string(b), "read-only") {
-		t.Fatalf("/console/: %d %.300q, want this node's read-only overview", resp.StatusCode, b)
+	status, b := getFromAdminPort(t, srv, "/console/")
+	if status != http.StatusOK || !strings.Contains(b, "node wired-node") || !strings.Contains(b, "read-only") {
+		t.Fatalf("/console/: %d %.300q, want this node's read-only overview", status, b)
 	}
 }
