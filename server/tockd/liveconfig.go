@@ -402,6 +402,13 @@ func (c *liveConfig) catchUp(ctx context.Context) {
 	}
 }
 
+// revision is the revision of the configuration in effect.
+func (c *liveConfig) revision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev
+}
+
 // changeCounts copies changes.
 func (c *liveConfig) changeCounts() map[string]uint64 {
 	c.mu.Lock()

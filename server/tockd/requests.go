@@ -130,6 +130,8 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 			err = task.NonRetryable(err)
 		}
 		return q.runs.finish(c, id, m.RunID, m.Epoch, err)
+	case *protocol.ConfigGet, *protocol.ConfigList, *protocol.ConfigSet:
+		return q.configReply(id, m), false
 	case *protocol.Pause:
 		return q.pauseOrResume(id, m.TaskType, true), false
 	case *protocol.Resume:
@@ -423,7 +425,44 @@ func (q *requests) pauseOrResume(id uint64, typ string, paused bool) protocol.Me
 	return &protocol.OK{ID: id}
 }
 
-// configError maps the error of a configuration write (PAUSE, RESUME) to its reply: a
+// configReply answers CONFIG_GET, CONFIG_LIST and CONFIG_SET (any node, leading or
+// not): the settings as this node applies them; CONFIG_SET once it has applied the
+// change (bounded by storeOpTimeout).
+func (q *requests) configReply(id uint64, m protocol.Message) protocol.Message {
+	var (
+		es  []ConfigEntry
+		e   ConfigEntry
+		rev int64
+		err error
+	)
+	switch m := m.(type) {
+	case *protocol.ConfigList:
+		es, rev = q.config.list()
+	case *protocol.ConfigGet:
+		e, err = q.config.get(m.Key)
+	case *protocol.ConfigSet:
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		defer cancel()
+		if m.Reset {
+			e, err = q.config.reset(ctx, m.Key)
+		} else {
+			e, err = q.config.set(ctx, m.Key, m.Value)
+		}
+	}
+	if err != nil {
+		return configError(id, err)
+	}
+	if es == nil {
+		es, rev = []ConfigEntry{e}, q.config.revision()
+	}
+	r := &protocol.ConfigValues{ID: id, Rev: uint64(max(rev, 0)), Values: make([]protocol.ConfigValue, len(es))}
+	for i, e := range es {
+		r.Values[i] = protocol.ConfigValue{Key: e.Key, Value: e.Value, Set: e.Set}
+	}
+	return r
+}
+
+// configError maps the error of a configuration request (CONFIG_*, PAUSE, RESUME) to its reply: a
 // key or value refused is BAD_FIELD (nothing was written); a write whose outcome is
 // unknown is UNCERTAIN; one that landed but was not applied here in time is INTERNAL;
 // anything else (etcd refused or could not be reached before writing) is OVERLOADED.
