@@ -36,6 +36,20 @@ func TestPauseSurvivesALeaderChange(t *testing.T) {
 	}
 }
 
+// TestPauseSurvivesARestart: a node made again over the same etcd holds the pause
+// recorded before, from New on, before it serves its first connection.
+func TestPauseSurvivesARestart(t *testing.T) {
+	st, ts := startLeader(t)
+	c := connect(t, ts.addr)
+	wantOK(t, c.call(&protocol.Pause{ID: 2, TaskType: "t"}))
+	ts.stop(t)
+	again := newServer(t, Options{Store: st})
+	if got := again.PausedTypes(); !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("paused types after the restart: %q, want [t]", got)
+	}
+	serve(t, again) // and its stop
+}
+
 // waitingLimits reads the router's waiting bounds, as route applies them.
 func waitingLimits(s *Server) (total, perType int) {
 	s.router.mu.Lock()

@@ -240,6 +240,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.conns.closeAll()
 		<-done
 	}
+	// Before the engine closes: no setting is applied to a closed engine.
+	s.config.halt()
 	if s.ownEngine {
 		if cerr := s.engine.Close(ctx); cerr != nil && err == nil {
 			err = cerr
@@ -249,6 +251,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// After the engine: no event comes later.
 		s.replica.stop(ctx)
 	}
-	s.config.halt()
 	return err
 }
