@@ -178,6 +178,11 @@ type Options struct {
 	// protocol.MaxNameLen bytes, with no '/' when there is a Store.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
+	// LogLevel, if set, is the level of Logger's handler: the runtime configuration's
+	// log_level sets it, and putting the key back (tockctl config reset) restores the
+	// level it held when New was called. Default: none; log_level is then stored and
+	// listed, but changes nothing on this node (a warning says so).
+	LogLevel *slog.LevelVar
 	// Logger receives connection-level events (accepted, closed and why, protocol
 	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
 	// because a library does not write to stderr unasked; the tockd binary sets one.
@@ -329,6 +334,9 @@ func WithMaxQueuedReplyBytes(n int) Option { return func(o *Options) { o.MaxQueu
 
 // WithNodeName sets Options.NodeName.
 func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = name } }
+
+// WithLogLevel sets Options.LogLevel.
+func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLevel = l } }
 
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }

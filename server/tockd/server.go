@@ -22,7 +22,8 @@ const ServerName = "tockd/0.1"
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
 // (workers.go, carry.go) and router (router.go), the runs that workers execute; owners
-// (ownership.go), the partition map; and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// (ownership.go), the partition map; config (liveconfig.go), the runtime configuration;
+// and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
 // part guards its own state.
 type Server struct {
 	opts      Options
@@ -36,6 +37,7 @@ type Server struct {
 	router   router[*conn] // routes due runs to worker connections (router.go)
 	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
 	owners   *ownership    // the partition map: this node's registration and view (ownership.go)
+	config   *liveConfig   // the runtime configuration, followed and applied (liveconfig.go)
 }
 
 // New checks the options, fills in defaults and returns a server that is not yet
@@ -95,9 +97,14 @@ func New(options ...Option) (*Server, error) {
 	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
 		replica: s.replica, snapshot: s.Stats, partitions: s.Partitions}
 	s.engine.RegisterFallback(s.runs.handler)
+	s.config = newLiveConfig(&s.opts, s.engine, &s.router)
+	s.requests.config = s.config
 	if s.replica != nil {
+		s.replica.lead.config = s.config
 		s.replica.start(s.engine)
 	}
+	// Last: nothing fails after it, so its goroutine never outlives a failed New.
+	s.config.start()
 	return s, nil
 }
 
@@ -242,5 +249,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// After the engine: no event comes later.
 		s.replica.stop(ctx)
 	}
+	s.config.halt()
 	return err
 }

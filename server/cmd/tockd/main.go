@@ -291,8 +291,11 @@ func loadEtcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 
 // run serves until ctx ends (SIGINT or SIGTERM in main), then drains within c.drain.
 func run(ctx context.Context, c config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
-	c.server.Logger = log
+	// A level variable, so that the runtime configuration's log_level can change it.
+	level := new(slog.LevelVar)
+	level.Set(c.level)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	c.server.Logger, c.server.LogLevel = log, level
 	if c.store != nil {
 		openCtx, cancel := context.WithTimeout(context.Background(), store.DefaultStartTimeout)
 		st, err := store.Open(openCtx, store.WithOptions(*c.store))
