@@ -6,14 +6,13 @@ import (
 	"strconv"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tracing"
+	"github.com/tock-sched/tock/server/tracing/tracingtest"
 )
 
 // W3C Trace Context's example traceparent, and a tracestate.
@@ -80,61 +79,23 @@ func TestDurableTraceContextSurvivesRestart(t *testing.T) {
 	}
 }
 
-// recorder is an SDK tracer provider whose ended spans a test reads.
-type recorder struct {
-	*sdktrace.TracerProvider
-	rec *tracetest.SpanRecorder
-}
-
-func newRecorder(t *testing.T) *recorder {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return &recorder{tp, rec}
-}
-
 // span waits for the ended span name of task tid and returns it.
-func (r *recorder) span(t *testing.T, name, tid string) sdktrace.ReadOnlySpan {
+func span(t *testing.T, r *tracingtest.Recorder, name, tid string) sdktrace.ReadOnlySpan {
 	t.Helper()
 	var found sdktrace.ReadOnlySpan
-	if !waitUntil(func() bool {
-		for _, s := range r.rec.Ended() {
-			if s.Name() == name && attrOf(s, tracing.AttrTaskID) == tid {
-				found = s
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatalf("no %s span of task %s within %v; ended: %v", name, tid, waitBound, spanNames(r.rec.Ended()))
+	if !waitUntil(func() bool { found = r.OfTask(tid)[name]; return found != nil }) {
+		t.Fatalf("no %s span of task %s within %v; ended: %v", name, tid, waitBound, r.Names())
 	}
 	return found
-}
-
-func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) string {
-	for _, kv := range s.Attributes() {
-		if kv.Key == k {
-			return kv.Value.Emit()
-		}
-	}
-	return ""
-}
-
-func spanNames(ss []sdktrace.ReadOnlySpan) []string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.Name()+"/"+attrOf(s, tracing.AttrTaskID))
-	}
-	return out
 }
 
 // rootSpan is the submitter's span: a root of its own, exported by no one.
 func rootSpan(t *testing.T) (traceparent string, root trace.SpanContext) {
 	t.Helper()
-	ctx, span := newRecorder(t).Tracer("test").Start(context.Background(), "submitter")
-	span.End()
+	ctx, sp := tracingtest.New(t).Tracer("test").Start(context.Background(), "submitter")
+	sp.End()
 	p, _ := tracing.Inject(ctx)
-	return p, span.SpanContext()
+	return p, sp.SpanContext()
 }
 
 // With a TracerProvider, a traced task's submit, fire and ack, and a failing task's
@@ -142,7 +103,7 @@ func rootSpan(t *testing.T) (traceparent string, root trace.SpanContext) {
 // the task's attributes; each FIRE carries its fire span's context; an untraced task
 // makes no span.
 func TestServerSpansOfATracedTask(t *testing.T) {
-	rec := newRecorder(t)
+	rec := tracingtest.New(t)
 	// The engine New makes (the spans that end attempts come from its events).
 	_, c, w := startWithWorker(t, Options{TracerProvider: rec, EngineOptions: []task.Option{task.WithWorkers(2)}}, 10)
 	tp, root := rootSpan(t)
@@ -171,12 +132,12 @@ func TestServerSpansOfATracedTask(t *testing.T) {
 
 	check := func(name, tid string) sdktrace.ReadOnlySpan {
 		t.Helper()
-		s := rec.span(t, name, tid)
+		s := span(t, rec, name, tid)
 		if s.SpanContext().TraceID() != root.TraceID() || s.Parent().SpanID() != root.SpanID() || !s.Parent().IsRemote() {
 			t.Errorf("%s of %s: trace %v parent %v, want a child of the submitter's span %v/%v",
 				name, tid, s.SpanContext().TraceID(), s.Parent().SpanID(), root.TraceID(), root.SpanID())
 		}
-		if attrOf(s, tracing.AttrNamespace) != task.DefaultNamespace || attrOf(s, tracing.AttrType) != "w" {
+		if tracingtest.Attr(s, tracing.AttrNamespace) != task.DefaultNamespace || tracingtest.Attr(s, tracing.AttrType) != "w" {
 			t.Errorf("%s of %s: attributes %v", name, tid, s.Attributes())
 		}
 		return s
@@ -189,21 +150,21 @@ func TestServerSpansOfATracedTask(t *testing.T) {
 	for tid, fs := range map[string][]*protocol.Fire{"ok": fires["ok"], "fails": fires["fails"]} {
 		for _, f := range fs {
 			var fire sdktrace.ReadOnlySpan
-			for _, s := range rec.rec.Ended() {
-				if s.Name() == tracing.SpanFire && attrOf(s, tracing.AttrRunID) == strconv.FormatUint(f.RunID, 10) {
+			for _, s := range rec.Ended() {
+				if s.Name() == tracing.SpanFire && tracingtest.Attr(s, tracing.AttrRunID) == strconv.FormatUint(f.RunID, 10) {
 					fire = s
 				}
 			}
 			if fire == nil {
-				t.Fatalf("no fire span of run %d (%s); ended: %v", f.RunID, tid, spanNames(rec.rec.Ended()))
+				t.Fatalf("no fire span of run %d (%s); ended: %v", f.RunID, tid, rec.Names())
 			}
 			check(tracing.SpanFire, tid)
 			sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), f.Traceparent, f.Tracestate))
 			if sc.SpanID() != fire.SpanContext().SpanID() || sc.TraceID() != root.TraceID() {
 				t.Errorf("FIRE of run %d carries %q, want the fire span's context %v/%v", f.RunID, f.Traceparent, root.TraceID(), fire.SpanContext().SpanID())
 			}
-			if attrOf(fire, tracing.AttrAttempt) != strconv.FormatUint(f.Attempt, 10) {
-				t.Errorf("fire span of run %d: attempt %s, want %d", f.RunID, attrOf(fire, tracing.AttrAttempt), f.Attempt)
+			if tracingtest.Attr(fire, tracing.AttrAttempt) != strconv.FormatUint(f.Attempt, 10) {
+				t.Errorf("fire span of run %d: attempt %s, want %d", f.RunID, tracingtest.Attr(fire, tracing.AttrAttempt), f.Attempt)
 			}
 		}
 	}
@@ -211,8 +172,8 @@ func TestServerSpansOfATracedTask(t *testing.T) {
 		t.Errorf("the untraced task's FIREs: %+v", fs)
 	}
 	c.waitState(20, "plain", task.Succeeded)
-	for _, s := range rec.rec.Ended() {
-		if attrOf(s, tracing.AttrTaskID) == "plain" {
+	for _, s := range rec.Ended() {
+		if tracingtest.Attr(s, tracing.AttrTaskID) == "plain" {
 			t.Errorf("the untraced task made span %s", s.Name())
 		}
 	}
@@ -223,7 +184,7 @@ func TestTracingOptionsRefused(t *testing.T) {
 	for _, o := range []Options{
 		{OTLPEndpoint: "ftp://collector:4318"},
 		{OTLPEndpoint: "collector"},
-		{OTLPEndpoint: "127.0.0.1:4318", TracerProvider: newRecorder(t)},
+		{OTLPEndpoint: "127.0.0.1:4318", TracerProvider: tracingtest.New(t)},
 	} {
 		if _, err := New(WithOptions(o)); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New(%+v): %v, want ErrInvalidOption", o, err)
