@@ -108,6 +108,12 @@ func endpointOptions(ep string) ([]otlptracehttp.Option, error) {
 	return []otlptracehttp.Option{otlptracehttp.WithEndpointURL(u.String())}, nil
 }
 
+// CheckEndpoint returns the error New would return for Options.Endpoint ep, or nil.
+func CheckEndpoint(ep string) error {
+	_, err := endpointOptions(ep)
+	return err
+}
+
 // Enabled reports whether t makes spans. A nil Tracer is off.
 func (t *Tracer) Enabled() bool { return t != nil && t.tracer != nil }
 

@@ -1,11 +1,8 @@
-package tracing
+package tracing_test
 
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +11,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tock-sched/tock/server/internal/leaktest"
+	"github.com/tock-sched/tock/server/tracing"
+	"github.com/tock-sched/tock/server/tracing/tracingtest"
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
@@ -31,20 +28,20 @@ const (
 // Extract then Inject gives the same two strings; a context without a valid span gives
 // none; a malformed traceparent leaves the context as it was.
 func TestInjectExtract(t *testing.T) {
-	ctx := Extract(context.Background(), w3cParent, w3cState)
+	ctx := tracing.Extract(context.Background(), w3cParent, w3cState)
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() || !sc.IsRemote() || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
 		sc.SpanID().String() != "00f067aa0ba902b7" || !sc.IsSampled() {
 		t.Fatalf("Extract: %+v", sc)
 	}
-	if p, s := Inject(ctx); p != w3cParent || s != w3cState {
+	if p, s := tracing.Inject(ctx); p != w3cParent || s != w3cState {
 		t.Fatalf("Inject after Extract: %q, %q; want %q, %q", p, s, w3cParent, w3cState)
 	}
-	if p, s := Inject(context.Background()); p != "" || s != "" {
+	if p, s := tracing.Inject(context.Background()); p != "" || s != "" {
 		t.Fatalf("Inject of no span: %q, %q", p, s)
 	}
 	for _, bad := range []string{"", "00-xyz", strings.ToUpper(w3cParent), "ff" + w3cParent[2:]} {
-		if sc := trace.SpanContextFromContext(Extract(context.Background(), bad, w3cState)); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), bad, w3cState)); sc.IsValid() {
 			t.Errorf("Extract(%q) gave a valid %+v", bad, sc)
 		}
 	}
@@ -53,34 +50,34 @@ func TestInjectExtract(t *testing.T) {
 // A Tracer without Endpoint or Provider is off, and shuts down as a no-op; one with a
 // Provider makes its spans there; both at once, or a bad Endpoint, is ErrOptions.
 func TestNewOptions(t *testing.T) {
-	off, err := New(Options{})
+	off, err := tracing.New(tracing.Options{})
 	if err != nil || off.Enabled() || off.Shutdown(context.Background()) != nil {
 		t.Fatalf("New(zero): %+v, %v; want a Tracer that is off", off, err)
 	}
-	var none *Tracer
+	var none *tracing.Tracer
 	if none.Enabled() || none.Shutdown(context.Background()) != nil {
 		t.Fatal("a nil Tracer is not off")
 	}
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	on, err := New(Options{Provider: tp})
+	on, err := tracing.New(tracing.Options{Provider: tp})
 	if err != nil || !on.Enabled() {
 		t.Fatalf("New(Provider): %v", err)
 	}
-	_, span := on.Start(context.Background(), SpanSubmit, trace.SpanKindServer, []attribute.KeyValue{AttrTaskID.String("t")})
+	_, span := on.Start(context.Background(), tracing.SpanSubmit, trace.SpanKindServer, []attribute.KeyValue{tracing.AttrTaskID.String("t")})
 	span.End()
-	if ended := rec.Ended(); len(ended) != 1 || ended[0].Name() != SpanSubmit || ended[0].SpanKind() != trace.SpanKindServer {
+	if ended := rec.Ended(); len(ended) != 1 || ended[0].Name() != tracing.SpanSubmit || ended[0].SpanKind() != trace.SpanKindServer {
 		t.Fatalf("spans recorded: %v", ended)
 	}
-	for _, o := range []Options{
+	for _, o := range []tracing.Options{
 		{Endpoint: "127.0.0.1:4318", Provider: tp},
 		{Endpoint: "collector"},        // no port
 		{Endpoint: "collector:4318/x"}, // a path without a scheme
 		{Endpoint: "ftp://collector:4318"},
 		{Endpoint: "http://"},
 	} {
-		if _, err := New(o); !errors.Is(err, ErrOptions) {
+		if _, err := tracing.New(o); !errors.Is(err, tracing.ErrOptions) {
 			t.Errorf("New(%+v): %v, want ErrOptions", o, err)
 		}
 	}
@@ -95,56 +92,36 @@ func TestEndpointPaths(t *testing.T) {
 		{"http://HOSTPORT/", "/v1/traces"},
 		{"http://HOSTPORT/custom/traces", "/custom/traces"},
 	} {
-		got := make(chan string, 16)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			got <- r.URL.Path
-		}))
-		ep := strings.ReplaceAll(tc.endpoint, "HOSTPORT", strings.TrimPrefix(srv.URL, "http://"))
-		tr, err := New(Options{Endpoint: ep})
+		col := tracingtest.NewCollector(t)
+		ep := strings.ReplaceAll(tc.endpoint, "HOSTPORT", strings.TrimPrefix(col.URL, "http://"))
+		tr, err := tracing.New(tracing.Options{Endpoint: ep})
 		if err != nil {
 			t.Fatalf("New(%q): %v", ep, err)
 		}
-		_, span := tr.Start(context.Background(), SpanFire, trace.SpanKindProducer, nil)
+		_, span := tr.Start(context.Background(), tracing.SpanFire, trace.SpanKindProducer, nil)
 		span.End()
 		if err := tr.Shutdown(context.Background()); err != nil { // flushes: the request has been answered
 			t.Fatalf("Shutdown (%q): %v", ep, err)
 		}
-		srv.Close()
-		if p := <-got; p != tc.path {
-			t.Errorf("endpoint %q posts to %q, want %q", tc.endpoint, p, tc.path)
+		if p := col.Paths(); len(p) != 1 || p[tc.path] != 1 {
+			t.Errorf("endpoint %q posts to %v, want %q once", tc.endpoint, p, tc.path)
 		}
 	}
 }
 
-// A Tracer with an Endpoint exports its spans over OTLP/HTTP: the collector receives a
-// protobuf ExportTraceServiceRequest at /v1/traces holding each span, with its name,
-// attributes, parent and the service name.
+// A Tracer with an Endpoint exports its spans over OTLP/HTTP: the collector receives
+// protobuf ExportTraceServiceRequests at /v1/traces holding each span, with its name,
+// attributes, parent, scope and the service name.
 func TestExportOverOTLPHTTP(t *testing.T) {
-	reqs := make(chan *collectortrace.ExportTraceServiceRequest, 16)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		var req collectortrace.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(body, &req)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			t.Errorf("collector got %s %s (%s): %v", r.Method, r.URL.Path, r.Header.Get("Content-Type"), err)
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		reqs <- &req
-		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	defer srv.Close()
-	tr, err := New(Options{Endpoint: srv.URL, ServiceName: "tockd-test"})
+	col := tracingtest.NewCollector(t)
+	tr, err := tracing.New(tracing.Options{Endpoint: col.URL, ServiceName: "tockd-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := Extract(context.Background(), w3cParent, w3cState)
-	_, submit := tr.Start(ctx, SpanSubmit, trace.SpanKindServer, []attribute.KeyValue{AttrTaskID.String("t1")})
+	ctx := tracing.Extract(context.Background(), w3cParent, w3cState)
+	_, submit := tr.Start(ctx, tracing.SpanSubmit, trace.SpanKindServer, []attribute.KeyValue{tracing.AttrTaskID.String("t1")})
 	submit.End()
-	_, fire := tr.Start(ctx, SpanFire, trace.SpanKindProducer, []attribute.KeyValue{AttrTaskID.String("t1"), AttrRunID.String("7")},
+	_, fire := tr.Start(ctx, tracing.SpanFire, trace.SpanKindProducer, []attribute.KeyValue{tracing.AttrTaskID.String("t1"), tracing.AttrRunID.String("7")},
 		trace.WithTimestamp(time.Now()))
 	fire.End()
 	ctxS, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -155,36 +132,23 @@ func TestExportOverOTLPHTTP(t *testing.T) {
 	if err := tr.Shutdown(ctxS); err != nil {
 		t.Fatalf("a second Shutdown: %v", err)
 	}
-	close(reqs)
-	got := map[string]bool{}
-	for req := range reqs {
-		for _, rs := range req.ResourceSpans {
-			var service string
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				if ss.GetScope().GetName() != ScopeName {
-					t.Errorf("scope %q, want %q", ss.GetScope().GetName(), ScopeName)
-				}
-				for _, s := range ss.Spans {
-					got[s.Name] = true
-					if service != "tockd-test" {
-						t.Errorf("span %s of service %q", s.Name, service)
-					}
-					if trace.TraceID(s.TraceId).String() != "4bf92f3577b34da6a3ce929d0e0e4736" || trace.SpanID(s.ParentSpanId).String() != "00f067aa0ba902b7" {
-						t.Errorf("span %s: trace %x parent %x, want the W3C example's", s.Name, s.TraceId, s.ParentSpanId)
-					}
-					if len(s.Attributes) == 0 || s.Attributes[0].Key != string(AttrTaskID) || s.Attributes[0].GetValue().GetStringValue() != "t1" {
-						t.Errorf("span %s attributes %v", s.Name, s.Attributes)
-					}
-				}
-			}
-		}
+	if p := col.Paths(); len(p) != 1 || p["/v1/traces"] == 0 {
+		t.Errorf("requests by path %v, want /v1/traces only", p)
 	}
-	if !got[SpanSubmit] || !got[SpanFire] || len(got) != 2 {
-		t.Fatalf("the collector received spans %v, want %s and %s", got, SpanSubmit, SpanFire)
+	got := col.Spans()
+	if len(got) != 2 || len(got[tracing.SpanSubmit]) != 1 || len(got[tracing.SpanFire]) != 1 {
+		t.Fatalf("the collector received %v, want one %s and one %s", got, tracing.SpanSubmit, tracing.SpanFire)
+	}
+	for name, ss := range got {
+		s := ss[0]
+		if s.Service != "tockd-test" || s.Scope != tracing.ScopeName {
+			t.Errorf("span %s of service %q, scope %q", name, s.Service, s.Scope)
+		}
+		if trace.TraceID(s.TraceId).String() != "4bf92f3577b34da6a3ce929d0e0e4736" || trace.SpanID(s.ParentSpanId).String() != "00f067aa0ba902b7" {
+			t.Errorf("span %s: trace %x parent %x, want the W3C example's", name, s.TraceId, s.ParentSpanId)
+		}
+		if len(s.Attributes) == 0 || s.Attributes[0].Key != string(tracing.AttrTaskID) || s.Attributes[0].GetValue().GetStringValue() != "t1" {
+			t.Errorf("span %s attributes %v", name, s.Attributes)
+		}
 	}
 }
