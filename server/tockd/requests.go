@@ -180,7 +180,7 @@ func (q *requests) cancel(c *conn, m *protocol.Cancel) (protocol.Message, bool) 
 			Durability: dur, State: task.Cancelled}
 	}
 	// A durable task's cancel is answered once its record is deleted.
-	if q.replica != nil && q.replica.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func(deleteErr error) {
+	if q.replica != nil && q.replica.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, endFunc(func(deleteErr error) {
 		if deleteErr == nil {
 			c.pushReply(st)
 			return
@@ -191,7 +191,7 @@ func (q *requests) cancel(c *conn, m *protocol.Cancel) (protocol.Message, bool) 
 		e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
 		q.checkReply(m, e) // a reply sent later, outside conn.handle's check
 		c.pushReply(e)
-	}) {
+	}), 0) {
 		return nil, false
 	}
 	return st, false
