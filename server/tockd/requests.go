@@ -43,6 +43,7 @@ type requests struct {
 	runs    *remoteRuns
 	replica *replica // nil without Options.Store
 	config  *liveConfig
+	spans   spans // of traced tasks (spans.go)
 	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
 	snapshot func() Stats
 	// partitions is Server.Partitions, which PARTITIONS answers with.

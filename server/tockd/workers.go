@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
@@ -39,6 +41,7 @@ type remoteRuns struct {
 	log     *slog.Logger
 	router  *router[*conn]
 	replica *replica // nil without Options.Store
+	spans   spans    // of traced tasks (spans.go)
 
 	acked   atomic.Uint64 // ACKs the engine accepted
 	nacked  atomic.Uint64 // NACKs the engine accepted
@@ -61,9 +64,11 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral, Version: t.Version}
-	if tr := t.Trace; tr != nil { // the worker's handler joins the submitter's trace
-		fire.Traceparent, fire.Tracestate = tr.Parent, tr.State
-	}
+	// A traced task's FIRE carries its trace context, so that the worker's handler joins
+	// the submitter's trace: the tock.fire span's, ended once the run is handed on.
+	var span trace.Span
+	fire.Traceparent, fire.Tracestate, span = rr.spans.fire(run)
+	defer endSpan(span)
 	if rr.router.hold.nPending.Load() > 0 {
 		if handled, err := rr.takeCarried(fire, t.Schedule.Recurring()); handled {
 			return err // a worker handed in this run's outcome: it is not run again
