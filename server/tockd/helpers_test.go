@@ -214,11 +214,27 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 // node is elected at once.
 func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *testServer {
 	t.Helper()
+	return startDurableRunning(t, st, onEvent, "", nil)
+}
+
+// startDurableRunning is startDurable with h registered as the handler of taskType (if h
+// is not nil) before the node serves, so before its takeover's load: a loaded durable
+// task that is due already runs at h, not at the fallback that FIREs at remote workers
+// (with none connected it would stay RUNNING for its time to run). Registering after
+// startDurable returns races the load.
+func startDurableRunning(t *testing.T, st *store.Store, onEvent func(task.Event), taskType string, h task.Handler) *testServer {
+	t.Helper()
 	eopts := []task.Option{task.WithWorkers(2)}
 	if onEvent != nil {
 		eopts = append(eopts, task.WithOnEvent(onEvent))
 	}
-	ts := serve(t, newServer(t, Options{Store: st, EngineOptions: eopts}))
+	srv := newServer(t, Options{Store: st, EngineOptions: eopts})
+	if h != nil {
+		if err := srv.Engine().Register(taskType, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := serve(t, srv)
 	waitLeading(t, ts.srv, "the lone node was not elected")
 	return ts
 }
