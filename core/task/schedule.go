@@ -71,11 +71,13 @@ const (
 // A cron expression is parsed on use, through a process-wide cache (costs on Validate).
 // Build one with At, After, Every, EveryAfterDone or Cron.
 type Schedule struct {
-	Kind     Kind
+	Kind Kind
+	// Anchor (KindEvery): FixedRate (default) or FixedDelay. Beside Kind: the two bytes
+	// share one word (record's size class: engine_test.go's TestRecordSize).
+	Anchor   Anchor
 	At       time.Time     // KindAt: the due time (a past time is due at once)
 	Delay    time.Duration // KindAfter: how long after submission, in [0, MaxHorizon]
 	Interval time.Duration // KindEvery: in [MinInterval, MaxHorizon]
-	Anchor   Anchor        // KindEvery: FixedRate (default) or FixedDelay
 	// Cron (KindCron): 5 fields (minute hour day-of-month month day-of-week), or 6 with a
 	// leading seconds field; or a descriptor: @yearly, @annually, @monthly, @weekly,
 	// @daily, @midnight, @hourly, @every <duration>. Parsed by github.com/robfig/cron/v3.

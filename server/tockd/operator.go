@@ -125,16 +125,8 @@ func (s *Server) SetPaused(typ string, paused bool) error {
 
 // PausedTypes lists the paused task types, sorted. Cost: one pass over them under the
 // router's lock.
-func (s *Server) PausedTypes() []string { return s.router.pausedTypes() }
-
-// pausedTypes lists the paused types, sorted.
-func (r *router[W]) pausedTypes() []string {
-	r.mu.Lock()
-	out := make([]string, 0, len(r.paused))
-	for typ := range r.paused {
-		out = append(out, typ)
-	}
-	r.mu.Unlock()
-	slices.Sort(out)
-	return out
+func (s *Server) PausedTypes() []string {
+	s.router.mu.Lock()
+	defer s.router.mu.Unlock()
+	return s.router.paused.sorted()
 }

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 )
@@ -68,8 +66,7 @@ type runEngine interface {
 // leading (evictAll).
 //
 // Invariants (checked by verify):
-//   - byType[t] holds exactly the workers whose state lists type t; the state of each
-//     worker in byType is workers[w].
+//   - The worker table's own (workertable.go).
 //   - nWaiting = Σ_t waiting[t].len() ≤ maxWaiting, and waiting[t].len() ≤ maxPerType
 //     for every t when the run was queued (a queue's stale runs, cancelled meanwhile,
 //     count until their turn). No waiting queue is empty.
@@ -80,7 +77,8 @@ type runEngine interface {
 //   - Each FIRE spends one credit of the worker it went to; credits only grow by
 //     subscribe (replaces them) and credit (adds, saturating).
 //   - Every worker pushed a run is flushed before mu is released: pushed is empty
-//     outside route and drainLocked, which fire, and flush what they fired.
+//     outside route and drainLocked, which fire, and flush what they fired
+//     (pushed.flush).
 //   - Runs are fired only while leading, outside a takeover's hold (hold.on), and for
 //     types not paused, and each FIRE only while the term's lease is valid at the moment
 //     it is pushed (lease.Valid(time.Now())); a run that fails the check waits; a type's waiting runs go out oldest first, and a run due while
@@ -117,19 +115,16 @@ type router[W workerConn] struct {
 	changes     atomic.Uint64 // times this node gained or lost leadership (setLeading)
 
 	mu       sync.Mutex
-	workers  map[W]*workerState            // every worker connection that subscribed or sent CARRY, until removed
-	byType   map[string]map[W]*workerState // subscribed, open worker connections per type
-	waiting  map[string]*runQueue          // due runs per type that no worker has taken yet; each at most maxPerType
-	nWaiting int                           // runs in all waiting queues (some may be stale); at most maxWaiting
-	paused   map[string]bool               // types not dispatched until RESUME
-	leading  bool                          // this node dispatches; FIREs carry epoch
+	table    workerTable[W]       // the worker connections, their credits and runs in flight
+	waiting  map[string]*runQueue // due runs per type that no worker has taken yet; each at most maxPerType
+	nWaiting int                  // runs in all waiting queues (some may be stale); at most maxWaiting
+	paused   typeSet              // types not dispatched until RESUME
+	leading  bool                 // this node dispatches; FIREs carry epoch
 	epoch    uint64
-	lease    leaseCheck        // this term's lease (nil: none, no Store); checked before every FIRE
-	nextSeq  uint64            // numbers worker connections in subscription order
-	lastRR   map[string]uint64 // per type: seq of the worker the last round-robin FIRE went to
-	hold     holdState         // a takeover's hold and the carried outcomes (carry.go)
+	lease    leaseCheck // this term's lease (nil: none, no Store); checked before every FIRE
+	hold     holdState  // a takeover's hold and the carried outcomes (carry.go)
 	orphans  orphanRuns
-	pushed   []W // the workers pushed a run since the last flushLocked, each once
+	pushed   pushedConns[W] // flushed before mu is let go
 }
 
 // orphanRuns are the runs in flight on worker connections that closed while this node
@@ -178,38 +173,17 @@ type leaseCheck interface {
 	Lapsed()
 }
 
-// workerState is the router's record of one worker connection; guarded by router.mu.
-type workerState struct {
-	types    []string
-	credits  uint64
-	seq      uint64             // subscription order, from 1 (round robin; tie-break; registry entry); 0 until SUBSCRIBE
-	weight   uint64             // xxhash of the worker's HELLO name (key hashing)
-	since    time.Time          // first SUBSCRIBE (the registry)
-	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
-	carried  bool               // it handed in at a takeover: SUBSCRIBEd after its CARRYs (carry.go)
-}
-
 // init readies r for use with eng and opts' routing options (Dispatch, the waiting
 // bounds, CarryGrace); leading is whether this node dispatches from the start (no
 // Store: it is alone). Called once, before r is shared.
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
-	r.eng, r.strategy, r.log = eng, opts.Dispatch, opts.Logger
+	r.eng, r.log = eng, opts.Logger
 	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
 	r.carryHoldMax = opts.CarryHoldMax
 	r.reconnectGrace, r.orphans = opts.ReconnectGrace, orphanRuns{}
-	r.workers, r.byType = map[W]*workerState{}, map[string]map[W]*workerState{}
-	r.waiting, r.paused, r.lastRR = map[string]*runQueue{}, map[string]bool{}, map[string]uint64{}
+	r.table.init(opts.Dispatch)
+	r.waiting, r.paused = map[string]*runQueue{}, typeSet{}
 	r.leading = leading
-}
-
-// stateLocked is w's record, made on its first use. Requires r.mu.
-func (r *router[W]) stateLocked(w W) *workerState {
-	ws := r.workers[w]
-	if ws == nil {
-		ws = &workerState{inflight: map[uint64]taskKey{}}
-		r.workers[w] = ws
-	}
-	return ws
 }
 
 // route is the engine handler's part: it FIREs f (the attempt of a task, recurring or
@@ -222,7 +196,7 @@ func (r *router[W]) route(f *protocol.Fire, recurring bool) error {
 	defer r.mu.Unlock()
 	q := r.waiting[f.TaskType]
 	if r.leading && !r.hold.on && !r.paused[f.TaskType] && (q == nil || q.len() == 0) && r.fireLocked(f) {
-		r.flushLocked()
+		r.pushed.flush()
 		return task.ErrDeferred
 	}
 	// Wait for a credit: the attempt's timeout (its time to run) starts when it is fired.
@@ -252,38 +226,11 @@ func (r *router[W]) route(f *protocol.Fire, recurring bool) error {
 // step-down). Requires r.mu.
 func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 	f.Epoch = r.epoch
-	var key uint64
-	if r.strategy == DispatchKeyHash {
-		key = xxhash.Sum64String(f.Namespace) ^ xxhash.Sum64String(f.TaskID)*0x9E3779B97F4A7C15
-	}
+	key := r.table.dispatchKey(f)
 	var tried map[W]bool
 	for {
-		var best W
-		var bestState *workerState
-		var bestScore uint64
-		for w, ws := range r.byType[f.TaskType] {
-			if ws.credits == 0 || tried[w] {
-				continue
-			}
-			var score uint64
-			switch r.strategy {
-			case DispatchRoundRobin:
-				// The next worker after the last one served, in subscription order,
-				// wrapping around: seqs just after the last score highest.
-				score = ^(ws.seq - r.lastRR[f.TaskType] - 1)
-			case DispatchKeyHash:
-				// Rendezvous hashing: the key goes to the worker with the highest
-				// hash of (key, worker); a worker joining or leaving moves only the
-				// keys it wins or won.
-				score = mix64(key ^ ws.weight)
-			default: // DispatchLeastLoaded
-				score = ws.credits
-			}
-			if bestState == nil || score > bestScore || (score == bestScore && ws.seq < bestState.seq) {
-				best, bestState, bestScore = w, ws, score
-			}
-		}
-		if bestState == nil {
+		best, bestState, ok := r.table.choose(f.TaskType, key, tried)
+		if !ok {
 			return false
 		}
 		// Checked here, just before the push: a goroutine that ends the term (the session
@@ -306,14 +253,8 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 				continue
 			}
 		}
-		if !slices.Contains(r.pushed, best) {
-			r.pushed = append(r.pushed, best)
-		}
-		bestState.credits--
-		bestState.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
-		if r.strategy == DispatchRoundRobin {
-			r.lastRR[f.TaskType] = bestState.seq
-		}
+		r.pushed.add(best)
+		r.table.charge(bestState, f)
 		r.fired.Add(1)
 		return true
 	}
@@ -353,18 +294,7 @@ func (r *router[W]) drainLocked(typ string) {
 	if q != nil && q.len() == 0 {
 		delete(r.waiting, typ)
 	}
-	r.flushLocked()
-}
-
-// flushLocked flushes every worker pushed a run since the last flush, so that the runs
-// one call fired leave together. Requires r.mu.
-func (r *router[W]) flushLocked() {
-	for i, w := range r.pushed {
-		w.flush()
-		var zero W
-		r.pushed[i] = zero
-	}
-	r.pushed = r.pushed[:0]
+	r.pushed.flush()
 }
 
 // drainTypesLocked drains ws's types while it has credits. Requires r.mu.
@@ -390,7 +320,7 @@ func (r *router[W]) drainAllLocked() {
 func (r *router[W]) offer(w W) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ws := r.workers[w]; ws != nil {
+	if ws := r.table.workers[w]; ws != nil {
 		r.drainTypesLocked(ws)
 	}
 }
@@ -401,22 +331,7 @@ func (r *router[W]) offer(w W) {
 func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) (first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ws := r.stateLocked(w)
-	for _, typ := range ws.types {
-		delete(r.byType[typ], w)
-	}
-	ws.types, ws.credits = append([]string(nil), types...), credits
-	if ws.seq == 0 {
-		r.nextSeq++
-		ws.seq, ws.weight, ws.since = r.nextSeq, xxhash.Sum64String(name), time.Now()
-		first = true
-	}
-	for _, typ := range ws.types {
-		if r.byType[typ] == nil {
-			r.byType[typ] = map[W]*workerState{}
-		}
-		r.byType[typ][w] = ws
-	}
+	ws, first := r.table.subscribe(w, name, types, credits)
 	if first && r.leading && r.hold.handIn(ws) {
 		// Every worker expected has sent its CARRY frames (before this SUBSCRIBE).
 		r.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", r.hold.handedIn)
@@ -433,7 +348,7 @@ func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) 
 func (r *router[W]) credit(w W, n uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ws := r.stateLocked(w)
+	ws := r.table.state(w)
 	ws.credits += min(n, ^uint64(0)-ws.credits)
 	r.drainTypesLocked(ws)
 }
@@ -444,13 +359,10 @@ func (r *router[W]) credit(w W, n uint64) {
 func (r *router[W]) take(w W, id, epoch, runID uint64) (key taskKey, fired bool, stale *protocol.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if stale := r.staleEpochLocked(id, epoch); stale != nil {
+	if stale := staleEpoch(id, epoch, r.leading, r.epoch); stale != nil {
 		return taskKey{}, false, stale
 	}
-	if ws := r.workers[w]; ws != nil {
-		key, fired = ws.inflight[runID]
-		delete(ws.inflight, runID)
-	}
+	key, fired = r.table.take(w, runID)
 	return key, fired, nil
 }
 
@@ -460,26 +372,23 @@ func (r *router[W]) takeAll(w W, id, epoch uint64, runIDs []uint64) (keys []task
 	fired = make([]bool, len(runIDs))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if stale := r.staleEpochLocked(id, epoch); stale != nil {
+	if stale := staleEpoch(id, epoch, r.leading, r.epoch); stale != nil {
 		return nil, nil, stale
 	}
-	if ws := r.workers[w]; ws != nil {
-		for i, runID := range runIDs {
-			keys[i], fired[i] = ws.inflight[runID]
-			delete(ws.inflight, runID)
-		}
+	for i, runID := range runIDs {
+		keys[i], fired[i] = r.table.take(w, runID)
 	}
 	return keys, fired, nil
 }
 
-// staleEpochLocked returns the STALE_EPOCH error for an ACK, NACK or ACKS (request id)
-// naming epoch, or nil when epoch is this leader's. Requires r.mu.
-func (r *router[W]) staleEpochLocked(id, epoch uint64) *protocol.Error {
-	if r.leading && epoch == r.epoch {
+// staleEpoch returns the STALE_EPOCH error for an ACK, NACK or ACKS (request id)
+// naming epoch, or nil when epoch is the current one of a node that leads.
+func staleEpoch(id, epoch uint64, leading bool, current uint64) *protocol.Error {
+	if leading && epoch == current {
 		return nil
 	}
-	msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, r.epoch)
-	if !r.leading {
+	msg := fmt.Sprintf("epoch %d is not the leader's (%d)", epoch, current)
+	if !leading {
 		msg = fmt.Sprintf("epoch %d: this node no longer leads", epoch)
 	}
 	return &protocol.Error{ID: id, Code: protocol.CodeStaleEpoch, Message: msg}
@@ -494,15 +403,7 @@ func (r *router[W]) staleEpochLocked(id, epoch uint64) *protocol.Error {
 // next leader redelivers it; failing it here could end it, DEAD, and delete the record).
 func (r *router[W]) remove(w W, handBack bool) {
 	r.mu.Lock()
-	ws := r.workers[w]
-	delete(r.workers, w)
-	var inflight map[uint64]taskKey
-	if ws != nil {
-		for _, typ := range ws.types {
-			delete(r.byType[typ], w)
-		}
-		inflight = ws.inflight
-	}
+	inflight := r.table.drop(w)
 	leading, epoch := r.leading, r.epoch
 	if !handBack && leading && r.reconnectGrace > 0 {
 		for runID, k := range inflight {
@@ -548,11 +449,7 @@ func (r *router[W]) expireOrphan(runID, epoch uint64) {
 func (r *router[W]) evictAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for w, ws := range r.workers {
-		if len(ws.types) > 0 { // in byType: subscribed
-			w.evict()
-		}
-	}
+	r.table.each(func(w W, _ *workerState) { w.evict() })
 }
 
 // pause answers PAUSE (paused) and RESUME: a paused type's due runs wait, undispatched;
@@ -615,13 +512,8 @@ func (r *router[W]) waitingLen() int {
 func (r *router[W]) subscribed(fn func(W, *workerState)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.leading {
-		return
-	}
-	for w, ws := range r.workers {
-		if len(ws.types) > 0 {
-			fn(w, ws)
-		}
+	if r.leading {
+		r.table.each(fn)
 	}
 }
 
@@ -630,33 +522,9 @@ func (r *router[W]) subscribed(fn func(W, *workerState)) {
 func (r *router[W]) verify() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for typ, set := range r.byType {
-		for w, ws := range set {
-			if r.workers[w] != ws {
-				return fmt.Errorf("byType[%q] holds a worker whose state is not workers'", typ)
-			}
-			found := false
-			for _, t := range ws.types {
-				found = found || t == typ
-			}
-			if !found {
-				return fmt.Errorf("byType[%q] holds worker %d, subscribed to %q", typ, ws.seq, ws.types)
-			}
-		}
-	}
-	inflight := map[uint64]bool{}
-	for w, ws := range r.workers {
-		for _, typ := range ws.types {
-			if r.byType[typ][w] != ws {
-				return fmt.Errorf("worker %d subscribes to %q but is not in byType", ws.seq, typ)
-			}
-		}
-		for runID := range ws.inflight {
-			if inflight[runID] {
-				return fmt.Errorf("run %d is in flight on two workers", runID)
-			}
-			inflight[runID] = true
-		}
+	inflight, err := r.table.verify()
+	if err != nil {
+		return err
 	}
 	n := 0
 	for typ, q := range r.waiting {

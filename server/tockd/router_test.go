@@ -145,7 +145,7 @@ func (tr *testRouter) verify() {
 func (tr *testRouter) state(w *fakeWorker) *workerState {
 	tr.r.mu.Lock()
 	defer tr.r.mu.Unlock()
-	return tr.r.workers[w]
+	return tr.r.table.workers[w]
 }
 
 func (tr *testRouter) wantWaiting(n int) {
@@ -558,7 +558,7 @@ func TestRouterEvictAll(t *testing.T) {
 	tr.r.remove(gone, false)
 	carrier := &fakeWorker{name: "carrier", room: -1}
 	tr.r.mu.Lock()
-	tr.r.hold.handIn(tr.r.stateLocked(carrier))
+	tr.r.hold.handIn(tr.r.table.state(carrier))
 	tr.r.mu.Unlock()
 	tr.verify()
 
@@ -631,9 +631,9 @@ func TestRouterTakeoverHold(t *testing.T) {
 	tr.wantWaiting(2)
 	tr.r.mu.Lock()
 	held := len(tr.r.hold.held)
-	first := tr.r.hold.handIn(tr.r.stateLocked(w1))
-	again := tr.r.hold.handIn(tr.r.stateLocked(w1)) // a connection's second CARRY counts once
-	last := tr.r.hold.handIn(tr.r.stateLocked(w2))  // w2 has not subscribed: a CARRY comes first
+	first := tr.r.hold.handIn(tr.r.table.state(w1))
+	again := tr.r.hold.handIn(tr.r.table.state(w1)) // a connection's second CARRY counts once
+	last := tr.r.hold.handIn(tr.r.table.state(w2))  // w2 has not subscribed: a CARRY comes first
 	if last {
 		tr.r.endHoldLocked()
 	}
