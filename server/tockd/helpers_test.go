@@ -262,7 +262,12 @@ type twoNodes struct {
 }
 
 // startTwoNodes starts the leader (elected first: the only candidate yet), then the
-// follower, made with follower (its Store is st2).
+// follower, made with follower (its Store is st2), and waits until the follower
+// campaigns: its election key is next in line, so that when the leader's term ends the
+// follower is elected. Without the wait a test that ends the term soon after may end it
+// before the follower's key exists (on a loaded machine its campaign came within a few
+// ms of such a test's delete), and the deposed leader, campaigning again, is elected
+// again, the only candidate.
 func startTwoNodes(t *testing.T, follower Options) *twoNodes {
 	t.Helper()
 	n := &twoNodes{st1: openStore(t, t.TempDir())}
@@ -271,6 +276,9 @@ func startTwoNodes(t *testing.T, follower Options) *twoNodes {
 	follower.Store = n.st2
 	n.follower = newServer(t, follower)
 	n.fd = serve(t, n.follower)
+	if !waitUntil(func() bool { return electionKeys(t, n.st1) >= 2 }) {
+		t.Fatalf("the follower never campaigned within %v", waitBound)
+	}
 	return n
 }
 
