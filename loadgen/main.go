@@ -196,7 +196,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.memProfile, "memprofile", "", "write loadgen's heap profile at the end to this file")
 	fs.StringVar(&c.serverProfile, "server-profile", "", "server: fetch tockd's CPU profile from -admin during the run into this file")
 	fs.IntVar(&c.serverProfileSecs, "server-profile-seconds", 10, fmt.Sprintf("server: seconds of the run the server profile covers, from its start (at most %d)", maxServerProfileSecs))
-	fs.StringVar(&c.admin, "admin", "", "server: tockd's admin HTTP address (host:port) for -server-profile")
+	fs.StringVar(&c.admin, "admin", "", "server: tockd's admin HTTP address (host:port): its CPU over the run (per task, in the summary), and -server-profile")
 	fs.StringVar(&c.chaos, "chaos", "", "server: "+chaosKillLeader+":EVERY SIGKILLs the leading node of the cluster at -addr every EVERY (at least 1s), measures the failover and revives it; needs several -addr and -durable")
 	fs.StringVar(&c.clusterDir, "cluster-dir", defaultClusterDir(), "chaos: run dir of the cluster (make cluster): its pids and cmd/ name the nodes' processes")
 	fs.StringVar(&c.chaosRevive, "chaos-revive", "", "chaos: sh command that revives a killed node, {name} its name (n1); empty: server/internal/clustertest/cluster.sh restart {name}, found above the working directory")
@@ -305,18 +305,22 @@ type result struct {
 	SubmitSecs float64 `json:"submit_seconds"`
 	SubmitRate float64 `json:"submit_per_second"`
 	// RunSecs is from the first submit to the last first run (or the end of the wait).
-	RunSecs          float64      `json:"run_seconds"`
-	EndToEnd         float64      `json:"end_to_end_per_second"`
-	TimedOut         bool         `json:"timed_out"`
-	SubmitErr        string       `json:"submit_error,omitempty"`
-	Foreign          int64        `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
-	Counts           Counts       `json:"counts"`
-	Peaks            peak         `json:"peak_per_second"` // the busiest whole second of each series
-	Throughput       []tick       `json:"per_second"`
-	Notes            []string     `json:"notes,omitempty"`
-	ServerProfile    string       `json:"server_profile,omitempty"`
-	ServerProfileErr string       `json:"server_profile_error,omitempty"`
-	Chaos            *chaosReport `json:"chaos,omitempty"`
+	RunSecs          float64  `json:"run_seconds"`
+	EndToEnd         float64  `json:"end_to_end_per_second"`
+	TimedOut         bool     `json:"timed_out"`
+	SubmitErr        string   `json:"submit_error,omitempty"`
+	Foreign          int64    `json:"foreign"` // runs of another loadgen run's tasks (acked, ignored)
+	Counts           Counts   `json:"counts"`
+	Peaks            peak     `json:"peak_per_second"` // the busiest whole second of each series
+	Throughput       []tick   `json:"per_second"`
+	Notes            []string `json:"notes,omitempty"`
+	ServerProfile    string   `json:"server_profile,omitempty"`
+	ServerProfileErr string   `json:"server_profile_error,omitempty"`
+	// ServerCPU is the CPU tockd spent over the run, with -admin (nil without, or when a
+	// scrape failed: ServerCPUErr says why).
+	ServerCPU    *cpuUse      `json:"server_cpu,omitempty"`
+	ServerCPUErr string       `json:"server_cpu_error,omitempty"`
+	Chaos        *chaosReport `json:"chaos,omitempty"`
 	// MostAtOnce is the most runs the target's handlers were in at once (a handler is in
 	// a run from its start to its return, when the ACK goes out).
 	MostAtOnce int64 `json:"most_runs_at_once"`
@@ -408,6 +412,12 @@ func (r *result) print(w io.Writer) {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if u := r.ServerCPU; u != nil {
+		fmt.Fprintf(w, "  server CPU: %.2fs, %.2f µs per task\n", u.Seconds, u.MicrosPerTask)
+	}
+	if r.ServerCPUErr != "" {
+		fmt.Fprintf(w, "  server CPU not measured: %s\n", r.ServerCPUErr)
 	}
 	if r.ServerProfile != "" {
 		fmt.Fprintf(w, "  server CPU profile: %s\n", r.ServerProfile)

@@ -11,6 +11,8 @@ set -euo pipefail
 MODE=${1:-run}
 GO=${GO:-go}
 ADDR=${RUN_ADDR:-127.0.0.1:17450}
+# The admin port: loadgen reads tockd's CPU over each run from its /metrics.
+ADMIN=${RUN_ADMIN_ADDR:-127.0.0.1:17451}
 TASKS=${RUN_TASKS:-100000}
 DURABLE_TASKS=${RUN_DURABLE_TASKS:-2000}
 LOADGEN_TASKS=${LOADGEN_TASKS:-1000000}
@@ -57,7 +59,7 @@ fi
 
 echo
 echo "starting tockd on $ADDR with an embedded etcd in $tmp/data (log: $tmp/tockd.log)"
-"$tmp/tockd" -addr "$ADDR" -data-dir "$tmp/data" -etcd-client-port 0 -log-level warn >"$tmp/tockd.log" 2>&1 &
+"$tmp/tockd" -addr "$ADDR" -admin-addr "$ADMIN" -data-dir "$tmp/data" -etcd-client-port 0 -log-level warn >"$tmp/tockd.log" 2>&1 &
 pid=$!
 
 host=${ADDR%:*} port=${ADDR##*:}
@@ -80,24 +82,24 @@ case $MODE in
 run)
 	echo
 	echo "== loadgen -target server -tasks $TASKS (ephemeral)"
-	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$TASKS" || status=1
+	"$tmp/loadgen" -target server -addr "$ADDR" -admin "$ADMIN" -tasks "$TASKS" || status=1
 	echo
 	echo "== loadgen -target server -tasks $DURABLE_TASKS -durable"
-	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$DURABLE_TASKS" -durable || status=1
+	"$tmp/loadgen" -target server -addr "$ADDR" -admin "$ADMIN" -tasks "$DURABLE_TASKS" -durable || status=1
 	;;
 loadgen)
 	echo
 	echo "== loadgen -target server -tasks $LOADGEN_TASKS (ephemeral)"
-	"$tmp/loadgen" -target server -addr "$ADDR" -tasks "$LOADGEN_TASKS" || status=1
+	"$tmp/loadgen" -target server -addr "$ADDR" -admin "$ADMIN" -tasks "$LOADGEN_TASKS" || status=1
 	;;
 peer)
 	echo
 	echo "== loadgen -target server,beanstalkd -tasks $PEER_TASKS (immediate)"
-	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -tasks "$PEER_TASKS" || status=1
+	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -admin "$ADMIN" -tasks "$PEER_TASKS" || status=1
 	echo
 	echo "== loadgen -target server,beanstalkd -tasks $PEER_DELAYED_TASKS $PEER_DELAYED_ARGS (delayed)"
 	# shellcheck disable=SC2086 # PEER_DELAYED_ARGS is a list of flags
-	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -tasks "$PEER_DELAYED_TASKS" $PEER_DELAYED_ARGS || status=1
+	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -admin "$ADMIN" -tasks "$PEER_DELAYED_TASKS" $PEER_DELAYED_ARGS || status=1
 	;;
 esac
 exit $status

@@ -145,6 +145,14 @@ func run(ctx context.Context, c config) (*result, error) {
 		chaos.begin(ctx)
 	}
 
+	// The server's CPU over the run, from its admin port: scraped before the first submit
+	// and after the last run (or the wait's end).
+	cpu := serverCPU{}
+	if c.target == "server" {
+		cpu.admin = c.admin
+	}
+	cpu.begin(ctx)
+
 	// The server's CPU profile covers the first c.serverProfileSecs of the run.
 	var profileDone chan error
 	if c.serverProfile != "" && c.target == "server" {
@@ -198,6 +206,7 @@ waiting:
 		chaos.end()
 	}
 	end := clk.now()
+	cpuSecs, cpuErr := cpu.end(ctx)
 	unconfirmed := tg.settle(ctx, timedOut)
 	rec.Freeze()
 	close(stopProgress)
@@ -229,6 +238,11 @@ waiting:
 	}
 	if firstErr != nil {
 		res.SubmitErr = firstErr.Error()
+	}
+	if cpuErr != nil {
+		res.ServerCPUErr = cpuErr.Error()
+	} else if cpu.admin != "" {
+		res.ServerCPU = newCPUUse(cpuSecs, res.Counts.Unique)
 	}
 	if profileDone != nil {
 		if err := <-profileDone; err != nil {

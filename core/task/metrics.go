@@ -43,6 +43,9 @@ type Event struct {
 	// RunID names the attempt: Started, Succeeded, Retrying, Dead and TimedOut after an
 	// attempt; Cancelled, the attempt it stopped (0 when none was running or due).
 	RunID uint64
+	// Trace is the task's Task.Trace (nil for none): Succeeded, Retrying and Dead after
+	// an attempt.
+	Trace *Trace
 }
 
 // latencyBounds are the histogram buckets' upper bounds, 50 µs to 1 min: the range in

@@ -338,7 +338,7 @@ func (e *Engine) emitAll(es *events) {
 func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs int64, es *events) {
 	t := &rec.task
 	ev := Event{Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: rec.attempts, Duration: time.Duration(endNs - startNs),
-		RunID: rec.runID}
+		RunID: rec.runID, Trace: t.Trace}
 	if rec.rare != nil {
 		rec.rare.earlyErr = nil
 	}

@@ -70,14 +70,13 @@ const (
 // are independent, == compares what the user wrote, and the zero Schedule is invalid.
 // A cron expression is parsed on use, through a process-wide cache (costs on Validate).
 // Build one with At, After, Every, EveryAfterDone or Cron.
-//
-// Kind and Anchor sit together so that their padding is shared: 72 B, not 80, in every
-// task record (TestRecordSize).
 type Schedule struct {
-	Kind     Kind
-	Anchor   Anchor        // KindEvery: FixedRate (default) or FixedDelay
+	Kind Kind
+	// Anchor (KindEvery): FixedRate (default) or FixedDelay. Beside Kind: the two bytes
+	// share one word (record's size class: engine_test.go's TestRecordSize).
+	Anchor   Anchor
 	At       time.Time     // KindAt: the due time (a past time is due at once)
-	Delay    time.Duration // KindAfter: how long after submission (or, for a task with parents, its release), in [0, MaxHorizon]
+	Delay    time.Duration // KindAfter: how long after submission (or a child's release), in [0, MaxHorizon]
 	Interval time.Duration // KindEvery: in [MinInterval, MaxHorizon]
 	// Cron (KindCron): 5 fields (minute hour day-of-month month day-of-week), or 6 with a
 	// leading seconds field; or a descriptor: @yearly, @annually, @monthly, @weekly,

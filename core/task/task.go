@@ -41,6 +41,20 @@ type Task struct {
 	// Version implements optimistic replacement: submitting an existing ID succeeds only
 	// with a higher Version, and replaces the task.
 	Version uint64
+	// Trace, if set, is the trace context the task was submitted under. The engine
+	// neither reads nor checks it: it keeps it with the task and hands it out with each
+	// run (Run.Task) and in the events that end an attempt (Event.Trace), so that a
+	// server can make the spans of the task's life children of the submitter's. One
+	// pointer, so that tasks without one carry 8 B for it; shared, never written by the
+	// engine: do not change it after Submit.
+	Trace *Trace
+}
+
+// Trace is a trace context as text: W3C Trace Context's traceparent and tracestate
+// (server/tracing reads and writes them).
+type Trace struct {
+	Parent string // traceparent: version-traceid-parentid-flags
+	State  string // tracestate; empty for none
 }
 
 // DefaultNamespace is the namespace of a task submitted without one.

@@ -23,6 +23,24 @@ var benchFires = func() *Fires {
 	return m
 }()
 
+// benchTracedFire and benchTracedFires are benchFire and benchFires with a trace
+// context on every run: what a traced task's runs cost.
+var (
+	benchTracedFire  = traced(*benchFire)
+	benchTracedFires = func() *Fires {
+		m := &Fires{Runs: make([]Fire, len(benchFires.Runs))}
+		for i, r := range benchFires.Runs {
+			m.Runs[i] = *traced(r)
+		}
+		return m
+	}()
+)
+
+func traced(f Fire) *Fire {
+	f.Traceparent, f.Tracestate = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61rcWkgMzE"
+	return &f
+}
+
 var benchAck = &Ack{ID: 1 << 20, RunID: 1 << 40, Epoch: 7}
 
 // benchBatch is what a load generator submits: 100 one-shot tasks with a 64-byte payload,
@@ -127,9 +145,15 @@ func TestHotPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchFire, 0) }); n != 0 {
 		t.Errorf("encoding FIRE: %v allocs, want 0", n)
 	}
-	buf = make([]byte, 0, 16<<10)
+	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchTracedFire, 0) }); n != 0 {
+		t.Errorf("encoding a traced FIRE: %v allocs, want 0", n)
+	}
+	buf = make([]byte, 0, 32<<10)
 	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchFires, 0) }); n != 0 {
 		t.Errorf("encoding FIRES of %d runs: %v allocs, want 0", len(benchFires.Runs), n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { buf, _ = AppendFrame(buf[:0], benchTracedFires, 0) }); n != 0 {
+		t.Errorf("encoding traced FIRES of %d runs: %v allocs, want 0", len(benchTracedFires.Runs), n)
 	}
 	status := &TaskStatus{ID: 1, Namespace: "default", TaskID: "order-1", Durability: Ephemeral, State: task.Pending, NextRun: 1, Version: 1}
 	for _, tc := range []struct {
@@ -140,6 +164,8 @@ func TestHotPathAllocs(t *testing.T) {
 		{benchAck, 1, "the *Ack"},
 		{benchFire, 3, "the *Fire, its ID and payload; namespace and type interned"},
 		{benchFires, 3, "the *Fires, its runs' slice and one buffer for every run's ID and payload: none per run"},
+		{benchTracedFire, 5, "a FIRE's 3, and its traceparent and tracestate"},
+		{benchTracedFires, 3, "the *Fires, its runs' slice and one buffer, which holds the trace contexts too"},
 		{status, 2, "the *TaskStatus and its ID; the state parsed in place"},
 		{benchBatch, float64(2 + 2*len(benchBatch.Tasks)), "the message, its slice, each task's ID and payload"},
 	} {

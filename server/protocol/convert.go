@@ -70,6 +70,10 @@ func ToTask(w *Task) (task.Task, error) {
 	if w.ConcurrencyKey != "" {
 		conc = &task.Concurrency{Key: w.ConcurrencyKey, Limit: int(w.ConcurrencyLimit)}
 	}
+	var trace *task.Trace
+	if ValidTraceparent(w.Traceparent) {
+		trace = &task.Trace{Parent: w.Traceparent, State: w.Tracestate}
+	}
 	return task.Task{
 		Namespace:   ns,
 		ID:          w.ID,
@@ -82,6 +86,7 @@ func ToTask(w *Task) (task.Task, error) {
 		Misfire:     w.Misfire,
 		Concurrency: conc,
 		Version:     w.Version,
+		Trace:       trace,
 	}, nil
 }
 
@@ -253,6 +258,9 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 			return Task{}, newError(CodeInvalidTask, "concurrency_limit", fmt.Sprintf("%d is negative", c.Limit))
 		}
 		w.ConcurrencyKey, w.ConcurrencyLimit = c.Key, uint64(c.Limit)
+	}
+	if tr := t.Trace; tr != nil {
+		w.Traceparent, w.Tracestate = tr.Parent, tr.State
 	}
 	s := t.Schedule
 	w.Schedule = Schedule{Kind: s.Kind}

@@ -570,6 +570,11 @@ type Fire struct {
 	TTR        int64  // "ttr": ns the worker has before the run is redelivered elsewhere
 	Durability Durability
 	Version    uint64 // "version" (optional, absent is 0): the task's version; a CARRY names it
+	// Traceparent ("traceparent") and Tracestate ("tracestate"), optional: the W3C Trace
+	// Context of the server's span for this run, the parent of the worker's handler span;
+	// absent for a task submitted without one.
+	Traceparent string
+	Tracestate  string
 }
 
 // fireFields are FIRE's keys, which each run of a FIRES carries too.
@@ -586,6 +591,8 @@ func fireFields() []field[Fire] {
 		intField("ttr", func(m *Fire) *int64 { return &m.TTR }).req(),
 		enumField("durability", durNames[:], func(m *Fire) *Durability { return &m.Durability }).req(),
 		uintField("version", func(m *Fire) *uint64 { return &m.Version }),
+		strField("traceparent", MaxTraceparentLen, func(m *Fire) *string { return &m.Traceparent }),
+		strField("tracestate", MaxTracestateLen, func(m *Fire) *string { return &m.Tracestate }),
 	}
 }
 

@@ -14,8 +14,12 @@ func sampleTask() Task {
 		Retry: Retry{MaxAttempts: 5, InitialBackoff: int64(time.Second), MaxBackoff: int64(time.Minute),
 			Multiplier: 2, Jitter: 0.25, MaxRetry: int64(time.Hour)},
 		Timeout: int64(30 * time.Second), Misfire: task.MisfireSkip, Version: 3, Durability: Durable,
+		Traceparent: sampleTraceparent, Tracestate: "congo=t61rcWkgMzE",
 	}
 }
+
+// sampleTraceparent is the W3C Trace Context specification's example.
+const sampleTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 // samples holds one message of every type, with every field set where a field exists:
 // the round-trip test, the stream test and the fuzz seeds all start here.
@@ -61,10 +65,12 @@ func samples() []Message {
 		&Subscribe{ID: 16, Types: []string{"email", "send-invoice"}, Credits: 64, BatchFires: 100},
 		&Credit{ID: 17, Credits: 8},
 		&Fire{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 77, Attempt: 1,
-			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3},
+			Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3,
+			Traceparent: sampleTraceparent, Tracestate: "congo=t61rcWkgMzE"},
 		&Fires{Runs: []Fire{
 			{Namespace: "billing", TaskID: "invoice-42", TaskType: "send-invoice", Payload: []byte("hi"), RunID: 81, Attempt: 2,
-				Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3},
+				Due: 1_767_225_600_000_000_000, Epoch: 7, TTR: int64(30 * time.Second), Durability: Durable, Version: 3,
+				Traceparent: sampleTraceparent},
 			{Namespace: "default", TaskID: "t1", TaskType: "email", RunID: 82, Attempt: 1, Due: 5, Epoch: 7, TTR: 1, Durability: Ephemeral},
 		}},
 		&Ack{ID: 18, RunID: 77, Epoch: 7},

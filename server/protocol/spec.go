@@ -120,7 +120,7 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 			s.table.required |= 1 << (off + i)
 		}
 	}
-	checkKeys(keys)
+	checkKeys(keys, maxKeys)
 	s.table.keys = keys
 	if envelope {
 		s.table.required |= s.table.bit("t") | s.table.bit("id")
@@ -154,8 +154,9 @@ func newMapSpec[M any](envelope bool, fs ...field[M]) *mapSpec[M] {
 
 // checkKeys panics (at package initialisation) on a key list with a key twice, a key
 // longer than a fixstr holds (31 bytes, the form the encoder writes and the decoder
-// expects first), or more keys than maxKeys allows.
-func checkKeys(keys []string) {
+// expects first), or more keys than limit allows: maxKeys for a spec, whose encoder
+// writes a fixmap header; maxHandKeys for a hand-written map type (handTable).
+func checkKeys(keys []string, limit int) {
 	for i, k := range keys {
 		if slices.Contains(keys[:i], k) {
 			panic("protocol: key " + strconv.Quote(k) + " given twice")
@@ -164,8 +165,8 @@ func checkKeys(keys []string) {
 			panic("protocol: key " + strconv.Quote(k) + " is no fixstr")
 		}
 	}
-	if len(keys) > maxKeys {
-		panic("protocol: more than " + strconv.Itoa(maxKeys) + " keys in one map")
+	if len(keys) > limit {
+		panic("protocol: more than " + strconv.Itoa(limit) + " keys in one map")
 	}
 }
 

@@ -49,13 +49,18 @@ const (
 	MaxCronLen   = 256      // a cron expression
 	MaxTZLen     = 128      // an IANA zone name
 	MaxBatch     = 1000     // tasks in one SUBMIT_BATCH
-	MaxTypes     = 1024     // task types in one SUBSCRIBE
-	MaxPageItems = 10_000   // items in one TASK_PAGE or DLQ_PAGE
-	MaxStats     = 1024     // entries in each STATS_REPLY map
-	maxLeaderLen = 256      // NOT_LEADER address
-	maxStateLen  = 16       // a state name
-	maxEnumLen   = 16       // kind, anchor, misfire, durability, role
-	maxPayload   = MaxFrameLimit
+	// MaxTraceparentLen and MaxTracestateLen bound a task's and a FIRE's trace context
+	// (W3C Trace Context): a version-00 traceparent is 55 bytes, later versions may
+	// append fields; 512 bytes of tracestate is what the W3C asks every vendor to pass on.
+	MaxTraceparentLen = 128
+	MaxTracestateLen  = 512
+	MaxTypes          = 1024   // task types in one SUBSCRIBE
+	MaxPageItems      = 10_000 // items in one TASK_PAGE or DLQ_PAGE
+	MaxStats          = 1024   // entries in each STATS_REPLY map
+	maxLeaderLen      = 256    // NOT_LEADER address
+	maxStateLen       = 16     // a state name
+	maxEnumLen        = 16     // kind, anchor, misfire, durability, role
+	maxPayload        = MaxFrameLimit
 )
 
 // Task is a task on the wire: core/task.Task plus the durability class and the
@@ -78,6 +83,11 @@ type Task struct {
 	// task.Concurrency: at most the key's limit of runs at once; no key means none.
 	ConcurrencyKey   string
 	ConcurrencyLimit uint64
+	// Traceparent ("traceparent") and Tracestate ("tracestate") are the W3C Trace
+	// Context the task was submitted under (task.Trace); empty means none. ToTask drops
+	// a traceparent that does not parse, with its tracestate (ValidTraceparent).
+	Traceparent string
+	Tracestate  string
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -244,6 +254,10 @@ func putState(c *enc, key string, s task.State) {
 // What they share with the specs is how their tables are made: from key names, the
 // required ones named too.
 
+// maxHandKeys bounds a hand-written map type's keys: one bit each in the presence mask
+// (a uint64). Its encoder writes the header with mapLen, a fixmap or a map 16.
+const maxHandKeys = 64
+
 // handTable is the field table of the hand-written map type T: its keys in the order
 // T's encoder writes them (key i is read by T's set(d, i)), and the names of the keys T
 // requires, from which the required mask comes, so that moving a key cannot make
@@ -253,7 +267,7 @@ func handTable[T any, P interface {
 	*T
 	decodable
 }](keys []string, required ...string) fieldTable {
-	checkKeys(keys)
+	checkKeys(keys, maxHandKeys)
 	t := fieldTable{keys: keys, read: setBy[T, P]}
 	for _, k := range required {
 		t.required |= t.bit(k)
@@ -266,7 +280,7 @@ func handTable[T any, P interface {
 
 var taskFields = handTable[Task](
 	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
-		"concurrency_key", "concurrency_limit"},
+		"concurrency_key", "concurrency_limit", "traceparent", "tracestate"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -301,13 +315,18 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.ConcurrencyKey, err = d.name(task.MaxConcurrencyKeyLen) // keys repeat: interned
 	case 13:
 		t.ConcurrencyLimit, err = d.r.uint()
+	case 14:
+		t.Traceparent, err = d.r.str(MaxTraceparentLen)
+	case 15:
+		t.Tracestate, err = d.r.str(MaxTracestateLen)
 	}
 	return err
 }
 
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
-		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0))
+		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
+		t.Traceparent != "", t.Tracestate != ""))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -345,6 +364,12 @@ func (t *Task) encode(c *enc) {
 	}
 	if t.ConcurrencyLimit != 0 {
 		c.kUint("concurrency_limit", t.ConcurrencyLimit)
+	}
+	if t.Traceparent != "" {
+		c.kStr("traceparent", t.Traceparent)
+	}
+	if t.Tracestate != "" {
+		c.kStr("tracestate", t.Tracestate)
 	}
 }
 

@@ -18,6 +18,7 @@
 //	st.Election()   Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
 //	st.Nodes()      Nodes      nodes/: Register, Deregister, under the session's lease; Watch (nodes.go)
 //	st.Partitions() Partitions partitions/count: Ensure, create-if-absent (partitions.go)
+//	st.Config()     Config     config/: Get, Put, Delete, List, Watch (config.go)
 //
 // The Store itself reads across the parts: Revision (etcd's revision now) and Follow
 // (every write under the prefix, decoded by kind), in follow.go. A write that touches
@@ -40,6 +41,7 @@
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
 //	<prefix>nodes/<node>             a live node: JSON {"addr": client address, "started": RFC 3339 time}, under its session lease (Nodes)
 //	<prefix>partitions/count         the cluster's partition count P, decimal; written once, by the first node (Partitions)
+//	<prefix>config/<key>             one runtime setting's value as text (Config; the keys: server/settings)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
 // after "tasks/" always ends it; an id is any non-empty string. A node name is

@@ -10,7 +10,8 @@ import (
 // package doc) and how a key read back is taken apart. It is pure: every field is set by
 // newKeyspace and never changes, so the parts of a Store share one copy freely.
 //
-// Invariant: ∀ kinds a ≠ b of tasks, locks, next, workers, leader, nodes, partitions: a is
+// Invariant: ∀ kinds a ≠ b of tasks, locks, next, workers, leader, nodes, partitions,
+// config: a is
 // not a prefix of
 // b, so a key read back under the prefix belongs to at most one kind (change relies on
 // it).
@@ -24,12 +25,13 @@ type keyspace struct {
 	nodes   string // prefix + "nodes/": the live nodes (nodes.go)
 	// partitionCount is prefix + "partitions/count": the cluster's P (partitions.go).
 	partitionCount string
+	config         string // prefix + "config/": the runtime configuration (config.go)
 }
 
 func newKeyspace(prefix string) keyspace {
 	return keyspace{prefix: prefix, tasks: prefix + "tasks/", locks: prefix + "locks/", next: prefix + "next/",
 		workers: prefix + "workers/", leader: prefix + "leader", nodes: prefix + "nodes/",
-		partitionCount: prefix + "partitions/count"}
+		partitionCount: prefix + "partitions/count", config: prefix + "config/"}
 }
 
 // record is ns/id's record key.

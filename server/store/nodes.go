@@ -146,16 +146,8 @@ func (ns *Nodes) Watch(ctx context.Context, fn func(NodeSet)) error {
 		live[name], _ = decodeNode(name, kv.Value)
 	}
 	fn(nodeSet(resp.Header.Revision, live))
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for wr := range ns.cli.Watch(wctx, ns.keys.nodes, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
-		if err := wr.Err(); err != nil {
-			return fmt.Errorf("%w: %w", ErrFollowLost, err)
-		}
-		if len(wr.Events) == 0 {
-			continue // a progress notification
-		}
-		for _, ev := range wr.Events {
+	return watchPrefix(ctx, ns.cli, ns.keys.nodes, resp.Header.Revision+1, func(evs []*clientv3.Event, rev int64) {
+		for _, ev := range evs {
 			name := strings.TrimPrefix(string(ev.Kv.Key), ns.keys.nodes)
 			if ev.Type == clientv3.EventTypeDelete {
 				delete(live, name)
@@ -163,7 +155,23 @@ func (ns *Nodes) Watch(ctx context.Context, fn func(NodeSet)) error {
 			}
 			live[name], _ = decodeNode(name, ev.Kv.Value)
 		}
-		fn(nodeSet(wr.Events[len(wr.Events)-1].Kv.ModRevision, live))
+		fn(nodeSet(rev, live))
+	})
+}
+
+// watchPrefix calls fn with every response's events under prefix from revision from on,
+// and the revision of the last of them, until ctx ends (nil) or the watch is lost
+// (ErrFollowLost, or the cause). Progress notifications (no events) are skipped.
+func watchPrefix(ctx context.Context, cli *clientv3.Client, prefix string, from int64, fn func(evs []*clientv3.Event, rev int64)) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrFollowLost, err)
+		}
+		if len(wr.Events) > 0 {
+			fn(wr.Events, wr.Events[len(wr.Events)-1].Kv.ModRevision)
+		}
 	}
 	if ctx.Err() != nil {
 		return nil

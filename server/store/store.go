@@ -19,7 +19,7 @@ import (
 
 // Store is a handle on tock's keys in etcd: the etcd client (and the embedded etcd,
 // if it runs one), the one session (sessions), and the parts that each own one kind of
-// key, reached by Records, Locks, Progress, Workers, Election, Nodes and Partitions. Revision and Follow
+// key, reached by Records, Locks, Progress, Workers, Election, Nodes, Partitions and Config. Revision and Follow
 // read the whole prefix. It is safe for concurrent use: every field is set by Open and
 // never changes; the session has its own lock.
 type Store struct {
@@ -37,6 +37,7 @@ type Store struct {
 	election Election
 	nodes    Nodes
 	parts    Partitions
+	config   Config
 }
 
 // Open connects to etcd (starting the embedded one if Options.Embedded is
@@ -108,6 +109,7 @@ func (s *Store) assemble() {
 	s.election = Election{cli: s.cli, key: s.keys.leader, node: o.Node, ttl: o.SessionTTL, sessions: s.sessions}
 	s.nodes = Nodes{cli: s.cli, keys: s.keys, sessions: s.sessions}
 	s.parts = Partitions{cli: s.cli, keys: s.keys}
+	s.config = Config{cli: s.cli, keys: s.keys}
 }
 
 // Records are the durable task records (records.go).
@@ -130,6 +132,9 @@ func (s *Store) Nodes() *Nodes { return &s.nodes }
 
 // Partitions is the cluster's partition count (partitions.go).
 func (s *Store) Partitions() *Partitions { return &s.parts }
+
+// Config is the cluster's runtime configuration (config.go).
+func (s *Store) Config() *Config { return &s.config }
 
 // ClientOptions returns the Options another Store needs to reach the same etcd: this
 // one's endpoints (the embedded etcd's URL), user, password and TLS configuration.

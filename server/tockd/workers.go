@@ -61,6 +61,9 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral, Version: t.Version}
+	if tr := t.Trace; tr != nil { // the worker's handler joins the submitter's trace
+		fire.Traceparent, fire.Tracestate = tr.Parent, tr.State
+	}
 	if rr.router.hold.nPending.Load() > 0 {
 		if handled, err := rr.takeCarried(fire, t.Schedule.Recurring()); handled {
 			return err // a worker handed in this run's outcome: it is not run again

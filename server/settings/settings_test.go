@@ -1,0 +1,104 @@
+package settings
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestParseAccepts: each setting's values, parsed into its field, with canonical text
+// that parses to the same setting again.
+func TestParseAccepts(t *testing.T) {
+	for _, c := range []struct {
+		key, value string
+		want       Setting
+	}{
+		{"log_level", "debug", Setting{Name: LogLevel, Value: "debug", Level: slog.LevelDebug}},
+		{"log_level", "WARN", Setting{Name: LogLevel, Value: "warn", Level: slog.LevelWarn}},
+		{"max_waiting_runs", "5000", Setting{Name: MaxWaitingRuns, Value: "5000", N: 5000}},
+		{"max_waiting_runs_per_type", "1", Setting{Name: MaxWaitingRunsPerType, Value: "1", N: 1}},
+		{"rate_limit/email", "100", Setting{Name: RateLimit, Arg: "email", Type: "email", Value: "100:1", Rate: 100, Burst: 1}},
+		{"rate_limit/a/b", "0.5:20", Setting{Name: RateLimit, Arg: "a/b", Type: "a/b", Value: "0.5:20", Rate: 0.5, Burst: 20}},
+		{"rate_limit/email", "0", Setting{Name: RateLimit, Arg: "email", Type: "email", Value: "0"}},
+		{"concurrency_limit/shop/cust/42", "3", Setting{Name: ConcurrencyLimit, Arg: "shop/cust/42", Namespace: "shop",
+			ConcKey: "cust/42", Value: "3", N: 3}},
+		{"concurrency_limit/default/k", "0", Setting{Name: ConcurrencyLimit, Arg: "default/k", Namespace: "default", ConcKey: "k", Value: "0"}},
+		{"paused/email", "true", Setting{Name: Paused, Arg: "email", Type: "email", Value: "true", On: true}},
+		{"paused/email", "false", Setting{Name: Paused, Arg: "email", Type: "email", Value: "false"}},
+	} {
+		c.want.Key = c.key
+		got, err := Parse(c.key, c.value)
+		if err != nil || got != c.want {
+			t.Errorf("Parse(%q, %q) = %+v, %v; want %+v", c.key, c.value, got, err, c.want)
+			continue
+		}
+		again, err := Parse(c.key, got.Value)
+		if err != nil || again != got {
+			t.Errorf("Parse(%q, canonical %q) = %+v, %v; want %+v", c.key, got.Value, again, err, got)
+		}
+	}
+}
+
+// TestParseRefuses: unknown keys and bad values are refused with the error of their kind,
+// naming the key (and the value).
+func TestParseRefuses(t *testing.T) {
+	for _, c := range []struct {
+		key, value string
+		want       error
+	}{
+		{"no_such_key", "1", ErrUnknownKey},
+		{"", "1", ErrUnknownKey},
+		{"log_level/x", "info", ErrUnknownKey},
+		{"rate_limit", "1", ErrUnknownKey},
+		{"rate_limit/", "1", ErrUnknownKey},
+		{"paused/email/", "true", ErrUnknownKey},
+		{"log_level", "verbose", ErrBadValue},
+		{"log_level", "INFO+2", ErrBadValue},
+		{"max_waiting_runs", "0", ErrBadValue},
+		{"max_waiting_runs", "-5", ErrBadValue},
+		{"max_waiting_runs", "ten", ErrBadValue},
+		{"max_waiting_runs_per_type", "", ErrBadValue},
+		{"rate_limit/email", "fast", ErrBadValue},
+		{"rate_limit/email", "NaN", ErrBadValue},
+		{"rate_limit/email", "1e-4", ErrBadValue},
+		{"rate_limit/email", "2e9", ErrBadValue},
+		{"rate_limit/email", "10:0", ErrBadValue},
+		{"rate_limit/email", "10:2000000", ErrBadValue},
+		{"rate_limit/email", "0:5", ErrBadValue},
+		{"rate_limit/" + strings.Repeat("t", 129), "1", ErrBadValue},
+		{"concurrency_limit/shop", "3", ErrBadValue},
+		{"concurrency_limit/shop/", "3", ErrUnknownKey},
+		{"concurrency_limit//k", "3", ErrBadValue},
+		{"concurrency_limit/shop/k", "-1", ErrBadValue},
+		{"concurrency_limit/shop/k", "1048577", ErrBadValue},
+		{"paused/email", "yes", ErrBadValue},
+	} {
+		_, err := Parse(c.key, c.value)
+		if !errors.Is(err, c.want) {
+			t.Errorf("Parse(%q, %q): %v, want %v", c.key, c.value, err, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), "\""+c.key+"\"") && !strings.Contains(err.Error(), c.key+" = \""+c.value+"\"") {
+			t.Errorf("Parse(%q, %q): %q names neither the key nor the value", c.key, c.value, err)
+		}
+	}
+}
+
+// TestSpecsDocumented: every spec has its syntax, default and doc line, and Lookup finds
+// it by its pattern.
+func TestSpecsDocumented(t *testing.T) {
+	for _, sp := range Specs() {
+		if sp.Syntax == "" || sp.Default == "" || sp.Doc == "" || sp.parse == nil {
+			t.Errorf("%s: syntax %q, default %q, doc %q, parser set %t", sp.Name, sp.Syntax, sp.Default, sp.Doc, sp.parse != nil)
+		}
+		key := sp.Name
+		if sp.Arg != "" {
+			key += "/x/y"
+		}
+		got, _, err := Lookup(key)
+		if err != nil || got.Name != sp.Name {
+			t.Errorf("Lookup(%q) = %v, %v; want %s", key, got, err, sp.Name)
+		}
+	}
+}
