@@ -24,7 +24,8 @@
 //     standby.go), durability (durable.go, submit.go, durload.go), committer (commit.go),
 //     runLocks (exclusive.go), progress (progress.go) and registry (registry.go);
 //   - ownership (ownership.go): the partition map, with or without a Store;
-//   - liveConfig (liveconfig.go): the runtime configuration, followed and applied.
+//   - liveConfig (liveconfig.go): the runtime configuration, followed and applied;
+//   - spans (spans.go): the spans of traced tasks, when a tracer is configured.
 //
 // Lock order, everywhere: durability.term or liveConfig.applyMu, then the engine's
 // locks, then router.mu or a part's own mu, then a connection's outMu. No mu is held across a store call or a
@@ -261,6 +262,20 @@
 //   - The FIRE is queued before the handler returns ErrDeferred, so a fast ACK can reach
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
+//
+// # Tracing
+//
+// Tracing (spans.go, server/tracing). A task may carry a W3C trace context (SUBMIT's
+// "traceparent" and "tracestate", kept as task.Trace and in its durable record). Every
+// FIRE of a traced task carries a trace context, so that the worker's handler joins the
+// submitter's trace. With Options.TracerProvider or OTLPEndpoint the server also makes
+// spans of traced tasks, each a child of the task's trace context: tock.submit at an
+// accepted (or refused) submit, tock.fire as a run is handed to the router (the FIRE
+// then carries this span's context, the parent of the worker's tock.handle), and, from
+// the events of the engine New makes, tock.ack, tock.retry and tock.dead_letter as
+// attempts end. Without either, no span is made and a FIRE passes the task's own
+// context on; a task without a trace context gets no spans either way. Shutdown flushes
+// an OTLPEndpoint's exporter last.
 //
 // # Requests and replies
 //

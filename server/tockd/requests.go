@@ -43,6 +43,7 @@ type requests struct {
 	runs    *remoteRuns
 	replica *replica // nil without Options.Store
 	config  *liveConfig
+	spans   spans // of traced tasks (spans.go)
 	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
 	snapshot func() Stats
 	// partitions is Server.Partitions, which PARTITIONS answers with.
@@ -187,7 +188,7 @@ func (q *requests) cancel(c *conn, m *protocol.Cancel) (protocol.Message, bool) 
 			Durability: dur, State: task.Cancelled}
 	}
 	// A durable task's cancel is answered once its record is deleted.
-	if q.replica != nil && q.replica.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, func(deleteErr error) {
+	if q.replica != nil && q.replica.dur.afterDelete(taskKey{nsOrDefault(m.Namespace), m.TaskID}, false, endFunc(func(deleteErr error) {
 		if deleteErr == nil {
 			c.pushReply(st)
 			return
@@ -198,7 +199,7 @@ func (q *requests) cancel(c *conn, m *protocol.Cancel) (protocol.Message, bool) 
 		e.Message = "cancelled on this node, but the cancel was not recorded: " + e.Message
 		q.checkReply(m, e) // a reply sent later, outside conn.handle's check
 		c.pushReply(e)
-	}) {
+	}), 0) {
 		return nil, false
 	}
 	return st, false
