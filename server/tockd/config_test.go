@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/settings"
 )
@@ -34,6 +35,20 @@ func TestPauseSurvivesALeaderChange(t *testing.T) {
 	if f := w.fire(); f.TaskID != "held" {
 		t.Fatalf("FIRE of %s after RESUME, want the held task", f.TaskID)
 	}
+}
+
+// TestPauseSurvivesARestart: a node made again over the same etcd holds the pause
+// recorded before, from New on, before it serves its first connection.
+func TestPauseSurvivesARestart(t *testing.T) {
+	st, ts := startLeader(t)
+	c := connect(t, ts.addr)
+	wantOK(t, c.call(&protocol.Pause{ID: 2, TaskType: "t"}))
+	ts.stop(t)
+	again := newServer(t, Options{Store: st})
+	if got := again.PausedTypes(); !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("paused types after the restart: %q, want [t]", got)
+	}
+	serve(t, again) // and its stop
 }
 
 // waitingLimits reads the router's waiting bounds, as route applies them.
@@ -158,13 +173,39 @@ func TestConfigValueWrittenByHandIsNotApplied(t *testing.T) {
 	}
 }
 
+// discardAlerts takes every alert.
+type discardAlerts struct{}
+
+func (discardAlerts) Notify(notify.Alert) bool { return true }
+
 // TestConfigWithoutAStore: a lone node without etcd applies a setting to itself, in
-// memory; log_level sets Options.LogLevel, and a reset restores the level it had.
+// memory; log_level sets Options.LogLevel, alert_* the alert monitor's thresholds, and a
+// reset restores what they held at New.
 func TestConfigWithoutAStore(t *testing.T) {
 	var level slog.LevelVar
 	level.Set(slog.LevelWarn)
-	ts := startServer(t, Options{LogLevel: &level, MaxWaitingRuns: 100})
+	base := notify.Thresholds{Backlog: 10000, LatenessP95: time.Second, For: time.Minute}
+	mon, err := notify.NewMonitor(notify.WithThresholds(base), notify.WithSink(discardAlerts{}),
+		notify.WithSample(func() notify.Sample { return notify.Sample{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Options{LogLevel: &level, MaxWaitingRuns: 100, Alerts: mon})
 	ctx := configCtx(t)
+	for k, v := range map[string]string{"alert_backlog": "50", "alert_for": "5s"} {
+		if _, err := ts.srv.ConfigSet(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mon.Thresholds(); got != (notify.Thresholds{Backlog: 50, LatenessP95: time.Second, For: 5 * time.Second}) {
+		t.Fatalf("alert thresholds %+v, want backlog 50, for 5s and the lateness of the options", got)
+	}
+	if _, err := ts.srv.ConfigReset(ctx, "alert_backlog"); err != nil || mon.Thresholds().Backlog != 10000 {
+		t.Fatalf("ConfigReset(alert_backlog): %v; thresholds %+v, want backlog 10000 again", err, mon.Thresholds())
+	}
+	if _, err := ts.srv.ConfigReset(ctx, "alert_for"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ts.srv.ConfigSet(ctx, "log_level", "debug"); err != nil || level.Level() != slog.LevelDebug {
 		t.Fatalf("ConfigSet(log_level, debug): %v; level %v", err, level.Level())
 	}
@@ -178,7 +219,8 @@ func TestConfigWithoutAStore(t *testing.T) {
 		t.Fatalf("ConfigReset(log_level): %v; level %v, want warn again", err, level.Level())
 	}
 	entries, _ := ts.srv.ConfigList()
-	want := []ConfigEntry{{Key: "log_level", Value: "warn"}, {Key: "max_waiting_runs", Value: "100"},
+	want := []ConfigEntry{{Key: "alert_backlog", Value: "10000"}, {Key: "alert_for", Value: "1m0s"},
+		{Key: "alert_lateness_p95", Value: "1s"}, {Key: "log_level", Value: "warn"}, {Key: "max_waiting_runs", Value: "100"},
 		{Key: "max_waiting_runs_per_type", Value: "3", Set: true}}
 	if !slices.Equal(entries, want) {
 		t.Fatalf("ConfigList = %+v, want %+v", entries, want)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/settings"
 	"github.com/tock-sched/tock/server/store"
 )
@@ -29,7 +30,8 @@ type ConfigEntry struct {
 // liveConfig is this node's runtime configuration (server/settings names the keys):
 // with a Store it follows <prefix>config/ (store.Config.Watch: the set at start, then
 // every change) and applies each change as it sees it, to the router (the waiting
-// bounds, paused types), the engine (rate and concurrency limits) and the log level;
+// bounds, paused types), the engine (rate and concurrency limits), the log level and
+// the alert monitor's thresholds;
 // without one, ConfigSet and ConfigReset apply to this node's memory alone. A key that
 // is not set, or no longer is, has its default (Options, the flags).
 //
@@ -55,6 +57,8 @@ type liveConfig struct {
 	engine    *task.Engine
 	router    *router[*conn]
 	baseLevel slog.Level // Options.LogLevel's level at New: log_level's default
+	// baseAlerts is Options.Alerts' thresholds at New: the alert_* keys' defaults.
+	baseAlerts notify.Thresholds
 
 	applyMu sync.Mutex
 
@@ -77,6 +81,9 @@ func newLiveConfig(opts *Options, engine *task.Engine, r *router[*conn]) *liveCo
 	}
 	if opts.LogLevel != nil {
 		c.baseLevel = opts.LogLevel.Level()
+	}
+	if opts.Alerts != nil {
+		c.baseAlerts = opts.Alerts.Thresholds()
 	}
 	return c
 }
@@ -219,6 +226,12 @@ func (c *liveConfig) defaultOf(key string) string {
 		return strconv.Itoa(c.opts.MaxWaitingRunsPerType)
 	case settings.Paused:
 		return "false"
+	case settings.AlertBacklog:
+		return strconv.Itoa(c.baseAlerts.Backlog)
+	case settings.AlertLatenessP95:
+		return c.baseAlerts.LatenessP95.String()
+	case settings.AlertFor:
+		return c.baseAlerts.For.String()
 	}
 	return "0" // rate_limit, concurrency_limit: none
 }
@@ -257,9 +270,25 @@ func (c *liveConfig) applyKey(key string, eff map[string]settings.Setting) {
 		err = c.engine.SetConcurrencyLimit(s.Namespace, s.ConcKey, s.N)
 	case settings.Paused:
 		c.router.pause(s.Type, s.On)
+	case settings.AlertBacklog, settings.AlertLatenessP95, settings.AlertFor:
+		if c.opts.Alerts == nil {
+			c.log.Warn("tockd: an alert threshold changed, but this server has no alert monitor (Options.Alerts)", "key", key, "value", s.Value)
+			return
+		}
+		th := c.baseAlerts
+		if v, ok := eff[settings.AlertBacklog]; ok {
+			th.Backlog = v.N
+		}
+		if v, ok := eff[settings.AlertLatenessP95]; ok {
+			th.LatenessP95 = v.D
+		}
+		if v, ok := eff[settings.AlertFor]; ok {
+			th.For = v.D
+		}
+		err = c.opts.Alerts.SetThresholds(th)
 	}
 	if err != nil {
-		c.log.Error("tockd: the engine refused a configuration value", "key", key, "value", s.Value, "err", err)
+		c.log.Error("tockd: a configuration value was refused where it applies", "key", key, "value", s.Value, "err", err)
 	}
 }
 

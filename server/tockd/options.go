@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
@@ -185,6 +186,12 @@ type Options struct {
 	// level it held when New was called. Default: none; log_level is then stored and
 	// listed, but changes nothing on this node (a warning says so).
 	LogLevel *slog.LevelVar
+	// Alerts, if set, is the alert monitor (server/notify) whose thresholds the runtime
+	// configuration's alert_backlog, alert_lateness_p95 and alert_for set; the
+	// thresholds it holds when New is called are those keys' defaults. The caller runs
+	// it. Default: none; those keys are then stored and listed, but change nothing on
+	// this node (a warning says so).
+	Alerts *notify.Monitor
 	// Logger receives connection-level events (accepted, closed and why, protocol
 	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
 	// because a library does not write to stderr unasked; the tockd binary sets one.
@@ -351,6 +358,9 @@ func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = n
 
 // WithLogLevel sets Options.LogLevel.
 func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLevel = l } }
+
+// WithAlerts sets Options.Alerts.
+func WithAlerts(m *notify.Monitor) Option { return func(o *Options) { o.Alerts = m } }
 
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }

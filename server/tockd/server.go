@@ -257,6 +257,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.conns.closeAll()
 		<-done
 	}
+	// Before the engine closes: no setting is applied to a closed engine.
+	s.config.halt()
 	if s.ownEngine {
 		if cerr := s.engine.Close(ctx); cerr != nil && err == nil {
 			err = cerr
@@ -266,7 +268,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// After the engine: no event comes later.
 		s.replica.stop(ctx)
 	}
-	s.config.halt()
 	// Last: every span is made. An exporter that cannot flush loses its spans, which
 	// is no failure of the shutdown.
 	if terr := s.tracer.Shutdown(ctx); terr != nil {
