@@ -109,11 +109,12 @@ func (w *Worker) keep(o outcome, why error) bool {
 
 // detach returns a copy of f that shares no memory with the frame it came in: the runs
 // of a FIRES share their frame's buffer of IDs and payloads, which one kept outcome
-// would keep whole (MaxCarried of them, a frame each). Namespace and type are interned
-// strings of their own.
+// would keep whole (MaxCarried of them, a frame each), its trace context too. Namespace
+// and type are interned strings of their own.
 func detach(f *Fire) *Fire {
 	d := *f
 	d.TaskID, d.Payload = strings.Clone(f.TaskID), bytes.Clone(f.Payload)
+	d.Traceparent, d.Tracestate = strings.Clone(f.Traceparent), strings.Clone(f.Tracestate)
 	return &d
 }
 

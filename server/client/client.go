@@ -9,6 +9,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tracing"
 )
 
 // Client is a connection to tockd with role client. It is safe for concurrent use; its
@@ -205,12 +206,15 @@ func expect[T protocol.Message](m protocol.Message, err error) (T, error) {
 }
 
 // Submit submits t with durability d and returns the task's status. An ERROR reply
-// (EXISTS, INVALID_TASK, ...) is a *protocol.Error. One round trip.
+// (EXISTS, INVALID_TASK, ...) is a *protocol.Error. One round trip. A valid span in
+// ctx is the task's trace context (unless t.Trace sets one): the server's spans of the
+// task and its worker's handler join that trace (PROTOCOL.md, Trace context).
 func (c *Client) Submit(ctx context.Context, t task.Task, d protocol.Durability) (protocol.TaskStatus, error) {
 	w, err := protocol.FromTask(t, d)
 	if err != nil {
 		return protocol.TaskStatus{}, err
 	}
+	traced(ctx, &w)
 	r, err := expect[*protocol.TaskStatus](c.do(ctx, func(id uint64) protocol.Message {
 		return &protocol.Submit{ID: id, Task: w}
 	}))
@@ -229,6 +233,7 @@ type BatchItem struct {
 
 // SubmitBatch submits up to protocol.MaxBatch tasks in one frame; the results are in
 // order. An error for the whole frame (BAD_FIELD, FRAME_TOO_LARGE) is returned alone.
+// A valid span in ctx is each task's trace context, as for Submit.
 func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Durability) ([]BatchItem, error) {
 	if len(ts) == 0 || len(ts) > protocol.MaxBatch {
 		return nil, fmt.Errorf("%w: batch of %d tasks outside [1, %d]", ErrInvalidOption, len(ts), protocol.MaxBatch)
@@ -240,6 +245,13 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Dur
 			return nil, fmt.Errorf("client: tasks[%d]: %w", i, err)
 		}
 		ws[i] = w
+	}
+	if p, s := tracing.Inject(ctx); p != "" {
+		for i := range ws {
+			if ws[i].Traceparent == "" {
+				ws[i].Traceparent, ws[i].Tracestate = p, s
+			}
+		}
 	}
 	r, err := expect[*protocol.BatchResult](c.do(ctx, func(id uint64) protocol.Message {
 		return &protocol.SubmitBatch{ID: id, Tasks: ws}
@@ -260,6 +272,14 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Dur
 			Durability: it.Durability, State: it.State, NextRun: it.NextRun, Version: it.Version}
 	}
 	return out, nil
+}
+
+// traced gives w the trace context of ctx's span, unless it has one (task.Trace) or
+// ctx has no valid span (then it costs one context lookup).
+func traced(ctx context.Context, w *protocol.Task) {
+	if w.Traceparent == "" {
+		w.Traceparent, w.Tracestate = tracing.Inject(ctx)
+	}
 }
 
 func (c *Client) status(ctx context.Context, build func(id uint64) protocol.Message) (protocol.TaskStatus, error) {
@@ -372,7 +392,8 @@ func (c *Client) purge(ctx context.Context, m *protocol.DLQPurge) (uint64, error
 }
 
 // Pause stops the server from dispatching tasks of taskType: they come due and wait
-// until Resume. Pausing is the answering node's state, not stored.
+// until Resume. With etcd the pause is the cluster's runtime setting paused/<type>: it
+// holds on every node, across leader changes and restarts.
 func (c *Client) Pause(ctx context.Context, taskType string) error {
 	_, err := expect[*protocol.OK](c.do(ctx, func(id uint64) protocol.Message {
 		return &protocol.Pause{ID: id, TaskType: taskType}

@@ -45,6 +45,13 @@
 //     (carry.go, at most Options.MaxCarried), handed in (CARRY) on the next connection
 //     before its SUBSCRIBE, so that the next leader does not run the task again.
 //     OnAcked is called once per finished run, with its final answer.
+//   - Tracing (server/tracing): Submit and SubmitBatch send the W3C trace context of
+//     the span in their ctx, if any, as each task's (a task's own task.Trace wins); a
+//     Worker runs a HandlerFunc of a run whose FIRE carries a trace context in a
+//     tock.handle span of Options.TracerProvider (default the global one), a child of
+//     the FIRE's context, which is the handler's. A run without one costs nothing more;
+//     a batch handler gets no span (its runs share one context): Fire.TraceContext
+//     gives each run's.
 //
 // Costs: a FIRES of n runs costs the reader 5 allocations, whatever n (the codec's 3, one
 // slice of the handlers' Fires and one of the runners' jobs:

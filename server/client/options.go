@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tock-sched/tock/server/protocol"
 )
 
@@ -67,10 +70,28 @@ type Options struct {
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
 	TLS *tls.Config
+	// TracerProvider makes a Worker's tock.handle span of each traced run (one whose
+	// FIRE carries a trace context: server/tracing), in which its HandlerFunc runs.
+	// Default: the global provider, otel.GetTracerProvider() (a no-op until the program
+	// sets one: the handler's context then still carries the run's trace context).
+	TracerProvider trace.TracerProvider
+}
+
+// tracerProvider is Options.TracerProvider or the global one.
+func (o *Options) tracerProvider() trace.TracerProvider {
+	if o.TracerProvider != nil {
+		return o.TracerProvider
+	}
+	return otel.GetTracerProvider()
 }
 
 // Option sets a field of Options.
 type Option func(*Options)
+
+// WithTracerProvider sets Options.TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *Options) { o.TracerProvider = tp }
+}
 
 // WithToken sets Options.Token.
 func WithToken(token string) Option { return func(o *Options) { o.Token = token } }

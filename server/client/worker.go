@@ -5,11 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tracing"
 )
 
 // Fire is one run a Worker's handler executes (a FIRE frame, or one run of a FIRES).
@@ -29,6 +35,18 @@ type Fire struct {
 	TTR        time.Duration // the handler's context ends this long after the FIRE arrived
 	Durability protocol.Durability
 	Version    uint64 // the task's version (a carried outcome names it)
+	// Traceparent and Tracestate are the W3C trace context the run came with (the
+	// server's fire span, or the submitter's): empty for a task submitted without one.
+	// A HandlerFunc's context already carries it (as the parent of its tock.handle span);
+	// a batch handler, whose context is shared by its runs, asks TraceContext.
+	Traceparent string
+	Tracestate  string
+}
+
+// TraceContext returns ctx carrying f's trace context as its remote parent span (ctx
+// itself when f has none), for a handler that makes spans of its own for f.
+func (f *Fire) TraceContext(ctx context.Context) context.Context {
+	return tracing.Extract(ctx, f.Traceparent, f.Tracestate)
 }
 
 // HandlerFunc runs one task. nil is ACKed; an error is NACKed, retryably unless
@@ -58,7 +76,8 @@ type Worker struct {
 	handlers map[string]handler // written under mu until Run sets running; read-only after, read without the lock by the reader and runners, which Run starts after that
 	running  bool               // guarded by mu
 
-	carry carrySet // outcomes whose reports got no definite answer, for the next connection (carry.go)
+	carry  carrySet        // outcomes whose reports got no definite answer, for the next connection (carry.go)
+	tracer *tracing.Tracer // Options.TracerProvider's: the tock.handle spans; set by NewWorker
 
 	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
 	// accepted, by Run's goroutine.
@@ -79,7 +98,11 @@ func NewWorker(addr string, opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{eps: eps, opts: o, handlers: make(map[string]handler)}, nil
+	tr, err := tracing.New(tracing.Options{Provider: o.tracerProvider()})
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{eps: eps, opts: o, handlers: make(map[string]handler), tracer: tr}, nil
 }
 
 // Handle registers h for taskType, replacing an earlier handler of either kind (Handle,
@@ -275,7 +298,8 @@ func (w *Worker) runner(ctx context.Context, f []*Fire, idle <-chan []*Fire, ak 
 func fireOf(f *Fire, pf *protocol.Fire) {
 	*f = Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
-		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version}
+		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version,
+		Traceparent: pf.Traceparent, Tracestate: pf.Tracestate}
 }
 
 // run executes one job, the runs handed to one handler call: one run, or, for a type
@@ -299,7 +323,7 @@ func (w *Worker) run(ctx context.Context, ak *acker, job []*Fire) {
 	if h.one == nil {
 		err = fmt.Errorf("client: worker has no handler for type %q", f.Type)
 	} else {
-		err = call(ctx, h.one, f)
+		err = call(ctx, h.one, f, w.tracer)
 	}
 	if ctx.Err() != nil {
 		w.carry.abandoned.Add(1)
@@ -318,14 +342,28 @@ func (w *Worker) finished(ak *acker, f *Fire, err error) {
 	}
 }
 
-// call runs h with a deadline of f.TTR, turning a panic into an error.
-func call(ctx context.Context, h HandlerFunc, f *Fire) (err error) {
+// call runs h with a deadline of f.TTR, turning a panic into an error. A traced run's
+// handler runs in its tock.handle span (tr's), a child of the FIRE's trace context.
+func call(ctx context.Context, h HandlerFunc, f *Fire, tr *tracing.Tracer) (err error) {
 	hctx := newFireCtx(ctx, time.Now().Add(f.TTR))
 	defer hctx.release()
+	var runCtx context.Context = hctx
+	if f.Traceparent != "" && tr.Enabled() {
+		var span trace.Span
+		runCtx, span = tr.Start(f.TraceContext(runCtx), tracing.SpanHandle, trace.SpanKindConsumer, []attribute.KeyValue{
+			tracing.AttrNamespace.String(f.Namespace), tracing.AttrTaskID.String(f.TaskID), tracing.AttrType.String(f.Type),
+			tracing.AttrRunID.String(strconv.FormatUint(f.RunID, 10)), tracing.AttrAttempt.Int(f.Attempt)})
+		defer func() { // after the recover below: a panic is the span's error too
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("client: handler for %q panicked: %v", f.Type, p)
 		}
 	}()
-	return h(hctx, f)
+	return h(runCtx, f)
 }

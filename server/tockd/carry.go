@@ -340,7 +340,7 @@ func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled boo
 func (rr *remoteRuns) settleCarried(co *carried, k taskKey, result error) {
 	rr.carried.Add(1)
 	runID := co.o.RunID
-	if rr.replica == nil || !rr.replica.dur.afterDelete(k, result == nil, func(deleteErr error) { co.b.recorded(runID, deleteErr) }) {
+	if rr.replica == nil || !rr.replica.dur.afterDelete(k, result == nil, co.b, runID) {
 		co.b.settle()
 	}
 }

@@ -7,8 +7,9 @@
 // # Structure
 //
 // Server is the public API (New, Serve, Shutdown, Stats, Health, and for operators
-// Workers, Leader, Nodes, SetPaused and PausedTypes in operator.go) and the composition
-// of parts, each a type with one job whose doc comment states its invariants and locking:
+// Workers, Leader, Nodes, SetPaused, PausedTypes, ConfigGet, ConfigList, ConfigSet and
+// ConfigReset in operator.go) and the composition of parts, each a type with one job
+// whose doc comment states its invariants and locking:
 //   - connSet (connset.go): listeners, served connections, the admission limits
 //     (MaxConns, MaxHandshakes) and the connection goroutines;
 //   - conn (conn.go): one connection's reader and writer, its handshake and reply queue;
@@ -22,10 +23,12 @@
 //   - replica (replica.go), only with a Store (nil without one): leadership (leader.go,
 //     standby.go), durability (durable.go, submit.go, durload.go), committer (commit.go),
 //     runLocks (exclusive.go), progress (progress.go) and registry (registry.go);
-//   - ownership (ownership.go): the partition map, with or without a Store.
+//   - ownership (ownership.go): the partition map, with or without a Store;
+//   - liveConfig (liveconfig.go): the runtime configuration, followed and applied;
+//   - spans (spans.go): the spans of traced tasks, when a tracer is configured.
 //
-// Lock order, everywhere: durability.term, then the engine's locks, then router.mu or a
-// part's own mu, then a connection's outMu. No mu is held across a store call or a
+// Lock order, everywhere: durability.term or liveConfig.applyMu, then the engine's
+// locks, then router.mu or a part's own mu, then a connection's outMu. No mu is held across a store call or a
 // socket write; connSet.mu is a leaf.
 //
 // # Leadership
@@ -260,10 +263,38 @@
 //     Complete first; the engine accepts an early Complete and applies it when the handler
 //     returns.
 //
+// # Tracing
+//
+// Tracing (spans.go, server/tracing). A task may carry a W3C trace context (SUBMIT's
+// "traceparent" and "tracestate", kept as task.Trace and in its durable record). Every
+// FIRE of a traced task carries a trace context, so that the worker's handler joins the
+// submitter's trace. With Options.TracerProvider or OTLPEndpoint the server also makes
+// spans of traced tasks, each a child of the task's trace context: tock.submit at an
+// accepted (or refused) submit, tock.fire as a run is handed to the router (the FIRE
+// then carries this span's context, the parent of the worker's tock.handle), and, from
+// the events of the engine New makes, tock.ack, tock.retry and tock.dead_letter as
+// attempts end. Without either, no span is made and a FIRE passes the task's own
+// context on; a task without a trace context gets no spans either way. Shutdown flushes
+// an OTLPEndpoint's exporter last.
+//
 // # Requests and replies
 //
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
-// RESUME. Pausing is this node's memory only, not recorded in etcd.
+// RESUME. A pause is the runtime setting paused/<type> (below): with a Store it is in
+// etcd, and holds on every node, across leader changes and restarts.
+//
+// # Runtime configuration
+//
+// The runtime-safe settings (server/settings: log_level, the waiting bounds, rate and
+// concurrency limits, paused types) live in etcd under <prefix>config/ (store.Config).
+// Every node reads them in New (waiting up to 10 s; then it serves on its defaults
+// until it can), watches them, and applies each change as it sees it (liveconfig.go),
+// logging the key, the old and the new value at Info and counting it (Stats.
+// ConfigChanges, tock_config_changes_total); a key removed goes back to the node's
+// Options (its flags). A node elected leader reads them once more before it
+// dispatches. ConfigSet and ConfigReset (and CONFIG_SET, PAUSE, RESUME) check the value
+// with settings.Parse, write it, and return once this node has applied it. Without a
+// Store they apply to this node alone, in memory, until it stops.
 //
 // Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
 // snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot

@@ -43,13 +43,30 @@ type queuedDelete struct {
 	term    *store.Fence
 }
 
-// endWaiter is a wait for a record's delete: fn, of an end accepted in term (the fence
-// when the wait began), is answered with the outcome of a delete fenced by that term, or
-// errOtherTerm.
+// endWaiter is a wait for a record's delete: to, told of the end of run runID accepted
+// in term (the fence when the wait began), is answered with the outcome of a delete
+// fenced by that term, or errOtherTerm.
 type endWaiter struct {
-	term *store.Fence
-	fn   func(deleteErr error)
+	term  *store.Fence
+	to    endListener
+	runID uint64
 }
+
+// endListener is told whether the end of run runID (an ACK, NACK or CANCEL accepted) was
+// recorded: deleteErr is nil once the task's record is deleted under the term that
+// accepted the end, else why not (the run may be delivered again). ended runs on the
+// deleter goroutine, or at once inside afterDelete, and must not block. An interface,
+// not a func: an ACKS names its *ackBatch and each run's ID, so that waiting costs no
+// allocation per run (a closure over the run ID would be one).
+type endListener interface {
+	ended(runID uint64, deleteErr error)
+}
+
+// endFunc is a function as an endListener, for ends that are not on the per-run path
+// (a single ACK, a CANCEL) and for tests; the run ID is not passed on.
+type endFunc func(deleteErr error)
+
+func (f endFunc) ended(_ uint64, deleteErr error) { f(deleteErr) }
 
 // errOtherTerm answers a wait whose term is not the one its record's delete was fenced
 // by: the term that accepted the end is over (a later term of this node deletes the
@@ -212,7 +229,7 @@ func (d *durability) onEvent(ev task.Event) {
 	}
 }
 
-// afterDelete arranges for fn to run once ns/id's record is deleted, if its deletion is
+// afterDelete arranges for to.ended(runID, …) to run once ns/id's record is deleted, if its deletion is
 // queued or in flight, or if the task is a one-shot durable one still held whose end is
 // imminent (ending is true: an ACK or CANCEL of it was accepted, and the engine may apply
 // it a moment later). fn runs on the deleter goroutine, so it must not block; or at once,
@@ -223,7 +240,7 @@ func (d *durability) onEvent(ev task.Event) {
 // if ephemeral, and the record left for the next term). It reports whether fn will run
 // (or has run); false means there is nothing to wait for (not durable, or its record is
 // deleted), and the caller goes on at once.
-func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error)) bool {
+func (d *durability) afterDelete(k taskKey, ending bool, to endListener, runID uint64) bool {
 	if hook := d.beforeWait.Load(); hook != nil {
 		(*hook)(k)
 	}
@@ -238,13 +255,13 @@ func (d *durability) afterDelete(k taskKey, ending bool, fn func(deleteErr error
 		}
 		d.mu.Unlock()
 		if wasRefused {
-			fn(err)
+			to.ended(runID, err)
 		}
 		return wasRefused
 	}
 	// The term that accepts the end is the server's now: only a delete fenced by it
 	// confirms the end to fn.
-	d.waiters[k] = append(d.waiters[k], endWaiter{d.lead.fence.Load(), fn})
+	d.waiters[k] = append(d.waiters[k], endWaiter{d.lead.fence.Load(), to, runID})
 	d.mu.Unlock()
 	return true
 }
@@ -290,15 +307,15 @@ func (d *durability) run() {
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
 		for _, a := range done {
-			a.fn(a.err)
+			a.to.ended(a.runID, a.err)
 		}
 		d.mu.Lock()
 	}
 }
 
-// endAnswer is a waiter's fn and the outcome it is answered with.
+// endAnswer is a waiter and the outcome it is answered with.
 type endAnswer struct {
-	fn  func(error)
+	endWaiter
 	err error
 }
 
@@ -318,9 +335,9 @@ func (d *durability) decided(term *store.Fence, keys []store.Versioned, err erro
 			case again && w.term == later.term:
 				keep = append(keep, w)
 			case w.term == term && term != nil:
-				done = append(done, endAnswer{w.fn, err})
+				done = append(done, endAnswer{w, err})
 			default:
-				done = append(done, endAnswer{w.fn, errOtherTerm})
+				done = append(done, endAnswer{w, errOtherTerm})
 			}
 		}
 		if len(keep) > 0 {
@@ -437,7 +454,7 @@ func (d *durability) stop(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	for _, w := range left {
-		w.fn(errShutdownPending)
+		w.to.ended(w.runID, errShutdownPending)
 	}
 }
 

@@ -140,7 +140,7 @@ func (d *durability) dropDurable() {
 	}
 	d.mu.Unlock()
 	for _, w := range cut {
-		w.fn(errOtherTerm)
+		w.to.ended(w.runID, errOtherTerm)
 	}
 	for _, k := range keys {
 		_ = d.engine.Drop(k.ns, k.id) // absent already: nothing to drop

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
@@ -178,6 +180,11 @@ type Options struct {
 	// protocol.MaxNameLen bytes, with no '/' when there is a Store.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
+	// LogLevel, if set, is the level of Logger's handler: the runtime configuration's
+	// log_level sets it, and putting the key back (tockctl config reset) restores the
+	// level it held when New was called. Default: none; log_level is then stored and
+	// listed, but changes nothing on this node (a warning says so).
+	LogLevel *slog.LevelVar
 	// Logger receives connection-level events (accepted, closed and why, protocol
 	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
 	// because a library does not write to stderr unasked; the tockd binary sets one.
@@ -280,6 +287,18 @@ type Options struct {
 	// OnEvent it hooks (an OnEvent in EngineOptions is still called). Default: none,
 	// and durable submits are refused.
 	Store *store.Store
+	// TracerProvider, if set, makes the server's spans of traced tasks (tock.submit,
+	// tock.fire, tock.ack, tock.retry, tock.dead_letter: server/tracing), each a child of
+	// the trace context the task was submitted with; for tests and embedders, who own
+	// it. The spans that end attempts come from the events of the engine New creates
+	// (none with a caller's Engine). Not with OTLPEndpoint. Default: none.
+	TracerProvider trace.TracerProvider
+	// OTLPEndpoint, if set, exports those spans over OTLP/HTTP to a collector:
+	// "host:port" (plain HTTP, path /v1/traces) or an http(s) URL (tracing.Options.
+	// Endpoint). New builds the exporter (a batch span processor; New does no I/O for
+	// it) and Shutdown flushes it. Default: none: no spans are made, and traced tasks
+	// only pass their trace context on to their FIREs.
+	OTLPEndpoint string
 }
 
 // Option sets a field of Options.
@@ -329,6 +348,9 @@ func WithMaxQueuedReplyBytes(n int) Option { return func(o *Options) { o.MaxQueu
 
 // WithNodeName sets Options.NodeName.
 func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = name } }
+
+// WithLogLevel sets Options.LogLevel.
+func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLevel = l } }
 
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
@@ -509,6 +531,8 @@ func (o *Options) validate() error {
 		return bad("Partitions %d outside [1, %d]", o.Partitions, partition.MaxCount)
 	case o.Engine != nil && len(o.EngineOptions) > 0:
 		return bad("Engine and EngineOptions are both set: pass an engine or options to make one")
+	case o.TracerProvider != nil && o.OTLPEndpoint != "":
+		return bad("TracerProvider and OTLPEndpoint are both set: spans go to one of them")
 	case o.Engine != nil && o.Store != nil:
 		return bad("Engine and Store are both set: a Store needs the engine New creates, to hook its events")
 	}

@@ -113,7 +113,7 @@ func TestHeldDeleteOfAnEndedTermIsRefusedAtReelection(t *testing.T) {
 	// The wait of an end accepted in this term, as the ACK's own (whose connection the
 	// step-down closes, answer unread).
 	ended := make(chan error, 1)
-	if !d.afterDelete(taskKey{"default", "x"}, false, func(err error) { ended <- err }) {
+	if !d.afterDelete(taskKey{"default", "x"}, false, endFunc(func(err error) { ended <- err }), 0) {
 		t.Fatal("no delete of x in flight while the deleter holds it")
 	}
 
@@ -203,7 +203,7 @@ func TestAckInAStepDownIsNotConfirmed(t *testing.T) {
 	delete(d.tasks, k)
 	d.mu.Unlock()
 	answered := make(chan error, 1)
-	refusal, pending := ds.srv.runs.endRun(f.RunID, k, true, nil, func(err error) { answered <- err })
+	refusal, pending := ds.srv.runs.endRun(f.RunID, k, true, nil, endFunc(func(err error) { answered <- err }))
 	if refusal != nil {
 		t.Fatalf("the ACK was refused %v, want it taken and its answer to wait", refusal)
 	}
@@ -220,7 +220,7 @@ func TestWaitForADroppedTaskIsAnsweredAtTheStepDown(t *testing.T) {
 	_, ds := startLeader(t)
 	submit(t, connect(t, ds.addr), 2, durableTask("x", time.Hour))
 	answered := make(chan error, 1)
-	if !ds.srv.replica.dur.afterDelete(taskKey{"default", "x"}, true, func(err error) { answered <- err }) {
+	if !ds.srv.replica.dur.afterDelete(taskKey{"default", "x"}, true, endFunc(func(err error) { answered <- err }), 0) {
 		t.Fatal("no wait for the imminent end of a held durable task")
 	}
 	_, epoch := ds.srv.leadership()

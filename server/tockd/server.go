@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/tracing"
 )
 
 // ServerName is the software name sent in WELCOME.
@@ -22,7 +23,8 @@ const ServerName = "tockd/0.1"
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
 // (workers.go, carry.go) and router (router.go), the runs that workers execute; owners
-// (ownership.go), the partition map; and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// (ownership.go), the partition map; config (liveconfig.go), the runtime configuration;
+// and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
 // part guards its own state.
 type Server struct {
 	opts      Options
@@ -30,12 +32,14 @@ type Server struct {
 	engine    *task.Engine
 	ownEngine bool // the engine was made by New: Shutdown closes it
 
-	conns    *connSet      // listeners, served connections, admission limits (connset.go)
-	requests *requests     // answers each request after the handshake (requests.go)
-	runs     *remoteRuns   // the engine handler and the workers' requests (workers.go)
-	router   router[*conn] // routes due runs to worker connections (router.go)
-	replica  *replica      // durable tasks and leadership; nil without Options.Store (replica.go)
-	owners   *ownership    // the partition map: this node's registration and view (ownership.go)
+	conns    *connSet        // listeners, served connections, admission limits (connset.go)
+	requests *requests       // answers each request after the handshake (requests.go)
+	runs     *remoteRuns     // the engine handler and the workers' requests (workers.go)
+	router   router[*conn]   // routes due runs to worker connections (router.go)
+	replica  *replica        // durable tasks and leadership; nil without Options.Store (replica.go)
+	tracer   *tracing.Tracer // of Options.TracerProvider or OTLPEndpoint; off without either (spans.go)
+	owners   *ownership      // the partition map: this node's registration and view (ownership.go)
+	config   *liveConfig     // the runtime configuration, followed and applied (liveconfig.go)
 }
 
 // New checks the options, fills in defaults and returns a server that is not yet
@@ -65,25 +69,40 @@ func New(options ...Option) (*Server, error) {
 	if opts.Store != nil { // validate: then New makes the engine, and hooks its events here
 		s.replica = newReplica(&s.opts, &s.router)
 	}
+	tr, err := tracing.New(tracing.Options{Endpoint: opts.OTLPEndpoint, Provider: opts.TracerProvider, ServiceName: "tockd"})
+	if err != nil {
+		return nil, fmt.Errorf("%w: OTLPEndpoint: %w", ErrInvalidOption, err)
+	}
+	s.tracer = tr
+	sp := spans{tracer: tr}
 	if s.engine == nil {
 		// DefaultTTR is the engine's default attempt timeout, so that a FIRE's ttr is
 		// enforced for tasks submitted without a timeout; EngineOptions may override it.
 		eopts := append([]task.Option{task.WithDefaultTimeout(opts.DefaultTTR)}, opts.EngineOptions...)
+		var hooks []func(task.Event) // the server's, then the caller's
 		if s.replica != nil {
+			hooks = append(hooks, s.replica.dur.onEvent)
+		}
+		if sp.on() {
+			hooks = append(hooks, sp.onEvent)
+		}
+		if len(hooks) > 0 {
 			var eo task.Options
 			for _, o := range eopts {
 				o(&eo)
 			}
-			theirs, dur := eo.OnEvent, s.replica.dur
+			if eo.OnEvent != nil {
+				hooks = append(hooks, eo.OnEvent)
+			}
 			eopts = append(eopts, task.WithOnEvent(func(ev task.Event) {
-				dur.onEvent(ev)
-				if theirs != nil {
-					theirs(ev)
+				for _, h := range hooks {
+					h(ev)
 				}
 			}))
 		}
 		e, err := task.New(eopts...)
 		if err != nil {
+			_ = tr.Shutdown(context.Background()) // its exporter's goroutine; nothing was traced
 			return nil, fmt.Errorf("tockd: engine: %w", err)
 		}
 		s.engine, s.ownEngine = e, true
@@ -91,13 +110,18 @@ func New(options ...Option) (*Server, error) {
 	// Without a store this node is alone and always leads, at epoch 0; with one it leads
 	// once elected (leadership.loop).
 	s.router.init(s.engine, &s.opts, s.replica == nil)
-	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica}
+	s.runs = &remoteRuns{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, replica: s.replica, spans: sp}
 	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
-		replica: s.replica, snapshot: s.Stats, partitions: s.Partitions}
+		replica: s.replica, spans: sp, snapshot: s.Stats, partitions: s.Partitions}
 	s.engine.RegisterFallback(s.runs.handler)
+	s.config = newLiveConfig(&s.opts, s.engine, &s.router)
+	s.requests.config = s.config
 	if s.replica != nil {
+		s.replica.lead.config = s.config
 		s.replica.start(s.engine)
 	}
+	// Last: nothing fails after it, so its goroutine never outlives a failed New.
+	s.config.start()
 	return s, nil
 }
 
@@ -241,6 +265,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.replica != nil {
 		// After the engine: no event comes later.
 		s.replica.stop(ctx)
+	}
+	s.config.halt()
+	// Last: every span is made. An exporter that cannot flush loses its spans, which
+	// is no failure of the shutdown.
+	if terr := s.tracer.Shutdown(ctx); terr != nil {
+		s.log.Warn("tockd: tracing: spans not exported at shutdown", "err", terr)
 	}
 	return err
 }

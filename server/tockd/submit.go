@@ -34,12 +34,16 @@ type prepared struct {
 	// starts its schedule, so that a leader taking over at any moment after the write
 	// continues the same lattice.
 	firstDue time.Time
-	err      error // conversion or refusal; the task is not submitted
+	start    time.Time // when a traced task's submit began, with spans on: its tock.submit span's start
+	err      error     // conversion or refusal; the task is not submitted
 }
 
 // prepare converts w and, for a durable task, checks it can be recorded and claims it.
 func (q *requests) prepare(w *protocol.Task) prepared {
 	p := prepared{w: w}
+	if w.Traceparent != "" && q.spans.on() {
+		p.start = time.Now()
+	}
 	if p.err = q.checkPayload(w); p.err != nil {
 		return p
 	}
@@ -213,6 +217,13 @@ func (p *prepared) retried(rec store.Record, err error) bool {
 // the next leader (this node again, perhaps), which runs it. It is answered as accepted
 // (PENDING, due at its first occurrence as of now), since it will run.
 func (q *requests) submitPrepared(p *prepared) (task.Info, error) {
+	in, err := q.submitTo(p)
+	q.spans.submitted(&p.t, p.start, err)
+	return in, err
+}
+
+// submitTo is submitPrepared but for its span.
+func (q *requests) submitTo(p *prepared) (task.Info, error) {
 	if p.err != nil {
 		return task.Info{}, p.err
 	}

@@ -1,9 +1,18 @@
 package tockd
 
 import (
+	"context"
+	"errors"
+	"strconv"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tracing"
+	"github.com/tock-sched/tock/server/tracing/tracingtest"
 )
 
 // W3C Trace Context's example traceparent, and a tracestate.
@@ -67,5 +76,118 @@ func TestDurableTraceContextSurvivesRestart(t *testing.T) {
 	f := w.fire()
 	if f.TaskID != "kept" || f.Traceparent != testTraceparent || f.Tracestate != testTracestate {
 		t.Fatalf("FIRE after the restart: %+v, want task kept with trace context %q, %q", f, testTraceparent, testTracestate)
+	}
+}
+
+// span waits for the ended span name of task tid and returns it.
+func span(t *testing.T, r *tracingtest.Recorder, name, tid string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found sdktrace.ReadOnlySpan
+	if !waitUntil(func() bool { found = r.OfTask(tid)[name]; return found != nil }) {
+		t.Fatalf("no %s span of task %s within %v; ended: %v", name, tid, waitBound, r.Names())
+	}
+	return found
+}
+
+// rootSpan is the submitter's span: a root of its own, exported by no one.
+func rootSpan(t *testing.T) (traceparent string, root trace.SpanContext) {
+	t.Helper()
+	ctx, sp := tracingtest.New(t).Tracer("test").Start(context.Background(), "submitter")
+	sp.End()
+	p, _ := tracing.Inject(ctx)
+	return p, sp.SpanContext()
+}
+
+// With a TracerProvider, a traced task's submit, fire and ack, and a failing task's
+// retry and dead letter, are spans of the submitter's trace, children of its span, with
+// the task's attributes; each FIRE carries its fire span's context; an untraced task
+// makes no span.
+func TestServerSpansOfATracedTask(t *testing.T) {
+	rec := tracingtest.New(t)
+	// The engine New makes (the spans that end attempts come from its events).
+	_, c, w := startWithWorker(t, Options{TracerProvider: rec, EngineOptions: []task.Option{task.WithWorkers(2)}}, 10)
+	tp, root := rootSpan(t)
+	ok, fails := workTask("ok", 1), workTask("fails", 2)
+	ok.Traceparent, fails.Traceparent = tp, tp
+	submit(t, c, 2, ok)
+	submit(t, c, 3, fails)
+	submit(t, c, 4, workTask("plain", 1))
+
+	fires := map[string][]*protocol.Fire{}
+	for range 3 {
+		f := w.fire()
+		fires[f.TaskID] = append(fires[f.TaskID], f)
+		if f.TaskID == "fails" {
+			wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "boom", Retryable: true}))
+		} else {
+			wantOK(t, w.ack(f.RunID))
+		}
+	}
+	f := w.fire() // the retry of "fails"
+	if f.TaskID != "fails" || f.Attempt != 2 {
+		t.Fatalf("FIRE %+v, want the retry of fails", f)
+	}
+	fires[f.TaskID] = append(fires[f.TaskID], f)
+	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Err: "boom", Retryable: true}))
+
+	check := func(name, tid string) sdktrace.ReadOnlySpan {
+		t.Helper()
+		s := span(t, rec, name, tid)
+		if s.SpanContext().TraceID() != root.TraceID() || s.Parent().SpanID() != root.SpanID() || !s.Parent().IsRemote() {
+			t.Errorf("%s of %s: trace %v parent %v, want a child of the submitter's span %v/%v",
+				name, tid, s.SpanContext().TraceID(), s.Parent().SpanID(), root.TraceID(), root.SpanID())
+		}
+		if tracingtest.Attr(s, tracing.AttrNamespace) != task.DefaultNamespace || tracingtest.Attr(s, tracing.AttrType) != "w" {
+			t.Errorf("%s of %s: attributes %v", name, tid, s.Attributes())
+		}
+		return s
+	}
+	check(tracing.SpanSubmit, "ok")
+	check(tracing.SpanSubmit, "fails")
+	check(tracing.SpanAck, "ok")
+	check(tracing.SpanRetry, "fails")
+	check(tracing.SpanDeadLetter, "fails")
+	for tid, fs := range map[string][]*protocol.Fire{"ok": fires["ok"], "fails": fires["fails"]} {
+		for _, f := range fs {
+			var fire sdktrace.ReadOnlySpan
+			for _, s := range rec.Ended() {
+				if s.Name() == tracing.SpanFire && tracingtest.Attr(s, tracing.AttrRunID) == strconv.FormatUint(f.RunID, 10) {
+					fire = s
+				}
+			}
+			if fire == nil {
+				t.Fatalf("no fire span of run %d (%s); ended: %v", f.RunID, tid, rec.Names())
+			}
+			check(tracing.SpanFire, tid)
+			sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), f.Traceparent, f.Tracestate))
+			if sc.SpanID() != fire.SpanContext().SpanID() || sc.TraceID() != root.TraceID() {
+				t.Errorf("FIRE of run %d carries %q, want the fire span's context %v/%v", f.RunID, f.Traceparent, root.TraceID(), fire.SpanContext().SpanID())
+			}
+			if tracingtest.Attr(fire, tracing.AttrAttempt) != strconv.FormatUint(f.Attempt, 10) {
+				t.Errorf("fire span of run %d: attempt %s, want %d", f.RunID, tracingtest.Attr(fire, tracing.AttrAttempt), f.Attempt)
+			}
+		}
+	}
+	if fs := fires["plain"]; len(fs) != 1 || fs[0].Traceparent != "" {
+		t.Errorf("the untraced task's FIREs: %+v", fs)
+	}
+	c.waitState(20, "plain", task.Succeeded)
+	for _, s := range rec.Ended() {
+		if tracingtest.Attr(s, tracing.AttrTaskID) == "plain" {
+			t.Errorf("the untraced task made span %s", s.Name())
+		}
+	}
+}
+
+// A bad OTLPEndpoint, or one beside a TracerProvider, fails New with ErrInvalidOption.
+func TestTracingOptionsRefused(t *testing.T) {
+	for _, o := range []Options{
+		{OTLPEndpoint: "ftp://collector:4318"},
+		{OTLPEndpoint: "collector"},
+		{OTLPEndpoint: "127.0.0.1:4318", TracerProvider: tracingtest.New(t)},
+	} {
+		if _, err := New(WithOptions(o)); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New(%+v): %v, want ErrInvalidOption", o, err)
+		}
 	}
 }

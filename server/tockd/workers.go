@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
@@ -39,6 +41,7 @@ type remoteRuns struct {
 	log     *slog.Logger
 	router  *router[*conn]
 	replica *replica // nil without Options.Store
+	spans   spans    // of traced tasks (spans.go)
 
 	acked   atomic.Uint64 // ACKs the engine accepted
 	nacked  atomic.Uint64 // NACKs the engine accepted
@@ -61,9 +64,11 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral, Version: t.Version}
-	if tr := t.Trace; tr != nil { // the worker's handler joins the submitter's trace
-		fire.Traceparent, fire.Tracestate = tr.Parent, tr.State
-	}
+	// A traced task's FIRE carries its trace context, so that the worker's handler joins
+	// the submitter's trace: the tock.fire span's, ended once the run is handed on.
+	var span trace.Span
+	fire.Traceparent, fire.Tracestate, span = rr.spans.fire(run)
+	defer endSpan(span)
 	if rr.router.hold.nPending.Load() > 0 {
 		if handled, err := rr.takeCarried(fire, t.Schedule.Recurring()); handled {
 			return err // a worker handed in this run's outcome: it is not run again
@@ -152,7 +157,7 @@ func (rr *remoteRuns) finish(c *conn, id, runID, epoch uint64, err error) (proto
 		stale.RunID = runID
 		return stale, false
 	}
-	refusal, pending := rr.endRun(runID, key, fired, err, func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) })
+	refusal, pending := rr.endRun(runID, key, fired, err, endFunc(func(deleteErr error) { c.pushReply(ackAnswer(id, runID, deleteErr)) }))
 	switch {
 	case refusal != nil:
 		refusal.ID = id
@@ -168,8 +173,8 @@ func (rr *remoteRuns) finish(c *conn, id, runID, epoch uint64, err error) (proto
 // ACK or NACK of this run alone gets (its ID unset), or nil. When the run ended a durable
 // task, the answer must wait until the task's record is deleted, so that an acknowledged
 // run is never run again by a node reloading the record: pending is then true, and
-// recorded is called with the deletion's outcome, on the deleter goroutine.
-func (rr *remoteRuns) endRun(runID uint64, key taskKey, fired bool, err error, recorded func(deleteErr error)) (refusal *protocol.Error, pending bool) {
+// recorded.ended is called with the deletion's outcome, on the deleter goroutine.
+func (rr *remoteRuns) endRun(runID uint64, key taskKey, fired bool, err error, recorded endListener) (refusal *protocol.Error, pending bool) {
 	if !fired {
 		return unknownRun(0, runID, "run %d is not outstanding on this connection", runID), false
 	}
@@ -184,7 +189,7 @@ func (rr *remoteRuns) endRun(runID uint64, key taskKey, fired bool, err error, r
 	} else {
 		rr.nacked.Add(1)
 	}
-	return nil, rr.replica != nil && rr.replica.dur.afterDelete(key, err == nil, recorded)
+	return nil, rr.replica != nil && rr.replica.dur.afterDelete(key, err == nil, recorded, runID)
 }
 
 // ackAnswer answers an ACK or NACK that ended a durable task, once its record's deletion
@@ -227,7 +232,7 @@ func (rr *remoteRuns) finishAcks(c *conn, m *protocol.Acks) (protocol.Message, b
 	b.outstanding.Store(1) // this goroutine's own share, dropped below
 	for i, runID := range m.RunIDs {
 		b.outstanding.Add(1) // before recorded can run
-		refusal, pending := rr.endRun(runID, keys[i], fired[i], nil, func(deleteErr error) { b.recorded(runID, deleteErr) })
+		refusal, pending := rr.endRun(runID, keys[i], fired[i], nil, b)
 		if refusal != nil {
 			b.refuse(runID, refusal.Code, refusal.Message)
 		}
@@ -258,9 +263,9 @@ func (b *ackBatch) refuse(runID uint64, code protocol.Code, msg string) {
 	b.mu.Unlock()
 }
 
-// recorded is a durable run's deletion outcome, on the deleter goroutine; the last one
-// pushes the reply.
-func (b *ackBatch) recorded(runID uint64, deleteErr error) {
+// ended is a durable run's deletion outcome (endListener), on the deleter goroutine; the
+// last one pushes the reply.
+func (b *ackBatch) ended(runID uint64, deleteErr error) {
 	if deleteErr != nil {
 		code, msg := unrecordedEnd(deleteErr)
 		b.refuse(runID, code, msg)

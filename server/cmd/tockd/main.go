@@ -34,6 +34,7 @@ import (
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tracing"
 )
 
 func main() {
@@ -108,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
 	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
 	fs.IntVar(&c.server.MaxFiresRuns, "max-fires-runs", tockd.DefaultMaxFiresRuns, "most runs in one FIRES frame to a worker that asked for FIRES (1: every run a FIRE of its own)")
+	fs.StringVar(&c.server.OTLPEndpoint, "otlp-endpoint", "", "export spans of traced tasks (submitted with a W3C trace context) over OTLP/HTTP to this collector: host:port (plain HTTP, /v1/traces) or an http(s) URL (default: none, no spans)")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME, and this node's name in the partition map: unique in a cluster (default: the host name)")
 	fs.IntVar(&c.server.Partitions, "partitions", partition.DefaultCount, "the cluster's partition count P, 1 to 4096: stored in etcd by the cluster's first node; a node with another P refuses to start")
 	fs.IntVar(&c.server.MaxConns, "max-conns", tockd.DefaultMaxConns, "most open connections")
@@ -169,6 +171,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.drain <= 0 {
 		return config{}, fmt.Errorf("-drain-timeout %v must be positive", c.drain)
+	}
+	if ep := c.server.OTLPEndpoint; ep != "" {
+		if err := tracing.CheckEndpoint(ep); err != nil {
+			return config{}, fmt.Errorf("-otlp-endpoint: %w", err)
+		}
 	}
 	switch {
 	case dataDir != "" && etcd != "":
@@ -291,8 +298,11 @@ func loadEtcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 
 // run serves until ctx ends (SIGINT or SIGTERM in main), then drains within c.drain.
 func run(ctx context.Context, c config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
-	c.server.Logger = log
+	// A level variable, so that the runtime configuration's log_level can change it.
+	level := new(slog.LevelVar)
+	level.Set(c.level)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	c.server.Logger, c.server.LogLevel = log, level
 	if c.store != nil {
 		openCtx, cancel := context.WithTimeout(context.Background(), store.DefaultStartTimeout)
 		st, err := store.Open(openCtx, store.WithOptions(*c.store))

@@ -62,6 +62,8 @@ func TestBadConfigurationIsAClearError(t *testing.T) {
 		{[]string{"-retention", "-1s"}, nil, "-retention"},
 		{[]string{"-partitions", "0"}, nil, "-partitions"},
 		{[]string{"-partitions", "4097"}, nil, "-partitions"},
+		{[]string{"-otlp-endpoint", "ftp://collector:4318"}, nil, "-otlp-endpoint"},
+		{nil, map[string]string{"TOCKD_OTLP_ENDPOINT": "collector"}, "-otlp-endpoint"},
 	} {
 		_, err := parseConfig(c.args, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
