@@ -168,9 +168,9 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 		if errors.As(err, &perr) && perr.Code == protocol.CodeNotLeader && redirects < maxRedirects {
 			// Refused, so not executed: send it to the leader.
 			redirects++
-			c.eps.redirect(perr.Leader)
+			follow := c.eps.redirect(perr.Leader)
 			cn.retire()
-			if perr.Leader == "" && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
+			if !follow && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
 				return nil, err
 			}
 			continue

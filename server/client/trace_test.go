@@ -140,3 +140,29 @@ func TestUntracedSubmitMakesNoSpans(t *testing.T) {
 		t.Errorf("%d spans of an untraced task", n)
 	}
 }
+
+// SubmitBatch gives every task the trace context of its ctx's span, but a task that
+// names its own (task.Trace) keeps it; the server's tock.submit of each is a child of
+// the context it was sent with.
+func TestSubmitBatchCarriesTheTrace(t *testing.T) {
+	c, server, _ := tracedWorker(t, "batch", func(context.Context, *Fire) error { return nil })
+	rootCtx, root := tracingtest.New(t).Tracer("submitter").Start(bounded(t), "submitter")
+	root.End()
+	own := &task.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	mine := oneShot("own", "batch", 0)
+	mine.Trace = own
+	items, err := c.SubmitBatch(rootCtx, []task.Task{oneShot("b1", "batch", 0), mine}, protocol.Ephemeral)
+	if err != nil || items[0].Err != nil || items[1].Err != nil {
+		t.Fatalf("SubmitBatch: %+v, %v", items, err)
+	}
+	for tid, want := range map[string]trace.SpanContext{
+		"b1":  root.SpanContext(),
+		"own": trace.SpanContextFromContext(tracing.Extract(context.Background(), own.Parent, "")),
+	} {
+		s := spansOf(t, server, tid, tracing.SpanSubmit)[tracing.SpanSubmit]
+		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
+			t.Errorf("tock.submit of %s: trace %v parent %v, want a child of %v/%v",
+				tid, s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID(), want.SpanID())
+		}
+	}
+}

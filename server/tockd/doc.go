@@ -175,8 +175,8 @@
 //     mid-write: the record may exist) UNCERTAIN; anything else (etcd refused or could
 //     not be reached before writing) OVERLOADED. A retry is idempotent: a record already
 //     stored at the submit's version that differs from the retry's only in the "at" an
-//     "after" delay was stamped into counts as the retry's own, and the task takes the
-//     stored due time. If the engine then refuses the task, its record is deleted
+//     "after" delay was stamped into (and in its trace context, which no print compares)
+//     counts as the retry's own, and the task takes the stored due time. If the engine then refuses the task, its record is deleted
 //     again: that version's record only (a later version that won meanwhile keeps its
 //     own), and fenced by this node's term; if that delete fails, the reply is
 //     UNCERTAIN, not the engine's refusal (the record stays for the next leader).

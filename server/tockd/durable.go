@@ -77,6 +77,8 @@ var errOtherTerm = fmt.Errorf("%w: the term that accepted the end is over", stor
 // durable entry holds is recognised as a retry (prepare): whole hashes the record's
 // body; noAt hashes it with an "at" schedule's due time zeroed, which is all an "after"
 // submit's records differ in from one attempt to the next (storedForm stamps the time).
+// Both leave the trace context out: it says where a submit came from, not what the task
+// is, and a retry may be sent under another span.
 // The hashes are maphash's, seeded per process: they are compared within it only.
 type recordPrint struct{ whole, noAt uint64 }
 
@@ -84,6 +86,13 @@ var printSeed = maphash.MakeSeed()
 
 // printOf is the print of the record whose body is body, sw decoded.
 func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
+	if sw.Traceparent != "" || sw.Tracestate != "" {
+		sw.Traceparent, sw.Tracestate = "", ""
+		var err error
+		if body, err = encodeTask(&sw); err != nil {
+			return recordPrint{}, err
+		}
+	}
 	p := recordPrint{whole: maphash.Bytes(printSeed, body)}
 	p.noAt = p.whole
 	if sw.Schedule.Kind == task.KindAt {

@@ -370,6 +370,14 @@ func WithOTLPEndpoint(url string) Option { return func(o *Options) { o.OTLPEndpo
 // WithAlerts sets Options.Alerts.
 func WithAlerts(m *notify.Monitor) Option { return func(o *Options) { o.Alerts = m } }
 
+// WithTracerProvider sets Options.TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *Options) { o.TracerProvider = tp }
+}
+
+// WithOTLPEndpoint sets Options.OTLPEndpoint.
+func WithOTLPEndpoint(endpoint string) Option { return func(o *Options) { o.OTLPEndpoint = endpoint } }
+
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
 

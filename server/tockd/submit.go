@@ -180,8 +180,8 @@ func (d *durability) releaseClaim(p *prepared) {
 // retried reports whether err, the refusal of p's record rec, is a retry of p's own
 // earlier write: the stored record has p's version and differs from rec at most in the
 // "at" an "after" delay was stamped into (storedForm), by an earlier attempt (one
-// answered UNCERTAIN whose write did land). Then p takes the stored form, so that the
-// engine runs the task when its record says.
+// answered UNCERTAIN whose write did land), and in its trace context. Then p takes the
+// stored form, so that the engine runs the task when its record says.
 func (p *prepared) retried(rec store.Record, err error) bool {
 	var ee *store.ExistsError
 	if !errors.As(err, &ee) || ee.Stored.Version != rec.Version || p.w.Schedule.Kind != task.KindAfter {
@@ -196,6 +196,7 @@ func (p *prepared) retried(rec store.Record, err error) bool {
 		return false
 	}
 	mine.Schedule.At = stored.Schedule.At
+	mine.Traceparent, mine.Tracestate = stored.Traceparent, stored.Tracestate // not the task's content (recordPrint)
 	if body, eerr := encodeTask(&mine); eerr != nil || !bytes.Equal(body, ee.Stored.Body) {
 		return false
 	}

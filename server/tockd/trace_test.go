@@ -191,3 +191,24 @@ func TestTracingOptionsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The trace context is not part of a durable task's content: a resubmit of the same
+// task under another span is the same task's retry (answered with its status, as held:
+// its first trace context), not EXISTS.
+func TestDurableRetryUnderAnotherSpanIsARetry(t *testing.T) {
+	_, ds := startLeader(t)
+	c := connect(t, ds.addr)
+	first := tracedTask(durableWorkTask("again"))
+	if r, ok := c.call(&protocol.Submit{ID: 2, Task: first}).(*protocol.TaskStatus); !ok || r.Durability != protocol.Durable {
+		t.Fatalf("durable submit answered %+v", r)
+	}
+	retry := first
+	retry.Traceparent, retry.Tracestate = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", ""
+	if r := c.call(&protocol.Submit{ID: 3, Task: retry}); r.Type() != protocol.TypeTaskStatus || r.(*protocol.TaskStatus).Durability != protocol.Durable {
+		t.Fatalf("the same durable task under another span answered %v %+v, want its TASK_STATUS", r.Type(), r)
+	}
+	ti, ok := c.call(&protocol.Get{ID: 4, TaskRef: protocol.TaskRef{TaskID: "again"}}).(*protocol.TaskInfo)
+	if !ok || ti.Info.Task.Traceparent != testTraceparent {
+		t.Fatalf("GET after the retry: %+v, want the first submit's trace context", ti)
+	}
+}
