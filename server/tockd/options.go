@@ -359,14 +359,6 @@ func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = n
 // WithLogLevel sets Options.LogLevel.
 func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLevel = l } }
 
-// WithTracerProvider sets Options.TracerProvider.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *Options) { o.TracerProvider = tp }
-}
-
-// WithOTLPEndpoint sets Options.OTLPEndpoint.
-func WithOTLPEndpoint(url string) Option { return func(o *Options) { o.OTLPEndpoint = url } }
-
 // WithAlerts sets Options.Alerts.
 func WithAlerts(m *notify.Monitor) Option { return func(o *Options) { o.Alerts = m } }
 

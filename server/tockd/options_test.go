@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
-
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
@@ -33,11 +31,7 @@ func TestOptionSetters(t *testing.T) {
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
 		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18), WithMaxFiresRuns(19), WithLogLevel(level), WithAlerts(mon),
-<<<<<<< HEAD
-		WithTracerProvider(tp), WithOTLPEndpoint("http://127.0.0.1:4318")} {
-=======
 		WithTracerProvider(tp), WithOTLPEndpoint("collector:4318")} {
->>>>>>> main
 		opt(&o)
 	}
 	for i, f := range reflect.VisibleFields(reflect.TypeOf(o)) {
@@ -64,11 +58,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
 		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18, MaxFiresRuns: 19,
-<<<<<<< HEAD
-		LogLevel: level, Alerts: mon, TracerProvider: tp, OTLPEndpoint: "http://127.0.0.1:4318"}
-=======
 		LogLevel: level, Alerts: mon, TracerProvider: tp, OTLPEndpoint: "collector:4318"}
->>>>>>> main
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}
