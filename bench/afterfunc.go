@@ -22,8 +22,12 @@ func (a *AfterFunc) Init(slots int, onFire func(slot int, due int64)) error {
 	a.timers = make([]*time.Timer, slots)
 	a.fns = make([]func(), slots)
 	a.dues = make([]int64, slots)
+	// Each func reads its own copy of the slice header, not a.dues: Close cannot stop a
+	// func the runtime has already started (Timer.Stop does not wait for it), and it
+	// clears a's fields, which such a func would then index.
+	dues := a.dues
 	for i := range a.fns {
-		a.fns[i] = func() { onFire(i, a.dues[i]) }
+		a.fns[i] = func() { onFire(i, dues[i]) }
 	}
 	return nil
 }
