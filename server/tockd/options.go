@@ -393,6 +393,14 @@ func WithPartitions(p int) Option { return func(o *Options) { o.Partitions = p }
 // WithStore sets Options.Store.
 func WithStore(s *store.Store) Option { return func(o *Options) { o.Store = s } }
 
+// WithTracerProvider sets Options.TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *Options) { o.TracerProvider = tp }
+}
+
+// WithOTLPEndpoint sets Options.OTLPEndpoint.
+func WithOTLPEndpoint(endpoint string) Option { return func(o *Options) { o.OTLPEndpoint = endpoint } }
+
 // setDefaults fills zero fields with their defaults.
 func (o *Options) setDefaults() {
 	if o.Addr == "" {
