@@ -30,6 +30,18 @@
 // SetRateLimit); Stats counts the runs waiting. A task with no key, of a type with no
 // rate limit, pays two loads for this and allocates nothing.
 //
+// # Dependencies
+//
+// A task may name parents (Task.DependsOn: IDs in its namespace). It waits, WAITING and
+// with no timer armed, until every parent has ended; it is then released, PENDING and
+// due per its own schedule (an After delay counts from the release). A parent that
+// ends DEAD or CANCELLED applies the child's ParentPolicy: ParentCancel (the default)
+// cancels the child, whose own children follow by theirs; ParentRunAnyway counts it as
+// done. SubmitBatch submits a workflow as one, accepted or refused as a whole; a cycle
+// (named by its path), a missing or recurring parent is refused. A child counts its
+// parents not yet ended and a parent lists its children, so a workflow costs O(tasks +
+// edges) and a task without edges nothing (dag.go, batch.go).
+//
 // # Invariants
 //
 //   - A record is in exactly one shard's slot table, under the slot its timers carry as
@@ -59,6 +71,9 @@
 //     A parked run's record stays DUE and in phaseQueued: its queued item is the
 //     limiter's now; it is not reused meanwhile, and a run cancelled while it waits is
 //     found stale when its turn comes, passing on what it was granted.
+//   - A WAITING record has a workflow node counting its parents not yet ended, each of
+//     which lists it among its children (dag.go, checked by verify); a parent's end is
+//     told to its children once, under Engine.dagMu and never under a shard lock.
 //   - Handlers never run under a shard lock, and OnEvent is never called under one.
 //   - A removed record is reused for a later Submit only once nothing outside its
 //     shard's lock can refer to it (record.recyclable, reuse.go): its attempt phase is

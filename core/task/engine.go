@@ -67,8 +67,10 @@ type record struct {
 }
 
 // rareState is what a record keeps only once an attempt of its current occurrence has
-// failed or been completed early: a task that succeeds at once never allocates it.
+// failed or been completed early, or once the task takes part in a workflow: a task
+// that succeeds at once never allocates it.
 type rareState struct {
+	dag        *dagNode  // the task's place in a workflow (dag.go); nil for a task without edges
 	firstStart time.Time // start of the occurrence's first attempt (set at its first failure)
 	// occurrence is the due time of the occurrence whose retry record.due now names (set
 	// when its first retry is armed): a recurring schedule goes on from it, not from the
@@ -175,6 +177,10 @@ type Engine struct {
 	rateList     []*rateLimiter
 	limitWaiting atomic.Int64
 	overflow     overflow // run items let go while the queue was full (dispatch)
+
+	// dagMu guards every workflow node (dag.go), and serialises SubmitBatch. Taken
+	// before any shard's lock, never while holding one.
+	dagMu sync.Mutex
 
 	runq        chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
@@ -319,17 +325,17 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
-	if t.Timeout == 0 {
-		t.Timeout = e.opts.DefaultTimeout
+	if t.DependsOn != nil { // a workflow's member: its parents are checked and told of it
+		infos, err := e.submitBatch([]Task{t}, notBefore)
+		if err != nil {
+			return Info{}, err
+		}
+		return infos[0], nil
 	}
-	if err := t.normalize(e.opts.MaxPayload); err != nil {
-		return Info{}, err
-	}
-	t.Payload = slices.Clone(t.Payload)
 	nowNs, wall := e.now()
-	first, err := t.Schedule.First(wall)
+	first, err := e.prepare(&t, wall)
 	if err != nil {
-		return Info{}, fmt.Errorf("task %q: %w", t.ID, err)
+		return Info{}, err
 	}
 	if !nextDue.IsZero() {
 		first = nextDue
@@ -338,31 +344,18 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 	sh := e.shardOf(h)
 	rec := e.newRecord(&t, h) // filled outside the lock
 	sh.mu.Lock()
-	old := sh.index.find(sh.slots, h, t.Namespace, t.ID)
-	if old != nil {
-		if t.Version <= old.task.Version {
-			err := fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
-			e.recycle(rec)
-			sh.mu.Unlock()
-			return Info{}, err
+	old, err := e.admit(sh, &t, h, 0)
+	if err == nil {
+		freed := 0
+		if old != nil {
+			freed = len(old.task.Payload)
 		}
-	} else if sh.tasks >= e.shardLimit {
+		err = e.chargePayload(int64(len(t.Payload)), int64(freed))
+	}
+	if err != nil {
 		e.recycle(rec)
 		sh.mu.Unlock()
-		return Info{}, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks, numShards)
-	}
-	if n := int64(len(t.Payload)); n > 0 {
-		freed := int64(0)
-		if old != nil {
-			freed = int64(len(old.task.Payload))
-		}
-		if held := e.payloads.Add(n); held-freed > int64(e.opts.MaxPayloadBytes) {
-			e.payloads.Add(-n)
-			e.recycle(rec)
-			sh.mu.Unlock()
-			return Info{}, fmt.Errorf("%w: a payload of %d bytes would take the payloads held past Options.MaxPayloadBytes (%d held of %d)",
-				ErrOverloaded, n, held-n, e.opts.MaxPayloadBytes)
-		}
+		return Info{}, err
 	}
 	if t.Concurrency != nil {
 		// The caller's value is replaced by the engine's before the record is in the table.
@@ -375,6 +368,77 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 		}
 		rec.task.Concurrency = c
 	}
+	e.place(sh, rec, old)
+	rec.due = first
+	info := rec.info() // as accepted: PENDING, due at first
+	if err := e.start(sh, rec, notBefore, nowNs, wall); err != nil {
+		e.remove(sh, rec)
+		sh.mu.Unlock()
+		return Info{}, err
+	}
+	sh.submitted++
+	sh.mu.Unlock()
+	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
+	return info, nil
+}
+
+// prepare checks t and fills in what the engine keeps of it: its defaults, and its own
+// copies of the payload and dependencies; it returns t's first due time from wall.
+func (e *Engine) prepare(t *Task, wall time.Time) (time.Time, error) {
+	if t.Timeout == 0 {
+		t.Timeout = e.opts.DefaultTimeout
+	}
+	if err := t.normalize(e.opts.MaxPayload); err != nil {
+		return time.Time{}, err
+	}
+	t.Payload = slices.Clone(t.Payload)
+	if d := t.DependsOn; d != nil {
+		t.DependsOn = &Deps{On: slices.Clone(d.On), OnParentFailure: d.OnParentFailure}
+	}
+	first, err := t.Schedule.First(wall)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	return first, nil
+}
+
+// admit checks that t, of key hash h, may enter sh, where the same call (a batch) has
+// already admitted adding new records: it returns the record that t replaces (nil: none).
+// Requires sh.mu.
+func (e *Engine) admit(sh *shard, t *Task, h uint64, adding int) (old *record, err error) {
+	old = sh.index.find(sh.slots, h, t.Namespace, t.ID)
+	switch {
+	case old == nil && sh.tasks+adding >= e.shardLimit:
+		return nil, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks+adding, numShards)
+	case old == nil:
+		return nil, nil
+	case t.Version <= old.task.Version:
+		return nil, fmt.Errorf("%w: %s/%s at version %d (submitted %d)", ErrExists, t.Namespace, t.ID, old.task.Version, t.Version)
+	case old.inWorkflow():
+		return nil, fmt.Errorf("%w: %s/%s is %s in a workflow, which it leaves when it ends: until then it can be cancelled, not replaced",
+			ErrExists, t.Namespace, t.ID, old.state)
+	}
+	return old, nil
+}
+
+// chargePayload counts n more payload bytes held, of which freed are to be given back
+// (a replaced task's), against Options.MaxPayloadBytes: ErrOverloaded, and nothing
+// counted, past it.
+func (e *Engine) chargePayload(n, freed int64) error {
+	if n == 0 {
+		return nil
+	}
+	if held := e.payloads.Add(n); held-freed > int64(e.opts.MaxPayloadBytes) {
+		e.payloads.Add(-n)
+		return fmt.Errorf("%w: a payload of %d bytes would take the payloads held past Options.MaxPayloadBytes (%d held of %d)",
+			ErrOverloaded, n, held-n, e.opts.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// place puts rec into sh's table, in place of old (nil: none), which it removes.
+// Requires sh.mu.
+func (e *Engine) place(sh *shard, rec, old *record) {
 	if old != nil {
 		// The replacement is another record: a run of the old version still in its
 		// handler keeps reading the old, unchanged Task (the old record is kept from
@@ -389,26 +453,26 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 		rec.slot = uint32(len(sh.slots))
 		sh.slots = append(sh.slots, rec)
 	}
-	sh.index.insert(h, rec.slot)
+	sh.index.insert(rec.hash, rec.slot)
 	sh.tasks++
-	rec.due = first
-	info := rec.info() // as accepted: PENDING, due at first
+}
+
+// start arms the PENDING rec's first occurrence, rec.due, held back to notBefore; or, for
+// a one-shot task already due, queues it at once if the queue has room (queueNow). The
+// clock read nowNs at wall. Requires sh.mu; on error the caller removes rec.
+func (e *Engine) start(sh *shard, rec *record, notBefore time.Time, nowNs int64, wall time.Time) error {
+	first := rec.due
 	armAt := first
 	if notBefore.After(first) {
 		armAt = notBefore
 	}
-	if dueNs := nowNs + int64(armAt.Sub(wall)); dueNs > nowNs || t.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
+	if dueNs := nowNs + int64(armAt.Sub(wall)); dueNs > nowNs || rec.task.Schedule.Recurring() || !e.queueNow(sh, rec, dueNs) {
 		if err := e.armFrom(sh, rec, armAt, e.hDue, nowNs, wall); err != nil {
-			e.remove(sh, rec)
-			sh.mu.Unlock()
-			return Info{}, err
+			return err
 		}
 		rec.due = first // held back past it: the run is late (a misfire, if recurring)
 	}
-	sh.submitted++
-	sh.mu.Unlock()
-	e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
-	return info, nil
+	return nil
 }
 
 // arm schedules rec's timer for wall time `when` on core handler h. Requires sh.mu.
@@ -506,27 +570,37 @@ func (e *Engine) Cancel(namespace, id string) error {
 		sh.mu.Unlock()
 		return err
 	}
-	ev := Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
-		RunID: rec.runID} // the attempt running or due, if any
+	var es events
+	es.add(Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
+		RunID: rec.runID}) // the attempt running or due, if any
+	es.end(rec) // a workflow's member: its children follow by their policies
 	e.retire(sh, rec)
 	sh.cancelled++
 	e.finished(sh, rec, e.clock.Now())
 	sh.mu.Unlock()
-	e.emit(ev)
+	e.emitAll(&es)
 	return nil
 }
 
 // Drop removes a task at once, as if it had never been submitted: no event is emitted
 // and no counter moves; a running attempt's context is cancelled and its result ignored.
 // It is for a server handing its tasks over to another node (whose copy carries on), not
-// for users: Cancel is the state change. ErrNotFound if the task is absent. Cost: O(1).
+// for users: Cancel is the state change. A dropped task's children are not told of it:
+// they wait until they are dropped too. ErrNotFound if the task is absent. Cost: O(1).
 func (e *Engine) Drop(namespace, id string) error {
 	sh, rec, err := e.locked(nsOrDefault(namespace), id)
 	if err != nil {
 		return err
 	}
-	defer sh.mu.Unlock()
+	var n *dagNode
+	if rec.inWorkflow() {
+		n = rec.node()
+	}
 	e.remove(sh, rec)
+	sh.mu.Unlock()
+	if n != nil {
+		e.dropped(n) // its children are left waiting (dag.go)
+	}
 	return nil
 }
 

@@ -55,4 +55,8 @@ var (
 	ErrDeferred = errors.New("task: outcome deferred")
 	// ErrUnknownRun: Complete named no deferred attempt that is still running.
 	ErrUnknownRun = errors.New("task: unknown run")
+	// ErrParentFailed: a task was cancelled because a parent it depends on ended DEAD or
+	// CANCELLED (ParentCancel); the message (its EventCancelled's Err, its Info's
+	// LastError) names the parent.
+	ErrParentFailed = errors.New("task: a parent failed")
 )

@@ -197,7 +197,8 @@ func (ix *index) verify(slots []*record) error {
 
 // verify checks each shard's table: its index, its free slots, its count, and that every
 // record's hash is its key's and picks this shard; and that the payload bytes counted
-// (Options.MaxPayloadBytes) are those the records hold. Cost: O(records); tests call it.
+// (Options.MaxPayloadBytes) are those the records hold; then the concurrency keys and
+// the workflows. Cost: O(records); tests call it.
 func (e *Engine) verify() error {
 	var payloads int64
 	for i := range e.shards {
@@ -218,7 +219,10 @@ func (e *Engine) verify() error {
 	if held := e.payloads.Load(); held != payloads {
 		return fmt.Errorf("payload bytes held: counter %d, records %d", held, payloads)
 	}
-	return e.verifyKeys()
+	if err := e.verifyKeys(); err != nil {
+		return err
+	}
+	return e.verifyDAG()
 }
 
 // verify checks one shard's table. Requires sh.mu.

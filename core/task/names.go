@@ -9,12 +9,13 @@ import (
 
 // Each enum of the schedule model has one table of names, below: String, MarshalText and
 // UnmarshalText read it, the server's codec writes and reads the same names on the wire
-// (KindNames, AnchorNames, MisfireNames) and tockctl parses its flags with
+// (KindNames, AnchorNames, MisfireNames, ParentPolicyNames) and tockctl parses its flags with
 // UnmarshalText. States have theirs in states.go (upper-case, parsed ignoring case).
 var (
 	kindNames    = names[Kind]{typ: "Kind", list: []string{KindAt: "at", KindAfter: "after", KindEvery: "every", KindCron: "cron"}}
 	anchorNames  = names[Anchor]{typ: "Anchor", list: []string{FixedRate: "rate", FixedDelay: "delay"}}
 	misfireNames = names[MisfirePolicy]{typ: "MisfirePolicy", list: []string{MisfireFireOnce: "once", MisfireSkip: "skip"}}
+	parentNames  = names[ParentPolicy]{typ: "ParentPolicy", list: []string{ParentCancel: "cancel", ParentRunAnyway: "run"}}
 )
 
 // names is the name table of an enum T: list[v] is value v's name, "" for a value that
@@ -117,3 +118,17 @@ func (p *MisfirePolicy) UnmarshalText(text []byte) error { return misfireNames.u
 
 // MisfireNames returns the MisfirePolicies' names indexed by policy: a copy, for a codec.
 func MisfireNames() []string { return slices.Clone(misfireNames.list) }
+
+func (p ParentPolicy) String() string { return parentNames.str(p) }
+
+// MarshalText returns p's name (cancel, run); a ParentPolicy without one is
+// ErrUnknownName.
+func (p ParentPolicy) MarshalText() ([]byte, error) { return parentNames.marshal(p) }
+
+// UnmarshalText sets p to the ParentPolicy that text names; another text is
+// ErrUnknownName and leaves p as it was.
+func (p *ParentPolicy) UnmarshalText(text []byte) error { return parentNames.unmarshal(text, p) }
+
+// ParentPolicyNames returns the ParentPolicies' names indexed by policy: a copy, for a
+// codec.
+func ParentPolicyNames() []string { return slices.Clone(parentNames.list) }

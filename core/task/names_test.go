@@ -45,6 +45,9 @@ func TestEnumText(t *testing.T) {
 	for p := range MisfirePolicy(4) {
 		roundTrip(p, func(b []byte) (textEnum, error) { var x MisfirePolicy; err := x.UnmarshalText(b); return x, err }, p <= MisfireSkip)
 	}
+	for p := range ParentPolicy(4) {
+		roundTrip(p, func(b []byte) (textEnum, error) { var x ParentPolicy; err := x.UnmarshalText(b); return x, err }, p <= ParentRunAnyway)
+	}
 
 	k := KindCron
 	for _, bad := range []string{"", "At", "every ", "Kind(1)", "fixed-rate"} {
@@ -62,7 +65,8 @@ func TestEnumText(t *testing.T) {
 		t.Errorf("KindNames() = %q", names)
 	}
 	names[KindEvery] = "x"
-	if KindEvery.String() != "every" || AnchorNames()[FixedDelay] != "delay" || MisfireNames()[MisfireSkip] != "skip" {
+	if KindEvery.String() != "every" || AnchorNames()[FixedDelay] != "delay" || MisfireNames()[MisfireSkip] != "skip" ||
+		ParentPolicyNames()[ParentRunAnyway] != "run" {
 		t.Error("a Names copy shares the table")
 	}
 }

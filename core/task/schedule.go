@@ -76,7 +76,7 @@ type Schedule struct {
 	// share one word (record's size class: engine_test.go's TestRecordSize).
 	Anchor   Anchor
 	At       time.Time     // KindAt: the due time (a past time is due at once)
-	Delay    time.Duration // KindAfter: how long after submission, in [0, MaxHorizon]
+	Delay    time.Duration // KindAfter: how long after submission (or a child's release), in [0, MaxHorizon]
 	Interval time.Duration // KindEvery: in [MinInterval, MaxHorizon]
 	// Cron (KindCron): 5 fields (minute hour day-of-month month day-of-week), or 6 with a
 	// leading seconds field; or a descriptor: @yearly, @annually, @monthly, @weekly,

@@ -18,9 +18,12 @@ const (
 	Succeeded                  // a one-shot task's attempt returned nil
 	Failed                     // an attempt failed and a retry is scheduled after a backoff
 	Dead                       // retries are exhausted (or impossible): in the dead-letter queue
-	Cancelled                  // cancelled by the user
+	Cancelled                  // cancelled by the user, or by a parent's failure (dag.go)
+	// Waiting: the task depends on others (Task.DependsOn) and waits for them to end;
+	// no timer is armed. Declared last so that the others keep their numbers.
+	Waiting
 
-	numStates = Cancelled + 1 // one past the last State, for sizing tables
+	numStates = Waiting + 1 // one past the last State, for sizing tables
 )
 
 var stateNames = [numStates]string{
@@ -31,6 +34,7 @@ var stateNames = [numStates]string{
 	Failed:    "FAILED",
 	Dead:      "DEAD",
 	Cancelled: "CANCELLED",
+	Waiting:   "WAITING",
 }
 
 // valid reports whether s is one of the declared states.
@@ -82,7 +86,9 @@ func (s State) Terminal() bool {
 // The normal path of a one-shot task is PENDING -> DUE -> RUNNING -> SUCCEEDED; a failure
 // goes RUNNING -> FAILED -> DUE -> RUNNING ... until it succeeds or RUNNING -> DEAD.
 // Recurring tasks (every, cron) never reach SUCCEEDED: each occurrence ends with
-// RUNNING -> PENDING, which is how they go round.
+// RUNNING -> PENDING, which is how they go round. A task submitted with parents that
+// have not all ended starts WAITING instead of PENDING, and leaves it for PENDING when
+// they have (released) or for CANCELLED (a parent failed, or the user cancelled it).
 var transitions = [numStates][numStates]bool{
 	Pending: {
 		Due:       true, // its timer fired
@@ -115,6 +121,10 @@ var transitions = [numStates][numStates]bool{
 	},
 	Cancelled: {
 		Pending: true, // resubmitted with a higher version: a cancelled ID is not lost
+	},
+	Waiting: {
+		Pending:   true, // every parent ended as the task's ParentPolicy asks: released
+		Cancelled: true, // a parent failed (ParentCancel), or the user cancelled it
 	},
 }
 

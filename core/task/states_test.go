@@ -25,9 +25,11 @@ var legalMoves = map[[2]State]bool{
 	{Dead, Pending}:      true,
 	{Succeeded, Pending}: true,
 	{Cancelled, Pending}: true,
+	{Waiting, Pending}:   true,
+	{Waiting, Cancelled}: true,
 }
 
-var allStates = []State{Pending, Due, Running, Succeeded, Failed, Dead, Cancelled}
+var allStates = []State{Pending, Due, Running, Succeeded, Failed, Dead, Cancelled, Waiting}
 
 func TestTransitionsEveryPair(t *testing.T) {
 	legal := 0
@@ -69,11 +71,12 @@ func TestTransitionsInvalidStates(t *testing.T) {
 	}
 }
 
-// Every state must be reachable from PENDING and every non-terminal state must be able to
-// leave: a table edit that strands a state is caught here.
+// Every state must be reachable from a task's first state (PENDING, or WAITING for a
+// task with parents) and every non-terminal state must be able to leave: a table edit
+// that strands a state is caught here.
 func TestTransitionsReachability(t *testing.T) {
-	seen := map[State]bool{Pending: true}
-	for queue := []State{Pending}; len(queue) > 0; queue = queue[1:] {
+	seen := map[State]bool{Pending: true, Waiting: true}
+	for queue := []State{Pending, Waiting}; len(queue) > 0; queue = queue[1:] {
 		for _, to := range allStates {
 			if canTransition(queue[0], to) && !seen[to] {
 				seen[to] = true
@@ -83,7 +86,7 @@ func TestTransitionsReachability(t *testing.T) {
 	}
 	for _, s := range allStates {
 		if !seen[s] {
-			t.Errorf("%s is unreachable from PENDING", s)
+			t.Errorf("%s is unreachable from PENDING and WAITING", s)
 		}
 		if !canTransition(s, Cancelled) && !s.Terminal() {
 			t.Errorf("non-terminal %s cannot be cancelled", s)
@@ -101,7 +104,7 @@ func TestTerminal(t *testing.T) {
 }
 
 func TestStateStrings(t *testing.T) {
-	names := []string{"PENDING", "DUE", "RUNNING", "SUCCEEDED", "FAILED", "DEAD", "CANCELLED"}
+	names := []string{"PENDING", "DUE", "RUNNING", "SUCCEEDED", "FAILED", "DEAD", "CANCELLED", "WAITING"}
 	for i, s := range allStates {
 		if s.String() != names[i] {
 			t.Errorf("State %d String = %q, want %q", s, s, names[i])
@@ -115,7 +118,7 @@ func TestStateStrings(t *testing.T) {
 	for _, tc := range []struct {
 		s    State
 		want string
-	}{{0, "State(0)"}, {8, "State(8)"}, {255, "State(255)"}} {
+	}{{0, "State(0)"}, {9, "State(9)"}, {255, "State(255)"}} {
 		if got := tc.s.String(); got != tc.want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(tc.s), got, tc.want)
 		}

@@ -38,6 +38,11 @@ type Task struct {
 	// the key's tasks of the same Limit; the one it hands out (Info, Run, DeadLetter) is
 	// read-only. One pointer, so that tasks without a key carry 8 B for it.
 	Concurrency *Concurrency
+	// DependsOn, if set, makes the task wait (WAITING) until the tasks it names have
+	// ended, and says what their failure means to it (dag.go). The engine keeps its own
+	// copy, which the one it hands out (Info, Run, DeadLetter) is: read-only. One
+	// pointer, so that tasks without parents carry 8 B for it.
+	DependsOn *Deps
 	// Version implements optimistic replacement: submitting an existing ID succeeds only
 	// with a higher Version, and replaces the task.
 	Version uint64
@@ -103,6 +108,11 @@ func (t *Task) normalize(maxPayload int) error {
 	}
 	if err := t.Schedule.Validate(); err != nil {
 		return fmt.Errorf("task %q: %w", t.ID, err)
+	}
+	if t.DependsOn != nil {
+		if err := t.validateDeps(); err != nil {
+			return fmt.Errorf("task %q: %w", t.ID, err)
+		}
 	}
 	if t.Retry == (RetryPolicy{}) {
 		t.Retry = defaultRetry

@@ -169,6 +169,12 @@ var partitionsOwned = prometheus.NewDesc(Namespace+"_partitions_owned",
 	"Partitions each live node owns in this node's partition map (computed, not yet routed by), by node.",
 	[]string{"node"}, nil)
 
+// configChanges is config_changes_total, one series per runtime setting (server/
+// settings) whose value in effect on this node has changed, labelled with its key.
+var configChanges = prometheus.NewDesc(Namespace+"_config_changes_total",
+	"Times a runtime setting's value in effect on this node changed (tockctl config set or reset, the settings read at start included), by key.",
+	[]string{"key"}, nil)
+
 // Collector is a prometheus.Collector over a snapshot function. Each Collect takes
 // exactly one snapshot and turns it into constant metrics, so every value of one scrape
 // comes from the same instant and the server's hot path carries no metric code at all:
@@ -194,6 +200,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- metrics[i].desc
 	}
 	ch <- partitionsOwned
+	ch <- configChanges
 }
 
 // Collect takes one snapshot and emits every metric from it.
@@ -203,6 +210,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.NewInvalidMetric(metrics[i].desc, errNoSnapshot)
 		}
 		ch <- prometheus.NewInvalidMetric(partitionsOwned, errNoSnapshot)
+		ch <- prometheus.NewInvalidMetric(configChanges, errNoSnapshot)
 		return
 	}
 	s := c.snapshot()
@@ -220,6 +228,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, n := range s.Partitions.Nodes {
 		ch <- prometheus.MustNewConstMetric(partitionsOwned, prometheus.GaugeValue, float64(n.Owned), n.Name)
+	}
+	for k, n := range s.ConfigChanges {
+		ch <- prometheus.MustNewConstMetric(configChanges, prometheus.CounterValue, float64(n), k)
 	}
 }
 

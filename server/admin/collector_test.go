@@ -110,6 +110,7 @@ func TestScrapeValues(t *testing.T) {
 	}
 	checkCarryRefused(t, fams["tock_runs_carry_refused_total"])
 	checkPartitionsOwned(t, fams["tock_partitions_owned"])
+	checkConfigChanges(t, fams["tock_config_changes_total"])
 	for name, want := range wantHists {
 		f := fams[name]
 		if f == nil {
@@ -126,7 +127,7 @@ func TestScrapeValues(t *testing.T) {
 		_, scalar := wantScalars[name]
 		_, hist := wantHists[name]
 		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" &&
-			name != "tock_partitions_owned" {
+			name != "tock_partitions_owned" && name != "tock_config_changes_total" {
 			t.Errorf("%s: emitted but not checked by this test", name)
 		}
 	}
@@ -207,6 +208,24 @@ func checkPartitionsOwned(t *testing.T, f *dto.MetricFamily) {
 	}
 }
 
+// checkConfigChanges checks config_changes_total: a counter per key changed, labelled
+// with the key, valued as in fixedStats.
+func checkConfigChanges(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if f == nil || f.GetType() != dto.MetricType_COUNTER || len(f.Metric) != 2 {
+		t.Fatalf("tock_config_changes_total: %v, want a counter with 2 series", f)
+	}
+	got := map[string]float64{}
+	for _, m := range f.Metric {
+		if lp := m.GetLabel(); len(lp) == 1 && lp[0].GetName() == "key" {
+			got[lp[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if got["max_waiting_runs"] != 3201 || got["rate_limit/email"] != 3202 {
+		t.Errorf("tock_config_changes_total = %v, want max_waiting_runs 3201, rate_limit/email 3202", got)
+	}
+}
+
 func checkHist(t *testing.T, name string, h *dto.Histogram, want wantHist) {
 	t.Helper()
 	if h.GetSampleCount() != want.count || h.GetSampleSum() != want.sum {
@@ -282,9 +301,10 @@ func TestCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	// The fixed metrics, and partitions_owned for each of fixedStats' two nodes.
-	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+2 {
-		t.Errorf("collected %d metrics, want %d", n, len(metrics)+2)
+	// The fixed metrics, partitions_owned for each of fixedStats' two nodes and
+	// config_changes_total for each of its two keys.
+	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+4 {
+		t.Errorf("collected %d metrics, want %d", n, len(metrics)+4)
 	}
 }
 
@@ -306,8 +326,8 @@ func TestCollectorBadInput(t *testing.T) {
 		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
 	}
 	// Every metric is a family of its own, but for runs_carry_refused_total's reasons;
-	// partitions_owned is one more.
-	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 1
+	// partitions_owned and config_changes_total are two more.
+	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 2
 	if len(fams) != want {
 		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), want)
 	}

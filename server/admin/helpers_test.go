@@ -48,6 +48,7 @@ func fixedStats() tockd.Stats {
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 		Partitions: tockd.PartitionMap{Count: 16, Rev: 3015, Nodes: []tockd.PartitionNode{
 			{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10}}},
+		ConfigChanges: map[string]uint64{"max_waiting_runs": 3201, "rate_limit/email": 3202},
 	}
 }
 

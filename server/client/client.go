@@ -168,9 +168,9 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 		if errors.As(err, &perr) && perr.Code == protocol.CodeNotLeader && redirects < maxRedirects {
 			// Refused, so not executed: send it to the leader.
 			redirects++
-			c.eps.redirect(perr.Leader)
+			follow := c.eps.redirect(perr.Leader)
 			cn.retire()
-			if perr.Leader == "" && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
+			if !follow && !c.sleep(ctx, c.eps.retryPause(c.opts.backoff(redirects))) {
 				return nil, err
 			}
 			continue
@@ -392,7 +392,8 @@ func (c *Client) purge(ctx context.Context, m *protocol.DLQPurge) (uint64, error
 }
 
 // Pause stops the server from dispatching tasks of taskType: they come due and wait
-// until Resume. Pausing is the answering node's state, not stored.
+// until Resume. With etcd the pause is the cluster's runtime setting paused/<type>: it
+// holds on every node, across leader changes and restarts.
 func (c *Client) Pause(ctx context.Context, taskType string) error {
 	_, err := expect[*protocol.OK](c.do(ctx, func(id uint64) protocol.Message {
 		return &protocol.Pause{ID: id, TaskType: taskType}

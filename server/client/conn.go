@@ -57,6 +57,7 @@ type conn struct {
 	wtimeout time.Duration              // bound on one locked write
 	onFire   func(*protocol.Fire)       // set before start; called by the reader for each FIRE
 	onFires  func(runs []protocol.Fire) // set before start; called by the reader for each FIRES
+	onSilent func()                     // set before start; called by the reader if the heartbeat deadline passed (nil: none)
 	dec      *protocol.Decoder          // reader goroutine only (the handshake before it)
 
 	wmu     sync.Mutex
@@ -126,10 +127,14 @@ func dialConn(ctx context.Context, eps *endpoints, o *Options, role protocol.Rol
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			eps.quiet(addr) // accepted, then silent for the deadline: frozen
+		}
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
 	eps.setDeadline(c.welcome.deadline())
+	c.onSilent = func() { eps.quiet(addr) }
 	c.lastRead.Store(time.Now().UnixNano())
 	return c, nil
 }
@@ -241,6 +246,9 @@ func (c *conn) readLoop() {
 				cause = c.lastErr // the server said why it closed
 			case limit > 0 && errors.Is(err, os.ErrDeadlineExceeded):
 				cause = fmt.Errorf("%w (%v)", ErrHeartbeat, limit)
+				if c.onSilent != nil {
+					c.onSilent()
+				}
 			}
 		}
 	}

@@ -33,7 +33,10 @@
 //     handshakes are bounded by 3 H too, and retry pauses (after a failed dial, or a
 //     NOT_LEADER that names nobody) by H and by 100 ms (failoverPause), so that the
 //     next leader, which the other nodes name as soon as etcd has elected it, is found
-//     within about 100 ms of its election.
+//     within about 100 ms of its election. A node left so (or whose handshake ran out
+//     of 3 H) is skipped for another 3 H (endpoints.quiet): the other nodes name a
+//     frozen leader until the next one is elected, and a NOT_LEADER naming it is then
+//     treated as one that names nobody, instead of costing another 3 H there.
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs what its FIREs and FIRES carry on at most

@@ -173,9 +173,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		var perr *protocol.Error
 		if errors.As(err, &perr) && perr.Code == protocol.CodeNotLeader {
 			// Refused (or sent away) by a node that does not lead: go to the leader it
-			// names at once; with none named yet, to the next address after a backoff.
-			w.eps.redirect(perr.Leader)
-			if perr.Leader != "" && redirects < maxRedirects {
+			// names at once; with none named yet (or one that went silent lately), to the
+			// next address after a backoff.
+			if w.eps.redirect(perr.Leader) && redirects < maxRedirects {
 				redirects++ // bounded: nodes with stale views could send it round
 				continue
 			}

@@ -3,7 +3,8 @@
 //
 // A Notifier takes alerts (Notify) and posts each to every configured webhook from one
 // sender goroutine per webhook. A Monitor checks thresholds (backlog, lateness p95) over
-// samples taken on an interval and gives its alerts to a Notifier (any Sink).
+// samples taken on an interval and gives its alerts to a Notifier (any Sink); its
+// thresholds can change while it runs (SetThresholds: tockd's runtime configuration).
 //
 // Invariants:
 //   - Notify never blocks: it does its bookkeeping under one mutex and hands the alert to

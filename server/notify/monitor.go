@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -85,12 +86,19 @@ func (o *MonitorOptions) validate() error {
 		return bad("MonitorOptions.Sink is nil")
 	case o.Interval < 0:
 		return bad("MonitorOptions.Interval %v is negative", o.Interval)
-	case o.Backlog < 0:
-		return bad("Thresholds.Backlog %d is negative", o.Backlog)
-	case o.LatenessP95 < 0:
-		return bad("Thresholds.LatenessP95 %v is negative", o.LatenessP95)
-	case o.For < 0:
-		return bad("Thresholds.For %v is negative", o.For)
+	}
+	return o.Thresholds.validate()
+}
+
+// validate names the first negative threshold.
+func (t Thresholds) validate() error {
+	switch {
+	case t.Backlog < 0:
+		return bad("Thresholds.Backlog %d is negative", t.Backlog)
+	case t.LatenessP95 < 0:
+		return bad("Thresholds.LatenessP95 %v is negative", t.LatenessP95)
+	case t.For < 0:
+		return bad("Thresholds.For %v is negative", t.For)
 	}
 	return nil
 }
@@ -100,7 +108,9 @@ func (o *MonitorOptions) validate() error {
 // check that sees it cleared. An alert the Sink does not take (Notify returns false) is
 // offered again at the next check, so a dropped alert delays, not loses, the news.
 type Monitor struct {
-	opts MonitorOptions
+	opts MonitorOptions // Thresholds: the ones NewMonitor was given; thr holds those in effect
+	// thr is the thresholds in effect (SetThresholds), read once by each check. Atomic.
+	thr atomic.Pointer[Thresholds]
 
 	// Owner goroutine only (Run's, or a test calling check).
 	prev     task.Histogram
@@ -125,7 +135,24 @@ func NewMonitor(options ...MonitorOption) (*Monitor, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Monitor{opts: opts}, nil
+	m := &Monitor{opts: opts}
+	m.thr.Store(&opts.Thresholds)
+	return m, nil
+}
+
+// Thresholds returns the thresholds in effect.
+func (m *Monitor) Thresholds() Thresholds { return *m.thr.Load() }
+
+// SetThresholds replaces the thresholds from the next check on (a runtime setting
+// changed); a negative one is refused, naming it, and nothing changes. A breach goes on
+// being measured from its first check; a check disabled (0) while its alert fires sends
+// the resolved alert. Safe to call from any goroutine.
+func (m *Monitor) SetThresholds(t Thresholds) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	m.thr.Store(&t)
+	return nil
 }
 
 // Run checks every Interval until ctx ends, then returns. The first check only records
@@ -151,17 +178,18 @@ func (m *Monitor) run(ctx context.Context, tick <-chan time.Time) {
 // check takes one sample and updates both conditions. Owner goroutine only.
 func (m *Monitor) check(now time.Time) {
 	s := m.opts.Sample()
-	if m.opts.Backlog > 0 {
-		breached := s.Queued > m.opts.Backlog
-		fields := []Field{{"queued", strconv.Itoa(s.Queued)}, {"threshold", strconv.Itoa(m.opts.Backlog)}}
-		m.update(&m.backlog, now, breached, func(resolved bool) Alert {
+	th := m.Thresholds()
+	if th.Backlog > 0 || m.backlog.firing {
+		breached := th.Backlog > 0 && s.Queued > th.Backlog
+		fields := []Field{{"queued", strconv.Itoa(s.Queued)}, {"threshold", strconv.Itoa(th.Backlog)}}
+		m.update(&m.backlog, now, th.For, breached, func(resolved bool) Alert {
 			a := Alert{Kind: KindBacklog, Key: string(KindBacklog), Severity: SeverityWarning, Fields: fields, Time: now, Resolved: resolved}
 			if resolved {
 				a.Title = "Backlog back to normal"
-				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, at most the threshold of %d.", s.Queued, m.opts.Backlog)
+				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, at most the threshold of %d.", s.Queued, th.Backlog)
 			} else {
 				a.Title = "Backlog above threshold"
-				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, above the threshold of %d for at least %v.", s.Queued, m.opts.Backlog, m.opts.For)
+				a.Text = fmt.Sprintf("%d due task(s) wait for a worker, above the threshold of %d for at least %v.", s.Queued, th.Backlog, th.For)
 			}
 			return a
 		})
@@ -169,26 +197,27 @@ func (m *Monitor) check(now time.Time) {
 	d := delta(s.Lateness, m.prev)
 	first := !m.havePrev
 	m.prev, m.havePrev = s.Lateness, true
-	if m.opts.LatenessP95 > 0 && !first {
+	if (th.LatenessP95 > 0 || m.lateness.firing) && !first {
 		p95, ok := Quantile(0.95, d)
-		breached := ok && p95 > m.opts.LatenessP95
-		fields := []Field{{"p95", p95.String()}, {"threshold", m.opts.LatenessP95.String()}, {"observations", strconv.FormatUint(d.Count, 10)}}
-		m.update(&m.lateness, now, breached, func(resolved bool) Alert {
+		breached := th.LatenessP95 > 0 && ok && p95 > th.LatenessP95
+		fields := []Field{{"p95", p95.String()}, {"threshold", th.LatenessP95.String()}, {"observations", strconv.FormatUint(d.Count, 10)}}
+		m.update(&m.lateness, now, th.For, breached, func(resolved bool) Alert {
 			a := Alert{Kind: KindLateness, Key: string(KindLateness), Severity: SeverityWarning, Fields: fields, Time: now, Resolved: resolved}
 			if resolved {
 				a.Title = "Lateness back to normal"
-				a.Text = fmt.Sprintf("Tasks start on time again: lateness p95 over the last interval is %v, threshold %v (%d started).", p95, m.opts.LatenessP95, d.Count)
+				a.Text = fmt.Sprintf("Tasks start on time again: lateness p95 over the last interval is %v, threshold %v (%d started).", p95, th.LatenessP95, d.Count)
 			} else {
 				a.Title = "Lateness p95 above threshold"
-				a.Text = fmt.Sprintf("Tasks start late: lateness p95 over the last interval is %v, above the threshold of %v for at least %v (%d started).", p95, m.opts.LatenessP95, m.opts.For, d.Count)
+				a.Text = fmt.Sprintf("Tasks start late: lateness p95 over the last interval is %v, above the threshold of %v for at least %v (%d started).", p95, th.LatenessP95, th.For, d.Count)
 			}
 			return a
 		})
 	}
 }
 
-// update moves c by one check and sends the alert that change calls for.
-func (m *Monitor) update(c *condition, now time.Time, breached bool, alert func(resolved bool) Alert) {
+// update moves c by one check and sends the alert that change calls for: a breach
+// alerts once it has lasted forDur.
+func (m *Monitor) update(c *condition, now time.Time, forDur time.Duration, breached bool, alert func(resolved bool) Alert) {
 	if !breached {
 		c.since = time.Time{}
 		if c.firing && m.opts.Sink.Notify(alert(true)) {
@@ -199,7 +228,7 @@ func (m *Monitor) update(c *condition, now time.Time, breached bool, alert func(
 	if c.since.IsZero() {
 		c.since = now
 	}
-	if !c.firing && now.Sub(c.since) >= m.opts.For && m.opts.Sink.Notify(alert(false)) {
+	if !c.firing && now.Sub(c.since) >= forDur && m.opts.Sink.Notify(alert(false)) {
 		c.firing = true
 	}
 }

@@ -205,3 +205,46 @@ func TestMonitorOptionSetters(t *testing.T) {
 		t.Errorf("options set field by field = %+v", o)
 	}
 }
+
+// TestMonitorSetThresholds: new thresholds apply from the next check; a breach measured
+// under the old For alerts under the new one; disabling a firing check resolves it; a
+// negative threshold is refused and changes nothing.
+func TestMonitorSetThresholds(t *testing.T) {
+	var s sink
+	sample := Sample{Queued: 50}
+	m, err := NewMonitor(WithThresholds(Thresholds{Backlog: 100, For: time.Hour}),
+		WithSample(func() Sample { return sample }), WithSink(&s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	m.check(t0)
+	if len(s.alerts) != 0 {
+		t.Fatalf("50 queued under a threshold of 100: %d alerts", len(s.alerts))
+	}
+	if err := m.SetThresholds(Thresholds{Backlog: 10, For: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	m.check(t0.Add(time.Second))      // breach starts under the new threshold
+	m.check(t0.Add(11 * time.Second)) // lasted the new For
+	if len(s.alerts) != 1 || s.alerts[0].Resolved || s.alerts[0].Fields[1] != (Field{"threshold", "10"}) {
+		t.Fatalf("after lowering the backlog threshold to 10: %+v, want one breach alert naming 10", s.alerts)
+	}
+	if err := m.SetThresholds(Thresholds{Backlog: -1}); err == nil || !strings.Contains(err.Error(), "Backlog") {
+		t.Fatalf("a negative backlog: %v, want an error naming Backlog", err)
+	}
+	if got := m.Thresholds(); got.Backlog != 10 {
+		t.Fatalf("after a refused change the thresholds are %+v, want Backlog 10 kept", got)
+	}
+	if err := m.SetThresholds(Thresholds{}); err != nil {
+		t.Fatal(err)
+	}
+	m.check(t0.Add(12 * time.Second))
+	if len(s.alerts) != 2 || !s.alerts[1].Resolved {
+		t.Fatalf("after disabling the firing check: %+v, want its resolved alert", s.alerts)
+	}
+	m.check(t0.Add(13 * time.Second))
+	if len(s.alerts) != 2 {
+		t.Fatalf("a disabled check alerted again: %+v", s.alerts)
+	}
+}

@@ -111,6 +111,10 @@ func TestMalformed(t *testing.T) {
 		{"deep nesting skipped", rawMap(t, "t", 5, "id", 9, "x", raw(bytes.Repeat([]byte{0x91}, 100))), CodeBadFrame, "", 9},
 		{"purge both", rawMap(t, "t", 35, "id", 9, "tid", "a", "all", true), CodeBadField, "tid", 9},
 		{"purge neither", rawMap(t, "t", 35, "id", 9), CodeBadField, "tid", 9},
+		{"config set: value and reset", rawMap(t, "t", 45, "id", 9, "key", "log_level", "value", "info", "reset", true), CodeBadField, "value", 9},
+		{"config set: neither", rawMap(t, "t", 45, "id", 9, "key", "log_level"), CodeBadField, "value", 9},
+		{"config set: no key", rawMap(t, "t", 45, "id", 9, "reset", true), CodeBadField, "key", 9},
+		{"config values: an entry without its value", rawMap(t, "t", 46, "id", 9, "rev", 1, "values", []any{map[string]any{"key": "k"}}), CodeBadField, "values[0].value", 9},
 		{"welcome frame too big", rawMap(t, "t", 2, "id", 1, "v", 1, "name", "a", "node", "b", "epoch", 1, "max_frame", uint64(1)<<40), CodeBadField, "max_frame", 1},
 	}
 	for _, tc := range cases {

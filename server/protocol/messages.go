@@ -43,6 +43,10 @@ const (
 	TypeStatsReply   Type = 40 // <- counters and gauges
 	TypePartitions   Type = 41 // -> reply PARTITION_MAP
 	TypePartitionMap Type = 42 // <- the partition count, map and its revision
+	TypeConfigGet    Type = 43 // -> one runtime setting; reply CONFIG_VALUES (config.go)
+	TypeConfigList   Type = 44 // -> every runtime setting; reply CONFIG_VALUES
+	TypeConfigSet    Type = 45 // -> set or reset a runtime setting for the cluster; reply CONFIG_VALUES
+	TypeConfigValues Type = 46 // <- runtime settings as the node applies them
 	TypeSubscribe    Type = 48 // -> worker: the types it serves and its credits; reply OK
 	TypeCredit       Type = 49 // -> worker: more credits; reply OK
 	TypeFire         Type = 50 // <- push (id 0): run this task now
@@ -63,6 +67,7 @@ var typeNames = [numTypes]string{
 	TypeDLQList: "DLQ_LIST", TypeDLQPage: "DLQ_PAGE", TypeDLQRequeue: "DLQ_REQUEUE", TypeDLQPurge: "DLQ_PURGE",
 	TypePurged: "PURGED", TypePause: "PAUSE", TypeResume: "RESUME", TypeStats: "STATS", TypeStatsReply: "STATS_REPLY",
 	TypePartitions: "PARTITIONS", TypePartitionMap: "PARTITION_MAP",
+	TypeConfigGet: "CONFIG_GET", TypeConfigList: "CONFIG_LIST", TypeConfigSet: "CONFIG_SET", TypeConfigValues: "CONFIG_VALUES",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
 	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY", TypeFires: "FIRES",
 }
@@ -129,7 +134,8 @@ var specs = [numTypes]*msgSpec{
 	TypeTaskInfo: taskInfoSpec, TypeTaskPage: taskPageSpec, TypeDLQList: dlqListSpec, TypeDLQPage: dlqPageSpec,
 	TypeDLQRequeue: dlqRequeueSpec, TypeDLQPurge: dlqPurgeSpec, TypePurged: purgedSpec, TypePause: pauseSpec,
 	TypeResume: resumeSpec, TypeStats: statsSpec, TypeStatsReply: statsReplySpec, TypePartitions: partitionsSpec,
-	TypePartitionMap: partitionMapSpec, TypeSubscribe: subscribeSpec,
+	TypePartitionMap: partitionMapSpec, TypeConfigGet: configGetSpec, TypeConfigList: configListSpec,
+	TypeConfigSet: configSetSpec, TypeConfigValues: configValuesSpec, TypeSubscribe: subscribeSpec,
 	TypeCredit: creditSpec, TypeFire: fireSpec, TypeAck: ackSpec, TypeNack: nackSpec, TypeAcks: acksSpec,
 	TypeAcked: ackedSpec, TypeCarry: carrySpec, TypeFires: firesSpec,
 }

@@ -197,6 +197,7 @@ func TestNestedMapsMatchProtocolDoc(t *testing.T) {
 		{"snapshot", "**Snapshots**", &infoSpec.table},
 		{"attempt", "An **attempt** is", &attemptSpec.table},
 		{"dead letter", "oldest first, paged as LIST is. A dead letter is", &deadLetterSpec.table},
+		{"config value", "node has applied the change. `values` are sorted by key, each", &configValueSpec.table},
 	} {
 		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, tc.line) })
 		if i < 0 {

@@ -12,6 +12,9 @@
 //	rate_limit/<type>                  rate[:burst]: runs a second (0: none), burst (default 1)
 //	concurrency_limit/<namespace>/<key> a limit, 0 to 1,048,576 (0: the tasks' own)
 //	paused/<type>                      true|false
+//	alert_backlog                      an integer, 0 or more (0: never)
+//	alert_lateness_p95                 a duration, 0 or more (0: never)
+//	alert_for                          a duration, 0 or more
 //
 // Invariants:
 //   - Parse is the one judge of a key and its value: tockctl checks with it before

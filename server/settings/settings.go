@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tock-sched/tock/core/task"
@@ -27,6 +28,9 @@ const (
 	RateLimit             = "rate_limit"
 	ConcurrencyLimit      = "concurrency_limit"
 	Paused                = "paused"
+	AlertBacklog          = "alert_backlog"
+	AlertLatenessP95      = "alert_lateness_p95"
+	AlertFor              = "alert_for"
 )
 
 // Spec describes one setting.
@@ -62,6 +66,12 @@ var specs = []Spec{
 		Doc: "runs of a concurrency key at once, across workers, over the limit its tasks name (0: theirs)", parse: parseConcurrency},
 	{Name: Paused, Arg: "<type>", Syntax: "true|false", Default: "false",
 		Doc: "the type's due runs wait, undispatched (PAUSE and RESUME write it too)", parse: parsePaused},
+	{Name: AlertBacklog, Syntax: "an integer, 0 or more (0: never)", Default: "-alert-backlog (10000)",
+		Doc: "alert when more due runs than this wait for a worker", parse: parseBacklog},
+	{Name: AlertLatenessP95, Syntax: "a duration such as 500ms or 2s, 0 or more (0: never)", Default: "-alert-lateness-p95 (1s)",
+		Doc: "alert when the p95 of start minus due time over an interval exceeds this", parse: parseDuration},
+	{Name: AlertFor, Syntax: "a duration such as 30s or 5m, 0 or more", Default: "-alert-for (1m)",
+		Doc: "how long a backlog or lateness breach lasts before it alerts", parse: parseDuration},
 }
 
 // Specs lists every setting, in documentation order. The caller must not change them.
@@ -75,11 +85,12 @@ type Setting struct {
 	Arg   string // after "Name/"; "" for a plain key
 	Value string // canonical: Parse(Key, Value) gives this Setting again
 
-	Level slog.Level // log_level
-	N     int        // max_waiting_runs, max_waiting_runs_per_type, concurrency_limit
-	Rate  float64    // rate_limit: runs a second; 0: no limit
-	Burst int        // rate_limit: 0 when Rate is 0
-	On    bool       // paused
+	Level slog.Level    // log_level
+	N     int           // max_waiting_runs, max_waiting_runs_per_type, concurrency_limit, alert_backlog
+	Rate  float64       // rate_limit: runs a second; 0: no limit
+	Burst int           // rate_limit: 0 when Rate is 0
+	On    bool          // paused
+	D     time.Duration // alert_lateness_p95, alert_for
 	// Type is rate_limit's and paused's task type; Namespace and ConcKey are
 	// concurrency_limit's.
 	Type, Namespace, ConcKey string
@@ -147,6 +158,24 @@ func parseCount(s *Setting) error {
 		return errors.New("not a positive integer")
 	}
 	s.N, s.Value = n, strconv.Itoa(n)
+	return nil
+}
+
+func parseBacklog(s *Setting) error {
+	n, err := strconv.Atoi(s.Value)
+	if err != nil || n < 0 {
+		return errors.New("not an integer, 0 or more")
+	}
+	s.N, s.Value = n, strconv.Itoa(n)
+	return nil
+}
+
+func parseDuration(s *Setting) error {
+	d, err := time.ParseDuration(s.Value)
+	if err != nil || d < 0 {
+		return errors.New("not a duration, 0 or more")
+	}
+	s.D, s.Value = d, d.String()
 	return nil
 }
 

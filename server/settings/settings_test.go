@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseAccepts: each setting's values, parsed into its field, with canonical text
@@ -26,6 +27,10 @@ func TestParseAccepts(t *testing.T) {
 		{"concurrency_limit/default/k", "0", Setting{Name: ConcurrencyLimit, Arg: "default/k", Namespace: "default", ConcKey: "k", Value: "0"}},
 		{"paused/email", "true", Setting{Name: Paused, Arg: "email", Type: "email", Value: "true", On: true}},
 		{"paused/email", "false", Setting{Name: Paused, Arg: "email", Type: "email", Value: "false"}},
+		{"alert_backlog", "0", Setting{Name: AlertBacklog, Value: "0"}},
+		{"alert_backlog", "500", Setting{Name: AlertBacklog, Value: "500", N: 500}},
+		{"alert_lateness_p95", "1500ms", Setting{Name: AlertLatenessP95, Value: "1.5s", D: 1500 * time.Millisecond}},
+		{"alert_for", "0s", Setting{Name: AlertFor, Value: "0s"}},
 	} {
 		c.want.Key = c.key
 		got, err := Parse(c.key, c.value)
@@ -73,6 +78,10 @@ func TestParseRefuses(t *testing.T) {
 		{"concurrency_limit/shop/k", "-1", ErrBadValue},
 		{"concurrency_limit/shop/k", "1048577", ErrBadValue},
 		{"paused/email", "yes", ErrBadValue},
+		{"alert_backlog", "-1", ErrBadValue},
+		{"alert_lateness_p95", "1", ErrBadValue},
+		{"alert_for", "-5m", ErrBadValue},
+		{"alert_for/x", "5m", ErrUnknownKey},
 	} {
 		_, err := Parse(c.key, c.value)
 		if !errors.Is(err, c.want) {

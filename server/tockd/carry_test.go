@@ -10,7 +10,6 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // startCarryNodes is startTwoNodes with a follower (node "n2") whose carry grace is long,
@@ -317,13 +316,7 @@ func TestSubscribeAfterABouncedCarryIsRefused(t *testing.T) {
 	if r, ok := w.req(carry).(*protocol.Error); !ok || r.Code != protocol.CodeNotLeader {
 		t.Fatalf("CARRY at the follower answered %+v, want NOT_LEADER", r)
 	}
-	// The follower campaigns (its key is next in line), then the leader's term ends.
-	if !waitUntil(func() bool {
-		keys, err := n.st1.Client().Get(context.Background(), "/tock/leader/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		return err == nil && keys.Count == 2
-	}) {
-		t.Fatalf("the follower never campaigned within %v", waitBound)
-	}
+	// The follower campaigns (startTwoNodes waited for its key), then the leader's term ends.
 	deleteLeaderKey(t, n.st1.Client())
 	waitLeading(t, n.follower, "the follower was not elected")
 	r := w.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10})

@@ -7,8 +7,9 @@
 // # Structure
 //
 // Server is the public API (New, Serve, Shutdown, Stats, Health, and for operators
-// Workers, Leader, Nodes, SetPaused and PausedTypes in operator.go) and the composition
-// of parts, each a type with one job whose doc comment states its invariants and locking:
+// Workers, Leader, Nodes, SetPaused, PausedTypes, ConfigGet, ConfigList, ConfigSet and
+// ConfigReset in operator.go) and the composition of parts, each a type with one job
+// whose doc comment states its invariants and locking:
 //   - connSet (connset.go): listeners, served connections, the admission limits
 //     (MaxConns, MaxHandshakes) and the connection goroutines;
 //   - conn (conn.go): one connection's reader and writer, its handshake and reply queue;
@@ -23,10 +24,11 @@
 //     standby.go), durability (durable.go, submit.go, durload.go), committer (commit.go),
 //     runLocks (exclusive.go), progress (progress.go) and registry (registry.go);
 //   - ownership (ownership.go): the partition map, with or without a Store;
+//   - liveConfig (liveconfig.go): the runtime configuration, followed and applied;
 //   - spans (spans.go): the spans of traced tasks, when a tracer is configured.
 //
-// Lock order, everywhere: durability.term, then the engine's locks, then router.mu or a
-// part's own mu, then a connection's outMu. No mu is held across a store call or a
+// Lock order, everywhere: durability.term or liveConfig.applyMu, then the engine's
+// locks, then router.mu or a part's own mu, then a connection's outMu. No mu is held across a store call or a
 // socket write; connSet.mu is a leaf.
 //
 // # Leadership
@@ -278,7 +280,21 @@
 // # Requests and replies
 //
 // PAUSE and RESUME name a task type: a paused type's due runs wait, undispatched, until
-// RESUME. Pausing is this node's memory only, not recorded in etcd.
+// RESUME. A pause is the runtime setting paused/<type> (below): with a Store it is in
+// etcd, and holds on every node, across leader changes and restarts.
+//
+// # Runtime configuration
+//
+// The runtime-safe settings (server/settings: log_level, the waiting bounds, rate and
+// concurrency limits, paused types, the alert thresholds of Options.Alerts) live in etcd under <prefix>config/ (store.Config).
+// Every node reads them in New (waiting up to 10 s; then it serves on its defaults
+// until it can), watches them, and applies each change as it sees it (liveconfig.go),
+// logging the key, the old and the new value at Info and counting it (Stats.
+// ConfigChanges, tock_config_changes_total); a key removed goes back to the node's
+// Options (its flags). A node elected leader reads them once more before it
+// dispatches. ConfigSet and ConfigReset (and CONFIG_SET, PAUSE, RESUME) check the value
+// with settings.Parse, write it, and return once this node has applied it. Without a
+// Store they apply to this node alone, in memory, until it stops.
 //
 // Replies fit MaxFrame (pages.go): SUBMIT refuses a payload over MaxFrame - 4096, so a
 // snapshot, dead letter or FIRE carries any accepted payload whole; GET cuts a snapshot

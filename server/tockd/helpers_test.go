@@ -214,11 +214,27 @@ func openPeerStore(t *testing.T, st *store.Store, node string) *store.Store {
 // node is elected at once.
 func startDurable(t *testing.T, st *store.Store, onEvent func(task.Event)) *testServer {
 	t.Helper()
+	return startDurableRunning(t, st, onEvent, "", nil)
+}
+
+// startDurableRunning is startDurable with h registered as the handler of taskType (if h
+// is not nil) before the node serves, so before its takeover's load: a loaded durable
+// task that is due already runs at h, not at the fallback that FIREs at remote workers
+// (with none connected it would stay RUNNING for its time to run). Registering after
+// startDurable returns races the load.
+func startDurableRunning(t *testing.T, st *store.Store, onEvent func(task.Event), taskType string, h task.Handler) *testServer {
+	t.Helper()
 	eopts := []task.Option{task.WithWorkers(2)}
 	if onEvent != nil {
 		eopts = append(eopts, task.WithOnEvent(onEvent))
 	}
-	ts := serve(t, newServer(t, Options{Store: st, EngineOptions: eopts}))
+	srv := newServer(t, Options{Store: st, EngineOptions: eopts})
+	if h != nil {
+		if err := srv.Engine().Register(taskType, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := serve(t, srv)
 	waitLeading(t, ts.srv, "the lone node was not elected")
 	return ts
 }
@@ -246,7 +262,12 @@ type twoNodes struct {
 }
 
 // startTwoNodes starts the leader (elected first: the only candidate yet), then the
-// follower, made with follower (its Store is st2).
+// follower, made with follower (its Store is st2), and waits until the follower
+// campaigns: its election key is next in line, so that when the leader's term ends the
+// follower is elected. Without the wait a test that ends the term soon after may end it
+// before the follower's key exists (on a loaded machine its campaign came within a few
+// ms of such a test's delete), and the deposed leader, campaigning again, is elected
+// again, the only candidate.
 func startTwoNodes(t *testing.T, follower Options) *twoNodes {
 	t.Helper()
 	n := &twoNodes{st1: openStore(t, t.TempDir())}
@@ -255,6 +276,9 @@ func startTwoNodes(t *testing.T, follower Options) *twoNodes {
 	follower.Store = n.st2
 	n.follower = newServer(t, follower)
 	n.fd = serve(t, n.follower)
+	if !waitUntil(func() bool { return electionKeys(t, n.st1) >= 2 }) {
+		t.Fatalf("the follower never campaigned within %v", waitBound)
+	}
 	return n
 }
 

@@ -56,6 +56,7 @@ type leadership struct {
 	// count of workers a takeover waits for.
 	dur      *durability
 	registry *registry
+	config   *liveConfig // caught up before each term dispatches
 
 	fence      atomic.Pointer[store.Fence] // this node's leadership term, for durable writes; nil: not leading
 	term       atomic.Pointer[leaderTerm]  // the latest term loop began; its deposed ends it (fencedOut)
@@ -199,6 +200,8 @@ func (l *leadership) loop(ctx context.Context, advertise string) {
 			continue
 		}
 		pause = campaignRetryMin
+		// The settings the last leader wrote (a paused type) apply before the first FIRE.
+		l.config.catchUp(ctx)
 		l.setLeading(true, epoch, term)
 		l.notify(true, epoch)
 		l.log.Info("tockd: leading", "epoch", epoch, "key", el.Key(), "advertise", advertise)

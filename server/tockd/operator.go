@@ -113,14 +113,45 @@ func (s *Server) Nodes(ctx context.Context) ([]Node, error) {
 }
 
 // SetPaused pauses (paused) or resumes a task type, as PAUSE and RESUME do: a paused
-// type's due runs wait, undispatched; a resumed type's waiting runs are fired. It is this
-// node's state, not recorded in etcd. An empty type is ErrInvalidArgument.
+// type's due runs wait, undispatched; a resumed type's waiting runs are fired. It is the
+// runtime configuration's paused/<type> (ConfigSet, ConfigReset): with a Store it is
+// recorded in etcd and holds on every node, across leader changes and restarts, and
+// SetPaused returns once this node applies it (bounded by 10 s). An empty type is
+// ErrInvalidArgument.
 func (s *Server) SetPaused(typ string, paused bool) error {
 	if typ == "" {
 		return fmt.Errorf("%w: type is empty", ErrInvalidArgument)
 	}
-	s.router.pause(typ, paused)
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	_, err := s.config.setPaused(ctx, typ, paused)
+	return err
+}
+
+// ConfigGet returns a runtime setting as this node applies it (server/settings names
+// the keys): its value and whether it is set, or its default. An unknown key is an
+// error wrapping settings.ErrUnknownKey. Cost: a lock.
+func (s *Server) ConfigGet(key string) (ConfigEntry, error) { return s.config.get(key) }
+
+// ConfigList lists the plain keys (set or not) and every key set, sorted by key, and
+// the revision of the configuration in effect (etcd's; without a Store, a count of this
+// node's changes). Cost: a lock and a copy of the entries.
+func (s *Server) ConfigList() ([]ConfigEntry, int64) { return s.config.list() }
+
+// ConfigSet sets key to value for the whole cluster (with a Store: in etcd, which every
+// node watches and applies within a moment; without one, on this node, in memory) and
+// returns the entry once this node has applied it, bounded by ctx. A key or value
+// settings.Parse refuses is an error wrapping settings.ErrUnknownKey or ErrBadValue,
+// and nothing is written. A failed write wraps the store's error (store.ErrUncertain:
+// it may have landed).
+func (s *Server) ConfigSet(ctx context.Context, key, value string) (ConfigEntry, error) {
+	return s.config.set(ctx, key, value)
+}
+
+// ConfigReset removes key, so that every node goes back to its default; as ConfigSet
+// for the rest.
+func (s *Server) ConfigReset(ctx context.Context, key string) (ConfigEntry, error) {
+	return s.config.reset(ctx, key)
 }
 
 // PausedTypes lists the paused task types, sorted. Cost: one pass over them under the

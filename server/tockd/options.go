@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
@@ -180,6 +181,17 @@ type Options struct {
 	// protocol.MaxNameLen bytes, with no '/' when there is a Store.
 	// Default the host name, or "tockd" when it cannot be read.
 	NodeName string
+	// LogLevel, if set, is the level of Logger's handler: the runtime configuration's
+	// log_level sets it, and putting the key back (tockctl config reset) restores the
+	// level it held when New was called. Default: none; log_level is then stored and
+	// listed, but changes nothing on this node (a warning says so).
+	LogLevel *slog.LevelVar
+	// Alerts, if set, is the alert monitor (server/notify) whose thresholds the runtime
+	// configuration's alert_backlog, alert_lateness_p95 and alert_for set; the
+	// thresholds it holds when New is called are those keys' defaults. The caller runs
+	// it. Default: none; those keys are then stored and listed, but change nothing on
+	// this node (a warning says so).
+	Alerts *notify.Monitor
 	// Logger receives connection-level events (accepted, closed and why, protocol
 	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
 	// because a library does not write to stderr unasked; the tockd binary sets one.
@@ -344,6 +356,20 @@ func WithMaxQueuedReplyBytes(n int) Option { return func(o *Options) { o.MaxQueu
 // WithNodeName sets Options.NodeName.
 func WithNodeName(name string) Option { return func(o *Options) { o.NodeName = name } }
 
+// WithLogLevel sets Options.LogLevel.
+func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLevel = l } }
+
+// WithAlerts sets Options.Alerts.
+func WithAlerts(m *notify.Monitor) Option { return func(o *Options) { o.Alerts = m } }
+
+// WithTracerProvider sets Options.TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *Options) { o.TracerProvider = tp }
+}
+
+// WithOTLPEndpoint sets Options.OTLPEndpoint.
+func WithOTLPEndpoint(endpoint string) Option { return func(o *Options) { o.OTLPEndpoint = endpoint } }
+
 // WithLogger sets Options.Logger.
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
 
@@ -392,14 +418,6 @@ func WithPartitions(p int) Option { return func(o *Options) { o.Partitions = p }
 
 // WithStore sets Options.Store.
 func WithStore(s *store.Store) Option { return func(o *Options) { o.Store = s } }
-
-// WithTracerProvider sets Options.TracerProvider.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *Options) { o.TracerProvider = tp }
-}
-
-// WithOTLPEndpoint sets Options.OTLPEndpoint.
-func WithOTLPEndpoint(endpoint string) Option { return func(o *Options) { o.OTLPEndpoint = endpoint } }
 
 // setDefaults fills zero fields with their defaults.
 func (o *Options) setDefaults() {

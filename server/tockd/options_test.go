@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/store"
-	"github.com/tock-sched/tock/server/tracing/tracingtest"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // TestOptionSetters: each WithX sets its own field (WithOptions is what the other tests
 // open with), and every field of Options has one: a field this test leaves zero fails it.
 func TestOptionSetters(t *testing.T) {
-	tlsConfig, logger, engine, st := &tls.Config{}, slog.New(slog.DiscardHandler), &task.Engine{}, &store.Store{}
-	tp := tracingtest.New(t)
+	tlsConfig, logger, engine, st, level := &tls.Config{}, slog.New(slog.DiscardHandler), &task.Engine{}, &store.Store{}, &slog.LevelVar{}
+	mon, tp := &notify.Monitor{}, noop.NewTracerProvider()
 	var led bool
 	var o Options
 	for _, opt := range []Option{WithAddr("a:1"), WithAdvertiseAddr("b:2"), WithTLS(tlsConfig), WithMaxConns(1),
@@ -29,7 +30,7 @@ func TestOptionSetters(t *testing.T) {
 		WithNodeName("n"), WithLogger(logger), WithEngine(engine), WithEngineOptions(task.WithWorkers(10)),
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
-		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18), WithMaxFiresRuns(19),
+		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18), WithMaxFiresRuns(19), WithLogLevel(level), WithAlerts(mon),
 		WithTracerProvider(tp), WithOTLPEndpoint("collector:4318")} {
 		opt(&o)
 	}
@@ -57,7 +58,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
 		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18, MaxFiresRuns: 19,
-		TracerProvider: tp, OTLPEndpoint: "collector:4318"}
+		LogLevel: level, Alerts: mon, TracerProvider: tp, OTLPEndpoint: "collector:4318"}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}

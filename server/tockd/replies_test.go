@@ -122,5 +122,5 @@ func TestRepliesMatchProtocolDoc(t *testing.T) {
 // serverOnly is the messages only the server sends (answered UNEXPECTED when sent to it).
 var serverOnly = []protocol.Type{protocol.TypeWelcome, protocol.TypeOK, protocol.TypePong,
 	protocol.TypeTaskStatus, protocol.TypeBatchResult, protocol.TypeTaskInfo, protocol.TypeTaskPage,
-	protocol.TypeDLQPage, protocol.TypePurged, protocol.TypeStatsReply, protocol.TypePartitionMap, protocol.TypeFire, protocol.TypeAcked,
+	protocol.TypeDLQPage, protocol.TypePurged, protocol.TypeStatsReply, protocol.TypePartitionMap, protocol.TypeConfigValues, protocol.TypeFire, protocol.TypeAcked,
 	protocol.TypeFires}

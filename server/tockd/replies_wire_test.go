@@ -58,6 +58,10 @@ func notProvoked() map[listedReply]string {
 	excuse("a run of the current epoch turning stale mid-frame: a leader change during the ACKS", item(protocol.TypeAcks, protocol.CodeStaleEpoch))
 	excuse("etcd failing to record a durable run's end",
 		item(protocol.TypeAcks, protocol.CodeInternal), reply(protocol.TypeAck, protocol.CodeInternal), reply(protocol.TypeNack, protocol.CodeInternal))
+	excuse("etcd unreachable for a configuration write (nothing written)", reply(protocol.TypeConfigSet, protocol.CodeOverloaded),
+		reply(protocol.TypePause, protocol.CodeOverloaded), reply(protocol.TypeResume, protocol.CodeOverloaded))
+	excuse("etcd losing a configuration write mid-write", reply(protocol.TypeConfigSet, protocol.CodeUncertain),
+		reply(protocol.TypePause, protocol.CodeUncertain), reply(protocol.TypeResume, protocol.CodeUncertain))
 	excuse("a leader change before a carried durable run's end is recorded", item(protocol.TypeCarry, protocol.CodeStaleEpoch))
 	excuse("etcd failing to record a carried durable run's end", item(protocol.TypeCarry, protocol.CodeInternal))
 	return m
@@ -136,6 +140,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 		protocol.TypeCancel: {"tid": 5}, protocol.TypeGet: {"tid": 5}, protocol.TypeDLQRequeue: {"tid": 5},
 		protocol.TypeList: {"cursor": 5}, protocol.TypeDLQList: {"cursor": 5},
 		protocol.TypeDLQPurge: {"tid": "a", "all": true}, protocol.TypePause: {"type": ""}, protocol.TypeResume: {"type": 5},
+		protocol.TypeConfigGet: {"key": 5}, protocol.TypeConfigList: {"id": "x"}, protocol.TypeConfigSet: {"key": "log_level"},
 	}
 	for typ, fields := range bad {
 		got.add(typ, c.raw(typ, fields))
@@ -171,6 +176,10 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got.add(protocol.TypeDLQPurge, c.call(&protocol.DLQPurge{ID: 14, All: true}))
 	got.add(protocol.TypePause, c.call(&protocol.Pause{ID: 15, TaskType: "w"}))
 	got.add(protocol.TypeResume, c.call(&protocol.Resume{ID: 16, TaskType: "w"}))
+	got.add(protocol.TypeConfigSet, c.call(&protocol.ConfigSet{ID: 17, Key: "max_waiting_runs", Value: "5"}))
+	got.add(protocol.TypeConfigSet, c.call(&protocol.ConfigSet{ID: 17, Key: "max_waiting_runs", Reset: true}))
+	got.add(protocol.TypeConfigGet, c.call(&protocol.ConfigGet{ID: 18, Key: "max_waiting_runs"}))
+	got.add(protocol.TypeConfigList, c.call(&protocol.ConfigList{ID: 19}))
 
 	// Worker messages: UNEXPECTED on the client connection, then as a worker.
 	workerMsgs := []protocol.Message{&protocol.Subscribe{ID: 20, Types: []string{"w"}, Credits: 1},

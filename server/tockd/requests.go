@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/settings"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // requests answers the requests of every connection after its handshake: clients'
@@ -20,9 +23,11 @@ import (
 // Invariants:
 //   - Every request but LIST and DLQ_LIST is O(1) engine work; those two read one page,
 //     which fits MaxFrame (pages.go).
-//   - A request waits only for etcd, and only where a reply states durability: a
-//     durable submit's record write (shared transactions, commit.go); a durable task's
-//     CANCEL and ACK are answered later, from the deleter, once its record is gone.
+//   - A request waits only for etcd, and only where a reply states durability or the
+//     cluster's configuration: a durable submit's record write (shared transactions,
+//     commit.go); a durable task's CANCEL and ACK are answered later, from the deleter,
+//     once its record is gone; PAUSE and RESUME (and the CONFIG requests) write the
+//     configuration and wait for this node's watch to apply it (liveconfig.go).
 //   - With a replica (a Store), a node that does not lead answers task requests and
 //     SUBSCRIBE with NOT_LEADER (followerRefuses); without one it always leads.
 //   - The protocol decoder has already refused what the connection's role may not send
@@ -37,7 +42,8 @@ type requests struct {
 	router  *router[*conn]
 	runs    *remoteRuns
 	replica *replica // nil without Options.Store
-	spans   spans    // of traced tasks (spans.go)
+	config  *liveConfig
+	spans   spans // of traced tasks (spans.go)
 	// snapshot is Server.Stats, which STATS answers with: it gathers every part's figures.
 	snapshot func() Stats
 	// partitions is Server.Partitions, which PARTITIONS answers with.
@@ -125,6 +131,8 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 			err = task.NonRetryable(err)
 		}
 		return q.runs.finish(c, id, m.RunID, m.Epoch, err)
+	case *protocol.ConfigGet, *protocol.ConfigList, *protocol.ConfigSet:
+		return q.configReply(id, m), false
 	case *protocol.Pause:
 		return q.pauseOrResume(id, m.TaskType, true), false
 	case *protocol.Resume:
@@ -402,12 +410,76 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 	}
 }
 
-// pauseOrResume answers PAUSE and RESUME of a task type. Pausing is this node's state,
-// not recorded in etcd: a restarted node dispatches every type.
+// pauseOrResume answers PAUSE and RESUME of a task type: the runtime configuration's
+// paused/<type>, set or reset (liveConfig.setPaused): with a Store it is recorded in
+// etcd, so that every node, the next leader and a restarted node hold it too, and the OK
+// comes once this node has applied it.
 func (q *requests) pauseOrResume(id uint64, typ string, paused bool) protocol.Message {
 	if typ == "" {
 		return &protocol.Error{ID: id, Code: protocol.CodeBadField, Field: "type", Message: "an empty task type"}
 	}
-	q.router.pause(typ, paused)
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
+	if _, err := q.config.setPaused(ctx, typ, paused); err != nil {
+		return configError(id, err)
+	}
 	return &protocol.OK{ID: id}
+}
+
+// configReply answers CONFIG_GET, CONFIG_LIST and CONFIG_SET (any node, leading or
+// not): the settings as this node applies them; CONFIG_SET once it has applied the
+// change (bounded by storeOpTimeout).
+func (q *requests) configReply(id uint64, m protocol.Message) protocol.Message {
+	var (
+		es  []ConfigEntry
+		e   ConfigEntry
+		rev int64
+		err error
+	)
+	switch m := m.(type) {
+	case *protocol.ConfigList:
+		es, rev = q.config.list()
+	case *protocol.ConfigGet:
+		e, err = q.config.get(m.Key)
+	case *protocol.ConfigSet:
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		defer cancel()
+		if m.Reset {
+			e, err = q.config.reset(ctx, m.Key)
+		} else {
+			e, err = q.config.set(ctx, m.Key, m.Value)
+		}
+	}
+	if err != nil {
+		return configError(id, err)
+	}
+	if es == nil {
+		es, rev = []ConfigEntry{e}, q.config.revision()
+	}
+	r := &protocol.ConfigValues{ID: id, Rev: uint64(max(rev, 0)), Values: make([]protocol.ConfigValue, len(es))}
+	for i, e := range es {
+		r.Values[i] = protocol.ConfigValue{Key: e.Key, Value: e.Value, Set: e.Set}
+	}
+	return r
+}
+
+// configError maps the error of a configuration request (CONFIG_*, PAUSE, RESUME) to its reply: a
+// key or value refused is BAD_FIELD (nothing was written); a write whose outcome is
+// unknown is UNCERTAIN; one that landed but was not applied here in time is INTERNAL;
+// anything else (etcd refused or could not be reached before writing) is OVERLOADED.
+func configError(id uint64, err error) *protocol.Error {
+	e := &protocol.Error{ID: id, Message: err.Error()}
+	switch {
+	case errors.Is(err, settings.ErrUnknownKey):
+		e.Code, e.Field = protocol.CodeBadField, "key"
+	case errors.Is(err, settings.ErrBadValue):
+		e.Code, e.Field = protocol.CodeBadField, "value"
+	case errors.Is(err, errNotApplied):
+		e.Code = protocol.CodeInternal
+	case errors.Is(err, store.ErrUncertain):
+		e.Code = protocol.CodeUncertain
+	default:
+		e.Code = protocol.CodeOverloaded
+	}
+	return e
 }

@@ -67,9 +67,10 @@ type runEngine interface {
 //
 // Invariants (checked by verify):
 //   - The worker table's own (workertable.go).
-//   - nWaiting = Σ_t waiting[t].len() ≤ maxWaiting, and waiting[t].len() ≤ maxPerType
-//     for every t when the run was queued (a queue's stale runs, cancelled meanwhile,
-//     count until their turn). No waiting queue is empty.
+//   - nWaiting = Σ_t waiting[t].len(); nWaiting ≤ maxWaiting and waiting[t].len() ≤
+//     maxPerType for every t when the run was queued (a queue's stale runs, cancelled
+//     meanwhile, count until their turn; runs queued before setWaitingLimits lowered a
+//     bound stay). No waiting queue is empty.
 //   - A run is in one place at most: waiting (its engine timeout held), in flight on
 //     exactly one worker (FIREd, its timeout running), until that worker's ACK/NACK
 //     (take) or its removal (remove), or an orphan of a removed worker until a carried
@@ -99,8 +100,6 @@ type router[W workerConn] struct {
 	// Set by init, immutable after.
 	eng        runEngine
 	strategy   Dispatch
-	maxWaiting int // Options.MaxWaitingRuns
-	maxPerType int // Options.MaxWaitingRunsPerType
 	carryGrace time.Duration
 	// carryHoldMax is Options.CarryHoldMax: the longest a takeover's hold lasts while
 	// CARRY frames keep arriving.
@@ -114,7 +113,11 @@ type router[W workerConn] struct {
 	redelivered atomic.Uint64 // runs failed because their worker disconnected
 	changes     atomic.Uint64 // times this node gained or lost leadership (setLeading)
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// maxWaiting and maxPerType are Options.MaxWaitingRuns and MaxWaitingRunsPerType, or
+	// what the runtime configuration set them to (setWaitingLimits).
+	maxWaiting, maxPerType int
+
 	table    workerTable[W]       // the worker connections, their credits and runs in flight
 	waiting  map[string]*runQueue // due runs per type that no worker has taken yet; each at most maxPerType
 	nWaiting int                  // runs in all waiting queues (some may be stale); at most maxWaiting
@@ -452,6 +455,15 @@ func (r *router[W]) evictAll() {
 	r.table.each(func(w W, _ *workerState) { w.evict() })
 }
 
+// setWaitingLimits replaces the bounds of the runs waiting for a worker (the runtime
+// configuration's max_waiting_runs and max_waiting_runs_per_type): runs come due
+// against the new bounds from now on; runs already waiting stay, however many.
+func (r *router[W]) setWaitingLimits(total, perType int) {
+	r.mu.Lock()
+	r.maxWaiting, r.maxPerType = total, perType
+	r.mu.Unlock()
+}
+
 // pause answers PAUSE (paused) and RESUME: a paused type's due runs wait, undispatched;
 // a resumed type's waiting runs are fired.
 func (r *router[W]) pause(typ string, paused bool) {
@@ -538,8 +550,8 @@ func (r *router[W]) verify() error {
 			}
 		}
 	}
-	if n != r.nWaiting || n > r.maxWaiting {
-		return fmt.Errorf("nWaiting %d, queues hold %d, bound %d", r.nWaiting, n, r.maxWaiting)
+	if n != r.nWaiting {
+		return fmt.Errorf("nWaiting %d, queues hold %d", r.nWaiting, n)
 	}
 	if len(r.pushed) > 0 {
 		return fmt.Errorf("%d workers pushed runs that were never flushed", len(r.pushed))

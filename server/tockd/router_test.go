@@ -362,6 +362,30 @@ func TestRouterWaitingBounds(t *testing.T) {
 	tr.wantWaiting(3)
 }
 
+// TestRouterWaitingBoundsChanged: bounds lowered below the runs waiting (the runtime
+// configuration's max_waiting_runs) refuse new runs and keep the waiting ones, which
+// still go out; raised, they admit runs again.
+func TestRouterWaitingBoundsChanged(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	tr.route(1, "a")
+	tr.route(2, "a")
+	tr.route(3, "b")
+	tr.r.setWaitingLimits(2, 1)
+	tr.verify()
+	tr.wantWaiting(3)
+	for _, typ := range []string{"a", "c"} {
+		err := tr.r.route(&protocol.Fire{Namespace: task.DefaultNamespace, TaskID: "x", TaskType: typ, RunID: 9}, false)
+		if !errors.Is(err, errNoWorker) {
+			t.Fatalf("a run of %s over the lowered bounds: %v, want errNoWorker", typ, err)
+		}
+	}
+	wantRuns(t, tr.worker("w", 2, "a"), 1, 2)
+	tr.r.setWaitingLimits(10, 5)
+	tr.route(4, "c")
+	tr.route(5, "c")
+	tr.wantWaiting(3)
+}
+
 func TestRouterBackedUpWorker(t *testing.T) {
 	tr := newTestRouter(t, Options{})
 	full := tr.worker("full", 5, "a")

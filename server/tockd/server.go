@@ -23,7 +23,8 @@ const ServerName = "tockd/0.1"
 // invariants and locking (see the package doc): conns (connset.go) and each conn
 // (conn.go), the connection layer; requests (requests.go), the answers to them; runs
 // (workers.go, carry.go) and router (router.go), the runs that workers execute; owners
-// (ownership.go), the partition map; and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
+// (ownership.go), the partition map; config (liveconfig.go), the runtime configuration;
+// and, with a Store, replica (replica.go). Every field is set by New and never replaced; each
 // part guards its own state.
 type Server struct {
 	opts      Options
@@ -38,6 +39,7 @@ type Server struct {
 	replica  *replica        // durable tasks and leadership; nil without Options.Store (replica.go)
 	tracer   *tracing.Tracer // of Options.TracerProvider or OTLPEndpoint; off without either (spans.go)
 	owners   *ownership      // the partition map: this node's registration and view (ownership.go)
+	config   *liveConfig     // the runtime configuration, followed and applied (liveconfig.go)
 }
 
 // New checks the options, fills in defaults and returns a server that is not yet
@@ -112,9 +114,14 @@ func New(options ...Option) (*Server, error) {
 	s.requests = &requests{engine: s.engine, opts: &s.opts, log: s.log, router: &s.router, runs: s.runs,
 		replica: s.replica, spans: sp, snapshot: s.Stats, partitions: s.Partitions}
 	s.engine.RegisterFallback(s.runs.handler)
+	s.config = newLiveConfig(&s.opts, s.engine, &s.router)
+	s.requests.config = s.config
 	if s.replica != nil {
+		s.replica.lead.config = s.config
 		s.replica.start(s.engine)
 	}
+	// Last: nothing fails after it, so its goroutine never outlives a failed New.
+	s.config.start()
 	return s, nil
 }
 
@@ -250,6 +257,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.conns.closeAll()
 		<-done
 	}
+	// Before the engine closes: no setting is applied to a closed engine.
+	s.config.halt()
 	if s.ownEngine {
 		if cerr := s.engine.Close(ctx); cerr != nil && err == nil {
 			err = cerr

@@ -41,6 +41,10 @@ type Stats struct {
 	// Partitions is the partition map as this node computed it (Server.Partitions):
 	// computed, not yet routed by.
 	Partitions PartitionMap
+
+	// ConfigChanges counts, by key, the times a runtime setting's value in effect on this
+	// node changed (the settings read at start included); a copy.
+	ConfigChanges map[string]uint64
 }
 
 // Stats returns a snapshot of the server's counters and gauges.
@@ -76,5 +80,6 @@ func (s *Server) Stats() Stats {
 		Epoch:            epoch,
 		LeaderChanges:    s.router.changes.Load(),
 		Partitions:       s.Partitions(),
+		ConfigChanges:    s.config.changeCounts(),
 	}
 }

@@ -153,7 +153,7 @@ func workTask(id string, attempts uint64) protocol.Task {
 
 func submit(t *testing.T, c *client, id uint64, w protocol.Task) {
 	t.Helper()
-	if r, ok := c.call(&protocol.Submit{ID: id, Task: w}).(*protocol.TaskStatus); !ok {
+	if r := c.call(&protocol.Submit{ID: id, Task: w}); r.Type() != protocol.TypeTaskStatus {
 		t.Fatalf("SUBMIT answered %v %+v", r.Type(), r)
 	}
 }

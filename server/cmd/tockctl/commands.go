@@ -31,6 +31,7 @@ func commands() []*command {
 		}},
 		{name: "pause", args: "TYPE", summary: "stop dispatching a task type (its tasks wait)", check: oneType, do: doPause},
 		{name: "resume", args: "TYPE", summary: "dispatch a paused task type again", check: oneType, do: doResume},
+		configCommand(),
 		{name: "stats", summary: "the server's counters and gauges", check: noArgs, do: doStats},
 		{name: "leader", summary: "the node answering, its leader epoch, and whether it leads", check: noArgs, do: doLeader},
 		{name: "partitions", summary: "the partition map: each node's address and the partitions it owns (computed, not yet routed)", check: noArgs, do: doPartitions},

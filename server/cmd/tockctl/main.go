@@ -23,6 +23,8 @@
 //	tockctl stats
 //	tockctl -addr 10.0.0.5:7450 -token-file ~/.tock/token leader
 //	tockctl -addr 10.0.0.5:7450 partitions
+//	tockctl config set rate_limit/email 100:10
+//	tockctl config list
 //
 // Global flags come before the command, and are also accepted after it unless the command
 // has a flag of the same name (submit's -timeout is the task's timeout). -addr, -token and
@@ -37,7 +39,9 @@
 //     reached. 2: the command line is wrong (the message and the command's usage go to
 //     stderr); nothing was sent to the server.
 //   - Input is validated before dialling: a task is checked with the same rules the
-//     server applies (protocol.ToTask), and an error names the flag at fault.
+//     server applies (protocol.ToTask), and an error names the flag at fault; a runtime
+//     setting with the server's registry (settings.Parse), the error naming the key and
+//     the value.
 //   - Human output goes to stdout as aligned tables, times in RFC3339 in the local zone,
 //     durations in Go's notation without zero units (1h30m, 250ms). With -json stdout is
 //     one JSON value per command (times RFC3339 with nanoseconds, durations in Go's

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -117,27 +116,8 @@ func TestEndToEnd(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	cfg, err := parseConfig([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
-		"-data-dir", t.TempDir(), "-etcd-client-port", "0", "-node-name", "e2e", "-log-level", "warn",
-		"-webhook", hook.URL, "-drain-timeout", "10s"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := make(chan [2]net.Addr, 1)
-	cfg.ready = func(c, a net.Addr) { addrs <- [2]net.Addr{c, a} }
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg) }()
-	var addr, adminAddr string
-	select {
-	case a := <-addrs:
-		addr, adminAddr = a[0].String(), a[1].String()
-	case err := <-done:
-		t.Fatalf("tockd exited at start: %v", err)
-	case <-time.After(tockdtest.Limit):
-		t.Fatal("tockd did not start")
-	}
+	ctx, addr, adminAddr, drain := startTockd(t, "-data-dir", t.TempDir(), "-etcd-client-port", "0", "-node-name", "e2e",
+		"-log-level", "warn", "-webhook", hook.URL, "-drain-timeout", "10s")
 
 	c, err := client.Dial(ctx, addr)
 	if err != nil {
@@ -309,8 +289,7 @@ func TestEndToEnd(t *testing.T) {
 	stopWorkers()
 	workersWG.Wait()
 	c.Close()
-	stop()
-	if err := tockdtest.Receive(t, done, "tockd's drain"); err != nil {
+	if err := drain(); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 }

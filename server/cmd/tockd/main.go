@@ -31,6 +31,7 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/admin"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
@@ -298,8 +299,11 @@ func loadEtcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 
 // run serves until ctx ends (SIGINT or SIGTERM in main), then drains within c.drain.
 func run(ctx context.Context, c config) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.level}))
-	c.server.Logger = log
+	// A level variable, so that the runtime configuration's log_level can change it.
+	level := new(slog.LevelVar)
+	level.Set(c.level)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	c.server.Logger, c.server.LogLevel = log, level
 	if c.store != nil {
 		openCtx, cancel := context.WithTimeout(context.Background(), store.DefaultStartTimeout)
 		st, err := store.Open(openCtx, store.WithOptions(*c.store))
@@ -319,6 +323,10 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	var (
+		srv *tockd.Server
+		mon *notify.Monitor
+	)
 	if n != nil {
 		hookAlerts(&c.server, n, c.server.NodeName)
 		defer func() {
@@ -328,8 +336,12 @@ func run(ctx context.Context, c config) error {
 				log.Warn("tockd: alerts still queued were dropped", "err", err)
 			}
 		}()
+		if mon, err = c.obs.newMonitor(&srv, n); err != nil {
+			return err
+		}
+		c.server.Alerts = mon // the runtime configuration's alert_* set its thresholds
 	}
-	srv, err := tockd.New(tockd.WithOptions(c.server))
+	srv, err = tockd.New(tockd.WithOptions(c.server))
 	if err != nil {
 		return err
 	}
@@ -340,12 +352,8 @@ func run(ctx context.Context, c config) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	if n != nil {
-		monitorDone, err := c.obs.startMonitor(ctx, srv, n)
-		if err != nil {
-			_ = srv.Shutdown(context.Background())
-			return err
-		}
+	if mon != nil {
+		monitorDone := startMonitor(ctx, mon)
 		defer func() { stop(); <-monitorDone }() // the monitor ends with ctx
 	}
 	ln, err := net.Listen("tcp", c.server.Addr)

@@ -89,20 +89,23 @@ func hookAlerts(opts *tockd.Options, n *notify.Notifier, node string) {
 	}
 }
 
-// startMonitor checks srv's backlog (runs waiting for a worker, and the engine's queue)
-// and lateness against the thresholds until ctx ends.
-func (o *observeConfig) startMonitor(ctx context.Context, srv *tockd.Server, n *notify.Notifier) (done <-chan struct{}, err error) {
-	m, err := notify.NewMonitor(notify.WithThresholds(o.alerts), notify.WithSink(n), notify.WithInterval(o.alertInterval),
+// newMonitor makes the monitor that checks the server's backlog (runs waiting for a
+// worker, and the engine's queue) and lateness against the thresholds, the flags' at
+// first and then the runtime configuration's (tockd.Options.Alerts). srv is read at each
+// check, so it is made before the server that it samples: set *srv before Run.
+func (o *observeConfig) newMonitor(srv **tockd.Server, n *notify.Notifier) (*notify.Monitor, error) {
+	return notify.NewMonitor(notify.WithThresholds(o.alerts), notify.WithSink(n), notify.WithInterval(o.alertInterval),
 		notify.WithSample(func() notify.Sample {
-			st := srv.Stats()
+			st := (*srv).Stats()
 			return notify.Sample{Queued: st.Engine.Queued + st.Waiting, Lateness: st.Engine.Lateness}
 		}))
-	if err != nil {
-		return nil, err
-	}
+}
+
+// startMonitor runs m until ctx ends.
+func startMonitor(ctx context.Context, m *notify.Monitor) (done <-chan struct{}) {
 	ch := make(chan struct{})
 	go func() { defer close(ch); m.Run(ctx) }()
-	return ch, nil
+	return ch
 }
 
 // startAdmin listens on the admin address (so a taken port fails at start) and serves

@@ -32,6 +32,20 @@ const (
 	stallSettle = time.Second
 )
 
+// waitFollows waits, up to electBound, until n, resumed after a stall, says that it no
+// longer leads.
+func waitFollows(t *testing.T, n *Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), electBound)
+	defer cancel()
+	if err := pollUntil(ctx, func() (bool, error) {
+		leads, _, err := n.IsLeader(ctx)
+		return err == nil && !leads, nil
+	}); err != nil {
+		t.Fatalf("%s still leads (or does not answer) after its resume: %v", n.Name(), err)
+	}
+}
+
 type seenFire struct {
 	id       string
 	epoch    uint64
@@ -121,14 +135,7 @@ func TestStalledLeaderFiresNothingAfterResume(t *testing.T) {
 	time.Sleep(time.Until(paused.Add(stallFor))) // the fault itself: a stall of stallFor
 	resumed := time.Now()
 	resumeOnce()
-	pctx, pcancel := context.WithTimeout(ctx, electBound)
-	defer pcancel()
-	if err := pollUntil(pctx, func() (bool, error) {
-		leads, _, err := leader.IsLeader(pctx)
-		return err == nil && !leads, nil
-	}); err != nil {
-		t.Fatalf("%s still leads (or does not answer) after its resume: %v", leader.Name(), err)
-	}
+	waitFollows(t, leader)
 	time.Sleep(stallSettle) // FIREs it pushed before stepping down reach the worker meanwhile
 
 	mu.Lock()

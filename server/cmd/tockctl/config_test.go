@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/server/client"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
+)
+
+// threeNodes starts node-a, node-b and node-c on node-a's embedded etcd.
+func threeNodes(t *testing.T) []*tockdtest.Server {
+	a := tockdtest.Start(t, tockdtest.Etcd(), tockdtest.Options(tockd.Options{NodeName: "node-a"}))
+	return []*tockdtest.Server{a,
+		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-b"})),
+		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-c"}))}
+}
+
+// TestConfigSetTakesEffectOnEveryNode: a rate limit set with tockctl at one node of a
+// running three-node cluster is in effect in every node's engine, without a restart, and
+// each node counts the change once; tockctl config get at each node says so; a reset
+// takes the limit away everywhere.
+func TestConfigSetTakesEffectOnEveryNode(t *testing.T) {
+	nodes := threeNodes(t)
+	set := ok(t, nodes[1].Addr, "config", "set", "rate_limit/email", "50:5")
+	if f := strings.Fields(field(t, set, "rate_limit/email")); len(f) != 2 || f[0] != "50:5" || f[1] != "set" {
+		t.Fatalf("config set printed\n%s", set)
+	}
+	start := time.Now()
+	for _, n := range nodes {
+		tockdtest.Eventually(t, n.Addr+" applies rate_limit/email", func() bool {
+			rate, burst, _ := n.Engine().RateLimit("email")
+			return rate == 50 && burst == 5
+		})
+	}
+	t.Logf("in effect on all three nodes %v after tockctl config set returned", time.Since(start))
+	for _, n := range nodes {
+		var got configOut
+		if err := json.Unmarshal([]byte(ok(t, n.Addr, "-json", "config", "get", "rate_limit/email")), &got); err != nil ||
+			got != (configOut{Key: "rate_limit/email", Value: "50:5", Set: true}) {
+			t.Fatalf("config get at %s: %+v, %v", n.Addr, got, err)
+		}
+		if c := n.Stats().ConfigChanges["rate_limit/email"]; c != 1 {
+			t.Fatalf("%s counts %d changes of rate_limit/email, want 1", n.Addr, c)
+		}
+	}
+	var list struct {
+		Rev    int64       `json:"rev"`
+		Values []configOut `json:"values"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, nodes[2].Addr, "-json", "config", "list")), &list); err != nil || list.Rev <= 0 {
+		t.Fatalf("config list: %+v, %v", list, err)
+	}
+	want := map[string]configOut{"rate_limit/email": {"rate_limit/email", "50:5", true},
+		"max_waiting_runs": {"max_waiting_runs", "1048576", false}}
+	for _, v := range list.Values {
+		if w, ok := want[v.Key]; ok && v != w {
+			t.Fatalf("config list has %+v, want %+v", v, w)
+		}
+		delete(want, v.Key)
+	}
+	if len(want) > 0 {
+		t.Fatalf("config list lacks %v", want)
+	}
+
+	ok(t, nodes[0].Addr, "config", "reset", "rate_limit/email")
+	for _, n := range nodes {
+		tockdtest.Eventually(t, n.Addr+" drops rate_limit/email", func() bool {
+			rate, _, _ := n.Engine().RateLimit("email")
+			return rate == 0
+		})
+	}
+}
+
+// TestConfigRefusals: an unknown key and a bad value are refused by tockctl (usage,
+// nothing sent) and by the server (BAD_FIELD naming the key or the value), and nothing
+// is written to etcd.
+func TestConfigRefusals(t *testing.T) {
+	a := tockdtest.Start(t, tockdtest.Etcd(), tockdtest.Options(tockd.Options{NodeName: "node-a"}))
+	for _, args := range [][]string{{"config", "set", "max_waiting", "7"}, {"config", "set", "max_waiting_runs", "none"},
+		{"config", "get", "nope"}, {"config", "reset", "rate_limit"}, {"config", "set", "log_level"}} {
+		if r := ctl(t, a.Addr, args...); r.code != exitUsage {
+			t.Errorf("tockctl %q: exit %d, want %d (usage)\n%s", args, r.code, exitUsage, r.err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tockdtest.Limit)
+	defer cancel()
+	c, err := client.Dial(ctx, a.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct{ key, value, field string }{
+		{"max_waiting", "7", "key"}, {"max_waiting_runs", "none", "value"}, {"rate_limit/email", "1:0", "value"}} {
+		var pe *protocol.Error
+		if _, err := c.ConfigSet(ctx, tc.key, tc.value); !errors.As(err, &pe) || pe.Code != protocol.CodeBadField || pe.Field != tc.field {
+			t.Errorf("ConfigSet(%s, %s): %v, want BAD_FIELD %s", tc.key, tc.value, err, tc.field)
+		}
+	}
+	if set, err := a.Store.Config().List(ctx); err != nil || len(set.Values) != 0 {
+		t.Fatalf("etcd holds %v, %v; want nothing written", set.Values, err)
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/client"
+	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/tockd/tockdtest"
+)
+
+// startTockd runs the tockd command with args (after a client and an admin port on free
+// loopback ports) until drain, which stops it and returns run's error. It returns once
+// both ports listen; ctx ends at drain.
+func startTockd(t *testing.T, args ...string) (ctx context.Context, addr, adminAddr string, drain func() error) {
+	t.Helper()
+	cfg, err := parseConfig(append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan [2]net.Addr, 1)
+	cfg.ready = func(c, a net.Addr) { addrs <- [2]net.Addr{c, a} }
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	var once sync.Once
+	var runErr error
+	drain = func() error {
+		once.Do(func() { stop(); runErr = tockdtest.Receive(t, done, "tockd's drain") })
+		return runErr
+	}
+	t.Cleanup(func() { _ = drain() })
+	select {
+	case a := <-addrs:
+		return ctx, a[0].String(), a[1].String(), drain
+	case err := <-done:
+		once.Do(func() { stop(); runErr = err }) // done is drained
+		t.Fatalf("tockd exited at start: %v", err)
+	case <-time.After(tockdtest.Limit):
+		t.Fatal("tockd did not start")
+	}
+	return nil, "", "", nil
+}
+
+// TestAlertThresholdSetAtRuntime: the tockd command started with the backlog alert off
+// (-alert-backlog 0) alerts on a backlog once alert_backlog is set to 1 over the wire,
+// without a restart; /metrics counts the change.
+func TestAlertThresholdSetAtRuntime(t *testing.T) {
+	kinds := make(chan string, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a struct {
+			Kind     string `json:"kind"`
+			Resolved bool   `json:"resolved"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		if !a.Resolved {
+			select {
+			case kinds <- a.Kind:
+			default:
+			}
+		}
+	}))
+	defer hook.Close()
+	ctx, addr, adminAddr, drain := startTockd(t, "-data-dir", t.TempDir(), "-etcd-client-port", "0", "-node-name", "cfg",
+		"-log-level", "warn", "-webhook", hook.URL, "-alert-backlog", "0", "-alert-for", "0s", "-alert-interval", "20ms",
+		"-drain-timeout", "10s")
+	defer func() {
+		if err := drain(); err != nil {
+			t.Errorf("drain: %v", err)
+		}
+	}()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Three runs due now that no worker serves: a backlog of 3.
+	for i := range 3 {
+		if _, err := c.Submit(ctx, task.Task{ID: fmt.Sprint("stuck-", i), Type: "nobody", Schedule: task.After(0)}, protocol.Ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := c.ConfigSet(ctx, "alert_backlog", "1"); err != nil || v.Value != "1" || !v.Set {
+		t.Fatalf("ConfigSet(alert_backlog, 1) = %+v, %v", v, err)
+	}
+	deadline := time.After(tockdtest.Limit)
+	for kind := ""; kind != "backlog"; {
+		select {
+		case kind = <-kinds:
+		case <-deadline:
+			t.Fatalf("no backlog alert within %v of setting alert_backlog to 1", tockdtest.Limit)
+		}
+	}
+	if got := scrape(t, adminAddr, `tock_config_changes_total{key="alert_backlog"}`); got[`tock_config_changes_total{key="alert_backlog"}`] != 1 {
+		t.Fatalf("/metrics: %v, want one change of alert_backlog", got)
+	}
+}
