@@ -1,12 +1,14 @@
 package tockd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,6 +175,24 @@ func TestConfigValueWrittenByHandIsNotApplied(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // discardAlerts takes every alert.
 type discardAlerts struct{}
 
@@ -190,7 +210,9 @@ func TestConfigWithoutAStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, Options{LogLevel: &level, MaxWaitingRuns: 100, Alerts: mon})
+	var logged syncBuffer
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: &level}))
+	ts := startServer(t, Options{LogLevel: &level, Logger: log, MaxWaitingRuns: 100, Alerts: mon})
 	ctx := configCtx(t)
 	for k, v := range map[string]string{"alert_backlog": "50", "alert_for": "5s"} {
 		if _, err := ts.srv.ConfigSet(ctx, k, v); err != nil {
@@ -214,6 +236,9 @@ func TestConfigWithoutAStore(t *testing.T) {
 	}
 	if total, perType := waitingLimits(ts.srv); total != 100 || perType != 3 {
 		t.Fatalf("waiting bounds %d, %d; want 100 (the option) and 3", total, perType)
+	}
+	if want := `msg="tockd: configuration changed" key=max_waiting_runs_per_type old=100 new=3`; !strings.Contains(logged.String(), want) {
+		t.Fatalf("the log lacks %q:\n%s", want, logged.String())
 	}
 	if _, err := ts.srv.ConfigReset(ctx, "log_level"); err != nil || level.Level() != slog.LevelWarn {
 		t.Fatalf("ConfigReset(log_level): %v; level %v, want warn again", err, level.Level())

@@ -30,17 +30,17 @@ type ConfigEntry struct {
 // liveConfig is this node's runtime configuration (server/settings names the keys):
 // with a Store it follows <prefix>config/ (store.Config.Watch: the set at start, then
 // every change) and applies each change as it sees it, to the router (the waiting
-// bounds, paused types), the engine (rate and concurrency limits), the log level and
-// the alert monitor's thresholds;
-// without one, ConfigSet and ConfigReset apply to this node's memory alone. A key that
-// is not set, or no longer is, has its default (Options, the flags).
+// bounds, paused types), the engine (rate and concurrency limits), the log level
+// (Options.LogLevel) and the alert thresholds (Options.Alerts); without one, ConfigSet
+// and ConfigReset apply to this node's memory alone. A key that is not set, or no
+// longer is, has its default (Options, the flags).
 //
 // Invariants:
 //   - eff = {k: settings.Parse(k, raw[k]) | the parse succeeded}, plus, for a raw value
 //     that does not parse (written past tockctl), the setting that was in effect for k
 //     before it, if any: a bad value is logged and never applied, not even as a reset.
-//   - What the router, the engine and Options.LogLevel hold is eff (defaults for keys
-//     not in eff), as of revision rev; rev only grows, and changed is closed (and
+//   - What the router, the engine, Options.LogLevel and Options.Alerts hold is eff
+//     (defaults for keys not in eff), as of revision rev; rev only grows, and changed is closed (and
 //     replaced) each time rev does.
 //   - changes[k] counts the times k's value in effect changed on this node, the first
 //     set read at start included.
@@ -142,8 +142,8 @@ func (c *liveConfig) halt() {
 	}
 }
 
-// apply makes s the configuration in effect (a set of an older revision, a re-read after
-// a lost watch, is ignored).
+// apply makes s the configuration in effect; a set no newer than the one in effect (the
+// watch's, delivered after a sync read a newer one) is ignored.
 func (c *liveConfig) apply(s store.ConfigSet) {
 	c.applyMu.Lock()
 	defer c.applyMu.Unlock()
@@ -157,13 +157,15 @@ func (c *liveConfig) applyLocked(s store.ConfigSet) {
 		c.mu.Unlock()
 		return
 	}
-	old := c.eff
+	old, oldRaw := c.eff, c.raw
 	c.mu.Unlock()
 	eff := make(map[string]settings.Setting, len(s.Values))
 	for k, v := range s.Values {
 		st, err := settings.Parse(k, v)
 		if err != nil {
-			c.log.Error("tockd: a configuration value that does not parse is ignored", "key", k, "value", v, "err", err)
+			if oldRaw[k] != v { // once per bad value, not at every later change
+				c.log.Error("tockd: a configuration value that does not parse is ignored", "key", k, "value", v, "err", err)
+			}
 			if prev, ok := old[k]; ok {
 				eff[k] = prev
 			}

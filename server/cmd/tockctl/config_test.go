@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,43 @@ func TestConfigRefusals(t *testing.T) {
 	if set, err := a.Store.Config().List(ctx); err != nil || len(set.Values) != 0 {
 		t.Fatalf("etcd holds %v, %v; want nothing written", set.Values, err)
 	}
+}
+
+// BenchmarkConfigSet times one runtime setting from the write to its being in effect on
+// every node of three: ConfigSet at node-b (which returns once node-b applied it), then
+// until node-a and node-c apply it too (each looked at every 50 µs, so the figure
+// includes up to that much of polling).
+func BenchmarkConfigSet(b *testing.B) {
+	b.Run("nodes=3", func(b *testing.B) {
+		a := tockdtest.Start(b, tockdtest.Etcd(), tockdtest.Options(tockd.Options{NodeName: "node-a"}))
+		nodes := []*tockdtest.Server{a,
+			tockdtest.Start(b, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-b"})),
+			tockdtest.Start(b, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-c"}))}
+		ctx := context.Background()
+		c, err := client.Dial(ctx, nodes[1].Addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			v := strconv.Itoa(i + 1)
+			if _, err := c.ConfigSet(ctx, "max_waiting_runs", v); err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range []*tockdtest.Server{nodes[0], nodes[2]} {
+				deadline := time.Now().Add(tockdtest.Limit)
+				for {
+					if e, err := n.ConfigGet("max_waiting_runs"); err == nil && e.Value == v {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("%s did not apply max_waiting_runs=%s within %v", n.Addr, v, tockdtest.Limit)
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}
+	})
 }

@@ -6,6 +6,10 @@
 // ephemeral tasks only, refuses durable ones, and always leads. The multi-node cluster
 // comes later (server/README.md).
 //
+// The flags marked "runtime key" are the defaults of a fresh cluster: tockctl config set
+// changes them on every node of a running one, without a restart (server/README.md,
+// "Runtime configuration").
+//
 // Every flag has an environment variable equivalent, TOCKD_ and the flag's name in upper
 // case with dashes as underscores (TOCKD_MAX_CONNS for -max-conns); a flag given on the
 // command line wins over the environment. Secrets (-token, -admin-token, -webhook,
@@ -107,8 +111,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&tlsCA, "tls-client-ca", "", "PEM CA file: require client certificates signed by it (with -tls-cert)")
 	fs.StringVar(&dispatch, "dispatch", tockd.DispatchLeastLoaded.String(), "worker choice: least-loaded, round-robin or key-hash (xxhash of the task key)")
 	fs.IntVar(&c.server.MaxQueuedReplyBytes, "max-queued-reply-bytes", 0, "bytes of replies queued on one connection before its requests wait (default max(4 MiB, -max-frame))")
-	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably")
-	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs))")
+	fs.IntVar(&c.server.MaxWaitingRuns, "max-waiting-runs", tockd.DefaultMaxWaitingRuns, "due runs held waiting for a worker before they fail retryably (runtime key max_waiting_runs)")
+	fs.IntVar(&c.server.MaxWaitingRunsPerType, "max-waiting-runs-per-type", 0, "due runs of one task type held waiting for a worker before they fail retryably (default min(262144, -max-waiting-runs); runtime key max_waiting_runs_per_type)")
 	fs.IntVar(&c.server.MaxFiresRuns, "max-fires-runs", tockd.DefaultMaxFiresRuns, "most runs in one FIRES frame to a worker that asked for FIRES (1: every run a FIRE of its own)")
 	fs.StringVar(&c.server.OTLPEndpoint, "otlp-endpoint", "", "export spans of traced tasks (submitted with a W3C trace context) over OTLP/HTTP to this collector: host:port (plain HTTP, /v1/traces) or an http(s) URL (default: none, no spans)")
 	fs.StringVar(&c.server.NodeName, "node-name", "", "name sent in WELCOME, and this node's name in the partition map: unique in a cluster (default: the host name)")
@@ -131,7 +135,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&maxBytes, "max-payload-bytes", 0, "most payload bytes held by task records together before submits are OVERLOADED (default 1 GiB)")
 	fs.DurationVar(&retention, "retention", time.Minute, "how long a finished task stays queryable (GET, LIST) and counts towards -max-tasks; 0: dropped as it finishes")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
-	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error (runtime key log_level)")
 	fs.StringVar(&dataDir, "data-dir", "", "start an embedded etcd in this directory and keep durable tasks in it")
 	fs.IntVar(&etcdPort, "etcd-client-port", 2379, "client port of the embedded etcd on 127.0.0.1 (0: a free one)")
 	fs.DurationVar(&ttl, "session-ttl", store.DefaultSessionTTL, "etcd session TTL of leadership (whole seconds): a dead leader is replaced about this long after; raise it on a machine that can stall for that long")

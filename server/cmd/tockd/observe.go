@@ -32,9 +32,9 @@ func (o *observeConfig) flags(fs *flag.FlagSet, sec *secrets) {
 	sec.flag(fs, &o.webhooks, "webhook", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
 	fs.StringVar(&o.webhookFormat, "webhook-format", string(notify.FormatJSON), "body of every -webhook: json or feishu (a Feishu/Lark card)")
 	sec.flag(fs, &o.webhookSecret, "webhook-secret", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
-	fs.IntVar(&o.alerts.Backlog, "alert-backlog", 10000, "alert when more due runs than this wait for a worker (0: never)")
-	fs.DurationVar(&o.alerts.LatenessP95, "alert-lateness-p95", time.Second, "alert when the p95 of start minus due time over an interval exceeds this (0: never)")
-	fs.DurationVar(&o.alerts.For, "alert-for", time.Minute, "how long a backlog or lateness breach lasts before it alerts")
+	fs.IntVar(&o.alerts.Backlog, "alert-backlog", 10000, "alert when more due runs than this wait for a worker (0: never; runtime key alert_backlog)")
+	fs.DurationVar(&o.alerts.LatenessP95, "alert-lateness-p95", time.Second, "alert when the p95 of start minus due time over an interval exceeds this (0: never; runtime key alert_lateness_p95)")
+	fs.DurationVar(&o.alerts.For, "alert-for", time.Minute, "how long a backlog or lateness breach lasts before it alerts (runtime key alert_for)")
 	fs.DurationVar(&o.alertInterval, "alert-interval", notify.DefaultInterval, "how often backlog and lateness are checked")
 }
 
