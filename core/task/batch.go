@@ -140,15 +140,15 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 		}
 	}
 	e.unlockShards(&lock)
-	var evs []Event
+	var tl told
 	var work []nodeEnd
 	for _, i := range doomed {
 		if ev, ok := e.cancelWaiting(b[i].node, b[i].doomedBy); ok {
-			evs = append(evs, ev)
+			tl.events = append(tl.events, ev)
 			work = append(work, nodeEnd{b[i].node, Cancelled})
 		}
 	}
-	evs = e.endLocked(work, evs)
+	e.endLocked(work, &tl)
 	e.dagMu.Unlock()
 	if err != nil {
 		return nil, err
@@ -157,9 +157,7 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 		t := &b[i].t
 		e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
 	}
-	for i := range evs {
-		e.emit(evs[i])
-	}
+	e.releaseAll(&tl)
 	return infos, nil
 }
 

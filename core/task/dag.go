@@ -23,7 +23,7 @@ import (
 // whatever its shape.
 //
 // Invariants (under Engine.dagMu, while no parent's end is in flight between its
-// shard's lock and dagMu):
+// shard's lock and dagMu, and no release between dagMu and the child's shard lock):
 //
 //	a WAITING record r:  r.rare.dag = n, ¬n.ended, n.waiting ≥ 1,
 //	                     n.waiting = |{live nodes p : n ∈ p.children}| + n.orphaned
@@ -142,10 +142,28 @@ func (es *events) end(rec *record) {
 // lock. Cost: O(edges out of the tasks it ends), one shard lock per child moved.
 func (e *Engine) parentEnded(n *dagNode, outcome State) {
 	e.dagMu.Lock()
-	evs := e.endLocked([]nodeEnd{{n, outcome}}, nil)
+	var t told
+	e.endLocked([]nodeEnd{{n, outcome}}, &t)
 	e.dagMu.Unlock()
-	for i := range evs {
-		e.emit(evs[i])
+	e.releaseAll(&t)
+}
+
+// told is what telling children of their parents' ends leads to: the cancels' events,
+// and the children released, whose records are moved once dagMu is released (so that a
+// parent of a wide fan-out does not hold it through all of them: the other ends wait
+// for it).
+type told struct {
+	events   []Event
+	released []*dagNode
+}
+
+// releaseAll releases t's nodes, then emits t's events. Requires no lock.
+func (e *Engine) releaseAll(t *told) {
+	for _, n := range t.released {
+		e.release(n)
+	}
+	for i := range t.events {
+		e.emit(t.events[i])
 	}
 }
 
@@ -155,11 +173,11 @@ type nodeEnd struct {
 	outcome State
 }
 
-// endLocked tells the children of each node in work of its end, releasing those that
-// have no parent left to wait for and cancelling those that a failed parent cancels,
-// whose ends it tells in turn. It returns evs with the cancels' events appended.
+// endLocked tells the children of each node in work of its end: those left with no
+// parent to wait for are added to t.released, and those that a failed parent cancels
+// are cancelled, their events added to t.events, and their ends told in turn.
 // Requires e.dagMu, and no shard lock.
-func (e *Engine) endLocked(work []nodeEnd, evs []Event) []Event {
+func (e *Engine) endLocked(work []nodeEnd, t *told) {
 	for len(work) > 0 {
 		w := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -175,22 +193,21 @@ func (e *Engine) endLocked(work []nodeEnd, evs []Event) []Event {
 			}
 			if w.outcome == Succeeded || c.policy == ParentRunAnyway {
 				if c.waiting--; c.waiting == 0 {
-					e.release(c)
+					t.released = append(t.released, c)
 				}
 				continue
 			}
 			why := fmt.Sprintf("parent %q ended %s", w.n.id, w.outcome)
 			if ev, ok := e.cancelWaiting(c, why); ok {
-				evs = append(evs, ev)
+				t.events = append(t.events, ev)
 				work = append(work, nodeEnd{c, Cancelled})
 			}
 		}
 	}
-	return evs
 }
 
 // nodeRecord returns n's record with its shard's lock held; rec is nil when the table
-// no longer holds it (dropped, or replaced after it ended). Requires e.dagMu.
+// no longer holds it (dropped, or replaced after it ended). Requires no shard lock.
 func (e *Engine) nodeRecord(n *dagNode) (*shard, *record) {
 	sh := e.shardOf(n.hash)
 	sh.mu.Lock()
@@ -202,7 +219,9 @@ func (e *Engine) nodeRecord(n *dagNode) (*shard, *record) {
 }
 
 // release makes n's WAITING task PENDING, due per its schedule from now (After counts
-// from its release), as Submit does for a task without parents. Requires e.dagMu.
+// from its release), as Submit does for a task without parents. Its parents have all
+// ended (under dagMu, which release no longer needs): a cancel that came meanwhile has
+// the last word. Requires no lock.
 func (e *Engine) release(n *dagNode) {
 	sh, rec := e.nodeRecord(n)
 	defer sh.mu.Unlock()

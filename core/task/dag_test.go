@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // order records the handlers' starts and ends, in the order they happen.
@@ -232,6 +234,9 @@ func TestChildDelayCountsFromRelease(t *testing.T) {
 	}
 	h.fake.Advance(10 * time.Second)
 	h.wait(EventSucceeded, "parent")
+	// The release follows the parent's events (no event announces it); the fake clock
+	// stands still meanwhile, so it is at this reading.
+	waitfor.Until(t, "child released", func() bool { return h.state("child") == Pending })
 	released := h.fake.Time(h.fake.Now())
 	h.fake.Advance(5*time.Second - time.Millisecond)
 	if st := h.state("child"); st != Pending {
@@ -352,5 +357,38 @@ func TestDropLeavesChildrenWaiting(t *testing.T) {
 	}
 	if err := h.e.verify(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFanOutFanIn10k: 1 root -> 10,000 children -> 1 sink, submitted as one batch
+// (sink first), on 8 workers: every child starts after the root ended, the sink after
+// every child ended, each task runs once. What an edge costs, and that the cost stays
+// flat with the fan's width, is measured by bench's EngineDAG, not here.
+func TestFanOutFanIn10k(t *testing.T) {
+	const n = 10_000
+	e := newRealEngine(t, WithWorkers(8))
+	o := newOrder()
+	e.Register("x", o.handler(nil))
+	children := make([]string, n)
+	edges := map[string][]string{}
+	batch := []Task{{ID: "sink", Type: "x", Schedule: After(0), DependsOn: &Deps{On: children}}}
+	for i := range children {
+		children[i] = fmt.Sprint("child", i)
+		edges[children[i]] = []string{"root"}
+		batch = append(batch, Task{ID: children[i], Type: "x", Schedule: After(0), DependsOn: deps("root")})
+	}
+	edges["sink"] = children
+	batch = append(batch, Task{ID: "root", Type: "x", Schedule: After(0)})
+	if _, err := e.SubmitBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "every task to succeed", func() bool { return e.Stats().Succeeded == n+2 })
+	if bad := o.early(edges); len(bad) > 0 {
+		t.Fatalf("%d children started early, first %v", len(bad), bad[:min(len(bad), 5)])
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.start) != n+2 || o.seq != 2*(n+2) {
+		t.Fatalf("%d tasks started, %d starts and ends: want %d tasks, each once", len(o.start), o.seq, n+2)
 	}
 }
