@@ -29,8 +29,10 @@ import (
 //	                     n.waiting = |{live nodes p : n ∈ p.children}| + n.orphaned
 //	a node n with ¬n.ended is held by a record (a node is never shared)
 //
-// where a live node is one not ended whose record is in the table. Engine.verify
-// checks both (verifyDAG).
+// where a live node is one not ended whose record is in the table (a node leaves the
+// table with its record only once ended: retention drops a record after its end, Drop
+// ends its node, and a member cannot be replaced before it ends). Engine.verify checks
+// the first, and that no two records share a node (verifyDAG).
 //
 // Lock order: Engine.dagMu, then shard.mu (one at a time, or for a SubmitBatch every
 // shard it touches, in index order: no other path holds two shard locks), then the
@@ -75,9 +77,19 @@ func (t *Task) validateDeps() error {
 	case t.Schedule.Recurring():
 		return fmt.Errorf("%w: DependsOn: a recurring task cannot have parents (only one-shot tasks take part in a workflow)", ErrInvalidTask)
 	}
-	seen := make(map[string]struct{}, len(d.On))
+	var seen map[string]struct{} // for a long list; a short one is scanned
+	if len(d.On) > 16 {
+		seen = make(map[string]struct{}, len(d.On))
+	}
 	for i, p := range d.On {
-		switch _, dup := seen[p]; {
+		dup := false
+		if seen != nil {
+			_, dup = seen[p]
+			seen[p] = struct{}{}
+		} else {
+			dup = slices.Contains(d.On[:i], p)
+		}
+		switch {
 		case p == "" || len(p) > MaxIDLen || !utf8.ValidString(p):
 			return fmt.Errorf("%w: DependsOn.On[%d] must be an ID: valid UTF-8 of 1 to %d bytes", ErrInvalidTask, i, MaxIDLen)
 		case p == t.ID:
@@ -85,7 +97,6 @@ func (t *Task) validateDeps() error {
 		case dup:
 			return fmt.Errorf("%w: DependsOn.On[%d]: parent %q named twice", ErrInvalidTask, i, p)
 		}
-		seen[p] = struct{}{}
 	}
 	return nil
 }
@@ -106,12 +117,25 @@ type dagNode struct {
 	children          []*dagNode
 }
 
-// newNode returns the node of a task in a workflow.
-func newNode(t *Task, h uint64) *dagNode {
-	n := &dagNode{ns: t.Namespace, id: t.ID, hash: h}
+// attachNode gives rec a workflow node and returns it; a record without a rareState
+// gets both in one allocation. Requires sh.mu (or rec in no table yet).
+func (rec *record) attachNode() *dagNode {
+	var n *dagNode
+	if rec.rare != nil {
+		n = &dagNode{}
+	} else {
+		both := &struct {
+			r rareState
+			n dagNode
+		}{}
+		rec.rare, n = &both.r, &both.n
+	}
+	t := &rec.task
+	*n = dagNode{ns: t.Namespace, id: t.ID, hash: rec.hash}
 	if t.DependsOn != nil {
 		n.policy = t.DependsOn.OnParentFailure
 	}
+	rec.rare.dag = n
 	return n
 }
 
@@ -277,8 +301,9 @@ func (e *Engine) dropped(n *dagNode) {
 
 // cycle returns the first dependency cycle among a batch's tasks, as the IDs along it
 // (a -> b -> c -> a: a depends on b, which depends on c, which depends on a), or nil.
-// parents[i] lists the batch indices of task i's parents in the batch. O(tasks + edges).
-func cycle(ids []string, parents [][]int) []string {
+// The batch indices of task i's parents in the batch are parents[from[i]:from[i+1]].
+// O(tasks + edges).
+func cycle(ids []string, from, parents []int) []string {
 	const (
 		unseen = iota
 		onPath
@@ -290,7 +315,7 @@ func cycle(ids []string, parents [][]int) []string {
 	visit = func(i int) []string {
 		mark[i] = onPath
 		path = append(path, i)
-		for _, j := range parents[i] {
+		for _, j := range parents[from[i]:from[i+1]] {
 			switch mark[j] {
 			case onPath:
 				from := slices.Index(path, j)

@@ -62,6 +62,15 @@ func (o *order) early(edges map[string][]string) []string {
 
 func deps(on ...string) *Deps { return &Deps{On: on} }
 
+// numbered returns prefix0 ... prefix(n-1).
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
 // TestDiamondRunsInOrder: a -> b, a -> c, b,c -> d, submitted as one batch in the
 // reverse of their order: d waits while b and c do, and no child starts before all its
 // parents have succeeded. Get shows the waiting state and the parents.
@@ -274,6 +283,7 @@ func TestDependencyRefusals(t *testing.T) {
 		{"recurring parent", []Task{x("a", "tick")}, `task "a" depends on "tick", which is recurring`},
 		{"recurring child", []Task{{ID: "a", Type: "x", Schedule: Every(time.Minute), DependsOn: deps("taken")}}, "DependsOn: a recurring task cannot have parents"},
 		{"twice in DependsOn", []Task{x("a"), x("b", "a", "a")}, `DependsOn.On[1]: parent "a" named twice`},
+		{"twice in a long DependsOn", []Task{x("b", append(numbered("p", 19), "p3")...)}, `DependsOn.On[19]: parent "p3" named twice`},
 		{"twice in batch", []Task{x("a"), x("b"), x("a")}, "task default/a is in the batch twice"},
 		{"no parents", []Task{{ID: "a", Type: "x", Schedule: After(0), DependsOn: &Deps{}}}, "DependsOn.On names 0 parents"},
 		{"bad policy", []Task{{ID: "a", Type: "x", Schedule: After(0), DependsOn: &Deps{On: []string{"taken"}, OnParentFailure: 7}}},
