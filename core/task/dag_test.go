@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,4 +402,38 @@ func TestFanOutFanIn10k(t *testing.T) {
 	if len(o.start) != n+2 || o.seq != 2*(n+2) {
 		t.Fatalf("%d tasks started, %d starts and ends: want %d tasks, each once", len(o.start), o.seq, n+2)
 	}
+}
+
+// TestRequeueOfAGoneChild: a dead child whose record (and its parent's) has been dropped
+// after its retention is requeued as a task of its own: it ran once its parents had
+// ended, so the requeued run waits for none.
+func TestRequeueOfAGoneChild(t *testing.T) {
+	h := newHarness(t, WithRetention(time.Minute))
+	h.e.Register("x", func(context.Context, *Run) error { return nil })
+	var failing atomic.Bool
+	failing.Store(true)
+	h.e.Register("flaky", func(context.Context, *Run) error {
+		if failing.Load() {
+			return NonRetryable(errors.New("not yet"))
+		}
+		return nil
+	})
+	if _, err := h.e.SubmitBatch([]Task{
+		{ID: "p", Type: "x", Schedule: After(0)},
+		{ID: "c", Type: "flaky", Schedule: After(0), DependsOn: deps("p")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventDead, "c")
+	h.fake.Advance(2 * time.Minute)
+	waitfor.Until(t, "both records dropped", func() bool {
+		_, errP := h.e.Get("", "p")
+		_, errC := h.e.Get("", "c")
+		return errors.Is(errP, ErrNotFound) && errors.Is(errC, ErrNotFound)
+	})
+	failing.Store(false)
+	if _, err := h.e.Requeue("", "c"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventSucceeded, "c")
 }
