@@ -85,10 +85,11 @@ cluster-status:
 
 ## chaos: the long failover runs against separate tockd processes and a real 3-member etcd:
 ## first the history checker (TestChaosHistory) for CHAOS_DURATION of seeded faults (the
-## leader killed, stalled past its TTL, cut from etcd; an etcd member stopped), its seed
-## printed (CHAOS_SEED=N replays it), the whole history written to CHAOS_OUT; then the
-## leader SIGKILLed under durable load CHAOS_ROUNDS times (make test runs one round of
-## each, and the history checker's short form), every acknowledged task counted. Both
+## leader killed, stalled past its TTL, cut from etcd, forced to resign and elected again;
+## an etcd member stopped), its seed printed (CHAOS_SEED=N replays it), the whole history
+## written to CHAOS_OUT; then the leader SIGKILLed, and SIGSTOPped, under durable load
+## CHAOS_ROUNDS times (make test runs one round of each, and the history checker's short
+## form), every acknowledged task counted. Both
 ## parts run even when the first fails; the target fails if either did.
 CHAOS_ROUNDS ?= 5
 CHAOS_DURATION ?= 5m

@@ -114,6 +114,14 @@ func BenchmarkEngineOneShot(b *testing.B) {
 	}
 }
 
+func BenchmarkEngineDAG(b *testing.B) {
+	for _, impl := range []string{"flat", "fan"} {
+		for _, sz := range Sizes(Size{"children=1e3", 1e3}, Size{"children=1e3", 1e3}, Size{"children=1e4", 1e4}) {
+			b.Run("impl="+impl+"/"+sz.Name, func(b *testing.B) { EngineDAG(b, sz.N, impl) })
+		}
+	}
+}
+
 func BenchmarkEngineLimits(b *testing.B) {
 	for _, impl := range []string{"none", "key", "rate", "key+rate", "keywait"} {
 		for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e5", 1e5}) {

@@ -60,6 +60,64 @@ func engineRuns(b *testing.B, n int, delay time.Duration, prepare func(*task.Eng
 		ids[i] = fmt.Sprintf("task-%d", i)
 	}
 	procs := runtime.GOMAXPROCS(0)
+	submit := func(e *task.Engine) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, procs)
+		for p := 0; p < procs; p++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := p * n / procs; i < (p+1)*n/procs; i++ {
+					t := task.Task{ID: ids[i], Type: "noop", Schedule: task.After(delay)}
+					if decorate != nil {
+						decorate(&t)
+					}
+					if _, err := e.Submit(t); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+	enginePasses(b, n, prepare, submit, opts...)
+}
+
+// EngineDAG: a workflow of 1 root -> n children -> 1 sink (impl=fan, 2n edges), or the
+// same n+2 tasks without edges (impl=flat), submitted in one SubmitBatch (sink first)
+// and run through the engine as EngineOneShot's are, on 16 workers. Set beside flat, fan
+// is the price of the edges: the extra CPU per edge, (fan's cpu-ns/task - flat's) x
+// (n+2) / 2n (benchtables computes it), stays the same from n = 1e3 to 1e4 if an edge
+// costs O(1).
+func EngineDAG(b *testing.B, n int, impl string) {
+	children := make([]string, n)
+	for i := range children {
+		children[i] = fmt.Sprintf("child-%d", i)
+	}
+	batch := []task.Task{{ID: "sink", Type: "noop", Schedule: task.After(0)}}
+	for _, id := range children {
+		batch = append(batch, task.Task{ID: id, Type: "noop", Schedule: task.After(0)})
+	}
+	batch = append(batch, task.Task{ID: "root", Type: "noop", Schedule: task.After(0)})
+	if impl == "fan" {
+		batch[0].DependsOn = &task.Deps{On: children}
+		for i := 1; i <= n; i++ {
+			batch[i].DependsOn = &task.Deps{On: []string{"root"}}
+		}
+	}
+	submit := func(e *task.Engine) error {
+		_, err := e.SubmitBatch(batch)
+		return err
+	}
+	enginePasses(b, n+2, nil, submit, task.WithWorkers(16))
+}
+
+// enginePasses measures passes of n tasks through a fresh engine each: prepare, if set,
+// readies the engine; submit submits the n tasks, all of type "noop".
+func enginePasses(b *testing.B, n int, prepare func(*task.Engine), submit func(*task.Engine) error, opts ...task.Option) {
 	var rates, allocs, cpus []float64
 	// run is one measured pass; the first call is a warm-up whose figures are dropped: in
 	// a fresh process it spends much of its time growing the heap and faulting in the
@@ -87,24 +145,9 @@ func engineRuns(b *testing.B, n int, delay time.Duration, prepare func(*task.Eng
 		b.StartTimer()
 		cpu0, _ := cpuTime()
 		start := time.Now()
-		var wg sync.WaitGroup
-		for p := 0; p < procs; p++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := p * n / procs; i < (p+1)*n/procs; i++ {
-					t := task.Task{ID: ids[i], Type: "noop", Schedule: task.After(delay)}
-					if decorate != nil {
-						decorate(&t)
-					}
-					if _, err := e.Submit(t); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
+		if err := submit(e); err != nil {
+			b.Fatal(err)
 		}
-		wg.Wait()
 		select {
 		case <-done:
 		case <-time.After(time.Minute):

@@ -64,12 +64,14 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 	}
 	// Edges inside the batch, and the shards to lock: the batch's and its outside parents'.
 	ids := make([]string, len(b))
-	parents := make([][]int, len(b))
+	from := make([]int, len(b)+1) // task i's parents in the batch: parents[from[i]:from[i+1]]
+	var parents []int
 	isParent := make([]bool, len(b))
 	var lock [numShards]bool
 	for i := range b {
 		ids[i] = b[i].t.ID
 		lock[b[i].sh.idx] = true
+		from[i] = len(parents)
 		d := b[i].t.DependsOn
 		if d == nil {
 			continue
@@ -84,11 +86,12 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 			if b[j].t.Schedule.Recurring() {
 				return nil, recurringParent(b[i].t.ID, p)
 			}
-			parents[i] = append(parents[i], j)
+			parents = append(parents, j)
 			isParent[j] = true
 		}
 	}
-	if c := cycle(ids, parents); c != nil {
+	from[len(b)] = len(parents)
+	if c := cycle(ids, from, parents); c != nil {
 		return nil, fmt.Errorf("%w: DependsOn: dependency cycle: %s", ErrInvalidTask, strings.Join(c, " -> "))
 	}
 
@@ -110,8 +113,7 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 		x.rec = e.newRecord(&x.t, x.h)
 		e.place(x.sh, x.rec, x.old)
 		if x.t.DependsOn != nil || isParent[i] {
-			x.node = newNode(&x.t, x.h)
-			x.rec.rareState().dag = x.node
+			x.node = x.rec.attachNode()
 		}
 	}
 	for i := range b {
@@ -140,15 +142,15 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 		}
 	}
 	e.unlockShards(&lock)
-	var evs []Event
+	var tl told
 	var work []nodeEnd
 	for _, i := range doomed {
 		if ev, ok := e.cancelWaiting(b[i].node, b[i].doomedBy); ok {
-			evs = append(evs, ev)
+			tl.events = append(tl.events, ev)
 			work = append(work, nodeEnd{b[i].node, Cancelled})
 		}
 	}
-	evs = e.endLocked(work, evs)
+	e.endLocked(work, &tl)
 	e.dagMu.Unlock()
 	if err != nil {
 		return nil, err
@@ -157,9 +159,7 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 		t := &b[i].t
 		e.emit(Event{Kind: EventSubmitted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type})
 	}
-	for i := range evs {
-		e.emit(evs[i])
-	}
+	e.releaseAll(&tl)
 	return infos, nil
 }
 
@@ -253,8 +253,7 @@ func (e *Engine) link(x *batchEntry, b []batchEntry, at map[key]int, outside map
 			prec := outside[k]
 			pn = prec.node()
 			if pn == nil && !prec.state.Terminal() {
-				pn = newNode(&prec.task, prec.hash)
-				prec.rareState().dag = pn
+				pn = prec.attachNode()
 			}
 			if pn == nil || pn.ended {
 				if prec.state != Succeeded && x.node.policy == ParentCancel && !x.node.doomed {

@@ -23,14 +23,16 @@ import (
 // whatever its shape.
 //
 // Invariants (under Engine.dagMu, while no parent's end is in flight between its
-// shard's lock and dagMu):
+// shard's lock and dagMu, and no release between dagMu and the child's shard lock):
 //
 //	a WAITING record r:  r.rare.dag = n, ¬n.ended, n.waiting ≥ 1,
 //	                     n.waiting = |{live nodes p : n ∈ p.children}| + n.orphaned
 //	a node n with ¬n.ended is held by a record (a node is never shared)
 //
-// where a live node is one not ended whose record is in the table. Engine.verify
-// checks both (verifyDAG).
+// where a live node is one not ended whose record is in the table (a node leaves the
+// table with its record only once ended: retention drops a record after its end, Drop
+// ends its node, and a member cannot be replaced before it ends). Engine.verify checks
+// the first, and that no two records share a node (verifyDAG).
 //
 // Lock order: Engine.dagMu, then shard.mu (one at a time, or for a SubmitBatch every
 // shard it touches, in index order: no other path holds two shard locks), then the
@@ -75,9 +77,19 @@ func (t *Task) validateDeps() error {
 	case t.Schedule.Recurring():
 		return fmt.Errorf("%w: DependsOn: a recurring task cannot have parents (only one-shot tasks take part in a workflow)", ErrInvalidTask)
 	}
-	seen := make(map[string]struct{}, len(d.On))
+	var seen map[string]struct{} // for a long list; a short one is scanned
+	if len(d.On) > 16 {
+		seen = make(map[string]struct{}, len(d.On))
+	}
 	for i, p := range d.On {
-		switch _, dup := seen[p]; {
+		dup := false
+		if seen != nil {
+			_, dup = seen[p]
+			seen[p] = struct{}{}
+		} else {
+			dup = slices.Contains(d.On[:i], p)
+		}
+		switch {
 		case p == "" || len(p) > MaxIDLen || !utf8.ValidString(p):
 			return fmt.Errorf("%w: DependsOn.On[%d] must be an ID: valid UTF-8 of 1 to %d bytes", ErrInvalidTask, i, MaxIDLen)
 		case p == t.ID:
@@ -85,7 +97,6 @@ func (t *Task) validateDeps() error {
 		case dup:
 			return fmt.Errorf("%w: DependsOn.On[%d]: parent %q named twice", ErrInvalidTask, i, p)
 		}
-		seen[p] = struct{}{}
 	}
 	return nil
 }
@@ -106,12 +117,25 @@ type dagNode struct {
 	children          []*dagNode
 }
 
-// newNode returns the node of a task in a workflow.
-func newNode(t *Task, h uint64) *dagNode {
-	n := &dagNode{ns: t.Namespace, id: t.ID, hash: h}
+// attachNode gives rec a workflow node and returns it; a record without a rareState
+// gets both in one allocation. Requires sh.mu (or rec in no table yet).
+func (rec *record) attachNode() *dagNode {
+	var n *dagNode
+	if rec.rare != nil {
+		n = &dagNode{}
+	} else {
+		both := &struct {
+			r rareState
+			n dagNode
+		}{}
+		rec.rare, n = &both.r, &both.n
+	}
+	t := &rec.task
+	*n = dagNode{ns: t.Namespace, id: t.ID, hash: rec.hash}
 	if t.DependsOn != nil {
 		n.policy = t.DependsOn.OnParentFailure
 	}
+	rec.rare.dag = n
 	return n
 }
 
@@ -142,10 +166,28 @@ func (es *events) end(rec *record) {
 // lock. Cost: O(edges out of the tasks it ends), one shard lock per child moved.
 func (e *Engine) parentEnded(n *dagNode, outcome State) {
 	e.dagMu.Lock()
-	evs := e.endLocked([]nodeEnd{{n, outcome}}, nil)
+	var t told
+	e.endLocked([]nodeEnd{{n, outcome}}, &t)
 	e.dagMu.Unlock()
-	for i := range evs {
-		e.emit(evs[i])
+	e.releaseAll(&t)
+}
+
+// told is what telling children of their parents' ends leads to: the cancels' events,
+// and the children released, whose records are moved once dagMu is released (so that a
+// parent of a wide fan-out does not hold it through all of them: the other ends wait
+// for it).
+type told struct {
+	events   []Event
+	released []*dagNode
+}
+
+// releaseAll releases t's nodes, then emits t's events. Requires no lock.
+func (e *Engine) releaseAll(t *told) {
+	for _, n := range t.released {
+		e.release(n)
+	}
+	for i := range t.events {
+		e.emit(t.events[i])
 	}
 }
 
@@ -155,11 +197,11 @@ type nodeEnd struct {
 	outcome State
 }
 
-// endLocked tells the children of each node in work of its end, releasing those that
-// have no parent left to wait for and cancelling those that a failed parent cancels,
-// whose ends it tells in turn. It returns evs with the cancels' events appended.
+// endLocked tells the children of each node in work of its end: those left with no
+// parent to wait for are added to t.released, and those that a failed parent cancels
+// are cancelled, their events added to t.events, and their ends told in turn.
 // Requires e.dagMu, and no shard lock.
-func (e *Engine) endLocked(work []nodeEnd, evs []Event) []Event {
+func (e *Engine) endLocked(work []nodeEnd, t *told) {
 	for len(work) > 0 {
 		w := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -175,22 +217,21 @@ func (e *Engine) endLocked(work []nodeEnd, evs []Event) []Event {
 			}
 			if w.outcome == Succeeded || c.policy == ParentRunAnyway {
 				if c.waiting--; c.waiting == 0 {
-					e.release(c)
+					t.released = append(t.released, c)
 				}
 				continue
 			}
 			why := fmt.Sprintf("parent %q ended %s", w.n.id, w.outcome)
 			if ev, ok := e.cancelWaiting(c, why); ok {
-				evs = append(evs, ev)
+				t.events = append(t.events, ev)
 				work = append(work, nodeEnd{c, Cancelled})
 			}
 		}
 	}
-	return evs
 }
 
 // nodeRecord returns n's record with its shard's lock held; rec is nil when the table
-// no longer holds it (dropped, or replaced after it ended). Requires e.dagMu.
+// no longer holds it (dropped, or replaced after it ended). Requires no shard lock.
 func (e *Engine) nodeRecord(n *dagNode) (*shard, *record) {
 	sh := e.shardOf(n.hash)
 	sh.mu.Lock()
@@ -202,7 +243,9 @@ func (e *Engine) nodeRecord(n *dagNode) (*shard, *record) {
 }
 
 // release makes n's WAITING task PENDING, due per its schedule from now (After counts
-// from its release), as Submit does for a task without parents. Requires e.dagMu.
+// from its release), as Submit does for a task without parents. Its parents have all
+// ended (under dagMu, which release no longer needs): a cancel that came meanwhile has
+// the last word. Requires no lock.
 func (e *Engine) release(n *dagNode) {
 	sh, rec := e.nodeRecord(n)
 	defer sh.mu.Unlock()
@@ -258,8 +301,9 @@ func (e *Engine) dropped(n *dagNode) {
 
 // cycle returns the first dependency cycle among a batch's tasks, as the IDs along it
 // (a -> b -> c -> a: a depends on b, which depends on c, which depends on a), or nil.
-// parents[i] lists the batch indices of task i's parents in the batch. O(tasks + edges).
-func cycle(ids []string, parents [][]int) []string {
+// The batch indices of task i's parents in the batch are parents[from[i]:from[i+1]].
+// O(tasks + edges).
+func cycle(ids []string, from, parents []int) []string {
 	const (
 		unseen = iota
 		onPath
@@ -271,7 +315,7 @@ func cycle(ids []string, parents [][]int) []string {
 	visit = func(i int) []string {
 		mark[i] = onPath
 		path = append(path, i)
-		for _, j := range parents[i] {
+		for _, j := range parents[from[i]:from[i+1]] {
 			switch mark[j] {
 			case onPath:
 				from := slices.Index(path, j)

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/internal/waitfor"
 )
 
 // order records the handlers' starts and ends, in the order they happen.
@@ -59,6 +62,15 @@ func (o *order) early(edges map[string][]string) []string {
 }
 
 func deps(on ...string) *Deps { return &Deps{On: on} }
+
+// numbered returns prefix0 ... prefix(n-1).
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
 
 // TestDiamondRunsInOrder: a -> b, a -> c, b,c -> d, submitted as one batch in the
 // reverse of their order: d waits while b and c do, and no child starts before all its
@@ -232,6 +244,9 @@ func TestChildDelayCountsFromRelease(t *testing.T) {
 	}
 	h.fake.Advance(10 * time.Second)
 	h.wait(EventSucceeded, "parent")
+	// The release follows the parent's events (no event announces it); the fake clock
+	// stands still meanwhile, so it is at this reading.
+	waitfor.Until(t, "child released", func() bool { return h.state("child") == Pending })
 	released := h.fake.Time(h.fake.Now())
 	h.fake.Advance(5*time.Second - time.Millisecond)
 	if st := h.state("child"); st != Pending {
@@ -269,6 +284,7 @@ func TestDependencyRefusals(t *testing.T) {
 		{"recurring parent", []Task{x("a", "tick")}, `task "a" depends on "tick", which is recurring`},
 		{"recurring child", []Task{{ID: "a", Type: "x", Schedule: Every(time.Minute), DependsOn: deps("taken")}}, "DependsOn: a recurring task cannot have parents"},
 		{"twice in DependsOn", []Task{x("a"), x("b", "a", "a")}, `DependsOn.On[1]: parent "a" named twice`},
+		{"twice in a long DependsOn", []Task{x("b", append(numbered("p", 19), "p3")...)}, `DependsOn.On[19]: parent "p3" named twice`},
 		{"twice in batch", []Task{x("a"), x("b"), x("a")}, "task default/a is in the batch twice"},
 		{"no parents", []Task{{ID: "a", Type: "x", Schedule: After(0), DependsOn: &Deps{}}}, "DependsOn.On names 0 parents"},
 		{"bad policy", []Task{{ID: "a", Type: "x", Schedule: After(0), DependsOn: &Deps{On: []string{"taken"}, OnParentFailure: 7}}},
@@ -353,4 +369,71 @@ func TestDropLeavesChildrenWaiting(t *testing.T) {
 	if err := h.e.verify(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFanOutFanIn10k: 1 root -> 10,000 children -> 1 sink, submitted as one batch
+// (sink first), on 8 workers: every child starts after the root ended, the sink after
+// every child ended, each task runs once. What an edge costs, and that the cost stays
+// flat with the fan's width, is measured by bench's EngineDAG, not here.
+func TestFanOutFanIn10k(t *testing.T) {
+	const n = 10_000
+	e := newRealEngine(t, WithWorkers(8))
+	o := newOrder()
+	e.Register("x", o.handler(nil))
+	children := make([]string, n)
+	edges := map[string][]string{}
+	batch := []Task{{ID: "sink", Type: "x", Schedule: After(0), DependsOn: &Deps{On: children}}}
+	for i := range children {
+		children[i] = fmt.Sprint("child", i)
+		edges[children[i]] = []string{"root"}
+		batch = append(batch, Task{ID: children[i], Type: "x", Schedule: After(0), DependsOn: deps("root")})
+	}
+	edges["sink"] = children
+	batch = append(batch, Task{ID: "root", Type: "x", Schedule: After(0)})
+	if _, err := e.SubmitBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "every task to succeed", func() bool { return e.Stats().Succeeded == n+2 })
+	if bad := o.early(edges); len(bad) > 0 {
+		t.Fatalf("%d children started early, first %v", len(bad), bad[:min(len(bad), 5)])
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.start) != n+2 || o.seq != 2*(n+2) {
+		t.Fatalf("%d tasks started, %d starts and ends: want %d tasks, each once", len(o.start), o.seq, n+2)
+	}
+}
+
+// TestRequeueOfAGoneChild: a dead child whose record (and its parent's) has been dropped
+// after its retention is requeued as a task of its own: it ran once its parents had
+// ended, so the requeued run waits for none.
+func TestRequeueOfAGoneChild(t *testing.T) {
+	h := newHarness(t, WithRetention(time.Minute))
+	h.e.Register("x", func(context.Context, *Run) error { return nil })
+	var failing atomic.Bool
+	failing.Store(true)
+	h.e.Register("flaky", func(context.Context, *Run) error {
+		if failing.Load() {
+			return NonRetryable(errors.New("not yet"))
+		}
+		return nil
+	})
+	if _, err := h.e.SubmitBatch([]Task{
+		{ID: "p", Type: "x", Schedule: After(0)},
+		{ID: "c", Type: "flaky", Schedule: After(0), DependsOn: deps("p")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventDead, "c")
+	h.fake.Advance(2 * time.Minute)
+	waitfor.Until(t, "both records dropped", func() bool {
+		_, errP := h.e.Get("", "p")
+		_, errC := h.e.Get("", "c")
+		return errors.Is(errP, ErrNotFound) && errors.Is(errC, ErrNotFound)
+	})
+	failing.Store(false)
+	if _, err := h.e.Requeue("", "c"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventSucceeded, "c")
 }

@@ -12,6 +12,7 @@ import (
 var readmeSources = []string{
 	"../timer/readme_example_test.go",
 	"readme_example_test.go",
+	"readme_dag_example_test.go",
 	"../../server/client/readme_example_test.go",
 }
 

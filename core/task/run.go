@@ -510,7 +510,8 @@ func (e *Engine) DeadLetters(cursor string, limit int) ([]DeadLetter, string, er
 //     comes back as it was submitted, recurring schedule included, at Version+1 (so that
 //     its events are told from its predecessor's): the requeued occurrence runs now, and
 //     a recurring schedule starts again from now, as for a Submit (its old phase was in
-//     the record).
+//     the record). It comes back without its DependsOn: it ran once its parents had
+//     ended, and they may be gone.
 //
 // A different task holding the ID (another version of it, submitted since) is
 // ErrExists; no dead letter for the ID is ErrNotFound. Info describes the task after
@@ -533,6 +534,7 @@ func (e *Engine) Requeue(namespace, id string) (Info, error) {
 	}
 	t := dl.Task
 	t.Version++
+	t.DependsOn = nil // it ran once its parents had ended: the requeued run waits for none
 	if !t.Schedule.Recurring() {
 		_, now := e.now()
 		t.Schedule = At(now)

@@ -11,7 +11,8 @@ import (
 // Every reply fits max_frame (PROTOCOL.md, "Reading tasks back"):
 //   - SUBMIT refuses a payload over MaxFrame - replyReserve (checkPayload), so that a
 //     task's snapshot, dead letter and FIRE fit a frame with the whole payload: every
-//     other field of a task is bounded (under 1.3 KiB encoded), and so are a snapshot's
+//     other field of a task is bounded (under 2 KiB encoded, 0.7 KiB of it the longest
+//     trace context), and so are a snapshot's
 //     error texts once cut (under 1 KiB).
 //   - GET answers the task's snapshot whole when it fits; otherwise its error texts are
 //     cut to cutTextLen bytes and its history to its first and latest attempts

@@ -62,6 +62,8 @@ func TestLargePayloadReadBack(t *testing.T) {
 	}
 	big.Type = "fail"
 	big.Schedule.Delay = 0
+	// The longest trace context, which snapshots and dead letters carry too.
+	big.Traceparent, big.Tracestate = testTraceparent, strings.Repeat("s", protocol.MaxTracestateLen)
 	submit(t, c, 4, big)
 	c.waitState(5, big.ID, task.Dead)
 

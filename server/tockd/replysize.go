@@ -55,7 +55,7 @@ func replyCost(m protocol.Message) int {
 		return costFrame + costKeyValue + infoCost(&m.Info)
 	case *protocol.Fire:
 		return costFrame + 10*costKeyValue + 4*costString +
-			len(m.Namespace) + len(m.TaskID) + len(m.TaskType) + len(m.Payload)
+			len(m.Namespace) + len(m.TaskID) + len(m.TaskType) + len(m.Payload) + traceCost(m.Traceparent, m.Tracestate)
 	case *protocol.TaskStatus:
 		return costFrame + 6*costKeyValue + 2*costString + len(m.Namespace) + len(m.TaskID)
 	case *protocol.BatchResult:
@@ -96,7 +96,17 @@ func replyCost(m protocol.Message) int {
 
 func taskCost(t *protocol.Task) int {
 	return costTask + len(t.Namespace) + len(t.ID) + len(t.Type) + len(t.Payload) +
-		len(t.Schedule.Cron) + len(t.Schedule.TZ)
+		len(t.Schedule.Cron) + len(t.Schedule.TZ) + len(t.ConcurrencyKey) + traceCost(t.Traceparent, t.Tracestate)
+}
+
+// traceCost bounds a task's or FIRE's trace context, "traceparent" and "tracestate":
+// nothing when it has none, so that an untraced FIRE's bound (by which FIRES frames are
+// packed) is what it was.
+func traceCost(parent, state string) int {
+	if parent == "" && state == "" {
+		return 0
+	}
+	return 2*costKeyValue + 2*costString + len(parent) + len(state)
 }
 
 func attemptsCost(as []protocol.AttemptRecord) int {

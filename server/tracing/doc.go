@@ -20,8 +20,9 @@
 //   - Inject and Extract never fail: an absent or malformed context gives "" and an
 //     unchanged context.
 //
-// Costs: Inject and Extract of a valid context parse or format 55 bytes plus the
-// tracestate, with a few small allocations (the otel propagator's); a span costs what
-// the provider's SDK makes it cost (a recording SDK span: about 1 KB and a few hundred
-// ns), paid only for traced tasks on an enabled Tracer.
+// Costs, paid only for traced tasks on an enabled Tracer (BenchmarkExtractInject,
+// BenchmarkSpan; measured on a shared 2-core machine under load, so the times are
+// rough): Extract then Inject of a context, 7 allocations, 312 B, about 1 µs; one of the
+// server's spans (Extract, Start, End, on an SDK provider that exports nothing), 8
+// allocations, 768 B, about 2 µs, before what its exporter adds.
 package tracing

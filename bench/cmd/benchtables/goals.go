@@ -259,6 +259,20 @@ var workloads = []workload{
 			{"cpu-ns/task", "none", "key+rate", true}, {"cpu-ns/task", "none", "keywait", true}},
 	},
 	{
+		bench: "EngineDAG",
+		title: "Task engine: the cost of a dependency edge",
+		about: "A workflow of 1 root -> n children -> 1 sink (fan: 2n edges) beside the same n+2 tasks " +
+			"without edges (flat), each submitted in one SubmitBatch and run through the engine on 16 " +
+			"workers, records dropped (issue 16). The extra CPU an edge costs is (fan - flat) cpu-ns/task " +
+			"x (n+2) / 2n; if an edge costs O(1) it does not grow from n = 1e3 to 1e4.",
+		cmps: []cmp{{"cpu-ns/task", "flat", "fan", true}},
+		goals: []goal{{"children=1e4", "a dependency edge costs O(1): its extra CPU at 1e4 children at most 1.5x that at 1e3 (issue 16)",
+			func(l *look) (bool, string) {
+				e3, e4 := edgeNs(l, "children=1e3", 1e3), edgeNs(l, "children=1e4", 1e4)
+				return e4 <= 1.5*e3, fmt.Sprintf("%.0f ns an edge at 1e4 children, %.0f ns at 1e3", e4, e3)
+			}}},
+	},
+	{
 		bench: "Idle",
 		title: "Idle cost of 1e6 far-future timers",
 		about: "Process CPU time per wall second while nothing is due; tock also counts driver wake-ups.",
@@ -270,4 +284,14 @@ var workloads = []workload{
 				return w == 0 && t < 1e7, fmt.Sprintf("tock %g wake-ups/s, %s CPU a second; AfterFunc %s", w, dur(t), dur(p))
 			}}},
 	},
+}
+
+// edgeNs is EngineDAG's extra CPU per edge in the row of n children:
+// (fan - flat) cpu-ns/task x (n+2) / 2n.
+func edgeNs(l *look, row string, n float64) float64 {
+	saved := l.row
+	defer func() { l.row = saved }()
+	l.row = row
+	fan, flat := l.med("fan", "cpu-ns/task"), l.med("flat", "cpu-ns/task")
+	return (fan - flat) * (n + 2) / (2 * n)
 }

@@ -24,7 +24,10 @@ var (
 	ratioLine = regexp.MustCompile(`ratio server/beanstalkd: end to end (\d+)/s / (\d+)/s = ([\d.]+)x.*p99 lateness (\S+) \(server\) vs (\S+) \(beanstalkd\)`)
 	durable   = regexp.MustCompile(`durable submits/s: (\d+)`)
 	lostZero  = regexp.MustCompile(`\b0 lost\b|lost 0\b`)
-	dispatch  = regexp.MustCompile(`first dispatches \[([^\]]*)\]`)
+	// TestDurableFailover's and TestDurableFailoverStall's summaries ("5 rounds, leader
+	// killed: ..."; before the stall test, "5 rounds: ..." for the kill).
+	killDispatch  = regexp.MustCompile(`rounds(?:, leader killed)?: [^\n]*first dispatches \[([^\]]*)\]`)
+	stallDispatch = regexp.MustCompile(`rounds, leader stalled: [^\n]*first dispatches \[([^\]]*)\]`)
 	// The history checker's summary (server/internal/clustertest TestChaosHistory) and its verdict line.
 	historyOps = regexp.MustCompile(`seed (\d+): ops: .*?; faults: kill (\d+), stall (\d+), etcd-stop (\d+), cut (\d+)`)
 	violations = regexp.MustCompile(`seed \d+: (\d+) violations \(([^)]*)\)`)
@@ -84,22 +87,9 @@ var systemGoals = []systemGoal{
 	{"cluster-durable", "durable submits through make cluster", "30,000 durable submits/s",
 		rateAtLeast(durable, 30000, "%d/s")},
 	{"make-chaos", "leader SIGKILLed under durable load (make chaos)", "dispatching again within the session TTL + 1 s (3 s), no durable task lost",
-		func(out string) (bool, string, bool) {
-			m := dispatch.FindStringSubmatch(out)
-			if m == nil {
-				return false, "", false
-			}
-			var worst time.Duration
-			for _, f := range strings.Fields(m[1]) {
-				d, err := time.ParseDuration(f)
-				if err != nil {
-					return false, "", false
-				}
-				worst = max(worst, d)
-			}
-			lost := lostZero.MatchString(out)
-			return worst <= 3*time.Second && lost, fmt.Sprintf("slowest first dispatch %v; lost 0: %v", worst.Round(time.Millisecond), lost), true
-		}},
+		dispatchWithin(killDispatch)},
+	{"make-chaos", "leader SIGSTOPped past its TTL under durable load (make chaos)", "dispatching again within the session TTL + 1 s (3 s), no durable task lost",
+		dispatchWithin(stallDispatch)},
 	{"make-chaos", "history checker over seeded faults (make chaos)", "every check holds over the whole history (issue 11: nothing lost, nothing run after a confirmed ACK or cancel, exclusive runs never overlap, no write of a deposed leader, nothing left in etcd)",
 		func(out string) (bool, string, bool) {
 			m := historyOps.FindStringSubmatch(out)
@@ -112,6 +102,27 @@ var systemGoals = []systemGoal{
 			}
 			return true, "0 violations; " + faults, true
 		}},
+}
+
+// dispatchWithin reads a failover test's summary line (matched by re, its first group
+// the first dispatches): met when the slowest is within 3 s and the line says 0 lost.
+func dispatchWithin(re *regexp.Regexp) func(out string) (bool, string, bool) {
+	return func(out string) (bool, string, bool) {
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			return false, "", false
+		}
+		var worst time.Duration
+		for _, f := range strings.Fields(m[1]) {
+			d, err := time.ParseDuration(f)
+			if err != nil {
+				return false, "", false
+			}
+			worst = max(worst, d)
+		}
+		lost := lostZero.MatchString(m[0])
+		return worst <= 3*time.Second && lost, fmt.Sprintf("slowest first dispatch %v; lost 0: %v", worst.Round(time.Millisecond), lost), true
+	}
 }
 
 // writeSystemGoals appends the system goals' rows to the verdict table.

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -68,6 +69,7 @@ const (
 type chaosCluster struct {
 	t       *testing.T
 	e       *Etcd
+	cli     *clientv3.Client // the nemesis's own etcd client, to the members directly
 	bin     string
 	nodes   []*Node
 	etcd    []string // per node: its -etcd (its proxies' URLs)
@@ -77,6 +79,12 @@ type chaosCluster struct {
 
 func startChaosCluster(t *testing.T) *chaosCluster {
 	c := &chaosCluster{t: t, e: StartEtcd(t, 3), bin: BuildTockd(t)}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	c.cli = cli
 	for i := range 3 {
 		var urls []string
 		var ps []*Proxy
@@ -179,6 +187,11 @@ func (c *chaosCluster) fault(k history.FaultKind, rng *rand.Rand) (history.Fault
 		if err := notLeading(l); err != nil {
 			return f, fmt.Errorf("%s resumed and still leads: %w", l.Name(), err)
 		}
+	case history.Reelect:
+		if err := c.reelect(l, epoch, others, &f); err != nil {
+			return f, err
+		}
+		next, nextEpoch = l, f.NewEpoch
 	case history.Cut:
 		for _, p := range c.proxies[i] {
 			p.Blackhole()
@@ -201,6 +214,75 @@ func (c *chaosCluster) fault(k history.FaultKind, rng *rand.Rand) (history.Fault
 	return f, nil
 }
 
+// reelect is the Reelect fault on leader l (at epoch): the other nodes are SIGSTOPped,
+// then l's election key is deleted, as a resign would (etcd's Resign is that delete),
+// while its session lives on. l's watch on its key ends its term (it steps down, drops
+// its durable tasks, sends its workers away) and it campaigns again, behind the frozen
+// nodes' keys; those go when their leases lapse (a session TTL after their last
+// keep-alive), and l is elected again at a new epoch: it loads its own durable tasks
+// back, beside the finished copies its engine kept. Then the others get SIGCONT and
+// must follow. f gets NewEpoch and LeaderSeen.
+func (c *chaosCluster) reelect(l *Node, epoch uint64, others []*Node, f *history.Fault) error {
+	resume := func() error {
+		var errs []error
+		for _, n := range others {
+			if err := n.Resume(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range others {
+		if err := n.Pause(); err != nil {
+			return errors.Join(err, resume())
+		}
+	}
+	if err := c.deleteLeaderKey(l); err != nil {
+		return errors.Join(err, resume())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), electBound)
+	defer cancel()
+	err := pollUntil(ctx, func() (bool, error) {
+		leads, e, err := l.IsLeader(ctx)
+		if err == nil && leads && e > epoch {
+			f.NewEpoch, f.LeaderSeen = e, time.Now()
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		err = fmt.Errorf("%s was not elected again after its key went: %w", l.Name(), err)
+	}
+	if err := errors.Join(err, resume()); err != nil {
+		return err
+	}
+	for _, n := range others {
+		if err := notLeading(n); err != nil {
+			return fmt.Errorf("%s resumed and leads: %w", n.Name(), err)
+		}
+	}
+	return nil
+}
+
+// deleteLeaderKey deletes the election key with the lowest create revision (the
+// leader's), which must name l (its value is the leader's advertised address).
+func (c *chaosCluster) deleteLeaderKey(l *Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	keys, err := c.cli.Get(ctx, store.DefaultPrefix+"leader/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return err
+	}
+	if len(keys.Kvs) != 1 || string(keys.Kvs[0].Value) != l.Addr() {
+		return fmt.Errorf("the first election key is %v, want %s's", keys.Kvs, l.Name())
+	}
+	del, err := c.cli.Delete(ctx, string(keys.Kvs[0].Key))
+	if err == nil && del.Deleted != 1 {
+		err = fmt.Errorf("deleted %d keys, want the leader's", del.Deleted)
+	}
+	return err
+}
+
 // chaosSchedule returns the faults to inject: one of each kind in a seeded order, then,
 // for a long run, seeded kinds until the duration is spent (decided as it goes).
 func chaosSchedule(rng *rand.Rand) []history.FaultKind {
@@ -216,12 +298,13 @@ func chaosSchedule(rng *rand.Rand) []history.FaultKind {
 // shot, recurring every or cron under either misfire policy, exclusive, versioned
 // replacements), cancel some, and several Workers run and ACK them, while a nemesis on
 // a seeded schedule SIGKILLs the leader (then restarts it), SIGSTOPs it past its session
-// TTL (then SIGCONTs it), stops an etcd member (then restarts it), and cuts the leader
-// from etcd (then heals). Every client call, FIRE, handler return, ACK answer and fault
-// is logged; after the load drains, etcd's revision history and its remaining keys are
-// read, and history.Check judges it all (the properties are listed in that package's
-// doc). The seed is printed; TOCK_CHAOS_SEED replays its choices (the timing of a real
-// cluster is not replayed).
+// TTL (then SIGCONTs it), stops an etcd member (then restarts it), cuts the leader
+// from etcd (then heals), and has the leader resign and win the election again
+// (reelect). Every client call, FIRE, handler return, ACK answer and fault is logged;
+// after the load drains, etcd's revision history and its remaining keys are read, and
+// history.Check judges it all (the properties are listed in that package's doc). The
+// seed is printed; TOCK_CHAOS_SEED replays its choices (the timing of a real cluster is
+// not replayed).
 func TestChaosHistory(t *testing.T) {
 	multiProcess(t)
 	seed := uint64(chaosDefaultSeed)
@@ -321,11 +404,7 @@ func TestChaosHistory(t *testing.T) {
 		closer.cancel(id, chaosCancelTries)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := c.cli
 	ctx, cancel := context.WithTimeout(context.Background(), chaosDrain)
 	defer cancel()
 	var leftover []string // as last read

@@ -329,6 +329,6 @@ func durableFailover(t *testing.T, fault func(bin, eps string) failoverFault) {
 			}
 		}
 	}
-	t.Logf("%d rounds: %d durable tasks acknowledged, %d runs, 0 lost; %d tasks ran more than once (%d extra runs), each after a run in flight at a fault; takeovers %v, first dispatches %v",
-		rounds, submitted, runs, dupTasks, extraRuns, takeovers, dispatches)
+	t.Logf("%d rounds, leader %s: %d durable tasks acknowledged, %d runs, 0 lost; %d tasks ran more than once (%d extra runs), each after a run in flight at a fault; takeovers %v, first dispatches %v",
+		rounds, f.did, submitted, runs, dupTasks, extraRuns, takeovers, dispatches)
 }

@@ -230,6 +230,26 @@ func TestCheck(t *testing.T) {
 				{Rev: 5, Key: "/tock/locks/default/x", Value: lockValue(7), CreateRev: 5},
 				{Rev: 6, Key: "/tock/leader/a", Delete: true}},
 			Runs: []Run{ran("y", 1, 7, 2, 1, 0.2, 0.3), ran("x", 1, 7, 3, 1, 3, 4)}}, "run-id-unique", ""},
+		// Re-election of one node (Reelect): its election key (one name per session) is
+		// deleted at revision 6, the frozen follower's key (3) leads the replay until its
+		// lease lapses at 9, and the same key, created again at 8, leads from then on at
+		// epoch 8. The checks tell the node's two terms apart by epoch.
+		{"deposed-lock/reelected-node-each-term-writes-its-own", History{Prefix: "/tock/", Ops: []Op{submitted("x", 1, exclusive, 0, 0.1, 0.2), cancelOp("x", 9, 9.1, OK, "")},
+			Events: reelected(KeyEvent{Rev: 4, Key: "/tock/locks/default/x", Value: lockValue(7), CreateRev: 4},
+				KeyEvent{Rev: 10, Key: "/tock/locks/default/x", Value: lockValue(9), CreateRev: 4}),
+			Runs: []Run{ran("x", 1, 7, 2, 1, 0.2, 0.3), ran("x", 1, 9, 8, 1, 3, 4)}}, "", ""},
+		{"deposed-lock/reelected-node-old-term-writes-after-its-key-went", History{Prefix: "/tock/", Ops: []Op{submitted("x", 1, exclusive, 0, 0.1, 0.2), cancelOp("x", 9, 9.1, OK, "")},
+			Events: reelected(KeyEvent{Rev: 10, Key: "/tock/locks/default/x", Value: lockValue(7), CreateRev: 10}),
+			Runs:   []Run{ran("x", 1, 7, 2, 1, 0.2, 0.3)}}, "deposed-lock", ""},
+		{"deposed-lock/reelected-node-old-term-writes-before-it-leads-again", History{Prefix: "/tock/", Ops: []Op{submitted("x", 1, exclusive, 0, 0.1, 0.2), cancelOp("x", 9, 9.1, OK, "")},
+			Events: reelected(KeyEvent{Rev: 7, Key: "/tock/locks/default/x", Value: lockValue(7), CreateRev: 7}),
+			Runs:   []Run{ran("x", 1, 7, 2, 1, 0.2, 0.3)}}, "deposed-lock", ""},
+		{"stale-fire/reelected-node-fires-at-its-old-epoch", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 6)},
+			Faults: []Fault{{Kind: Reelect, Target: "n1 (epoch 2)", Epoch: 2, Start: at(5), End: at(9), NewEpoch: 8, LeaderSeen: at(7.5)}},
+			Runs:   []Run{ran("a", 1, 1, 2, 1, 6, 8)}}, "stale-fire", ""},
+		{"stale-fire/reelected-node-fires-at-its-new-epoch", History{Ops: []Op{submitted("a", 1, oneShot, 0, 0.1, 6)},
+			Faults: []Fault{{Kind: Reelect, Target: "n1 (epoch 2)", Epoch: 2, Start: at(5), End: at(9), NewEpoch: 8, LeaderSeen: at(7.5)}},
+			Runs:   []Run{ran("a", 1, 1, 8, 1, 6, 8)}}, "", ""},
 		{"etcd-leftovers", History{Prefix: "/tock/", Leftover: []string{"/tock/locks/default/x"}}, "etcd-leftovers", ""},
 	}
 	for _, tc := range cases {
@@ -252,6 +272,19 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reelected is etcd's history of one node's re-election, with more events among it:
+// node a leads from revision 2 (epoch 2), b campaigns at 3; a's key is deleted at 6 (a
+// forced resign), a campaigns again at 8 under the same key name, b's key goes with its
+// lease at 9, and a leads again at epoch 8.
+func reelected(more ...KeyEvent) []KeyEvent {
+	evs := []KeyEvent{{Rev: 2, Key: "/tock/leader/a", CreateRev: 2}, {Rev: 3, Key: "/tock/leader/b", CreateRev: 3},
+		{Rev: 6, Key: "/tock/leader/a", Delete: true}, {Rev: 8, Key: "/tock/leader/a", CreateRev: 8},
+		{Rev: 9, Key: "/tock/leader/b", Delete: true}}
+	evs = append(evs, more...)
+	slices.SortStableFunc(evs, func(x, y KeyEvent) int { return int(x.Rev - y.Rev) })
+	return evs
 }
 
 // A violation's excerpt shows the task's calls and runs, in time order, and the faults.

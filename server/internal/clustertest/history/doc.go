@@ -18,8 +18,10 @@
 //     epoch, attempt and due time the FIRE carried, the task version (which the FIRE does
 //     not carry: the harness puts it in the payload), and the answer to its report:
 //     confirmed (AckOK, at AckAt) or not.
-//   - Fault: one nemesis action (kill, stall, etcd member stop, cut from etcd) from its
-//     start to the moment the nemesis saw it healed (a leader again, etcd healthy).
+//   - Fault: one nemesis action (kill, stall, etcd member stop, cut from etcd, a forced
+//     resign of the leader that the same node wins again) from its start to the moment
+//     the nemesis saw it healed (a leader again, etcd healthy). The checks judge epochs,
+//     not nodes: two terms of one node are two epochs like any others.
 //   - KeyEvent: etcd's revision history of tock's keys, and the keys left at the end.
 //
 // # The checks (names as in Violation.Check)

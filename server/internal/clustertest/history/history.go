@@ -134,10 +134,15 @@ const (
 	Stall                         // SIGSTOP of the leading tockd past its session TTL, then SIGCONT
 	EtcdStop                      // SIGTERM of an etcd member, then a restart
 	Cut                           // the leading tockd's etcd connections blackholed, then restored
+	// Reelect: the leading tockd's election key deleted (a forced resign) while the other
+	// nodes are SIGSTOPped until their campaign keys' leases lapse, so that the same node
+	// campaigns again and is elected at a new epoch; then SIGCONT. Epoch and NewEpoch are
+	// then two terms of one node.
+	Reelect
 )
 
 // FaultKinds lists every kind, in order.
-var FaultKinds = []FaultKind{Kill, Stall, EtcdStop, Cut}
+var FaultKinds = []FaultKind{Kill, Stall, EtcdStop, Cut, Reelect}
 
 func (k FaultKind) String() string {
 	switch k {
@@ -149,6 +154,8 @@ func (k FaultKind) String() string {
 		return "etcd-stop"
 	case Cut:
 		return "cut"
+	case Reelect:
+		return "reelect"
 	}
 	return fmt.Sprintf("FaultKind(%d)", k)
 }

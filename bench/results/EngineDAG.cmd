@@ -1,0 +1,1 @@
+go test -run '^$' -bench '^BenchmarkEngineDAG$' -count 6 -timeout 0 .
