@@ -70,7 +70,7 @@ var specs = []Spec{
 		Doc: "alert when more due runs than this wait for a worker", parse: parseBacklog},
 	{Name: AlertLatenessP95, Syntax: "a duration such as 500ms or 2s, 0 or more (0: never)", Default: "-alert-lateness-p95 (1s)",
 		Doc: "alert when the p95 of start minus due time over an interval exceeds this", parse: parseDuration},
-	{Name: AlertFor, Syntax: "a duration such as 30s or 5m, 0 or more", Default: "-alert-for (1m)",
+	{Name: AlertFor, Syntax: "a duration such as 30s or 5m, 0 or more", Default: "-alert-for (1m0s)",
 		Doc: "how long a backlog or lateness breach lasts before it alerts", parse: parseDuration},
 }
 

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/settings"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
@@ -103,5 +106,36 @@ func TestAlertThresholdSetAtRuntime(t *testing.T) {
 	}
 	if got := scrape(t, adminAddr, `tock_config_changes_total{key="alert_backlog"}`); got[`tock_config_changes_total{key="alert_backlog"}`] != 1 {
 		t.Fatalf("/metrics: %v, want one change of alert_backlog", got)
+	}
+}
+
+// TestSettingDefaultsAreTheFlags: each runtime setting whose documented default is a
+// tockd flag names that flag with its default value, as the command parses it.
+func TestSettingDefaultsAreTheFlags(t *testing.T) {
+	c, err := parseConfig(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagValue := map[string]string{
+		"-log-level":          strings.ToLower(c.level.String()),
+		"-max-waiting-runs":   strconv.Itoa(c.server.MaxWaitingRuns),
+		"-alert-backlog":      strconv.Itoa(c.obs.alerts.Backlog),
+		"-alert-lateness-p95": c.obs.alerts.LatenessP95.String(),
+		"-alert-for":          c.obs.alerts.For.String(),
+	}
+	checked := 0
+	for _, sp := range settings.Specs() {
+		name, rest, ok := strings.Cut(sp.Default, " (")
+		want, known := flagValue[name]
+		if !ok || !known {
+			continue
+		}
+		checked++
+		if got := strings.TrimSuffix(rest, ")"); got != want {
+			t.Errorf("%s: documented default %q, but %s defaults to %s", sp.Name, sp.Default, name, want)
+		}
+	}
+	if checked != len(flagValue) {
+		t.Errorf("checked %d settings' defaults, want %d (one per flag listed)", checked, len(flagValue))
 	}
 }
