@@ -80,7 +80,9 @@
 //   - stale-fire: the same, against the nemesis's log: no run at a faulted leader's
 //     epoch is received after the nemesis saw its successor lead (Fault.LeaderSeen,
 //     which is after the old lease expired: a killed node is dead, and a cut one must
-//     have stopped dispatching SessionTTL-LeaseGuard after its last keep-alive). For a
+//     have stopped dispatching SessionTTL-LeaseGuard after its last keep-alive; for a
+//     re-election the successor is the same node's next term, and its old term ended
+//     when its election key went, before it campaigned again). For a
 //     stall only runs that came due after SIGSTOP count: the decision to send them was
 //     taken after SIGCONT, with the lease long gone (a FIRE sent before the stop and
 //     flushed after it is not judged; fencing refuses its ACK).
