@@ -15,6 +15,7 @@
 //	alert_backlog                      an integer, 0 or more (0: never)
 //	alert_lateness_p95                 a duration, 0 or more (0: never)
 //	alert_for                          a duration, 0 or more
+//	retention                          a duration, 0 or more (0: dropped as it finishes)
 //
 // Invariants:
 //   - Parse is the one judge of a key and its value: tockctl checks with it before

@@ -31,6 +31,7 @@ const (
 	AlertBacklog          = "alert_backlog"
 	AlertLatenessP95      = "alert_lateness_p95"
 	AlertFor              = "alert_for"
+	Retention             = "retention"
 )
 
 // Spec describes one setting.
@@ -72,6 +73,8 @@ var specs = []Spec{
 		Doc: "alert when the p95 of start minus due time over an interval exceeds this", parse: parseDuration},
 	{Name: AlertFor, Syntax: "a duration such as 30s or 5m, 0 or more", Default: "-alert-for (1m0s)",
 		Doc: "how long a backlog or lateness breach lasts before it alerts", parse: parseDuration},
+	{Name: Retention, Syntax: "a duration such as 10m or 1h, 0 or more (0: dropped as it finishes)", Default: "-retention (1m0s)",
+		Doc: "how long a task that finishes from now on stays queryable (GET, LIST) and counts towards -max-tasks", parse: parseDuration},
 }
 
 // Specs lists every setting, in documentation order. The caller must not change them.
@@ -90,7 +93,7 @@ type Setting struct {
 	Rate  float64       // rate_limit: runs a second; 0: no limit
 	Burst int           // rate_limit: 0 when Rate is 0
 	On    bool          // paused
-	D     time.Duration // alert_lateness_p95, alert_for
+	D     time.Duration // alert_lateness_p95, alert_for, retention
 	// Type is rate_limit's and paused's task type; Namespace and ConcKey are
 	// concurrency_limit's.
 	Type, Namespace, ConcKey string

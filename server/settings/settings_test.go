@@ -31,6 +31,8 @@ func TestParseAccepts(t *testing.T) {
 		{"alert_backlog", "500", Setting{Name: AlertBacklog, Value: "500", N: 500}},
 		{"alert_lateness_p95", "1500ms", Setting{Name: AlertLatenessP95, Value: "1.5s", D: 1500 * time.Millisecond}},
 		{"alert_for", "0s", Setting{Name: AlertFor, Value: "0s"}},
+		{"retention", "90m", Setting{Name: Retention, Value: "1h30m0s", D: 90 * time.Minute}},
+		{"retention", "0", Setting{Name: Retention, Value: "0s"}},
 	} {
 		c.want.Key = c.key
 		got, err := Parse(c.key, c.value)
@@ -82,6 +84,9 @@ func TestParseRefuses(t *testing.T) {
 		{"alert_lateness_p95", "1", ErrBadValue},
 		{"alert_for", "-5m", ErrBadValue},
 		{"alert_for/x", "5m", ErrUnknownKey},
+		{"retention", "-1s", ErrBadValue},
+		{"retention", "forever", ErrBadValue},
+		{"retention", "", ErrBadValue},
 	} {
 		_, err := Parse(c.key, c.value)
 		if !errors.Is(err, c.want) {

@@ -30,7 +30,7 @@ type ConfigEntry struct {
 // liveConfig is this node's runtime configuration (server/settings names the keys):
 // with a Store it follows <prefix>config/ (store.Config.Watch: the set at start, then
 // every change) and applies each change as it sees it, to the router (the waiting
-// bounds, paused types), the engine (rate and concurrency limits), the log level
+// bounds, paused types), the engine (rate and concurrency limits, retention), the log level
 // (Options.LogLevel) and the alert thresholds (Options.Alerts); without one, ConfigSet
 // and ConfigReset apply to this node's memory alone. A key that is not set, or no
 // longer is, has its default (Options, the flags).
@@ -59,6 +59,9 @@ type liveConfig struct {
 	baseLevel slog.Level // Options.LogLevel's level at New: log_level's default
 	// baseAlerts is Options.Alerts' thresholds at New: the alert_* keys' defaults.
 	baseAlerts notify.Thresholds
+	// baseRetention is the engine's retention at New (0: dropped at once): retention's
+	// default.
+	baseRetention time.Duration
 
 	applyMu sync.Mutex
 
@@ -85,6 +88,7 @@ func newLiveConfig(opts *Options, engine *task.Engine, r *router[*conn]) *liveCo
 	if opts.Alerts != nil {
 		c.baseAlerts = opts.Alerts.Thresholds()
 	}
+	c.baseRetention = engine.Retention()
 	return c
 }
 
@@ -234,6 +238,8 @@ func (c *liveConfig) defaultOf(key string) string {
 		return c.baseAlerts.LatenessP95.String()
 	case settings.AlertFor:
 		return c.baseAlerts.For.String()
+	case settings.Retention:
+		return c.baseRetention.String()
 	}
 	return "0" // rate_limit, concurrency_limit: none
 }
@@ -272,6 +278,8 @@ func (c *liveConfig) applyKey(key string, eff map[string]settings.Setting) {
 		err = c.engine.SetConcurrencyLimit(s.Namespace, s.ConcKey, s.N)
 	case settings.Paused:
 		c.router.pause(s.Type, s.On)
+	case settings.Retention:
+		c.engine.SetRetention(s.D)
 	case settings.AlertBacklog, settings.AlertLatenessP95, settings.AlertFor:
 		if c.opts.Alerts == nil {
 			c.log.Warn("tockd: an alert threshold changed, but this server has no alert monitor (Options.Alerts)", "key", key, "value", s.Value)

@@ -116,7 +116,12 @@ func TestSettingDefaultsAreTheFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var engine task.Options
+	for _, opt := range c.server.EngineOptions {
+		opt(&engine)
+	}
 	flagValue := map[string]string{
+		"-retention":          engine.Retention.String(),
 		"-log-level":          strings.ToLower(c.level.String()),
 		"-max-waiting-runs":   strconv.Itoa(c.server.MaxWaitingRuns),
 		"-alert-backlog":      strconv.Itoa(c.obs.alerts.Backlog),
