@@ -202,8 +202,9 @@ type discardAlerts struct{}
 func (discardAlerts) Notify(notify.Alert) bool { return true }
 
 // TestConfigWithoutAStore: a lone node without etcd applies a setting to itself, in
-// memory; log_level sets Options.LogLevel, alert_* the alert monitor's thresholds, and a
-// reset restores what they held at New.
+// memory; log_level sets Options.LogLevel, alert_* the alert monitor's thresholds,
+// webhook_urls the notifier's webhooks (logged only as scheme://host/…), and a reset
+// restores what they held at New.
 func TestConfigWithoutAStore(t *testing.T) {
 	var level slog.LevelVar
 	level.Set(slog.LevelWarn)
@@ -213,10 +214,27 @@ func TestConfigWithoutAStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flagHook := notify.Webhook{URL: "http://127.0.0.1:1/hook/FLAG-TOKEN", Format: notify.FormatJSON}
+	n, err := notify.New(notify.WithWebhooks(flagHook))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: &level}))
-	ts := startServer(t, Options{LogLevel: &level, Logger: log, MaxWaitingRuns: 100, Alerts: mon})
+	ts := startServer(t, Options{LogLevel: &level, Logger: log, MaxWaitingRuns: 100, Alerts: mon, Notifier: n})
+	t.Cleanup(func() { n.Close(context.Background()) }) // after startServer's: before its leak check
 	ctx := configCtx(t)
+	const setURL = "http://127.0.0.1:2/hook/SET-TOKEN"
+	if e, err := ts.srv.ConfigSet(ctx, "webhook_urls", setURL); err != nil || e.Value != setURL ||
+		!slices.Equal(n.Webhooks(), []notify.Webhook{{URL: setURL, Format: notify.FormatJSON}}) {
+		t.Fatalf("ConfigSet(webhook_urls) = %+v, %v; the notifier's webhooks %+v", e, err, n.Webhooks())
+	}
+	if _, err := ts.srv.ConfigReset(ctx, "webhook_urls"); err != nil || !slices.Equal(n.Webhooks(), []notify.Webhook{flagHook}) {
+		t.Fatalf("ConfigReset(webhook_urls): %v; the notifier's webhooks %+v, want the flag's again", err, n.Webhooks())
+	}
+	if strings.Contains(logged.String(), "TOKEN") {
+		t.Fatalf("the log shows a webhook URL whole:\n%s", logged.String())
+	}
 	for k, v := range map[string]string{"alert_backlog": "50", "alert_for": "5s"} {
 		if _, err := ts.srv.ConfigSet(ctx, k, v); err != nil {
 			t.Fatal(err)
@@ -249,7 +267,8 @@ func TestConfigWithoutAStore(t *testing.T) {
 	entries, _ := ts.srv.ConfigList()
 	want := []ConfigEntry{{Key: "alert_backlog", Value: "10000"}, {Key: "alert_for", Value: "1m0s"},
 		{Key: "alert_lateness_p95", Value: "1s"}, {Key: "log_level", Value: "warn"}, {Key: "max_waiting_runs", Value: "100"},
-		{Key: "max_waiting_runs_per_type", Value: "3", Set: true}, {Key: "retention", Value: "1m0s"}}
+		{Key: "max_waiting_runs_per_type", Value: "3", Set: true}, {Key: "retention", Value: "1m0s"},
+		{Key: "webhook_urls", Value: "http://127.0.0.1:1/…"}}
 	if !slices.Equal(entries, want) {
 		t.Fatalf("ConfigList = %+v, want %+v", entries, want)
 	}
