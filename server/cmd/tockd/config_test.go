@@ -4,10 +4,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"io"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,5 +204,48 @@ func TestSettingDefaultsAreTheFlags(t *testing.T) {
 	}
 	if checked != len(flagValue) {
 		t.Errorf("checked %d settings' defaults, want %d (one per flag listed)", checked, len(flagValue))
+	}
+}
+
+// TestRuntimeKeysMarkedInHelp: tockd -h marks each flag that is a runtime setting's
+// default with "runtime key NAME", and no flag names a key the registry lacks.
+func TestRuntimeKeysMarkedInHelp(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); read <- b }() // a usage past the pipe's buffer never blocks
+	stderr := os.Stderr
+	os.Stderr = w // parseConfig's flag set writes its usage there
+	_, perr := parseConfig([]string{"-h"}, env(nil))
+	os.Stderr = stderr
+	w.Close()
+	help := <-read
+	if !errors.Is(perr, flag.ErrHelp) || len(help) == 0 {
+		t.Fatalf("tockd -h: %v, with %d bytes of usage", perr, len(help))
+	}
+	// Each flag's usage is its "  -name type" line and the indented lines after it.
+	usage := map[string]string{}
+	name := ""
+	for _, line := range strings.Split(string(help), "\n") {
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			name = "-" + strings.Fields(f)[0]
+		}
+		usage[name] += line + " "
+	}
+	marked := 0
+	for _, sp := range settings.Specs() {
+		flagName, _, ok := strings.Cut(sp.Default, " (")
+		if !ok || !strings.HasPrefix(flagName, "-") {
+			continue
+		}
+		marked++
+		if !strings.Contains(strings.Join(strings.Fields(usage[flagName]), " "), "runtime key "+sp.Name) {
+			t.Errorf("tockd -h: %s is %s's default, but its usage does not say \"runtime key %s\": %q", flagName, sp.Name, sp.Name, usage[flagName])
+		}
+	}
+	if got := strings.Count(string(help), "runtime key "); got != marked {
+		t.Errorf("tockd -h marks %d runtime keys, the registry has %d flag defaults", got, marked)
 	}
 }
