@@ -117,7 +117,10 @@ func (n *Notifier) startHook(w Webhook, now time.Time) *hook {
 // the new one (same URL, Format and Secret) keeps its queue, bucket and sender; one
 // that is not stops taking alerts, but its sender still posts what it had queued
 // before the call: no alert in flight is lost, and each goes to the webhook it was
-// queued for. The swap is atomic with respect to Notify. Hooks are checked as
+// queued for. The swap is atomic with respect to Notify. A webhook added gets the
+// alerts given after the call only, and deduplication still counts what the old set
+// was sent: an alert firing at the change reaches a new webhook at its resolution, or
+// once DedupWindow has passed. Hooks are checked as
 // Options.Webhooks are (ErrInvalidOption, nothing changed); after Close it returns
 // ErrClosed. Cost: O(old + new webhooks) under the mutex, a goroutine per new webhook.
 func (n *Notifier) SetWebhooks(hooks ...Webhook) error {
