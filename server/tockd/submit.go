@@ -232,7 +232,10 @@ func (q *requests) submitTo(p *prepared) (task.Info, error) {
 		return *p.held, nil
 	}
 	if p.w.Durability != protocol.Durable {
-		return q.engine.Submit(p.t)
+		// p.t.Payload is p.w's, which the decoder made for this task alone (a decoded
+		// message shares no memory with its frame, protocol's doc), and nothing reads or
+		// writes p.w.Payload after this: the engine keeps it, not a second copy.
+		return q.engine.SubmitOwned(p.t)
 	}
 	return q.replica.dur.submit(p) // prepare refused a durable task without a replica
 }
