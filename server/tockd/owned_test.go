@@ -40,9 +40,7 @@ func TestSubmitHandsPayloadOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := protocol.NewDecoder(0)
-	d.Feed(frame)
-	m, err := d.Next()
+	m, err := protocol.Decode(frame[4:]) // the body, after the length prefix
 	if err != nil {
 		t.Fatal(err)
 	}
