@@ -54,13 +54,16 @@ const (
 	// append fields; 512 bytes of tracestate is what the W3C asks every vendor to pass on.
 	MaxTraceparentLen = 128
 	MaxTracestateLen  = 512
-	MaxTypes          = 1024   // task types in one SUBSCRIBE
-	MaxPageItems      = 10_000 // items in one TASK_PAGE or DLQ_PAGE
-	MaxStats          = 1024   // entries in each STATS_REPLY map
-	maxLeaderLen      = 256    // NOT_LEADER address
-	maxStateLen       = 16     // a state name
-	maxEnumLen        = 16     // kind, anchor, misfire, durability, role
-	maxPayload        = MaxFrameLimit
+	// MaxDependsOn bounds a task's "depends_on": the engine's own bound on a task's
+	// parents (task.MaxParents, 65,536); the frame (max_frame) bounds it too.
+	MaxDependsOn = task.MaxParents
+	MaxTypes     = 1024   // task types in one SUBSCRIBE
+	MaxPageItems = 10_000 // items in one TASK_PAGE or DLQ_PAGE
+	MaxStats     = 1024   // entries in each STATS_REPLY map
+	maxLeaderLen = 256    // NOT_LEADER address
+	maxStateLen  = 16     // a state name
+	maxEnumLen   = 16     // kind, anchor, misfire, durability, role
+	maxPayload   = MaxFrameLimit
 )
 
 // Task is a task on the wire: core/task.Task plus the durability class and the
@@ -88,6 +91,12 @@ type Task struct {
 	// a traceparent that does not parse, with its tracestate (ValidTraceparent).
 	Traceparent string
 	Tracestate  string
+	// DependsOn ("depends_on") and OnParentFailure ("on_parent_failure") are
+	// task.Deps: the IDs of the task's parents, in its namespace (1 to MaxDependsOn of
+	// them), and what a parent that ends DEAD or CANCELLED does to it. No parents means
+	// none, and then OnParentFailure must be the default (task.ParentCancel).
+	DependsOn       []string
+	OnParentFailure task.ParentPolicy
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -173,6 +182,7 @@ var (
 	kindNames    = task.KindNames()
 	anchorNames  = task.AnchorNames()
 	misfireNames = task.MisfireNames()
+	parentNames  = task.ParentPolicyNames()
 	durNames     = [...]string{Ephemeral: "ephemeral", Durable: "durable"}
 	roleNames    = [...]string{RoleClient: "client", RoleWorker: "worker"}
 )
@@ -280,7 +290,7 @@ func handTable[T any, P interface {
 
 var taskFields = handTable[Task](
 	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
-		"concurrency_key", "concurrency_limit", "traceparent", "tracestate"},
+		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -319,14 +329,24 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.Traceparent, err = d.r.str(MaxTraceparentLen)
 	case 15:
 		t.Tracestate, err = d.r.str(MaxTracestateLen)
+	case 16:
+		t.DependsOn, err = readEach(d, MaxDependsOn, taskIDs)
+	case 17:
+		t.OnParentFailure, err = enum[task.ParentPolicy](d, parentNames)
 	}
+	return err
+}
+
+// taskIDs reads one task ID of a "depends_on" (not interned: IDs rarely repeat).
+func taskIDs(d *dec, id *string) (err *Error) {
+	*id, err = d.str(task.MaxIDLen)
 	return err
 }
 
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
 		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
-		t.Traceparent != "", t.Tracestate != ""))
+		t.Traceparent != "", t.Tracestate != "", len(t.DependsOn) > 0, t.OnParentFailure != task.ParentCancel))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -370,6 +390,19 @@ func (t *Task) encode(c *enc) {
 	}
 	if t.Tracestate != "" {
 		c.kStr("tracestate", t.Tracestate)
+	}
+	if len(t.DependsOn) > 0 {
+		if len(t.DependsOn) > MaxDependsOn {
+			c.fail("depends_on", strconv.Itoa(len(t.DependsOn))+" elements exceed the limit of "+strconv.Itoa(MaxDependsOn))
+		}
+		c.str("depends_on")
+		c.arrayLen(len(t.DependsOn))
+		for _, id := range t.DependsOn {
+			c.str(id)
+		}
+	}
+	if t.OnParentFailure != task.ParentCancel {
+		putEnum(c, "on_parent_failure", parentNames, t.OnParentFailure)
 	}
 }
 
