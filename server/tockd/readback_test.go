@@ -141,7 +141,8 @@ func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 	w.Type, w.Durability, w.Partition, w.Exclusive = "fail", protocol.Ephemeral, 0, false
 	w.Retry = protocol.Retry{MaxAttempts: 40, InitialBackoff: 1, MaxBackoff: 1}
 	w.Timeout = 0
-	if r, ok := c.call(&protocol.Submit{ID: 2, Task: w}).(*protocol.TaskStatus); !ok {
+	w.ConcurrencyLimit = task.MaxConcurrencyLimit // fullTask's is past the limit: a reply-size bound, not a valid submit
+	if r := c.call(&protocol.Submit{ID: 2, Task: w}); r.Type() != protocol.TypeTaskStatus {
 		t.Fatalf("SUBMIT answered %v %+v", r.Type(), r)
 	}
 	ok := c.call(&protocol.Submit{ID: 3, Task: wireTask("fits", 1<<40)})
