@@ -52,10 +52,6 @@ func (q *requests) prepare(w *protocol.Task) prepared {
 		return p
 	}
 	p.key = taskKey{p.t.Namespace, p.t.ID}
-	if w.Durability == protocol.Durable && len(w.DependsOn) > 0 {
-		p.err = errDurableWorkflow("depends_on") // workflow.go
-		return p
-	}
 	if w.Durability != protocol.Durable {
 		if q.replica != nil && q.replica.dur.held(p.key) {
 			p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",

@@ -15,9 +15,16 @@ import (
 // A batch without edges keeps its per-task results (requests.submitBatch), and a SUBMIT
 // with parents is the engine's batch of one.
 //
-// Durable workflows are not supported yet: a durable task with parents, or a workflow
-// with a durable task, is INVALID_TASK (field "depends_on", "durability"), since its
-// record carries no edges a next leader could load.
+// Durable: a durable task with parents is recorded with them (its record is its wire
+// task, depends_on included), so a takeover re-creates the edges: it loads the records
+// of tasks with parents after every other one, in one SubmitBatch (loadWorkflow), and a
+// parent with no record left counts as done (its end was confirmed: a durable task's
+// record is deleted, fenced, when it ends). A parent that ended DEAD or CANCELLED had
+// its ParentCancel children cancelled, their records deleted after its own; a takeover
+// between those deletes runs such a child (the parent's end and the child's are not yet
+// one fenced write). A SUBMIT_BATCH workflow holding a durable task is INVALID_TASK
+// (field "durability") for now: durable tasks with parents are submitted one SUBMIT
+// each, parents first.
 
 // isWorkflow reports whether any task of ws names parents. O(len(ws)).
 func isWorkflow(ws []protocol.Task) bool {
@@ -92,4 +99,72 @@ func refuseWorkflow(id uint64, res []protocol.ItemResult, at int, perr *protocol
 		}
 	}
 	return &protocol.BatchResult{ID: id, Results: res}
+}
+
+// workflowLoad is a takeover's durable workflow members (records of tasks with parents),
+// claimed, on their way into the engine as one batch (loadWorkflow) once every other
+// record is in, so that the order records load in does not matter.
+type workflowLoad struct {
+	tasks   []task.Task
+	keys    []taskKey
+	entries []durEntry
+}
+
+func (wf *workflowLoad) add(t task.Task, k taskKey, e durEntry) {
+	wf.tasks = append(wf.tasks, t)
+	wf.keys = append(wf.keys, k)
+	wf.entries = append(wf.entries, e)
+}
+
+// loadWorkflow submits wf's tasks to the engine in one SubmitBatch and returns how many
+// were not loaded (logged; their records stay in etcd). A parent that is neither in wf
+// nor in the engine has no record left: its end was confirmed (a durable task's record
+// is deleted, fenced, once it ends), so it counts as done and leaves the child's list;
+// a parent the engine holds, loaded from its record or finished here, counts as the
+// engine has it. The engine dispatches nothing of the term yet (a takeover's load comes
+// first), so no parent ends in between. Cost: one engine Get per parent named outside
+// wf, and the engine's O(tasks + edges).
+func (d *durability) loadWorkflow(wf *workflowLoad) int {
+	if len(wf.tasks) == 0 {
+		return 0
+	}
+	in := make(map[taskKey]bool, len(wf.keys))
+	for _, k := range wf.keys {
+		in[k] = true
+	}
+	gone := 0
+	for i := range wf.tasks {
+		t := &wf.tasks[i]
+		on := make([]string, 0, len(t.DependsOn.On))
+		for _, p := range t.DependsOn.On {
+			if _, err := d.engine.Get(t.Namespace, p); err == nil || in[taskKey{t.Namespace, p}] {
+				on = append(on, p)
+			}
+		}
+		gone += len(t.DependsOn.On) - len(on)
+		if len(on) == 0 {
+			t.DependsOn = nil
+		} else if len(on) < len(t.DependsOn.On) {
+			t.DependsOn = &task.Deps{On: on, OnParentFailure: t.DependsOn.OnParentFailure}
+		}
+	}
+	infos, err := d.engine.SubmitBatch(wf.tasks)
+	if err != nil {
+		d.log.Error("tockd: durable workflow not loaded", "tasks", len(wf.tasks), "err", err)
+		d.releaseWorkflow(wf)
+		return len(wf.tasks)
+	}
+	for _, info := range infos {
+		d.progress.noteArmed(info)
+	}
+	d.log.Info("tockd: durable workflow members loaded", "tasks", len(wf.tasks), "parents_ended", gone)
+	return 0
+}
+
+// releaseWorkflow undoes wf's claims (its tasks did not enter the engine).
+func (d *durability) releaseWorkflow(wf *workflowLoad) {
+	for i, k := range wf.keys {
+		d.release(k, wf.entries[i])
+	}
+	*wf = workflowLoad{}
 }

@@ -98,3 +98,60 @@ func TestWorkflowBadTaskRefusesTheRest(t *testing.T) {
 	}
 	c.wantNotFound(5, "p", "q")
 }
+
+// durableChild is durableTask(id, 0) of type "w" depending on parents.
+func durableChild(id string, parents ...string) protocol.Task {
+	w := durableTask(id, 0)
+	w.Type, w.DependsOn = "w", parents
+	return w
+}
+
+// A durable diamond survives its leader resigning between the root's end and its
+// children's runs: the next leader loads the children from their records, counts the
+// root (whose record went with its confirmed ACK) as done, and runs b and c once each,
+// then d, once, after both.
+func TestDurableWorkflowSurvivesAStepDown(t *testing.T) {
+	n := startTwoNodes(t, Options{})
+	c := connect(t, n.leader.addr)
+	root := durableTask("a", 0)
+	root.Type = "root"
+	submit(t, c, 2, root)
+	for i, w := range []protocol.Task{durableChild("b", "a"), durableChild("c", "a"), durableChild("d", "c", "b")} {
+		submit(t, c, uint64(3+i), w)
+	}
+	firstEpoch := n.leader.srv.Stats().Epoch
+	rw := connectWorker(t, n.leader.addr, 1, "root")
+	if f := rw.fire(); f.TaskID != "a" {
+		t.Fatalf("FIRE %s, want the root a", f.TaskID)
+	} else {
+		wantOK(t, rw.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch})) // once a's record is deleted
+	}
+	// b and c are released; no worker of their type is here, so none runs.
+	c.waitState(6, "d", task.Waiting)
+	if ids := storedIDs(t, n.st2); ids["default/a"] || !ids["default/b"] || !ids["default/c"] || !ids["default/d"] || len(ids) != 3 {
+		t.Fatalf("records before the step-down: %v, want b, c, d", ids)
+	}
+
+	n.leader.stop(t) // resigns: the follower takes over
+	waitLeading(t, n.follower, "the follower never took over")
+	fc := connect(t, n.fd.addr)
+	if in := fc.waitState(2, "d", task.Waiting); !reflect.DeepEqual(in.Task.DependsOn, []string{"c", "b"}) {
+		t.Fatalf("d at the new leader depends on %q, want [c b]", in.Task.DependsOn)
+	}
+	w := connectWorker(t, n.fd.addr, 3, "w")
+	first, second := w.fire(), w.fire()
+	if got := map[string]bool{first.TaskID: true, second.TaskID: true}; !got["b"] || !got["c"] || first.Epoch <= firstEpoch {
+		t.Fatalf("first FIREs at the new leader: %s, %s at epoch %d; want b and c above epoch %d", first.TaskID, second.TaskID, first.Epoch, firstEpoch)
+	}
+	fc.waitState(3, "d", task.Waiting) // its parents have not ended: not run early
+	wantOK(t, w.req(&protocol.Ack{RunID: first.RunID, Epoch: first.Epoch}))
+	wantOK(t, w.req(&protocol.Ack{RunID: second.RunID, Epoch: second.Epoch}))
+	last := w.fire()
+	if last.TaskID != "d" {
+		t.Fatalf("third FIRE %s, want d", last.TaskID)
+	}
+	wantOK(t, w.req(&protocol.Ack{RunID: last.RunID, Epoch: last.Epoch}))
+	if ids := storedIDs(t, n.st2); len(ids) != 0 {
+		t.Fatalf("records after every ACK: %v, want none", ids)
+	}
+}
