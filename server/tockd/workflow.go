@@ -1,11 +1,14 @@
 package tockd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // Workflows. A SUBMIT_BATCH in which any task names parents ("depends_on") is a
@@ -22,9 +25,9 @@ import (
 // record is deleted, fenced, when it ends). A parent that ended DEAD or CANCELLED had
 // its ParentCancel children cancelled, their records deleted after its own; a takeover
 // between those deletes runs such a child (the parent's end and the child's are not yet
-// one fenced write). A SUBMIT_BATCH workflow holding a durable task is INVALID_TASK
-// (field "durability") for now: durable tasks with parents are submitted one SUBMIT
-// each, parents first.
+// one fenced write). A workflow's tasks share one durability: a durable SUBMIT_BATCH
+// workflow writes every record before any task enters the engine, and is refused, its
+// records deleted, if any write or the engine refuses (durability.submitWorkflow).
 
 // isWorkflow reports whether any task of ws names parents. O(len(ws)).
 func isWorkflow(ws []protocol.Task) bool {
@@ -34,12 +37,6 @@ func isWorkflow(ws []protocol.Task) bool {
 		}
 	}
 	return false
-}
-
-// errDurableWorkflow refuses a durable task in a workflow (see above).
-func errDurableWorkflow(field string) *protocol.Error {
-	return &protocol.Error{Code: protocol.CodeInvalidTask, Field: field,
-		Message: "durable workflows are not supported yet: submit a workflow's tasks as ephemeral"}
 }
 
 // submitWorkflow answers a SUBMIT_BATCH that is a workflow: one result per task, in
@@ -52,21 +49,42 @@ func (q *requests) submitWorkflow(id uint64, ws []protocol.Task) (protocol.Messa
 	}
 	ts := make([]task.Task, len(ws))
 	ps := make([]prepared, len(ws))
+	durable := ws[0].Durability == protocol.Durable
+	held := 0
 	for i := range ws {
-		if ws[i].Durability == protocol.Durable {
-			return refuseWorkflow(id, res, i, errDurableWorkflow("durability")), false
+		if (ws[i].Durability == protocol.Durable) != durable {
+			q.unclaim(ps[:i])
+			return refuseWorkflow(id, res, i, &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
+				Message: fmt.Sprintf("a workflow's tasks share one durability (tasks[0] is %v)", ws[0].Durability)}), false
 		}
 		ps[i] = q.prepare(&ws[i])
 		if err := ps[i].err; err != nil {
-			var perr *protocol.Error
-			if !errors.As(err, &perr) {
-				perr = mapEngineError(err, "")
-			}
-			return refuseWorkflow(id, res, i, perr), false
+			q.unclaim(ps[:i])
+			return refuseWorkflow(id, res, i, asProtocolError(err)), false
+		}
+		if ps[i].held != nil {
+			held++
 		}
 		ts[i] = ps[i].t
 	}
-	infos, err := q.engine.SubmitBatch(ts)
+	var infos []task.Info
+	var err error
+	switch {
+	case held == len(ps): // a retry of a durable workflow accepted before: as it is held
+		infos = make([]task.Info, len(ps))
+		for i := range ps {
+			infos[i] = *ps[i].held
+		}
+	case held > 0:
+		i := slices.IndexFunc(ps, func(p prepared) bool { return p.held != nil })
+		q.unclaim(ps)
+		return refuseWorkflow(id, res, i, &protocol.Error{Code: protocol.CodeExists,
+			Message: fmt.Sprintf("task %s/%s is held already, as part of another workflow", ps[i].key.ns, ps[i].key.id)}), false
+	case durable:
+		infos, err = q.replica.dur.submitWorkflow(ps, ts) // prepare refused durable tasks without a replica
+	default:
+		infos, err = q.engine.SubmitBatch(ts)
+	}
 	for i := range ps {
 		q.spans.submitted(&ps[i].t, ps[i].start, err)
 	}
@@ -74,13 +92,113 @@ func (q *requests) submitWorkflow(id uint64, ws []protocol.Task) (protocol.Messa
 		if errors.Is(err, task.ErrClosed) {
 			return engineError(id, err, "")
 		}
-		return refuseWorkflow(id, res, -1, mapEngineError(err, "")), false
+		var at workflowAt
+		if errors.As(err, &at) {
+			return refuseWorkflow(id, res, at.i, asProtocolError(at.err)), false
+		}
+		return refuseWorkflow(id, res, -1, asProtocolError(err)), false
 	}
 	for i, in := range infos {
 		r := &res[i]
 		r.Namespace, r.State, r.NextRun, r.Version = in.Task.Namespace, in.State, nextRun(in), in.Task.Version
 	}
 	return &protocol.BatchResult{ID: id, Results: res}, false
+}
+
+// asProtocolError is err as a *protocol.Error: itself, or the engine's mapped.
+func asProtocolError(err error) *protocol.Error {
+	var perr *protocol.Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	return mapEngineError(err, "")
+}
+
+// workflowAt is the refusal of a workflow at its task i (its record's write failed).
+type workflowAt struct {
+	i   int
+	err error
+}
+
+func (w workflowAt) Error() string { return fmt.Sprintf("tasks[%d]: %v", w.i, w.err) }
+
+// unclaim releases the claims of ps's durable tasks (prepared, and then not submitted).
+func (q *requests) unclaim(ps []prepared) {
+	for i := range ps {
+		if p := &ps[i]; p.err == nil && p.held == nil && p.w.Durability == protocol.Durable {
+			q.replica.dur.releaseClaim(p)
+		}
+	}
+}
+
+// submitWorkflow is submitWorkflow's durable path: every record is written (one shared
+// transaction per store.Options.MaxTxnOps, commit.go) before the tasks enter the engine
+// as one, under the term that claimed them. A failed write refuses the workflow
+// (workflowAt names the task) and a refusal of the engine does too, and either deletes
+// the records written, fenced by their term (a delete that fails is UNCERTAIN: the next
+// leader may run them). A term that ended after the writes leaves the workflow to the
+// next leader, which loads it (loadWorkflow): it is answered as accepted.
+func (d *durability) submitWorkflow(ps []prepared, ts []task.Task) ([]task.Info, error) {
+	d.writeRecords(ps)
+	for i := range ps {
+		if err := ps[i].err; err != nil {
+			return nil, d.undoWorkflow(ps, workflowAt{i, err})
+		}
+	}
+	term := ps[0].term // writeRecords fenced every other term
+	d.term.RLock()     // dropDurable waits: the workflow enters the engine before it drops it
+	if d.lead.fence.Load() != term {
+		d.term.RUnlock()
+		infos := make([]task.Info, len(ts))
+		for i, t := range ts {
+			infos[i] = task.Info{Task: t, State: task.Pending}
+			if t.DependsOn != nil {
+				infos[i].State = task.Waiting
+			}
+		}
+		return infos, nil
+	}
+	infos, err := d.engine.SubmitBatch(ts)
+	d.term.RUnlock()
+	if err != nil {
+		return nil, d.undoWorkflow(ps, err)
+	}
+	for _, in := range infos {
+		d.progress.noteArmed(in)
+	}
+	return infos, nil
+}
+
+// undoWorkflow deletes the records of ps that were written and releases their claims,
+// and returns why (or UNCERTAIN, if the delete failed).
+func (d *durability) undoWorkflow(ps []prepared, why error) error {
+	var written []store.Versioned
+	var term *store.Fence
+	for i := range ps {
+		p := &ps[i]
+		if p.err != nil { // writeRecords released its claim
+			continue
+		}
+		written = append(written, store.Versioned{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version})
+		term = p.term
+		d.releaseClaim(p)
+	}
+	if len(written) == 0 {
+		return why
+	}
+	derr := store.ErrFenced
+	if d.lead.fence.Load() == term {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		derr = d.st.Records().DeleteBatchFenced(ctx, *term, written)
+		cancel()
+		d.lead.fencedOut(*term, derr)
+	}
+	if derr == nil {
+		return why
+	}
+	d.log.Error("tockd: records of a refused durable workflow NOT deleted", "tasks", len(written), "err", derr)
+	return &protocol.Error{Code: protocol.CodeUncertain, Message: fmt.Sprintf(
+		"workflow refused (%v), but its records could not be deleted (%v): the next leader may run them; resubmitting the same workflow is safe", why, derr)}
 }
 
 // refuseWorkflow answers a refused workflow: the task at index at gets perr as it is,

@@ -89,14 +89,53 @@ func TestWorkflowBadTaskRefusesTheRest(t *testing.T) {
 		}
 	}
 	c.wantNotFound(3, "a", "b", "c")
-	// A durable task in a workflow is refused (durable workflows are not supported yet).
+	// Durable tasks need a server with etcd: refused whole here too.
 	dur := wireTask("p", 0)
 	dur.Durability = protocol.Durable
-	res = c.batch(4, dur, child("q", "p"))
-	if r := res[0]; r.Code != protocol.CodeInvalidTask || r.Field != "durability" {
+	res = c.batch(4, child("q", "p"), dur)
+	if r := res[1]; r.Code != protocol.CodeInvalidTask || r.Field != "durability" {
 		t.Fatalf("durable parent: %+v, want INVALID_TASK field durability", r)
 	}
 	c.wantNotFound(5, "p", "q")
+}
+
+// A durable workflow refused (a cycle; a task of the other durability) leaves no record
+// and no claim: the same IDs are accepted afterwards.
+func TestDurableWorkflowRefusedLeavesNoRecord(t *testing.T) {
+	st, ts := startLeader(t)
+	c := connect(t, ts.addr)
+	res := c.batch(2, durableTask("r", time.Hour), durableChild("x", "r", "y"), durableChild("y", "x"))
+	for i, r := range res {
+		if r.Code != protocol.CodeInvalidTask || r.Field != "depends_on" || !strings.Contains(r.Message, "x -> y -> x") {
+			t.Fatalf("cycle, result %d: %+v", i, r)
+		}
+	}
+	mixed := c.batch(3, durableTask("r", time.Hour), child("x", "r"))
+	if r := mixed[1]; r.Code != protocol.CodeInvalidTask || r.Field != "durability" {
+		t.Fatalf("mixed durability, result 1: %+v, want INVALID_TASK field durability", r)
+	}
+	c.wantNotFound(4, "r", "x", "y")
+	if ids := storedIDs(t, st); len(ids) != 0 {
+		t.Fatalf("records after the refusals: %v, want none", ids)
+	}
+	for i, r := range c.batch(5, durableTask("r", time.Hour), durableChild("x", "r")) {
+		if r.Code != 0 {
+			t.Fatalf("the same IDs afterwards, result %d: %+v", i, r)
+		}
+	}
+	if ids := storedIDs(t, st); !ids["default/r"] || !ids["default/x"] || len(ids) != 2 {
+		t.Fatalf("records after the accepted workflow: %v, want r and x", ids)
+	}
+	// Resubmitted whole as recorded (an answer lost): answered as held; in part, EXISTS.
+	for i, r := range c.batch(6, durableTask("r", time.Hour), durableChild("x", "r")) {
+		if want := []task.State{task.Pending, task.Waiting}[i]; r.Code != 0 || r.State != want {
+			t.Fatalf("the workflow again, result %d: %+v, want %v", i, r, want)
+		}
+	}
+	if r := c.batch(7, durableChild("x", "r"), durableChild("z", "x"))[0]; r.Code != protocol.CodeExists {
+		t.Fatalf("a held task in a new workflow: %+v, want EXISTS", r)
+	}
+	c.wantNotFound(8, "z")
 }
 
 // durableChild is durableTask(id, 0) of type "w" depending on parents.
@@ -111,13 +150,27 @@ func durableChild(id string, parents ...string) protocol.Task {
 // root (whose record went with its confirmed ACK) as done, and runs b and c once each,
 // then d, once, after both.
 func TestDurableWorkflowSurvivesAStepDown(t *testing.T) {
+	for _, how := range []string{"submits", "batch"} {
+		t.Run(how, func(t *testing.T) { durableDiamondStepDown(t, how == "batch") })
+	}
+}
+
+func durableDiamondStepDown(t *testing.T, batch bool) {
 	n := startTwoNodes(t, Options{})
 	c := connect(t, n.leader.addr)
 	root := durableTask("a", 0)
 	root.Type = "root"
-	submit(t, c, 2, root)
-	for i, w := range []protocol.Task{durableChild("b", "a"), durableChild("c", "a"), durableChild("d", "c", "b")} {
-		submit(t, c, uint64(3+i), w)
+	ws := []protocol.Task{durableChild("d", "c", "b"), durableChild("b", "a"), root, durableChild("c", "a")}
+	if batch {
+		for i, r := range c.batch(2, ws...) {
+			if r.Code != 0 || r.Durability != protocol.Durable {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+		}
+	} else {
+		for i, w := range []protocol.Task{ws[2], ws[1], ws[3], ws[0]} { // parents first
+			submit(t, c, uint64(2+i), w)
+		}
 	}
 	firstEpoch := n.leader.srv.Stats().Epoch
 	rw := connectWorker(t, n.leader.addr, 1, "root")
