@@ -55,13 +55,9 @@ func ToTask(w *Task) (task.Task, error) {
 		return task.Task{}, invalid("concurrency_limit", "%d outside [0, %d]", w.ConcurrencyLimit, task.MaxConcurrencyLimit)
 	case w.ConcurrencyLimit != 0 && w.ConcurrencyKey == "":
 		return task.Task{}, invalid("concurrency_limit", "set without a concurrency_key")
-	case w.OnParentFailure != task.ParentCancel && w.OnParentFailure != task.ParentRunAnyway:
-		return task.Task{}, bad("on_parent_failure", "must be %q or %q", parentNames[task.ParentCancel], parentNames[task.ParentRunAnyway])
-	case w.OnParentFailure != task.ParentCancel && len(w.DependsOn) == 0:
-		return task.Task{}, invalid("on_parent_failure", "set without depends_on")
 	}
 	var deps *task.Deps
-	if len(w.DependsOn) > 0 {
+	if w.DependsOn != nil {
 		var err error
 		if deps, err = toDeps(w); err != nil {
 			return task.Task{}, err
@@ -104,12 +100,20 @@ func ToTask(w *Task) (task.Task, error) {
 	}, nil
 }
 
-// toDeps converts and checks w's parents (w has some), as the engine checks them
-// without its state: the field names the bad element ("depends_on[2]"). A cycle longer
-// than the task itself, a missing or recurring parent are the engine's to find (at
-// submit; tockd names the field "depends_on"). O(parents).
+// toDeps converts and checks w's parents (w.DependsOn is set), as the engine checks
+// them without its state: the field names the bad element ("depends_on[2]"); nil for
+// none. A cycle longer than the task itself, a missing or recurring parent are the
+// engine's to find (at submit; tockd names the field "depends_on"). O(parents).
 func toDeps(w *Task) (*task.Deps, error) {
-	on := w.DependsOn
+	on, policy := w.DependsOn.On, w.DependsOn.OnParentFailure
+	switch {
+	case policy != task.ParentCancel && policy != task.ParentRunAnyway:
+		return nil, newError(CodeBadField, "on_parent_failure", fmt.Sprintf("must be %q or %q", parentNames[task.ParentCancel], parentNames[task.ParentRunAnyway]))
+	case policy != task.ParentCancel && len(on) == 0:
+		return nil, newError(CodeInvalidTask, "on_parent_failure", "set without depends_on")
+	case len(on) == 0:
+		return nil, nil
+	}
 	if len(on) > MaxDependsOn {
 		return nil, newError(CodeBadField, "depends_on", fmt.Sprintf("%d parents exceed the limit of %d", len(on), MaxDependsOn))
 	}
@@ -138,7 +142,7 @@ func toDeps(w *Task) (*task.Deps, error) {
 			return nil, newError(CodeInvalidTask, field, fmt.Sprintf("parent %q named twice", p))
 		}
 	}
-	return &task.Deps{On: on, OnParentFailure: w.OnParentFailure}, nil
+	return &task.Deps{On: on, OnParentFailure: policy}, nil
 }
 
 func toSchedule(w *Schedule) (task.Schedule, error) {
@@ -313,9 +317,7 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 	if tr := t.Trace; tr != nil {
 		w.Traceparent, w.Tracestate = tr.Parent, tr.State
 	}
-	if d := t.DependsOn; d != nil {
-		w.DependsOn, w.OnParentFailure = d.On, d.OnParentFailure
-	}
+	w.DependsOn = t.DependsOn
 	s := t.Schedule
 	w.Schedule = Schedule{Kind: s.Kind}
 	switch s.Kind {

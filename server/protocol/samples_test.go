@@ -29,7 +29,7 @@ func samples() []Message {
 	every := Task{ID: "t2", Type: "poll", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Minute), Anchor: task.FixedDelay}, Durability: Ephemeral}
 	at := Task{ID: "t3", Type: "poll", Schedule: Schedule{Kind: task.KindAt, At: 1_767_225_600_000_000_000}, Durability: Durable}
 	child := Task{ID: "t4", Type: "report", Schedule: Schedule{Kind: task.KindAfter, Delay: 1}, Durability: Ephemeral,
-		DependsOn: []string{"t1", "t3"}, OnParentFailure: task.ParentRunAnyway}
+		DependsOn: &task.Deps{On: []string{"t1", "t3"}, OnParentFailure: task.ParentRunAnyway}}
 	hist := []AttemptRecord{{Attempt: 1, Start: 100, End: 200, Err: "boom"}, {Attempt: 2, Start: 300}}
 	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
 	return []Message{

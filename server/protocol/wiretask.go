@@ -70,18 +70,19 @@ const (
 // partition. Times are Unix nanoseconds, durations nanoseconds. ToTask turns it into
 // the engine's Task, checking what the engine checks; FromTask goes the other way.
 type Task struct {
-	Namespace  string // "ns"; empty means task.DefaultNamespace
-	ID         string // "tid"
-	Type       string // "type"
-	Payload    []byte // "payload"; empty is nil
-	Schedule   Schedule
-	Retry      Retry
-	Timeout    int64 // "timeout_ns"
+	Namespace string // "ns"; empty means task.DefaultNamespace
+	ID        string // "tid"
+	Type      string // "type"
+	Payload   []byte // "payload"; empty is nil
+	Schedule  Schedule
+	Retry     Retry
+	Timeout   int64 // "timeout_ns"
+	Version   uint64
+	Partition uint64 // reserved for the cluster; must be 0 for now
+	// The one-byte fields share one word (a decoded batch holds a Task per task).
 	Misfire    task.MisfirePolicy
-	Version    uint64
 	Durability Durability
-	Partition  uint64 // reserved for the cluster; must be 0 for now
-	Exclusive  bool   // "exclusive": no two runs overlap, even across a failover
+	Exclusive  bool // "exclusive": no two runs overlap, even across a failover
 	// ConcurrencyKey ("concurrency_key") and ConcurrencyLimit ("concurrency_limit") are
 	// task.Concurrency: at most the key's limit of runs at once; no key means none.
 	ConcurrencyKey   string
@@ -91,12 +92,29 @@ type Task struct {
 	// a traceparent that does not parse, with its tracestate (ValidTraceparent).
 	Traceparent string
 	Tracestate  string
-	// DependsOn ("depends_on") and OnParentFailure ("on_parent_failure") are
-	// task.Deps: the IDs of the task's parents, in its namespace (1 to MaxDependsOn of
-	// them), and what a parent that ends DEAD or CANCELLED does to it. No parents means
-	// none, and then OnParentFailure must be the default (task.ParentCancel).
-	DependsOn       []string
-	OnParentFailure task.ParentPolicy
+	// DependsOn, if set, is the task's parents: its On is "depends_on", the IDs of the
+	// task's parents in its namespace (1 to MaxDependsOn of them), and its
+	// OnParentFailure "on_parent_failure", what a parent that ends DEAD or CANCELLED
+	// does to it. Nil, or no IDs, means none, and then OnParentFailure must be the
+	// default (task.ParentCancel). One pointer, so that a task without parents carries
+	// 8 B for it; FromTask shares the engine's (read-only) value.
+	DependsOn *task.Deps
+}
+
+// Parents returns the IDs of t's parents (DependsOn.On), nil for none.
+func (t *Task) Parents() []string {
+	if t.DependsOn == nil {
+		return nil
+	}
+	return t.DependsOn.On
+}
+
+// deps returns t.DependsOn, made on first use (decoding).
+func (t *Task) deps() *task.Deps {
+	if t.DependsOn == nil {
+		t.DependsOn = &task.Deps{}
+	}
+	return t.DependsOn
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -330,9 +348,9 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 	case 15:
 		t.Tracestate, err = d.r.str(MaxTracestateLen)
 	case 16:
-		t.DependsOn, err = readEach(d, MaxDependsOn, taskIDs)
+		t.deps().On, err = readEach(d, MaxDependsOn, taskIDs)
 	case 17:
-		t.OnParentFailure, err = enum[task.ParentPolicy](d, parentNames)
+		t.deps().OnParentFailure, err = enum[task.ParentPolicy](d, parentNames)
 	}
 	return err
 }
@@ -346,7 +364,7 @@ func taskIDs(d *dec, id *string) (err *Error) {
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
 		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
-		t.Traceparent != "", t.Tracestate != "", len(t.DependsOn) > 0, t.OnParentFailure != task.ParentCancel))
+		t.Traceparent != "", t.Tracestate != "", len(t.Parents()) > 0, t.DependsOn != nil && t.DependsOn.OnParentFailure != task.ParentCancel))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -391,18 +409,20 @@ func (t *Task) encode(c *enc) {
 	if t.Tracestate != "" {
 		c.kStr("tracestate", t.Tracestate)
 	}
-	if len(t.DependsOn) > 0 {
-		if len(t.DependsOn) > MaxDependsOn {
-			c.fail("depends_on", strconv.Itoa(len(t.DependsOn))+" elements exceed the limit of "+strconv.Itoa(MaxDependsOn))
+	if d := t.DependsOn; d != nil {
+		if len(d.On) > 0 {
+			if len(d.On) > MaxDependsOn {
+				c.fail("depends_on", strconv.Itoa(len(d.On))+" elements exceed the limit of "+strconv.Itoa(MaxDependsOn))
+			}
+			c.str("depends_on")
+			c.arrayLen(len(d.On))
+			for _, id := range d.On {
+				c.str(id)
+			}
 		}
-		c.str("depends_on")
-		c.arrayLen(len(t.DependsOn))
-		for _, id := range t.DependsOn {
-			c.str(id)
+		if d.OnParentFailure != task.ParentCancel {
+			putEnum(c, "on_parent_failure", parentNames, d.OnParentFailure)
 		}
-	}
-	if t.OnParentFailure != task.ParentCancel {
-		putEnum(c, "on_parent_failure", parentNames, t.OnParentFailure)
 	}
 }
 

@@ -549,7 +549,7 @@ func decodeTask(body []byte) (protocol.Task, error) {
 // makes anew.
 func storedForm(w *protocol.Task, now time.Time) protocol.Task {
 	r := *w
-	if r.Schedule.Kind == task.KindAfter && len(r.DependsOn) == 0 {
+	if r.Schedule.Kind == task.KindAfter && len(r.Parents()) == 0 {
 		at, ok := protocol.UnixNano(now.Add(time.Duration(r.Schedule.Delay)))
 		if ok {
 			r.Schedule = protocol.Schedule{Kind: task.KindAt, At: at}

@@ -32,7 +32,7 @@ import (
 // isWorkflow reports whether any task of ws names parents. O(len(ws)).
 func isWorkflow(ws []protocol.Task) bool {
 	for i := range ws {
-		if len(ws[i].DependsOn) > 0 {
+		if len(ws[i].Parents()) > 0 {
 			return true
 		}
 	}

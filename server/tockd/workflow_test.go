@@ -13,7 +13,7 @@ import (
 // child returns wireTask(id, 0) depending on parents.
 func child(id string, parents ...string) protocol.Task {
 	w := wireTask(id, 0)
-	w.DependsOn = parents
+	w.DependsOn = &task.Deps{On: parents}
 	return w
 }
 
@@ -41,7 +41,7 @@ func TestWorkflowBatchAccepted(t *testing.T) {
 	// The child comes first: a parent may be anywhere in the batch. "b" is held an hour,
 	// so "d" stays WAITING while the test looks.
 	d := child("d", "a", "b")
-	d.OnParentFailure = task.ParentRunAnyway
+	d.DependsOn.OnParentFailure = task.ParentRunAnyway
 	res := c.batch(2, d, wireTask("a", time.Hour), wireTask("b", time.Hour))
 	for i, want := range []task.State{task.Waiting, task.Pending, task.Pending} {
 		if r := res[i]; r.Code != 0 || r.State != want {
@@ -49,8 +49,8 @@ func TestWorkflowBatchAccepted(t *testing.T) {
 		}
 	}
 	info := c.waitState(3, "d", task.Waiting)
-	if !reflect.DeepEqual(info.Task.DependsOn, []string{"a", "b"}) || info.Task.OnParentFailure != task.ParentRunAnyway {
-		t.Fatalf("GET d: depends_on %q on_parent_failure %v, want [a b] run", info.Task.DependsOn, info.Task.OnParentFailure)
+	if got := info.Task.DependsOn; !reflect.DeepEqual(got, &task.Deps{On: []string{"a", "b"}, OnParentFailure: task.ParentRunAnyway}) {
+		t.Fatalf("GET d: depends_on %+v, want [a b] and run", got)
 	}
 	// A SUBMIT with parents is a workflow of one; its missing parent names the field.
 	wantError(t, c.call(&protocol.Submit{ID: 4, Task: child("e", "d", "nope")}), protocol.CodeInvalidTask, "task.depends_on")
@@ -141,7 +141,7 @@ func TestDurableWorkflowRefusedLeavesNoRecord(t *testing.T) {
 // durableChild is durableTask(id, 0) of type "w" depending on parents.
 func durableChild(id string, parents ...string) protocol.Task {
 	w := durableTask(id, 0)
-	w.Type, w.DependsOn = "w", parents
+	w.Type, w.DependsOn = "w", &task.Deps{On: parents}
 	return w
 }
 
@@ -188,8 +188,8 @@ func durableDiamondStepDown(t *testing.T, batch bool) {
 	n.leader.stop(t) // resigns: the follower takes over
 	waitLeading(t, n.follower, "the follower never took over")
 	fc := connect(t, n.fd.addr)
-	if in := fc.waitState(2, "d", task.Waiting); !reflect.DeepEqual(in.Task.DependsOn, []string{"c", "b"}) {
-		t.Fatalf("d at the new leader depends on %q, want [c b]", in.Task.DependsOn)
+	if in := fc.waitState(2, "d", task.Waiting); !reflect.DeepEqual(in.Task.Parents(), []string{"c", "b"}) {
+		t.Fatalf("d at the new leader depends on %q, want [c b]", in.Task.Parents())
 	}
 	w := connectWorker(t, n.fd.addr, 3, "w")
 	first, second := w.fire(), w.fire()

@@ -83,8 +83,8 @@ func workflowOf(ctx context.Context, e *env, id string) ([]dagNode, error) {
 				continue
 			}
 			state[in.Task.ID] = in.State.String()
-			parents[in.Task.ID] = in.Task.DependsOn
-			for _, p := range in.Task.DependsOn {
+			parents[in.Task.ID] = in.Task.Parents()
+			for _, p := range in.Task.Parents() {
 				children[p] = append(children[p], in.Task.ID)
 			}
 		}

@@ -235,16 +235,16 @@ func taskJSON(t protocol.Task) taskOut {
 			Multiplier: r.Multiplier, Jitter: r.Jitter, MaxRetry: durOrEmpty(r.MaxRetry)},
 		Timeout: durOrEmpty(t.Timeout), Misfire: t.Misfire.String(), Version: t.Version, Durability: t.Durability.String(),
 		ConcKey: t.ConcurrencyKey, ConcLimit: t.ConcurrencyLimit,
-		DependsOn: t.DependsOn, OnParent: onParent(t),
+		DependsOn: t.Parents(), OnParent: onParent(t),
 	}
 }
 
 // onParent is t's on_parent_failure, "" for a task without parents.
 func onParent(t protocol.Task) string {
-	if len(t.DependsOn) == 0 {
+	if len(t.Parents()) == 0 {
 		return ""
 	}
-	return t.OnParentFailure.String()
+	return t.DependsOn.OnParentFailure.String()
 }
 
 func attemptsJSON(as []protocol.AttemptRecord) []attemptOut {
@@ -326,9 +326,9 @@ func printInfo(w io.Writer, in protocol.Info) {
 		}
 		row("concurrency", "key "+cell(t.ConcurrencyKey)+", limit "+limit)
 	}
-	if len(t.DependsOn) > 0 {
-		ids := make([]string, len(t.DependsOn))
-		for i, id := range t.DependsOn {
+	if on := t.Parents(); len(on) > 0 {
+		ids := make([]string, len(on))
+		for i, id := range on {
 			ids[i] = cell(id)
 		}
 		row("depends on", strings.Join(ids, ","))
