@@ -338,7 +338,7 @@ type tasksView struct {
 }
 
 // states are the task list's filters, in the lifecycle's order.
-var states = []task.State{task.Pending, task.Due, task.Running, task.Failed, task.Succeeded, task.Dead, task.Cancelled}
+var states = []task.State{task.Waiting, task.Pending, task.Due, task.Running, task.Failed, task.Succeeded, task.Dead, task.Cancelled}
 
 func (c *console) tasks(w http.ResponseWriter, r *http.Request, a auth) {
 	q := r.URL.Query()

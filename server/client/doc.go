@@ -48,6 +48,12 @@
 //     (carry.go, at most Options.MaxCarried), handed in (CARRY) on the next connection
 //     before its SUBSCRIBE, so that the next leader does not run the task again.
 //     OnAcked is called once per finished run, with its final answer.
+//   - Workflows: a task's task.Deps (DependsOn: its parents, OnParentFailure) travel as
+//     its depends_on and on_parent_failure (PROTOCOL.md, Workflows). SubmitBatch of
+//     tasks with parents is one workflow, accepted or refused as a whole: refused, every
+//     BatchItem's Err is the refusal (the task at fault's own error, or, for a cycle or
+//     a missing parent, the same error naming the task and the path). Submit of a task
+//     with parents needs them in the server already.
 //   - Tracing (server/tracing): Submit and SubmitBatch send the W3C trace context of
 //     the span in their ctx, if any, as each task's (a task's own task.Trace wins); a
 //     Worker runs a HandlerFunc of a run whose FIRE carries a trace context in a

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,13 @@ func ToTask(w *Task) (task.Task, error) {
 	case w.ConcurrencyLimit != 0 && w.ConcurrencyKey == "":
 		return task.Task{}, invalid("concurrency_limit", "set without a concurrency_key")
 	}
+	var deps *task.Deps
+	if w.DependsOn != nil {
+		var err error
+		if deps, err = toDeps(w); err != nil {
+			return task.Task{}, err
+		}
+	}
 	s, err := toSchedule(&w.Schedule)
 	if err != nil {
 		return task.Task{}, err
@@ -85,9 +94,55 @@ func ToTask(w *Task) (task.Task, error) {
 		Exclusive:   w.Exclusive,
 		Misfire:     w.Misfire,
 		Concurrency: conc,
+		DependsOn:   deps,
 		Version:     w.Version,
 		Trace:       trace,
 	}, nil
+}
+
+// toDeps converts and checks w's parents (w.DependsOn is set), as the engine checks
+// them without its state: the field names the bad element ("depends_on[2]"); nil for
+// none. A cycle longer than the task itself, a missing or recurring parent are the
+// engine's to find (at submit; tockd names the field "depends_on"). O(parents).
+func toDeps(w *Task) (*task.Deps, error) {
+	on, policy := w.DependsOn.On, w.DependsOn.OnParentFailure
+	switch {
+	case policy != task.ParentCancel && policy != task.ParentRunAnyway:
+		return nil, newError(CodeBadField, "on_parent_failure", fmt.Sprintf("must be %q or %q", parentNames[task.ParentCancel], parentNames[task.ParentRunAnyway]))
+	case policy != task.ParentCancel && len(on) == 0:
+		return nil, newError(CodeInvalidTask, "on_parent_failure", "set without depends_on")
+	case len(on) == 0:
+		return nil, nil
+	}
+	if len(on) > MaxDependsOn {
+		return nil, newError(CodeBadField, "depends_on", fmt.Sprintf("%d parents exceed the limit of %d", len(on), MaxDependsOn))
+	}
+	if w.Schedule.Kind == task.KindEvery || w.Schedule.Kind == task.KindCron {
+		return nil, newError(CodeInvalidTask, "depends_on", "a recurring task cannot have parents (only one-shot tasks take part in a workflow)")
+	}
+	var seen map[string]struct{} // for a long list; a short one is scanned
+	if len(on) > 16 {
+		seen = make(map[string]struct{}, len(on))
+	}
+	for i, p := range on {
+		field := "depends_on[" + strconv.Itoa(i) + "]"
+		dup := false
+		if seen != nil {
+			_, dup = seen[p]
+			seen[p] = struct{}{}
+		} else {
+			dup = slices.Contains(on[:i], p)
+		}
+		switch {
+		case p == "" || len(p) > task.MaxIDLen || !utf8.ValidString(p):
+			return nil, newError(CodeInvalidTask, field, fmt.Sprintf("must be a task ID: valid UTF-8 of 1 to %d bytes", task.MaxIDLen))
+		case p == w.ID:
+			return nil, newError(CodeInvalidTask, field, fmt.Sprintf("dependency cycle: %s -> %s", p, p))
+		case dup:
+			return nil, newError(CodeInvalidTask, field, fmt.Sprintf("parent %q named twice", p))
+		}
+	}
+	return &task.Deps{On: on, OnParentFailure: policy}, nil
 }
 
 func toSchedule(w *Schedule) (task.Schedule, error) {
@@ -262,6 +317,7 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 	if tr := t.Trace; tr != nil {
 		w.Traceparent, w.Tracestate = tr.Parent, tr.State
 	}
+	w.DependsOn = t.DependsOn
 	s := t.Schedule
 	w.Schedule = Schedule{Kind: s.Kind}
 	switch s.Kind {

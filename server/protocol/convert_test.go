@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ func TestToTaskFromTask(t *testing.T) {
 		{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Exclusive: true},
 		{ID: "c", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Ephemeral, ConcurrencyKey: "db", ConcurrencyLimit: 3},
 		{ID: "c", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Ephemeral, ConcurrencyKey: "db"},
+		{ID: "d", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Ephemeral, DependsOn: &task.Deps{On: []string{"a", "b"}}},
+		{ID: "e", Type: "b", Schedule: Schedule{Kind: task.KindAt, At: 7}, Durability: Ephemeral, DependsOn: &task.Deps{On: []string{"d"}, OnParentFailure: task.ParentRunAnyway}},
 	} {
 		ct, err := ToTask(&w)
 		if err != nil {
@@ -65,6 +68,17 @@ func TestToTaskErrors(t *testing.T) {
 		{"bad utf8 concurrency key", func(w *Task) { w.ConcurrencyKey = "\xff" }, CodeInvalidTask, "concurrency_key"},
 		{"huge concurrency limit", func(w *Task) { w.ConcurrencyKey, w.ConcurrencyLimit = "k", task.MaxConcurrencyLimit+1 }, CodeInvalidTask, "concurrency_limit"},
 		{"concurrency limit without a key", func(w *Task) { w.ConcurrencyLimit = 2 }, CodeInvalidTask, "concurrency_limit"},
+		{"parent policy without parents", func(w *Task) { w.DependsOn = &task.Deps{OnParentFailure: task.ParentRunAnyway} }, CodeInvalidTask, "on_parent_failure"},
+		{"parent policy unknown", func(w *Task) { w.DependsOn = &task.Deps{On: []string{"p"}, OnParentFailure: 7} }, CodeBadField, "on_parent_failure"},
+		{"empty parent", func(w *Task) { w.DependsOn = &task.Deps{On: []string{"p", ""}} }, CodeInvalidTask, "depends_on[1]"},
+		{"long parent", func(w *Task) { w.DependsOn = &task.Deps{On: []string{string(make([]byte, task.MaxIDLen+1))}} }, CodeInvalidTask, "depends_on[0]"},
+		{"self parent", func(w *Task) { w.DependsOn = &task.Deps{On: []string{"p", "a"}} }, CodeInvalidTask, "depends_on[1]"},
+		{"parent twice", func(w *Task) { w.DependsOn = &task.Deps{On: []string{"p", "q", "p"}} }, CodeInvalidTask, "depends_on[2]"},
+		{"parent twice, long list", func(w *Task) { w.DependsOn = &task.Deps{On: append(manyIDs(20), "p3")} }, CodeInvalidTask, "depends_on[20]"},
+		{"too many parents", func(w *Task) { w.DependsOn = &task.Deps{On: manyIDs(MaxDependsOn + 1)} }, CodeBadField, "depends_on"},
+		{"recurring child", func(w *Task) {
+			w.Schedule, w.DependsOn = Schedule{Kind: task.KindEvery, Interval: int64(time.Second)}, &task.Deps{On: []string{"p"}}
+		}, CodeInvalidTask, "depends_on"},
 		{"local tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "Local"} }, CodeBadField, "schedule.tz"},
 		{"traversal tz", func(w *Task) { w.Schedule = Schedule{Kind: task.KindCron, Cron: "@daily", TZ: "../../etc/passwd"} }, CodeBadField, "schedule.tz"},
 		{"attempts", func(w *Task) { w.Retry.MaxAttempts = 1001 }, CodeInvalidTask, "retry.max_attempts"},
@@ -170,4 +184,13 @@ func TestFromTaskRefusesBadConcurrency(t *testing.T) {
 			t.Errorf("FromTask with %+v: %v; want INVALID_TASK on %s", tc.c, err, tc.field)
 		}
 	}
+}
+
+// manyIDs returns n distinct task IDs: p0, p1, ...
+func manyIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "p" + strconv.Itoa(i)
+	}
+	return out
 }

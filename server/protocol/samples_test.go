@@ -28,6 +28,8 @@ func samples() []Message {
 	minimal := Task{ID: "t1", Type: "email", Schedule: Schedule{Kind: task.KindAfter, Delay: int64(time.Second)}, Durability: Ephemeral}
 	every := Task{ID: "t2", Type: "poll", Schedule: Schedule{Kind: task.KindEvery, Interval: int64(time.Minute), Anchor: task.FixedDelay}, Durability: Ephemeral}
 	at := Task{ID: "t3", Type: "poll", Schedule: Schedule{Kind: task.KindAt, At: 1_767_225_600_000_000_000}, Durability: Durable}
+	child := Task{ID: "t4", Type: "report", Schedule: Schedule{Kind: task.KindAfter, Delay: 1}, Durability: Ephemeral,
+		DependsOn: &task.Deps{On: []string{"t1", "t3"}, OnParentFailure: task.ParentRunAnyway}}
 	hist := []AttemptRecord{{Attempt: 1, Start: 100, End: 200, Err: "boom"}, {Attempt: 2, Start: 300}}
 	info := Info{Task: t, State: task.Failed, Attempts: 2, LastError: "boom", NextRun: 1_767_225_600_000_000_000, Runs: 9, History: hist}
 	return []Message{
@@ -39,7 +41,7 @@ func samples() []Message {
 		&Ping{ID: 3},
 		&Pong{ID: 3},
 		&Submit{ID: 4, Task: t},
-		&SubmitBatch{ID: 5, Tasks: []Task{minimal, every, at}},
+		&SubmitBatch{ID: 5, Tasks: []Task{minimal, every, at, child}},
 		&Cancel{ID: 6, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},
 		&Get{ID: 7, TaskRef: TaskRef{TaskID: "t1"}, OmitPayload: true},
 		&List{ID: 8, State: task.Pending, Cursor: "abc", Limit: 100, OmitPayload: true},
@@ -49,7 +51,7 @@ func samples() []Message {
 			{Namespace: "x", ID: "t2", Durability: Ephemeral, Code: CodeInvalidTask, Message: "bad cron", Field: "schedule.cron"},
 		}},
 		&TaskInfo{ID: 7, Info: info},
-		&TaskPage{ID: 8, Items: []Info{info, {Task: minimal, State: task.Pending, Cut: Cut{PayloadLen: 1 << 20, Truncated: true}}}, Next: "cursor-2"},
+		&TaskPage{ID: 8, Items: []Info{info, {Task: minimal, State: task.Pending, Cut: Cut{PayloadLen: 1 << 20, Truncated: true}}, {Task: child, State: task.Waiting}}, Next: "cursor-2"},
 		&DLQList{ID: 10, Cursor: "c", Limit: 50, OmitPayload: true},
 		&DLQPage{ID: 10, Items: []DeadLetter{{Task: t, Attempts: hist, DiedAt: 500, Reason: "attempts exhausted (2 of 2)", Cut: Cut{PayloadLen: 4, Truncated: true}}}, Next: "n"},
 		&DLQRequeue{ID: 11, TaskRef: TaskRef{Namespace: "billing", TaskID: "invoice-42"}},

@@ -57,31 +57,35 @@ const (
 	// append fields; 512 bytes of tracestate is what the W3C asks every vendor to pass on.
 	MaxTraceparentLen = 128
 	MaxTracestateLen  = 512
-	MaxTypes          = 1024   // task types in one SUBSCRIBE
-	MaxPageItems      = 10_000 // items in one TASK_PAGE or DLQ_PAGE
-	MaxStats          = 1024   // entries in each STATS_REPLY map
-	maxLeaderLen      = 256    // NOT_LEADER address
-	maxStateLen       = 16     // a state name
-	maxEnumLen        = 16     // kind, anchor, misfire, durability, role
-	maxPayload        = MaxFrameLimit
+	// MaxDependsOn bounds a task's "depends_on": the engine's own bound on a task's
+	// parents (task.MaxParents, 65,536); the frame (max_frame) bounds it too.
+	MaxDependsOn = task.MaxParents
+	MaxTypes     = 1024   // task types in one SUBSCRIBE
+	MaxPageItems = 10_000 // items in one TASK_PAGE or DLQ_PAGE
+	MaxStats     = 1024   // entries in each STATS_REPLY map
+	maxLeaderLen = 256    // NOT_LEADER address
+	maxStateLen  = 16     // a state name
+	maxEnumLen   = 16     // kind, anchor, misfire, durability, role
+	maxPayload   = MaxFrameLimit
 )
 
 // Task is a task on the wire: core/task.Task plus the durability class and the
 // partition. Times are Unix nanoseconds, durations nanoseconds. ToTask turns it into
 // the engine's Task, checking what the engine checks; FromTask goes the other way.
 type Task struct {
-	Namespace  string // "ns"; empty means task.DefaultNamespace
-	ID         string // "tid"
-	Type       string // "type"
-	Payload    []byte // "payload"; empty is nil
-	Schedule   Schedule
-	Retry      Retry
-	Timeout    int64 // "timeout_ns"
+	Namespace string // "ns"; empty means task.DefaultNamespace
+	ID        string // "tid"
+	Type      string // "type"
+	Payload   []byte // "payload"; empty is nil
+	Schedule  Schedule
+	Retry     Retry
+	Timeout   int64 // "timeout_ns"
+	Version   uint64
+	Partition uint64 // reserved for the cluster; must be 0 for now
+	// The one-byte fields share one word (a decoded batch holds a Task per task).
 	Misfire    task.MisfirePolicy
-	Version    uint64
 	Durability Durability
-	Partition  uint64 // reserved for the cluster; must be 0 for now
-	Exclusive  bool   // "exclusive": no two runs overlap, even across a failover
+	Exclusive  bool // "exclusive": no two runs overlap, even across a failover
 	// ConcurrencyKey ("concurrency_key") and ConcurrencyLimit ("concurrency_limit") are
 	// task.Concurrency: at most the key's limit of runs at once; no key means none.
 	ConcurrencyKey   string
@@ -91,6 +95,29 @@ type Task struct {
 	// a traceparent that does not parse, with its tracestate (ValidTraceparent).
 	Traceparent string
 	Tracestate  string
+	// DependsOn, if set, is the task's parents: its On is "depends_on", the IDs of the
+	// task's parents in its namespace (1 to MaxDependsOn of them), and its
+	// OnParentFailure "on_parent_failure", what a parent that ends DEAD or CANCELLED
+	// does to it. Nil, or no IDs, means none, and then OnParentFailure must be the
+	// default (task.ParentCancel). One pointer, so that a task without parents carries
+	// 8 B for it; FromTask shares the engine's (read-only) value.
+	DependsOn *task.Deps
+}
+
+// Parents returns the IDs of t's parents (DependsOn.On), nil for none.
+func (t *Task) Parents() []string {
+	if t.DependsOn == nil {
+		return nil
+	}
+	return t.DependsOn.On
+}
+
+// deps returns t.DependsOn, made on first use (decoding).
+func (t *Task) deps() *task.Deps {
+	if t.DependsOn == nil {
+		t.DependsOn = &task.Deps{}
+	}
+	return t.DependsOn
 }
 
 // Schedule is a task.Schedule on the wire. Only the field of its Kind may be non-zero
@@ -176,6 +203,7 @@ var (
 	kindNames    = task.KindNames()
 	anchorNames  = task.AnchorNames()
 	misfireNames = task.MisfireNames()
+	parentNames  = task.ParentPolicyNames()
 	durNames     = [...]string{Ephemeral: "ephemeral", Durable: "durable"}
 	roleNames    = [...]string{RoleClient: "client", RoleWorker: "worker"}
 )
@@ -283,7 +311,7 @@ func handTable[T any, P interface {
 
 var taskFields = handTable[Task](
 	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
-		"concurrency_key", "concurrency_limit", "traceparent", "tracestate"},
+		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -326,6 +354,10 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.Traceparent, err = d.r.str(MaxTraceparentLen)
 	case 15:
 		t.Tracestate, err = d.r.str(MaxTracestateLen)
+	case 16:
+		t.deps().On, err = readEach(d, MaxDependsOn, taskIDs)
+	case 17:
+		t.deps().OnParentFailure, err = enum[task.ParentPolicy](d, parentNames)
 	}
 	return err
 }
@@ -361,10 +393,16 @@ func (t *Task) checkFields(*dec, uint64) *Error {
 	return nil
 }
 
+// taskIDs reads one task ID of a "depends_on" (not interned: IDs rarely repeat).
+func taskIDs(d *dec, id *string) (err *Error) {
+	*id, err = d.str(task.MaxIDLen)
+	return err
+}
+
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
 		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
-		t.Traceparent != "", t.Tracestate != ""))
+		t.Traceparent != "", t.Tracestate != "", len(t.Parents()) > 0, t.DependsOn != nil && t.DependsOn.OnParentFailure != task.ParentCancel))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -408,6 +446,21 @@ func (t *Task) encode(c *enc) {
 	}
 	if t.Tracestate != "" {
 		c.kStr("tracestate", t.Tracestate)
+	}
+	if d := t.DependsOn; d != nil {
+		if len(d.On) > 0 {
+			if len(d.On) > MaxDependsOn {
+				c.fail("depends_on", strconv.Itoa(len(d.On))+" elements exceed the limit of "+strconv.Itoa(MaxDependsOn))
+			}
+			c.str("depends_on")
+			c.arrayLen(len(d.On))
+			for _, id := range d.On {
+				c.str(id)
+			}
+		}
+		if d.OnParentFailure != task.ParentCancel {
+			putEnum(c, "on_parent_failure", parentNames, d.OnParentFailure)
+		}
 	}
 }
 

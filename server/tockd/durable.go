@@ -544,10 +544,12 @@ func decodeTask(body []byte) (protocol.Task, error) {
 }
 
 // storedForm is the wire task as recorded: an "after" delay becomes the absolute "at"
-// time it stands for, so that a restart does not start the delay over.
+// time it stands for, so that a restart does not start the delay over; but for a task
+// with parents, whose delay counts from its release (workflow.go), which a next leader
+// makes anew.
 func storedForm(w *protocol.Task, now time.Time) protocol.Task {
 	r := *w
-	if r.Schedule.Kind == task.KindAfter {
+	if r.Schedule.Kind == task.KindAfter && len(r.Parents()) == 0 {
 		at, ok := protocol.UnixNano(now.Add(time.Duration(r.Schedule.Delay)))
 		if ok {
 			r.Schedule = protocol.Schedule{Kind: task.KindAt, At: at}

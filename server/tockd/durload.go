@@ -29,15 +29,18 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 		return err
 	}
 	n := 0
+	var wf workflowLoad
 	_, err = d.st.Records().Load(ctx, func(r store.Record) error {
-		if d.loadRecord(r, locked, next, epoch) {
+		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
 		}
 		return nil
 	})
 	if err != nil {
+		d.releaseWorkflow(&wf)
 		return fmt.Errorf("tockd: load durable tasks: %w", err)
 	}
+	n -= d.loadWorkflow(&wf)
 	d.log.Info("tockd: durable tasks loaded from etcd", "count", n)
 	return nil
 }
@@ -46,17 +49,21 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	d.forgetRefused()
 	n := 0
+	var wf workflowLoad
 	for _, r := range records {
-		if d.loadRecord(r, locked, next, epoch) {
+		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
 		}
 	}
+	n -= d.loadWorkflow(&wf)
 	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
 }
 
 // loadRecord submits one record to the engine (see loadDurable), in the place of a
 // finished copy of its task the engine still holds (forgetFinished); false if it was not.
-func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) bool {
+// A workflow member's (a task with parents) is claimed and kept in wf instead, for
+// loadWorkflow, once every other record is in.
+func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64, wf *workflowLoad) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
@@ -74,6 +81,11 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 			}
 			if e.fp, err = printOf(w, r.Body); err == nil {
 				_, err = d.claim(k, e)
+			}
+			if err == nil && t.DependsOn != nil {
+				d.forgetFinished(k)
+				wf.add(t, k, e)
+				return true
 			}
 			if err == nil {
 				d.forgetFinished(k)

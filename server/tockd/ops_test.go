@@ -314,6 +314,7 @@ func TestEngineErrorCodes(t *testing.T) {
 		{wrap(task.ErrExists), protocol.CodeExists, ""},
 		{wrap(task.ErrNotFound), protocol.CodeNotFound, ""},
 		{fmt.Errorf("%w: payload of 9 bytes exceeds Options.MaxPayload (1)", task.ErrInvalidTask), protocol.CodeInvalidTask, "task.payload"},
+		{fmt.Errorf("%w: DependsOn: dependency cycle: a -> b -> a", task.ErrInvalidTask), protocol.CodeInvalidTask, "task.depends_on"},
 		{wrap(task.ErrInvalidSchedule), protocol.CodeInvalidTask, "task.schedule"},
 		{wrap(task.ErrInvalidRetry), protocol.CodeInvalidTask, "task.retry"},
 		{wrap(task.ErrOverloaded), protocol.CodeOverloaded, ""},

@@ -228,6 +228,9 @@ func (q *requests) submit(id uint64, w *protocol.Task) (protocol.Message, bool) 
 // submitBatch answers SUBMIT_BATCH with one result per task, in order. A closed engine
 // fails the whole frame (SHUTTING_DOWN closes the connection anyway).
 func (q *requests) submitBatch(id uint64, ws []protocol.Task) (protocol.Message, bool) {
+	if isWorkflow(ws) {
+		return q.submitWorkflow(id, ws) // accepted or refused as a whole (workflow.go)
+	}
 	res := make([]protocol.ItemResult, len(ws))
 	// Every durable record is written (one PutBatch) before any task reaches the engine.
 	ps := make([]prepared, len(ws))
@@ -284,7 +287,9 @@ func engineError(id uint64, err error, prefixOrField string) (protocol.Message, 
 //
 //	ErrExists                          EXISTS
 //	ErrNotFound                        NOT_FOUND
-//	ErrInvalidTask                     INVALID_TASK, field "payload" when it is the payload
+//	ErrInvalidTask                     INVALID_TASK, field "depends_on" when it is the
+//	                                   parents (a cycle, a missing or recurring one),
+//	                                   "payload" when it is the payload
 //	ErrInvalidSchedule                 INVALID_TASK, field "schedule"
 //	ErrInvalidRetry                    INVALID_TASK, field "retry"
 //	ErrOverloaded                      OVERLOADED
@@ -312,7 +317,10 @@ func mapEngineError(err error, pf string) *protocol.Error {
 		// MaxPayload), so that is what the engine refuses here; the engine's errors carry
 		// no field, so its message is the evidence.
 		e.Code = protocol.CodeInvalidTask
-		if strings.Contains(err.Error(), "payload") {
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "DependsOn"): // a cycle, a missing or recurring parent
+			e.Field = prefix(pf, "depends_on")
+		case strings.Contains(msg, "payload"):
 			e.Field = prefix(pf, "payload")
 		}
 	case errors.Is(err, task.ErrOverloaded):

@@ -24,6 +24,7 @@ func commands() []*command {
 		{name: "cancel", args: "ID", summary: "cancel a task", check: oneID, do: doCancel},
 		getCommand(),
 		listCommand(),
+		dagCommand(),
 		{name: "dlq", summary: "work the dead-letter queue", sub: []*command{
 			dlqListCommand(),
 			{name: "requeue", args: "ID", summary: "run a dead letter's task again now", check: oneID, do: doRequeue},
@@ -107,6 +108,8 @@ type submitFlags struct {
 	misfire          string
 	concKey          string
 	concLimit        int
+	dependsOn        string
+	onParentFailure  string
 	builtTask        task.Task // made by check
 	builtDurability  protocol.Durability
 }
@@ -159,6 +162,8 @@ func submitCommand() *command {
 			fs.StringVar(&f.misfire, "misfire", "once", "recurring tasks after downtime: 'once' runs once for all missed times, 'skip' runs none")
 			fs.StringVar(&f.concKey, "concurrency-key", "", "at most the key's limit of runs of the tasks naming it at once (in the namespace); more wait")
 			fs.IntVar(&f.concLimit, "concurrency-limit", 0, "with -concurrency-key: set the key's limit (default: leave it; 1 for a new key)")
+			fs.StringVar(&f.dependsOn, "depends-on", "", "comma-separated IDs of the tasks (in the namespace) this one waits for, WAITING, until each has ended")
+			fs.StringVar(&f.onParentFailure, "on-parent-failure", "", "with -depends-on: what a parent ending DEAD or CANCELLED does: 'cancel' (default) cancels this task, 'run' runs it anyway")
 		},
 		check: func(args []string) error { return f.check(args) },
 		do:    func(ctx context.Context, e *env, _ []string) error { return f.do(ctx, e) },
@@ -173,6 +178,7 @@ var wireField = map[string]string{
 	"schedule.anchor": "-fixed-delay", "schedule.cron": "-cron", "schedule.tz": "-tz",
 	"retry.max_attempts": "-attempts", "retry.initial_backoff_ns": "-backoff", "retry.max_backoff_ns": "-max-backoff",
 	"concurrency_key": "-concurrency-key", "concurrency_limit": "-concurrency-limit",
+	"depends_on": "-depends-on", "on_parent_failure": "-on-parent-failure",
 }
 
 // check validates submit's command line and builds the task; it reads -payload-file.
@@ -194,6 +200,8 @@ func (f *submitFlags) check(args []string) error {
 		return usagef("-backoff and -max-backoff need -attempts of 2 or more")
 	case f.concLimit != 0 && f.concKey == "":
 		return usagef("-concurrency-limit goes with -concurrency-key")
+	case f.onParentFailure != "" && f.dependsOn == "":
+		return usagef("-on-parent-failure goes with -depends-on")
 	}
 	var kinds []string
 	for _, k := range []struct {
@@ -263,6 +271,14 @@ func (f *submitFlags) check(args []string) error {
 	if f.concKey != "" {
 		t.Concurrency = &task.Concurrency{Key: f.concKey, Limit: f.concLimit}
 	}
+	if f.dependsOn != "" {
+		t.DependsOn = &task.Deps{On: strings.Split(f.dependsOn, ",")}
+		if f.onParentFailure != "" {
+			if err := t.DependsOn.OnParentFailure.UnmarshalText([]byte(f.onParentFailure)); err != nil {
+				return usagef("-on-parent-failure: %v", err)
+			}
+		}
+	}
 	d := protocol.Ephemeral
 	if f.durable {
 		d = protocol.Durable
@@ -285,9 +301,13 @@ func validateTask(t task.Task, d protocol.Durability) error {
 		return nil
 	}
 	if pe, ok := err.(*protocol.Error); ok {
-		name := wireField[pe.Field]
-		if name == "" {
+		base, idx, _ := strings.Cut(pe.Field, "[") // depends_on[1]: -depends-on[1]
+		name := wireField[base]
+		switch {
+		case name == "":
 			name = pe.Field
+		case idx != "":
+			name += "[" + idx
 		}
 		return usagef("%s: %s", name, pe.Message)
 	}
@@ -419,7 +439,7 @@ func listCommand() *command {
 		summary: "list tasks, all namespaces, in (namespace, ID) order",
 		flags: func(fs *flag.FlagSet) {
 			p.define(fs, "tasks")
-			fs.StringVar(&state, "state", "", "only tasks in this state: PENDING DUE RUNNING SUCCEEDED FAILED DEAD CANCELLED")
+			fs.StringVar(&state, "state", "", "only tasks in this state: WAITING PENDING DUE RUNNING SUCCEEDED FAILED DEAD CANCELLED")
 		},
 		check: func(args []string) error {
 			if err := p.check(args); err != nil {
@@ -428,7 +448,7 @@ func listCommand() *command {
 			if state != "" {
 				var err error
 				if s, err = task.ParseState(state); err != nil {
-					return usagef("-state %q: want one of PENDING DUE RUNNING SUCCEEDED FAILED DEAD CANCELLED", state)
+					return usagef("-state %q: want one of WAITING PENDING DUE RUNNING SUCCEEDED FAILED DEAD CANCELLED", state)
 				}
 			}
 			return nil

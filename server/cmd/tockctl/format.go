@@ -180,6 +180,8 @@ type taskOut struct {
 	Durability string      `json:"durability"`
 	ConcKey    string      `json:"concurrency_key,omitempty"`
 	ConcLimit  uint64      `json:"concurrency_limit,omitempty"`
+	DependsOn  []string    `json:"depends_on,omitempty"`
+	OnParent   string      `json:"on_parent_failure,omitempty"`
 }
 
 type infoOut struct {
@@ -233,7 +235,16 @@ func taskJSON(t protocol.Task) taskOut {
 			Multiplier: r.Multiplier, Jitter: r.Jitter, MaxRetry: durOrEmpty(r.MaxRetry)},
 		Timeout: durOrEmpty(t.Timeout), Misfire: t.Misfire.String(), Version: t.Version, Durability: t.Durability.String(),
 		ConcKey: t.ConcurrencyKey, ConcLimit: t.ConcurrencyLimit,
+		DependsOn: t.Parents(), OnParent: onParent(t),
 	}
+}
+
+// onParent is t's on_parent_failure, "" for a task without parents.
+func onParent(t protocol.Task) string {
+	if len(t.Parents()) == 0 {
+		return ""
+	}
+	return t.DependsOn.OnParentFailure.String()
 }
 
 func attemptsJSON(as []protocol.AttemptRecord) []attemptOut {
@@ -314,6 +325,14 @@ func printInfo(w io.Writer, in protocol.Info) {
 			limit = strconv.FormatUint(t.ConcurrencyLimit, 10)
 		}
 		row("concurrency", "key "+cell(t.ConcurrencyKey)+", limit "+limit)
+	}
+	if on := t.Parents(); len(on) > 0 {
+		ids := make([]string, len(on))
+		for i, id := range on {
+			ids[i] = cell(id)
+		}
+		row("depends on", strings.Join(ids, ","))
+		row("on parent failure", onParent(t))
 	}
 	row("payload", payload(t.Payload, in.Cut))
 	if in.LastError != "" {

@@ -17,6 +17,10 @@
 //	tockctl list -state PENDING -limit 50
 //	tockctl -json list -all | jq '.items[].id'
 //	tockctl cancel report-1
+//	tockctl submit -id load -type etl -after 0s
+//	tockctl submit -id report -type etl -after 0s -depends-on load -on-parent-failure run
+//	tockctl dag report
+//	tockctl dag -dot report | dot -Tsvg > workflow.svg
 //	tockctl dlq list
 //	tockctl dlq requeue report-1
 //	tockctl dlq purge -all

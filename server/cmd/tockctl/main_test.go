@@ -603,3 +603,73 @@ func TestSubmitWithConcurrencyKey(t *testing.T) {
 	}
 	contains(t, "-concurrency-limit without a key", r.err, "-concurrency-limit")
 }
+
+// A diamond submitted with -depends-on: get shows the parents, dag prints the whole
+// workflow from any of its tasks (text, DOT and JSON), in order, each with its state;
+// cancelling the root cancels the rest (the default policy), and dag shows it.
+func TestSubmitDependsOnAndDag(t *testing.T) {
+	addr := startServer(t)
+	ok(t, addr, "submit", "-id", "a", "-type", "t", "-after", "1h")
+	ok(t, addr, "submit", "-id", "b", "-type", "t", "-after", "0s", "-depends-on", "a")
+	ok(t, addr, "submit", "-id", "c", "-type", "t", "-after", "0s", "-depends-on", "a", "-on-parent-failure", "run")
+	ok(t, addr, "submit", "-id", "d", "-type", "t", "-after", "0s", "-depends-on", "c,b")
+	ok(t, addr, "submit", "-id", "z", "-type", "t", "-after", "1h") // no part of it
+	get := ok(t, addr, "get", "d")
+	if s := field(t, get, "depends on"); s != "c,b" {
+		t.Errorf("get d: depends on %q, want c,b", s)
+	}
+	if s := field(t, get, "state"); s != "WAITING" {
+		t.Errorf("get d: state %q, want WAITING", s)
+	}
+	want := `TASK  STATE    PARENTS  CHILDREN
+a     PENDING  -        b,c
+b     WAITING  a        d
+c     WAITING  a        d
+d     WAITING  b,c      -
+`
+	for _, from := range []string{"a", "c", "d"} {
+		if got := ok(t, addr, "dag", from); got != want {
+			t.Errorf("dag %s:\n%s\nwant\n%s", from, got, want)
+		}
+	}
+	ok(t, addr, "cancel", "a")
+	waitState(t, addr, "d", "CANCELLED") // b cancelled (cancel), c released (run): d by b
+	waitState(t, addr, "c", "RUNNING")   // released, and held for a worker (none comes) for its 30s timeout
+	wantDOT := `digraph "default" {
+  "a" [label="a\nCANCELLED"];
+  "b" [label="b\nCANCELLED"];
+  "c" [label="c\nRUNNING"];
+  "d" [label="d\nCANCELLED"];
+  "a" -> "b";
+  "a" -> "c";
+  "b" -> "d";
+  "c" -> "d";
+}
+`
+	if got := ok(t, addr, "dag", "-dot", "b"); got != wantDOT {
+		t.Errorf("dag -dot b:\n%s\nwant\n%s", got, wantDOT)
+	}
+	var nodes []dagNode
+	if err := json.Unmarshal([]byte(ok(t, addr, "-json", "dag", "z")), &nodes); err != nil || len(nodes) != 1 || nodes[0].ID != "z" || nodes[0].State != "PENDING" {
+		t.Errorf("dag -json z: %+v, %v; want z alone, PENDING", nodes, err)
+	}
+	r := ctl(t, addr, "submit", "-id", "e", "-type", "t", "-after", "0s", "-on-parent-failure", "run")
+	if r.code != 2 {
+		t.Fatalf("-on-parent-failure without -depends-on: exit %d, want 2", r.code)
+	}
+	contains(t, "-on-parent-failure alone", r.err, "-on-parent-failure")
+	r = ctl(t, addr, "submit", "-id", "e", "-type", "t", "-after", "0s", "-depends-on", "a,a")
+	if r.code != 2 {
+		t.Fatalf("-depends-on a,a: exit %d, want 2", r.code)
+	}
+	contains(t, "-depends-on a,a", r.err, "-depends-on[1]", "named twice")
+	r = ctl(t, addr, "submit", "-id", "e", "-type", "t", "-after", "0s", "-depends-on", "nope")
+	if r.code != 1 {
+		t.Fatalf("-depends-on nope: exit %d, want 1", r.code)
+	}
+	contains(t, "-depends-on nope", r.err, "INVALID_TASK", "does not exist")
+	if r = ctl(t, addr, "dag", "nope"); r.code != 1 {
+		t.Fatalf("dag nope: exit %d, want 1", r.code)
+	}
+	contains(t, "dag nope", r.err, "NOT_FOUND")
+}
