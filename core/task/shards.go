@@ -26,7 +26,7 @@ import (
 //
 // Cancelling the task cancels its shards. The task's Timeout bounds each shard's attempt,
 // not the occurrence. A sharded task cannot have a concurrency key (its shards would wait
-// on slots its occurrence holds).
+// on slots its occurrence holds), nor be Exclusive (its shards overlap by design).
 //
 // Invariants (lock order: a shard's mu, then Engine.shardMu, then a shardSet's mu):
 //   - A shardSet is in Engine.shardSets, under its occurrence's run ID, from the fan-out
@@ -76,6 +76,8 @@ func (t *Task) validateShards() error {
 		return fmt.Errorf("Shards %d outside [2, %d] (0 for none)", t.Shards, MaxShards)
 	case t.shard == 0 && t.Concurrency != nil:
 		return errors.New("Shards and Concurrency cannot be combined")
+	case t.shard == 0 && t.Exclusive:
+		return errors.New("Shards and Exclusive cannot be combined (the shards run at once)")
 	}
 	return nil
 }
@@ -137,7 +139,7 @@ func (e *Engine) setOf(rec *record) *shardSet {
 func (e *Engine) fanOut(t *Task, set *shardSet) error {
 	for i := range set.tasks {
 		st := Task{Namespace: t.Namespace, ID: shardID(set.runID, i), Type: t.Type, Payload: t.Payload, Schedule: After(0),
-			Retry: t.Retry, Timeout: t.Timeout, Exclusive: t.Exclusive, Shards: t.Shards, shard: uint16(i + 1), Trace: t.Trace}
+			Retry: t.Retry, Timeout: t.Timeout, Shards: t.Shards, shard: uint16(i + 1), Trace: t.Trace}
 		if _, err := e.SubmitOwned(st); err != nil { // the payload is never written: the shards share it
 			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Dead, LastError: err.Error()}})
 		}

@@ -236,6 +236,7 @@ func TestShardsValidation(t *testing.T) {
 		{"one", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 1}, "Shards 1"},
 		{"over max", Task{ID: "a", Type: "x", Schedule: After(0), Shards: MaxShards + 1}, "Shards 1025"},
 		{"with a key", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 2, Concurrency: &Concurrency{Key: "k", Limit: 1}}, "Concurrency"},
+		{"exclusive", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 2, Exclusive: true}, "Exclusive"},
 		{"reserved ID", Task{ID: shardIDPrefix + "x", Type: "x", Schedule: After(0)}, "ID may not"},
 	} {
 		_, err := h.e.Submit(tc.task)
