@@ -136,6 +136,14 @@ func TestDurableWorkflowRefusedLeavesNoRecord(t *testing.T) {
 		t.Fatalf("a held task in a new workflow: %+v, want EXISTS", r)
 	}
 	c.wantNotFound(8, "z")
+	// A durable exclusive task with parents: its run lock would not be waited out at a
+	// takeover (the workflow's load holds no run back), so it is refused.
+	excl := durableChild("xe", "r")
+	excl.Exclusive = true
+	wantError(t, c.call(&protocol.Submit{ID: 9, Task: excl}), protocol.CodeInvalidTask, "task.exclusive")
+	if ids := storedIDs(t, st); ids["default/xe"] {
+		t.Fatalf("records after the exclusive child's refusal: %v, want no xe", ids)
+	}
 }
 
 // durableChild is durableTask(id, 0) of type "w" depending on parents.
