@@ -49,7 +49,7 @@ func (e *Engine) submitBatch(tasks []Task, notBefore time.Time) ([]Info, error) 
 	for i := range tasks {
 		x := &b[i]
 		x.t = tasks[i]
-		first, err := e.prepare(&x.t, wall)
+		first, err := e.prepare(&x.t, wall, false)
 		if err != nil {
 			return nil, err
 		}

@@ -182,10 +182,13 @@ type Engine struct {
 	// before any shard's lock, never while holding one.
 	dagMu sync.Mutex
 
-	runq        chan runItem // a nil rec tells a worker to exit (Close)
-	shardLimit  int          // records a shard may hold: ceil(MaxTasks / numShards)
-	payloads    atomic.Int64 // payload bytes held by records, at most Options.MaxPayloadBytes
-	hung        atomic.Int64 // workers replaced while stuck in a handler, not yet returned
+	runq       chan runItem // a nil rec tells a worker to exit (Close)
+	shardLimit int          // records a shard may hold: ceil(MaxTasks / numShards)
+	payloads   atomic.Int64 // payload bytes held by records, at most Options.MaxPayloadBytes
+	hung       atomic.Int64 // workers replaced while stuck in a handler, not yet returned
+	// retention is Options.Retention in effect, in ns (negative: drop at once): atomic,
+	// read by finished under a shard lock, written by SetRetention.
+	retention   atomic.Int64
 	loopWorkers atomic.Int64 // workers that will come back for the next item
 
 	workersMu sync.Mutex
@@ -221,6 +224,7 @@ func New(opts ...Option) (*Engine, error) {
 	e := &Engine{opts: o, clock: o.Clock, timers: timers, dlq: newDLQ(o.DLQCapacity), runq: make(chan runItem, o.QueueSize),
 		shardLimit: (o.MaxTasks + numShards - 1) / numShards, runBase: rand.Uint64(),
 		keys: keyTable{m: map[concKey]*concLimiter{}, max: o.MaxConcurrencyKeys}, rateByType: map[string]*rateLimiter{}}
+	e.retention.Store(int64(o.Retention))
 	e.base, e.stop = context.WithCancel(context.Background())
 	handlers := map[string]Handler{}
 	e.handlers.Store(&handlers)
@@ -296,7 +300,17 @@ func (e *Engine) now() (int64, time.Time) {
 // is copied. Info describes the task as accepted (PENDING, due at its first occurrence);
 // a one-shot task already due is queued for a worker at once (see the package doc).
 // Cost: one index insert and one timer, or for a task already due one queue send, O(1).
-func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}) }
+func (e *Engine) Submit(t Task) (Info, error) { return e.submit(t, time.Time{}, time.Time{}, false) }
+
+// SubmitOwned is Submit without the payload's copy: the engine keeps t.Payload's array
+// as the task's own, so the caller hands it over and must never write it again. For a
+// caller whose payload is already a fresh copy made for this task (a decoder's): it
+// saves a copy and an allocation a task. What the engine hands out (Info, Run) then
+// shares that array, as it shares its own copy after Submit; the engine never writes
+// it. A task with dependencies is copied all the same. Cost: as Submit.
+func (e *Engine) SubmitOwned(t Task) (Info, error) {
+	return e.submit(t, time.Time{}, time.Time{}, true)
+}
 
 // Continue is Submit for a recurring task handed over from another engine (a server that
 // took over from a node that died): its schedule continues from nextDue, the due time of
@@ -318,10 +332,11 @@ func (e *Engine) ContinueNotBefore(t Task, nextDue, notBefore time.Time) (Info, 
 	if !t.Schedule.Recurring() {
 		nextDue = time.Time{}
 	}
-	return e.submit(t, nextDue, notBefore)
+	return e.submit(t, nextDue, notBefore, false)
 }
 
-func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
+// submit is Submit, Continue and SubmitOwned; owned: t.Payload is the engine's to keep.
+func (e *Engine) submit(t Task, nextDue, notBefore time.Time, owned bool) (Info, error) {
 	if e.closed.Load() {
 		return Info{}, ErrClosed
 	}
@@ -333,7 +348,7 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 		return infos[0], nil
 	}
 	nowNs, wall := e.now()
-	first, err := e.prepare(&t, wall)
+	first, err := e.prepare(&t, wall, owned)
 	if err != nil {
 		return Info{}, err
 	}
@@ -383,15 +398,18 @@ func (e *Engine) submit(t Task, nextDue, notBefore time.Time) (Info, error) {
 }
 
 // prepare checks t and fills in what the engine keeps of it: its defaults, and its own
-// copies of the payload and dependencies; it returns t's first due time from wall.
-func (e *Engine) prepare(t *Task, wall time.Time) (time.Time, error) {
+// copies of the payload (unless owned: t.Payload is already the engine's, SubmitOwned)
+// and dependencies; it returns t's first due time from wall.
+func (e *Engine) prepare(t *Task, wall time.Time, owned bool) (time.Time, error) {
 	if t.Timeout == 0 {
 		t.Timeout = e.opts.DefaultTimeout
 	}
 	if err := t.normalize(e.opts.MaxPayload); err != nil {
 		return time.Time{}, err
 	}
-	t.Payload = slices.Clone(t.Payload)
+	if !owned {
+		t.Payload = slices.Clone(t.Payload)
+	}
 	if d := t.DependsOn; d != nil {
 		t.DependsOn = &Deps{On: slices.Clone(d.On), OnParentFailure: d.OnParentFailure}
 	}
@@ -535,11 +553,12 @@ func (e *Engine) remove(sh *shard, rec *record) {
 // finished starts the retention of a record that finished at clock reading nowNs; with
 // none, the record is removed and the caller must not touch it afterwards. Requires sh.mu.
 func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
-	if e.opts.Retention < 0 {
+	ret := e.retention.Load()
+	if ret < 0 {
 		e.remove(sh, rec)
 		return
 	}
-	tm, err := e.timers.At(nowNs+int64(e.opts.Retention), e.hDrop, timerArg(sh, rec))
+	tm, err := e.timers.At(nowNs+ret, e.hDrop, timerArg(sh, rec))
 	if err != nil {
 		e.remove(sh, rec) // only a closing scheduler refuses: nothing left to query anyway
 		return
@@ -604,7 +623,27 @@ func (e *Engine) Drop(namespace, id string) error {
 	return nil
 }
 
-// Get returns a snapshot of a task. Finished tasks stay visible for Options.Retention.
+// SetRetention changes how long a task that finishes from now on stays queryable (Get)
+// and counts towards MaxTasks: d > 0 keeps it d after it finishes; d <= 0 drops it as
+// it finishes (as a negative Options.Retention does). A record already retained keeps
+// the deadline it was given when it finished: shrinking the retention frees those
+// records by their old deadline at the latest, and growing it brings back none already
+// dropped. Safe for concurrent use with everything else. Cost: one atomic store.
+func (e *Engine) SetRetention(d time.Duration) {
+	if d <= 0 {
+		d = -1
+	}
+	e.retention.Store(int64(d))
+}
+
+// Retention is the retention in effect for tasks that finish now (Options.Retention,
+// then SetRetention's): 0 when they are dropped as they finish. Cost: one atomic load.
+func (e *Engine) Retention() time.Duration {
+	return max(time.Duration(e.retention.Load()), 0)
+}
+
+// Get returns a snapshot of a task. Finished tasks stay visible for the retention in
+// effect when they finished (Options.Retention, SetRetention).
 func (e *Engine) Get(namespace, id string) (Info, error) {
 	sh, rec, err := e.locked(nsOrDefault(namespace), id)
 	if err != nil {

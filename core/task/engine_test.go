@@ -681,3 +681,58 @@ func TestStartedAndSucceededEventsMeasureLatenessAndDuration(t *testing.T) {
 		t.Fatalf("lateness %v, want 5s (from the 30 s occurrence)", ev.Lateness)
 	}
 }
+
+// TestSetRetention: a retention changed at runtime applies to tasks that finish after
+// the change; a record already retained goes at the deadline it got when it finished
+// (on the fake clock: one finished under 1 h is still there after the new 1 s has
+// passed, and goes at its hour); 0 drops a task as it finishes.
+func TestSetRetention(t *testing.T) {
+	h := newHarness(t, WithRetention(time.Hour))
+	h.e.Register("c", func(ctx context.Context, r *Run) error { return nil })
+	if got := h.e.Retention(); got != time.Hour {
+		t.Fatalf("Retention() = %v, want the option's 1h", got)
+	}
+	h.submit(Task{ID: "old", Type: "c", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "old")
+
+	h.e.SetRetention(time.Second)
+	if got := h.e.Retention(); got != time.Second {
+		t.Fatalf("Retention() = %v after SetRetention(1s)", got)
+	}
+	h.submit(Task{ID: "new", Type: "c", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "new")
+	if _, err := h.e.Get("", "new"); err != nil {
+		t.Fatalf("new dropped before its 1s retention: %v", err)
+	}
+	h.fake.Advance(time.Second)
+	waitfor.Until(t, "new dropped 1s after it finished", func() bool {
+		_, err := h.e.Get("", "new")
+		return errors.Is(err, ErrNotFound)
+	})
+	if _, err := h.e.Get("", "old"); err != nil {
+		t.Fatalf("old, finished under a 1h retention, dropped at the new 1s: %v", err)
+	}
+	h.fake.Advance(time.Hour - 2*time.Second)
+	h.fake.Advance(time.Second - time.Millisecond) // 1ms short of old's hour: never early
+	if _, err := h.e.Get("", "old"); err != nil {
+		t.Fatalf("old dropped before its hour: %v", err)
+	}
+	h.fake.Advance(time.Millisecond)
+	waitfor.Until(t, "old dropped at its hour", func() bool {
+		_, err := h.e.Get("", "old")
+		return errors.Is(err, ErrNotFound)
+	})
+
+	h.e.SetRetention(0)
+	if got := h.e.Retention(); got != 0 {
+		t.Fatalf("Retention() = %v after SetRetention(0)", got)
+	}
+	h.submit(Task{ID: "gone", Type: "c", Schedule: After(0)})
+	h.fake.Advance(0)
+	h.wait(EventSucceeded, "gone")
+	if _, err := h.e.Get("", "gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(gone) after it finished under retention 0: %v, want ErrNotFound", err)
+	}
+}

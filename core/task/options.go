@@ -41,7 +41,8 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// Retention is how long a finished task (SUCCEEDED, DEAD, CANCELLED) stays queryable
 	// with Get before its record is dropped. 0 selects the default of one minute; a
-	// negative value drops records as soon as they finish.
+	// negative value drops records as soon as they finish. Engine.SetRetention changes
+	// it while the engine runs.
 	Retention time.Duration
 	// MisfireThreshold is how late an occurrence of a recurring task may fire before its
 	// MisfirePolicy applies. Default 1 s.

@@ -28,8 +28,9 @@ import "strconv"
 //
 // The handler contract that makes this safe is on Handler: ctx and run are valid until
 // the handler returns. Everything else the engine hands out is a copy (Info, Event,
-// DeadLetter), and a Task's Payload is a fresh copy per Submit whose bytes are never
-// written again, so a Payload slice taken from a Run or an Info stays valid.
+// DeadLetter), and a Task's Payload is a fresh copy per Submit (or the array a
+// SubmitOwned caller handed over) whose bytes are never written again, so a Payload
+// slice taken from a Run or an Info stays valid.
 
 // phase is where a record's current attempt stands, which says what outside the shard's
 // lock refers to the record; guarded by sh.mu. Every move follows phaseMoves.

@@ -2,7 +2,8 @@
 // JSON body, or a Feishu/Lark custom-bot card (optionally signed).
 //
 // A Notifier takes alerts (Notify) and posts each to every configured webhook from one
-// sender goroutine per webhook. A Monitor checks thresholds (backlog, lateness p95) over
+// sender goroutine per webhook; the webhooks can change while it runs (SetWebhooks:
+// tockd's runtime configuration). A Monitor checks thresholds (backlog, lateness p95) over
 // samples taken on an interval and gives its alerts to a Notifier (any Sink); its
 // thresholds can change while it runs (SetThresholds: tockd's runtime configuration).
 //
@@ -16,8 +17,10 @@
 //     Options.DedupWindow (while the key is remembered: see MaxKeys); a change of state
 //     always goes through, so a resolved alert is never hidden by its firing one.
 //   - Every alert is accounted for: once Close has returned, each one given to Notify is
-//     counted in Stats as Deduplicated, or, for each webhook, as exactly one of Sent,
-//     Failed, RateLimited or Dropped.
+//     counted in Stats as Deduplicated, or, for each webhook it was given to (those of
+//     the moment of the Notify), as exactly one of Sent, Failed, RateLimited or
+//     Dropped. SetWebhooks loses none: a webhook it takes away still posts what was
+//     queued for it.
 //   - Retries are bounded (Options.Retries, with a doubling backoff capped at
 //     Options.MaxRetryBackoff), and each POST by Options.Timeout.
 //   - After Close returns, no goroutine started by the package is left running; a

@@ -10,4 +10,6 @@ var (
 	// ErrDelivery: a webhook did not accept an alert (a non-2xx status, a Feishu reply
 	// with a non-zero code, or a network error) after the retries allowed.
 	ErrDelivery = errors.New("notify: delivery failed")
+	// ErrClosed: SetWebhooks was called after Close.
+	ErrClosed = errors.New("notify: closed")
 )

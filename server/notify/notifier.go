@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,9 @@ type Notifier struct {
 	closed bool                     // guarded by mu; queues are closed once it is set
 	keys   map[string]*list.Element // guarded by mu; values of order
 	order  *list.List               // guarded by mu; *dedupEntry, least recently sent first
-	hooks  []*hook                  // the slice is immutable; each hook's bucket is guarded by mu
+	// hooks are the webhooks alerts go to, guarded by mu: SetWebhooks replaces the
+	// slice, never changes it in place; each hook's bucket is guarded by mu too.
+	hooks []*hook
 
 	stats struct {
 		sent, failed, deduplicated, rateLimited, dropped atomic.Uint64
@@ -90,18 +93,82 @@ func New(options ...Option) (*Notifier, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	now := opts.Clock()
 	for _, w := range opts.Webhooks {
-		h := &hook{
-			Webhook: w,
-			name:    redactURL(w.URL),
-			queue:   make(chan queued, opts.QueueSize),
-			tokens:  float64(opts.Burst),
-			last:    now,
-		}
-		n.hooks = append(n.hooks, h)
-		n.wg.Add(1)
-		go n.send(h)
+		n.hooks = append(n.hooks, n.startHook(w, now))
 	}
 	return n, nil
+}
+
+// startHook makes w's hook, with a full bucket at now, and starts its sender.
+func (n *Notifier) startHook(w Webhook, now time.Time) *hook {
+	h := &hook{
+		Webhook: w,
+		name:    redactURL(w.URL),
+		queue:   make(chan queued, n.opts.QueueSize),
+		tokens:  float64(n.opts.Burst),
+		last:    now,
+	}
+	n.wg.Add(1)
+	go n.send(h)
+	return h
+}
+
+// SetWebhooks makes hooks the webhooks of every alert given to Notify from now on
+// (none: alerts go nowhere, and are not counted). A webhook of the old set that is in
+// the new one (same URL, Format and Secret) keeps its queue, bucket and sender; one
+// that is not stops taking alerts, but its sender still posts what it had queued
+// before the call: no alert in flight is lost, and each goes to the webhook it was
+// queued for. The swap is atomic with respect to Notify. A webhook added gets the
+// alerts given after the call only, and deduplication still counts what the old set
+// was sent: an alert firing at the change reaches a new webhook at its resolution, or
+// once DedupWindow has passed. Hooks are checked as
+// Options.Webhooks are (ErrInvalidOption, nothing changed); after Close it returns
+// ErrClosed. Cost: O(old + new webhooks) under the mutex, a goroutine per new webhook.
+func (n *Notifier) SetWebhooks(hooks ...Webhook) error {
+	hooks = append([]Webhook(nil), hooks...)
+	for i := range hooks {
+		if hooks[i].Format == "" {
+			hooks[i].Format = FormatJSON
+		}
+	}
+	if err := validateWebhooks(hooks); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	old := n.hooks
+	next := make([]*hook, 0, len(hooks))
+	now := n.opts.Clock()
+	for _, w := range hooks {
+		i := slices.IndexFunc(old, func(h *hook) bool { return h != nil && h.Webhook == w })
+		if i < 0 {
+			next = append(next, n.startHook(w, now))
+			continue
+		}
+		next = append(next, old[i])
+		old[i] = nil // kept: not retired, and not kept twice
+	}
+	for _, h := range old {
+		if h != nil {
+			close(h.queue) // its sender posts what is queued, then returns (Close waits)
+		}
+	}
+	n.hooks = next
+	return nil
+}
+
+// Webhooks returns the webhooks alerts go to now, in SetWebhooks' (or Options') order.
+// Cost: O(webhooks) under the mutex.
+func (n *Notifier) Webhooks() []Webhook {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]Webhook, len(n.hooks))
+	for i, h := range n.hooks {
+		out[i] = h.Webhook
+	}
+	return out
 }
 
 // Notify queues a for every webhook and returns at once: it never waits for the network

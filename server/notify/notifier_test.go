@@ -220,7 +220,6 @@ func TestBadOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{}, "Webhooks is empty"},
 		{Options{Webhooks: []Webhook{{URL: "ftp://x/y"}}}, `scheme "ftp"`},
 		{Options{Webhooks: []Webhook{{URL: "127.0.0.1:80/hook"}}}, "Webhooks[0].URL"},
 		{Options{Webhooks: []Webhook{{URL: "http:///hook"}}}, "no host"},

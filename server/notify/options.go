@@ -58,7 +58,8 @@ const (
 
 // Options configures a Notifier. The zero value of every field selects its default.
 type Options struct {
-	// Webhooks receive every alert; at least one.
+	// Webhooks receive every alert; none: alerts go nowhere (until SetWebhooks gives
+	// the Notifier some).
 	Webhooks []Webhook
 	// Node is an alert's Node when it has none. Default the host name.
 	Node string
@@ -202,10 +203,15 @@ func bad(format string, args ...any) error {
 
 // validate checks the fields after setDefaults and names the first bad one.
 func (o *Options) validate() error {
-	if len(o.Webhooks) == 0 {
-		return bad("Webhooks is empty")
+	if err := validateWebhooks(o.Webhooks); err != nil {
+		return err
 	}
-	for i, w := range o.Webhooks {
+	return o.validateRest()
+}
+
+// validateWebhooks checks each webhook (its Format set) and names the first bad one.
+func validateWebhooks(hooks []Webhook) error {
+	for i, w := range hooks {
 		u, err := url.Parse(w.URL)
 		switch {
 		case err != nil:
@@ -226,6 +232,11 @@ func (o *Options) validate() error {
 			return bad("Webhooks[%d].Secret is set but only Format %q signs", i, FormatFeishu)
 		}
 	}
+	return nil
+}
+
+// validateRest checks the fields other than Webhooks.
+func (o *Options) validateRest() error {
 	switch {
 	case o.DedupWindow < 0:
 		return bad("DedupWindow %v is negative", o.DedupWindow)

@@ -167,7 +167,7 @@ func TestHotPathAllocs(t *testing.T) {
 		{benchTracedFire, 5, "a FIRE's 3, and its traceparent and tracestate"},
 		{benchTracedFires, 3, "the *Fires, its runs' slice and one buffer, which holds the trace contexts too"},
 		{status, 2, "the *TaskStatus and its ID; the state parsed in place"},
-		{benchBatch, float64(2 + 2*len(benchBatch.Tasks)), "the message, its slice, each task's ID and payload"},
+		{benchBatch, float64(2 + len(benchBatch.Tasks)), "the message, its slice, and one buffer a task for its ID and payload"},
 	} {
 		frame, _ := AppendFrame(nil, tc.m, 0)
 		d := NewDecoder(0)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tock-sched/tock/core/task"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -130,6 +131,23 @@ func TestErrorIs(t *testing.T) {
 	}
 }
 
+// decodeOverwritten decodes m's frame with d, then overwrites every byte of d's buffer
+// (Feed copied the frame into it), as the next frames a connection reads do, and
+// returns what d decoded.
+func decodeOverwritten(t *testing.T, d *Decoder, m Message) Message {
+	t.Helper()
+	d.Feed(mustFrame(t, m))
+	got, err := d.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.buf[:cap(d.buf)]
+	for i := range b {
+		b[i] = 0xff
+	}
+	return got
+}
+
 // TestFiresRunsOwnTheirBytes: the runs of a decoded FIRES share no memory with the frame
 // (overwriting the frame changes none of them), and none with each other: appending to
 // one run's payload cannot write into the next run's bytes.
@@ -138,17 +156,8 @@ func TestFiresRunsOwnTheirBytes(t *testing.T) {
 		{Namespace: "default", TaskID: "a-1", TaskType: "t", Payload: []byte("first"), RunID: 1, Attempt: 1, Due: 1, Epoch: 1, TTR: 1, Durability: Ephemeral},
 		{Namespace: "default", TaskID: "a-2", TaskType: "t", Payload: []byte("second"), RunID: 2, Attempt: 1, Due: 1, Epoch: 1, TTR: 1, Durability: Ephemeral},
 	}}
-	b := mustFrame(t, want)
 	d := NewDecoder(0)
-	d.Feed(b)
-	m, err := d.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := m.(*Fires)
-	for i := range b {
-		b[i] = 0xff
-	}
+	got := decodeOverwritten(t, d, want).(*Fires)
 	d.Feed(mustFrame(t, &Fires{Runs: []Fire{{Namespace: "x", TaskID: "zzz", TaskType: "t", Payload: []byte("zzzzzz"), RunID: 3, Attempt: 1, Durability: Ephemeral}}}))
 	if _, err := d.Next(); err != nil {
 		t.Fatal(err)
@@ -156,5 +165,42 @@ func TestFiresRunsOwnTheirBytes(t *testing.T) {
 	_ = append(got.Runs[0].Payload, "XXXX"...)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the decoded runs changed:\n got %+v\nwant %+v", got.Runs, want.Runs)
+	}
+}
+
+// TestBatchTasksOwnTheirBytes: the tasks of a decoded SUBMIT_BATCH, whose ID and payload
+// share one buffer (up to sharedPayloadMax bytes of payload), share no memory with the
+// frame (overwriting it changes none of them) and none with each other; appending to a
+// payload writes into no ID. Payloads at the bound, above it, empty, and a task whose
+// "payload" key comes before its "tid" (a foreign encoder's order) are decoded alike.
+func TestBatchTasksOwnTheirBytes(t *testing.T) {
+	mk := func(id string, n int) Task {
+		return Task{ID: id, Type: "t", Payload: bytes.Repeat([]byte{byte(n)}, n), Schedule: Schedule{Kind: task.KindAfter}, Durability: Ephemeral}
+	}
+	want := &SubmitBatch{ID: 9, Tasks: []Task{mk("a", 5), mk("bb", sharedPayloadMax), mk("ccc", sharedPayloadMax+1), mk("dddd", 0), mk("", 3)}}
+	want.Tasks[3].Payload = nil // empty is nil
+	got := decodeOverwritten(t, NewDecoder(0), want).(*SubmitBatch)
+	for i := range got.Tasks {
+		_ = append(got.Tasks[i].Payload, "XXXX"...)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the decoded tasks changed:\n got %+v\nwant %+v", got.Tasks, want.Tasks)
+	}
+	for range 20 { // map order varies run to run
+		body, err := msgpack.Marshal(map[string]any{"t": int(TypeSubmitBatch), "id": 9, "tasks": []any{
+			map[string]any{"payload": []byte("late-id"), "type": "t", "durability": "ephemeral",
+				"schedule": map[string]any{"kind": "after", "delay": 1}, "tid": "x"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Decode(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(body)
+		if tk := m.(*SubmitBatch).Tasks[0]; tk.ID != "x" || string(tk.Payload) != "late-id" {
+			t.Fatalf("foreign order: ID %q payload %q, want %q %q", tk.ID, tk.Payload, "x", "late-id")
+		}
 	}
 }

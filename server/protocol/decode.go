@@ -198,14 +198,20 @@ func (d *dec) bin(limit int) ([]byte, *Error) {
 	if d.arena == nil {
 		return d.r.bin(limit)
 	}
-	if !isBin(d.r.peek()) {
-		return nil, d.r.wrongType("binary")
-	}
-	b, err := d.r.raw(limit)
+	b, err := d.binView(limit)
 	if err != nil || len(b) == 0 {
 		return nil, err
 	}
 	return d.keep(b), nil
+}
+
+// binView reads a binary of at most limit bytes, aliased into the body: for copying
+// before the body's decode ends (dec.bin, Task.checkFields), never for keeping.
+func (d *dec) binView(limit int) ([]byte, *Error) {
+	if !isBin(d.r.peek()) {
+		return nil, d.r.wrongType("binary")
+	}
+	return d.r.raw(limit)
 }
 
 // keep copies b to the end of d.arena and returns the copy, its capacity cut to its

@@ -41,6 +41,7 @@
 // *Fire, its task ID and payload, a FIRES the *Fires, its slice of runs and one buffer
 // that holds every run's task ID and payload (3 allocations for any number of runs: a
 // run kept keeps that frame's buffer alive), and a SUBMIT_BATCH the message, its slice
-// and each task's ID and payload: a Decoder interns namespaces and task types, which
-// repeat on a connection.
+// and one buffer a task that holds its ID and payload (two, for a payload over 256
+// bytes: an ID kept alone keeps at most that much alive): a Decoder interns namespaces
+// and task types, which repeat on a connection.
 package protocol

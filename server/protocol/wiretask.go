@@ -1,7 +1,10 @@
 package protocol
 
 import (
+	"slices"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"github.com/tock-sched/tock/core/task"
 )
@@ -318,11 +321,15 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 	case 0:
 		t.Namespace, err = d.name(task.MaxNamespaceLen)
 	case 1:
-		t.ID, err = d.r.str(task.MaxIDLen)
+		// A view of the body until checkFields copies it out with the payload.
+		var b []byte
+		if b, err = d.r.strBytes(task.MaxIDLen); len(b) > 0 {
+			t.ID = unsafe.String(&b[0], len(b))
+		}
 	case 2:
 		t.Type, err = d.name(task.MaxTypeLen)
 	case 3:
-		t.Payload, err = d.r.bin(maxPayload)
+		t.Payload, err = d.binView(maxPayload) // a view of the body, as the ID
 	case 4:
 		err = d.sub(&t.Schedule)
 	case 5:
@@ -359,6 +366,37 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 func taskIDs(d *dec, id *string) (err *Error) {
 	*id, err = d.str(task.MaxIDLen)
 	return err
+}
+
+// sharedPayloadMax is the largest payload decoded into one buffer with its task's ID.
+// It bounds what a task ID kept after its payload was dropped (a dead letter's, which
+// copies the payload; a key in a map) can keep alive; a larger payload gets a buffer
+// of its own.
+const sharedPayloadMax = 256
+
+// checkFields copies the ID and the payload, read as views of the body (set), out of it:
+// into one buffer, the ID's bytes then the payload's, when the payload is at most
+// sharedPayloadMax bytes (a SUBMIT_BATCH then allocates one object a task for both, not
+// two), else each into its own. The payload's capacity is cut to its length, so an
+// append never writes over another value; nothing writes the buffer again.
+func (t *Task) checkFields(*dec, uint64) *Error {
+	id, p := t.ID, t.Payload
+	if len(p) > sharedPayloadMax {
+		t.ID, t.Payload = strings.Clone(id), slices.Clone(p)
+		return nil
+	}
+	if len(id)+len(p) == 0 {
+		t.Payload = nil
+		return nil
+	}
+	buf := make([]byte, len(id)+len(p))
+	copy(buf, id)
+	copy(buf[len(id):], p)
+	t.ID = unsafe.String(&buf[0], len(id))
+	if t.Payload = nil; len(p) > 0 {
+		t.Payload = buf[len(id):len(buf):len(buf)]
+	}
+	return nil
 }
 
 func (t *Task) encode(c *enc) {

@@ -15,6 +15,8 @@
 //	alert_backlog                      an integer, 0 or more (0: never)
 //	alert_lateness_p95                 a duration, 0 or more (0: never)
 //	alert_for                          a duration, 0 or more
+//	retention                          a duration, 0 or more (0: dropped as it finishes)
+//	webhook_urls                       comma-separated http(s) URLs, or empty (none)
 //
 // Invariants:
 //   - Parse is the one judge of a key and its value: tockctl checks with it before
@@ -25,6 +27,11 @@
 //     text is canonical), so every node applies the same setting from the same bytes.
 //   - A key Parse refuses names no setting (ErrUnknownKey), and a value it refuses
 //     names the key and the value (ErrBadValue); neither is ever written.
+//   - Secrets are never settings: a value is stored in etcd in clear. webhook_urls
+//     refuses a URL with user info, and its values are shown in logs and errors only
+//     as Loggable cuts them (scheme://host/…); a URL that is itself a credential (a
+//     bot's token in its path) is seen whole by config get and list, so keep such a URL
+//     in tockd's -webhook or -webhook-file instead.
 //
 // The package is pure: no I/O, no state but the table of specs, which never changes.
 // Cost: Parse is a table lookup and one value parse, O(len(key) + len(value)).

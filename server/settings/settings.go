@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tock-sched/tock/core/task"
+	"github.com/tock-sched/tock/server/notify"
 )
 
 var (
@@ -31,7 +33,12 @@ const (
 	AlertBacklog          = "alert_backlog"
 	AlertLatenessP95      = "alert_lateness_p95"
 	AlertFor              = "alert_for"
+	Retention             = "retention"
+	WebhookURLs           = "webhook_urls"
 )
+
+// MaxWebhookURLs bounds the URLs of webhook_urls.
+const MaxWebhookURLs = 16
 
 // Spec describes one setting.
 type Spec struct {
@@ -43,6 +50,8 @@ type Spec struct {
 	Default string
 	Doc     string // one line
 	parse   func(s *Setting) error
+	// redact, if set, is a value as logs may show it: the value may hold a credential.
+	redact func(value string) string
 }
 
 // Pattern is the key as documented: Name, or Name/Arg.
@@ -72,6 +81,11 @@ var specs = []Spec{
 		Doc: "alert when the p95 of start minus due time over an interval exceeds this", parse: parseDuration},
 	{Name: AlertFor, Syntax: "a duration such as 30s or 5m, 0 or more", Default: "-alert-for (1m0s)",
 		Doc: "how long a backlog or lateness breach lasts before it alerts", parse: parseDuration},
+	{Name: Retention, Syntax: "a duration such as 10m or 1h, 0 or more (0: dropped as it finishes)", Default: "-retention (1m0s)",
+		Doc: "how long a task that finishes from now on stays queryable (GET, LIST) and counts towards -max-tasks", parse: parseDuration},
+	{Name: WebhookURLs, Syntax: "comma-separated http(s) URLs without user info, or empty (no webhook)", Default: "-webhook (none)",
+		Doc:   "the webhooks every alert goes to, in -webhook-format (signed with -webhook-secret); stored in etcd in clear",
+		parse: parseWebhookURLs, redact: redactURLs},
 }
 
 // Specs lists every setting, in documentation order. The caller must not change them.
@@ -90,10 +104,32 @@ type Setting struct {
 	Rate  float64       // rate_limit: runs a second; 0: no limit
 	Burst int           // rate_limit: 0 when Rate is 0
 	On    bool          // paused
-	D     time.Duration // alert_lateness_p95, alert_for
+	D     time.Duration // alert_lateness_p95, alert_for, retention
 	// Type is rate_limit's and paused's task type; Namespace and ConcKey are
 	// concurrency_limit's.
 	Type, Namespace, ConcKey string
+}
+
+// Loggable is value as a log line may show it: value itself, but for a key whose values
+// may hold a credential (webhook_urls: each URL cut to scheme://host/…, as server/notify
+// logs them) or a key Lookup refuses ("(not shown)").
+func Loggable(key, value string) string {
+	sp, _, err := Lookup(key)
+	switch {
+	case err != nil:
+		return "(not shown)"
+	case sp.redact != nil:
+		return sp.redact(value)
+	}
+	return value
+}
+
+// WebhookURLs is webhook_urls' value, s.Value, as its URLs (none when empty).
+func (s *Setting) WebhookURLs() []string {
+	if s.Value == "" {
+		return nil
+	}
+	return strings.Split(s.Value, ",")
 }
 
 // Lookup is the spec of key and the argument it names, or ErrUnknownKey: a plain name
@@ -129,7 +165,8 @@ func patterns() string {
 }
 
 // Parse checks key and value and returns the setting they make, or an error wrapping
-// ErrUnknownKey or ErrBadValue that names both.
+// ErrUnknownKey or ErrBadValue that names both (a value that may hold a credential as
+// Loggable shows it).
 func Parse(key, value string) (Setting, error) {
 	sp, arg, err := Lookup(key)
 	if err != nil {
@@ -137,7 +174,11 @@ func Parse(key, value string) (Setting, error) {
 	}
 	s := Setting{Key: key, Name: sp.Name, Arg: arg, Value: value}
 	if err := sp.parse(&s); err != nil {
-		return Setting{}, fmt.Errorf("%w: %s = %q: %v (want %s)", ErrBadValue, key, value, err, sp.Syntax)
+		shown := value
+		if sp.redact != nil {
+			shown = sp.redact(value)
+		}
+		return Setting{}, fmt.Errorf("%w: %s = %q: %v (want %s)", ErrBadValue, key, shown, err, sp.Syntax)
 	}
 	return s, nil
 }
@@ -236,6 +277,49 @@ func parsePaused(s *Setting) error {
 		return nil
 	}
 	return errors.New("neither true nor false")
+}
+
+// parseWebhookURLs checks each comma-separated URL (spaces around it and empty ones
+// dropped): http or https, with a host and no user info (a password belongs in a flag
+// or a file, not in etcd). Canonical: the URLs joined by ",". Its errors never quote a
+// URL whole (it may hold a credential in its path or query).
+func parseWebhookURLs(s *Setting) error {
+	var urls []string
+	for i, raw := range strings.Split(s.Value, ",") {
+		if raw = strings.TrimSpace(raw); raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil:
+			return fmt.Errorf("URL %d (%s) does not parse", i+1, notify.RedactURL(raw))
+		case u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("URL %d: scheme %q is not http or https", i+1, u.Scheme)
+		case u.Host == "":
+			return fmt.Errorf("URL %d (%s) has no host", i+1, notify.RedactURL(raw))
+		case u.User != nil:
+			return fmt.Errorf("URL %d (%s) has user info: credentials stay in tockd's flags or files", i+1, notify.RedactURL(raw))
+		case strings.ContainsAny(raw, " \t"):
+			return fmt.Errorf("URL %d (%s) holds a space", i+1, notify.RedactURL(raw))
+		}
+		urls = append(urls, raw)
+	}
+	if len(urls) > MaxWebhookURLs {
+		return fmt.Errorf("%d URLs, more than %d", len(urls), MaxWebhookURLs)
+	}
+	s.Value = strings.Join(urls, ",")
+	return nil
+}
+
+// redactURLs is a webhook_urls value with each URL cut to scheme://host/….
+func redactURLs(value string) string {
+	var out []string
+	for _, u := range strings.Split(value, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, notify.RedactURL(u))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // checkType checks a task type named in a key.

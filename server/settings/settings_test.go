@@ -31,6 +31,11 @@ func TestParseAccepts(t *testing.T) {
 		{"alert_backlog", "500", Setting{Name: AlertBacklog, Value: "500", N: 500}},
 		{"alert_lateness_p95", "1500ms", Setting{Name: AlertLatenessP95, Value: "1.5s", D: 1500 * time.Millisecond}},
 		{"alert_for", "0s", Setting{Name: AlertFor, Value: "0s"}},
+		{"retention", "90m", Setting{Name: Retention, Value: "1h30m0s", D: 90 * time.Minute}},
+		{"retention", "0", Setting{Name: Retention, Value: "0s"}},
+		{"webhook_urls", "", Setting{Name: WebhookURLs, Value: ""}},
+		{"webhook_urls", " http://127.0.0.1:9/a , ,https://h.example/hook?k=1", Setting{Name: WebhookURLs,
+			Value: "http://127.0.0.1:9/a,https://h.example/hook?k=1"}},
 	} {
 		c.want.Key = c.key
 		got, err := Parse(c.key, c.value)
@@ -82,6 +87,10 @@ func TestParseRefuses(t *testing.T) {
 		{"alert_lateness_p95", "1", ErrBadValue},
 		{"alert_for", "-5m", ErrBadValue},
 		{"alert_for/x", "5m", ErrUnknownKey},
+		{"retention", "-1s", ErrBadValue},
+		{"retention", "forever", ErrBadValue},
+		{"retention", "", ErrBadValue},
+		{"webhook_urls/x", "http://h", ErrUnknownKey},
 	} {
 		_, err := Parse(c.key, c.value)
 		if !errors.Is(err, c.want) {
@@ -109,5 +118,37 @@ func TestSpecsDocumented(t *testing.T) {
 		if err != nil || got.Name != sp.Name {
 			t.Errorf("Lookup(%q) = %v, %v; want %s", key, got, err, sp.Name)
 		}
+	}
+}
+
+// TestWebhookURLs: webhook_urls refuses what is not an http(s) URL with a host and no
+// user info, and more than MaxWebhookURLs of them, without ever quoting a URL's path or
+// query (it may be a credential); Loggable cuts each URL so; WebhookURLs splits it.
+func TestWebhookURLs(t *testing.T) {
+	many := strings.TrimSuffix(strings.Repeat("http://h/x,", MaxWebhookURLs+1), ",")
+	for _, v := range []string{"ftp://h/secret-path", "http:///secret-path", "https://user:pw@h/secret-path",
+		"h/secret-path", "http://h/secret-path,mailto:secret-path", "http://h/secret path", many} {
+		_, err := Parse(WebhookURLs, v)
+		if !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), "webhook_urls") {
+			t.Errorf("Parse(webhook_urls, %q): %v, want ErrBadValue naming the key", v, err)
+		} else if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "pw") {
+			t.Errorf("Parse(webhook_urls, %q): %q quotes a URL's path or user info", v, err)
+		}
+	}
+	s, err := Parse(WebhookURLs, "https://open.feishu.cn/hook/TOKEN,http://127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WebhookURLs(); len(got) != 2 || got[0] != "https://open.feishu.cn/hook/TOKEN" || got[1] != "http://127.0.0.1:9" {
+		t.Fatalf("WebhookURLs() = %q", got)
+	}
+	if got := Loggable(WebhookURLs, s.Value); got != "https://open.feishu.cn/…,http://127.0.0.1:9" {
+		t.Fatalf("Loggable = %q, want each URL cut to scheme://host/…", got)
+	}
+	if got := Loggable(MaxWaitingRuns, "7"); got != "7" {
+		t.Fatalf("Loggable(max_waiting_runs, 7) = %q", got)
+	}
+	if empty, _ := Parse(WebhookURLs, ""); len(empty.WebhookURLs()) != 0 {
+		t.Fatalf("empty webhook_urls has URLs %q", empty.WebhookURLs())
 	}
 }

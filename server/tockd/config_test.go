@@ -69,14 +69,14 @@ func configCtx(t *testing.T) context.Context {
 
 // TestConfigSetAppliesOnEveryNode: a setting written at one node of three is applied by
 // every node, without a restart: the router's waiting bound, the engine's rate and
-// concurrency limits, a paused type; each change is counted once per node; a reset puts
+// concurrency limits and retention, a paused type; each change is counted once per node; a reset puts
 // every node back on its Options.
 func TestConfigSetAppliesOnEveryNode(t *testing.T) {
 	_, nodes := threeNodes(t)
 	ctx := configCtx(t)
 	start := time.Now()
 	for k, v := range map[string]string{"max_waiting_runs": "7", "rate_limit/email": "50:5",
-		"concurrency_limit/shop/cust": "3", "paused/email": "true"} {
+		"concurrency_limit/shop/cust": "3", "paused/email": "true", "retention": "10m"} {
 		if e, err := nodes[1].srv.ConfigSet(ctx, k, v); err != nil || !e.Set || e.Key != k {
 			t.Fatalf("ConfigSet(%s, %s) = %+v, %v", k, v, e, err)
 		}
@@ -86,25 +86,27 @@ func TestConfigSetAppliesOnEveryNode(t *testing.T) {
 		total, _ := waitingLimits(s)
 		rate, burst, _ := s.engine.RateLimit("email")
 		key, ok := s.engine.ConcurrencyKey("shop", "cust")
-		return total == 7 && rate == 50 && burst == 5 && ok && key.Limit == 3 && slices.Equal(s.PausedTypes(), []string{"email"})
+		return total == 7 && rate == 50 && burst == 5 && ok && key.Limit == 3 && slices.Equal(s.PausedTypes(), []string{"email"}) &&
+			s.engine.Retention() == 10*time.Minute
 	}
 	for _, n := range nodes {
 		if !waitUntil(func() bool { return applied(n.srv) }) {
 			total, _ := waitingLimits(n.srv)
 			rate, burst, _ := n.srv.engine.RateLimit("email")
-			t.Fatalf("%s within %v: max waiting %d, rate %v:%d, paused %q", n.srv.opts.NodeName, waitBound, total, rate, burst, n.srv.PausedTypes())
+			t.Fatalf("%s within %v: max waiting %d, rate %v:%d, paused %q, retention %v", n.srv.opts.NodeName, waitBound, total, rate, burst,
+				n.srv.PausedTypes(), n.srv.engine.Retention())
 		}
 	}
-	t.Logf("4 writes at node-b took %v; applied on all three %v after the first", wrote, time.Since(start))
+	t.Logf("5 writes at node-b took %v; applied on all three %v after the first", wrote, time.Since(start))
 	for _, n := range nodes {
-		if got := n.srv.Stats().ConfigChanges; got["max_waiting_runs"] != 1 || got["rate_limit/email"] != 1 || len(got) != 4 {
-			t.Fatalf("%s counts changes %v, want each of the 4 keys once", n.srv.opts.NodeName, got)
+		if got := n.srv.Stats().ConfigChanges; got["max_waiting_runs"] != 1 || got["rate_limit/email"] != 1 || len(got) != 5 {
+			t.Fatalf("%s counts changes %v, want each of the 5 keys once", n.srv.opts.NodeName, got)
 		}
 		if e, err := n.srv.ConfigGet("rate_limit/email"); err != nil || e != (ConfigEntry{Key: "rate_limit/email", Value: "50:5", Set: true}) {
 			t.Fatalf("%s: ConfigGet = %+v, %v", n.srv.opts.NodeName, e, err)
 		}
 	}
-	for _, k := range []string{"max_waiting_runs", "rate_limit/email", "concurrency_limit/shop/cust", "paused/email"} {
+	for _, k := range []string{"max_waiting_runs", "rate_limit/email", "concurrency_limit/shop/cust", "paused/email", "retention"} {
 		if _, err := nodes[2].srv.ConfigReset(ctx, k); err != nil {
 			t.Fatalf("ConfigReset(%s): %v", k, err)
 		}
@@ -114,7 +116,8 @@ func TestConfigSetAppliesOnEveryNode(t *testing.T) {
 			total, _ := waitingLimits(n.srv)
 			rate, _, _ := n.srv.engine.RateLimit("email")
 			_, keyed := n.srv.engine.ConcurrencyKey("shop", "cust")
-			return total == DefaultMaxWaitingRuns && rate == 0 && !keyed && len(n.srv.PausedTypes()) == 0
+			return total == DefaultMaxWaitingRuns && rate == 0 && !keyed && len(n.srv.PausedTypes()) == 0 &&
+				n.srv.engine.Retention() == time.Minute // the engine's default: these nodes set none
 		}) {
 			t.Fatalf("%s never went back to its defaults after the resets", n.srv.opts.NodeName)
 		}
@@ -199,8 +202,9 @@ type discardAlerts struct{}
 func (discardAlerts) Notify(notify.Alert) bool { return true }
 
 // TestConfigWithoutAStore: a lone node without etcd applies a setting to itself, in
-// memory; log_level sets Options.LogLevel, alert_* the alert monitor's thresholds, and a
-// reset restores what they held at New.
+// memory; log_level sets Options.LogLevel, alert_* the alert monitor's thresholds,
+// webhook_urls the notifier's webhooks (logged only as scheme://host/…), and a reset
+// restores what they held at New.
 func TestConfigWithoutAStore(t *testing.T) {
 	var level slog.LevelVar
 	level.Set(slog.LevelWarn)
@@ -210,10 +214,27 @@ func TestConfigWithoutAStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flagHook := notify.Webhook{URL: "http://127.0.0.1:1/hook/FLAG-TOKEN", Format: notify.FormatJSON}
+	n, err := notify.New(notify.WithWebhooks(flagHook))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: &level}))
-	ts := startServer(t, Options{LogLevel: &level, Logger: log, MaxWaitingRuns: 100, Alerts: mon})
+	ts := startServer(t, Options{LogLevel: &level, Logger: log, MaxWaitingRuns: 100, Alerts: mon, Notifier: n})
+	t.Cleanup(func() { n.Close(context.Background()) }) // after startServer's: before its leak check
 	ctx := configCtx(t)
+	const setURL = "http://127.0.0.1:2/hook/SET-TOKEN"
+	if e, err := ts.srv.ConfigSet(ctx, "webhook_urls", setURL); err != nil || e.Value != setURL ||
+		!slices.Equal(n.Webhooks(), []notify.Webhook{{URL: setURL, Format: notify.FormatJSON}}) {
+		t.Fatalf("ConfigSet(webhook_urls) = %+v, %v; the notifier's webhooks %+v", e, err, n.Webhooks())
+	}
+	if _, err := ts.srv.ConfigReset(ctx, "webhook_urls"); err != nil || !slices.Equal(n.Webhooks(), []notify.Webhook{flagHook}) {
+		t.Fatalf("ConfigReset(webhook_urls): %v; the notifier's webhooks %+v, want the flag's again", err, n.Webhooks())
+	}
+	if strings.Contains(logged.String(), "TOKEN") {
+		t.Fatalf("the log shows a webhook URL whole:\n%s", logged.String())
+	}
 	for k, v := range map[string]string{"alert_backlog": "50", "alert_for": "5s"} {
 		if _, err := ts.srv.ConfigSet(ctx, k, v); err != nil {
 			t.Fatal(err)
@@ -246,7 +267,8 @@ func TestConfigWithoutAStore(t *testing.T) {
 	entries, _ := ts.srv.ConfigList()
 	want := []ConfigEntry{{Key: "alert_backlog", Value: "10000"}, {Key: "alert_for", Value: "1m0s"},
 		{Key: "alert_lateness_p95", Value: "1s"}, {Key: "log_level", Value: "warn"}, {Key: "max_waiting_runs", Value: "100"},
-		{Key: "max_waiting_runs_per_type", Value: "3", Set: true}}
+		{Key: "max_waiting_runs_per_type", Value: "3", Set: true}, {Key: "retention", Value: "1m0s"},
+		{Key: "webhook_urls", Value: "http://127.0.0.1:1/…"}}
 	if !slices.Equal(entries, want) {
 		t.Fatalf("ConfigList = %+v, want %+v", entries, want)
 	}

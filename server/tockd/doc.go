@@ -286,7 +286,9 @@
 // # Runtime configuration
 //
 // The runtime-safe settings (server/settings: log_level, the waiting bounds, rate and
-// concurrency limits, paused types, the alert thresholds of Options.Alerts) live in etcd under <prefix>config/ (store.Config).
+// concurrency limits, paused types, the engine's retention, the alert thresholds of
+// Options.Alerts, the webhooks of Options.Notifier) live in etcd under <prefix>config/
+// (store.Config), in clear: no secret is one.
 // Every node reads them in New (waiting up to 10 s; then it serves on its defaults
 // until it can), watches them, and applies each change as it sees it (liveconfig.go),
 // logging the key, the old and the new value at Info and counting it (Stats.

@@ -30,8 +30,9 @@ type ConfigEntry struct {
 // liveConfig is this node's runtime configuration (server/settings names the keys):
 // with a Store it follows <prefix>config/ (store.Config.Watch: the set at start, then
 // every change) and applies each change as it sees it, to the router (the waiting
-// bounds, paused types), the engine (rate and concurrency limits), the log level
-// (Options.LogLevel) and the alert thresholds (Options.Alerts); without one, ConfigSet
+// bounds, paused types), the engine (rate and concurrency limits, retention), the log level
+// (Options.LogLevel), the alert thresholds (Options.Alerts) and the webhooks
+// (Options.Notifier); without one, ConfigSet
 // and ConfigReset apply to this node's memory alone. A key that is not set, or no
 // longer is, has its default (Options, the flags).
 //
@@ -39,7 +40,8 @@ type ConfigEntry struct {
 //   - eff = {k: settings.Parse(k, raw[k]) | the parse succeeded}, plus, for a raw value
 //     that does not parse (written past tockctl), the setting that was in effect for k
 //     before it, if any: a bad value is logged and never applied, not even as a reset.
-//   - What the router, the engine, Options.LogLevel and Options.Alerts hold is eff
+//   - What the router, the engine, Options.LogLevel, Options.Alerts and
+//     Options.Notifier hold is eff
 //     (defaults for keys not in eff), as of revision rev; rev only grows, and changed is closed (and
 //     replaced) each time rev does.
 //   - changes[k] counts the times k's value in effect changed on this node, the first
@@ -59,6 +61,12 @@ type liveConfig struct {
 	baseLevel slog.Level // Options.LogLevel's level at New: log_level's default
 	// baseAlerts is Options.Alerts' thresholds at New: the alert_* keys' defaults.
 	baseAlerts notify.Thresholds
+	// baseRetention is the engine's retention at New (0: dropped at once): retention's
+	// default.
+	baseRetention time.Duration
+	// baseHooks is Options.Notifier's webhooks at New: webhook_urls' default, applied
+	// as they are (listed cut to scheme://host/…: they are flags that may be secrets).
+	baseHooks []notify.Webhook
 
 	applyMu sync.Mutex
 
@@ -84,6 +92,10 @@ func newLiveConfig(opts *Options, engine *task.Engine, r *router[*conn]) *liveCo
 	}
 	if opts.Alerts != nil {
 		c.baseAlerts = opts.Alerts.Thresholds()
+	}
+	c.baseRetention = engine.Retention()
+	if opts.Notifier != nil {
+		c.baseHooks = opts.Notifier.Webhooks()
 	}
 	return c
 }
@@ -164,7 +176,7 @@ func (c *liveConfig) applyLocked(s store.ConfigSet) {
 		st, err := settings.Parse(k, v)
 		if err != nil {
 			if oldRaw[k] != v { // once per bad value, not at every later change
-				c.log.Error("tockd: a configuration value that does not parse is ignored", "key", k, "value", v, "err", err)
+				c.log.Error("tockd: a configuration value that does not parse is ignored", "key", k, "value", settings.Loggable(k, v), "err", err)
 			}
 			if prev, ok := old[k]; ok {
 				eff[k] = prev
@@ -181,7 +193,7 @@ func (c *liveConfig) applyLocked(s store.ConfigSet) {
 		}
 		changed = append(changed, k)
 		c.applyKey(k, eff)
-		c.log.Info("tockd: configuration changed", "key", k, "old", was, "new", now, "rev", s.Rev)
+		c.log.Info("tockd: configuration changed", "key", k, "old", settings.Loggable(k, was), "new", settings.Loggable(k, now), "rev", s.Rev)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -234,6 +246,14 @@ func (c *liveConfig) defaultOf(key string) string {
 		return c.baseAlerts.LatenessP95.String()
 	case settings.AlertFor:
 		return c.baseAlerts.For.String()
+	case settings.Retention:
+		return c.baseRetention.String()
+	case settings.WebhookURLs:
+		urls := make([]string, len(c.baseHooks))
+		for i, h := range c.baseHooks {
+			urls[i] = notify.RedactURL(h.URL)
+		}
+		return strings.Join(urls, ",")
 	}
 	return "0" // rate_limit, concurrency_limit: none
 }
@@ -242,6 +262,10 @@ func (c *liveConfig) defaultOf(key string) string {
 // applyMu.
 func (c *liveConfig) applyKey(key string, eff map[string]settings.Setting) {
 	s, set := eff[key]
+	if key == settings.WebhookURLs {
+		c.applyWebhooks(s, set)
+		return
+	}
 	if !set {
 		var err error
 		if s, err = settings.Parse(key, c.defaultOf(key)); err != nil {
@@ -272,6 +296,8 @@ func (c *liveConfig) applyKey(key string, eff map[string]settings.Setting) {
 		err = c.engine.SetConcurrencyLimit(s.Namespace, s.ConcKey, s.N)
 	case settings.Paused:
 		c.router.pause(s.Type, s.On)
+	case settings.Retention:
+		c.engine.SetRetention(s.D)
 	case settings.AlertBacklog, settings.AlertLatenessP95, settings.AlertFor:
 		if c.opts.Alerts == nil {
 			c.log.Warn("tockd: an alert threshold changed, but this server has no alert monitor (Options.Alerts)", "key", key, "value", s.Value)
@@ -290,7 +316,29 @@ func (c *liveConfig) applyKey(key string, eff map[string]settings.Setting) {
 		err = c.opts.Alerts.SetThresholds(th)
 	}
 	if err != nil {
-		c.log.Error("tockd: a configuration value was refused where it applies", "key", key, "value", s.Value, "err", err)
+		c.log.Error("tockd: a configuration value was refused where it applies", "key", key, "value", settings.Loggable(key, s.Value), "err", err)
+	}
+}
+
+// applyWebhooks makes s's URLs Options.Notifier's webhooks, or, when the key is not
+// set, the notifier's webhooks at New. Requires applyMu.
+func (c *liveConfig) applyWebhooks(s settings.Setting, set bool) {
+	if c.opts.Notifier == nil {
+		c.log.Warn("tockd: webhook_urls changed, but this server has no alert notifier (Options.Notifier)")
+		return
+	}
+	hooks := c.baseHooks
+	if set {
+		hooks = nil
+		for _, u := range s.WebhookURLs() {
+			h := c.opts.Webhook
+			h.URL = u
+			hooks = append(hooks, h)
+		}
+	}
+	if err := c.opts.Notifier.SetWebhooks(hooks...); err != nil {
+		c.log.Error("tockd: a configuration value was refused where it applies", "key", settings.WebhookURLs,
+			"value", settings.Loggable(settings.WebhookURLs, s.Value), "err", err)
 	}
 }
 

@@ -192,6 +192,16 @@ type Options struct {
 	// it. Default: none; those keys are then stored and listed, but change nothing on
 	// this node (a warning says so).
 	Alerts *notify.Monitor
+	// Notifier, if set, is the alert notifier (server/notify) whose webhooks the runtime
+	// configuration's webhook_urls sets, each URL a copy of Webhook with that URL; the
+	// webhooks it holds when New is called are the key's default (shown cut to
+	// scheme://host/…, as they may hold a credential). The caller closes it. Default:
+	// none; webhook_urls is then stored and listed, but changes nothing on this node (a
+	// warning says so).
+	Notifier *notify.Notifier
+	// Webhook is what each of webhook_urls' URLs becomes (Format, Secret; its URL is
+	// ignored). Default: JSON, unsigned.
+	Webhook notify.Webhook
 	// Logger receives connection-level events (accepted, closed and why, protocol
 	// violations) at Debug and Info, and failures at Warn and Error. Default: discard,
 	// because a library does not write to stderr unasked; the tockd binary sets one.
@@ -361,6 +371,11 @@ func WithLogLevel(l *slog.LevelVar) Option { return func(o *Options) { o.LogLeve
 
 // WithAlerts sets Options.Alerts.
 func WithAlerts(m *notify.Monitor) Option { return func(o *Options) { o.Alerts = m } }
+
+// WithNotifier sets Options.Notifier and Options.Webhook.
+func WithNotifier(n *notify.Notifier, webhook notify.Webhook) Option {
+	return func(o *Options) { o.Notifier, o.Webhook = n, webhook }
+}
 
 // WithTracerProvider sets Options.TracerProvider.
 func WithTracerProvider(tp trace.TracerProvider) Option {

@@ -21,7 +21,8 @@ import (
 // open with), and every field of Options has one: a field this test leaves zero fails it.
 func TestOptionSetters(t *testing.T) {
 	tlsConfig, logger, engine, st, level := &tls.Config{}, slog.New(slog.DiscardHandler), &task.Engine{}, &store.Store{}, &slog.LevelVar{}
-	mon, tp := &notify.Monitor{}, noop.NewTracerProvider()
+	mon, tp, n := &notify.Monitor{}, noop.NewTracerProvider(), &notify.Notifier{}
+	hook := notify.Webhook{Format: notify.FormatFeishu, Secret: "s"}
 	var led bool
 	var o Options
 	for _, opt := range []Option{WithAddr("a:1"), WithAdvertiseAddr("b:2"), WithTLS(tlsConfig), WithMaxConns(1),
@@ -31,7 +32,7 @@ func TestOptionSetters(t *testing.T) {
 		WithDefaultTTR(11), WithDispatch(DispatchKeyHash), WithMaxWaitingRuns(12), WithMaxWaitingRunsPerType(13),
 		WithOnLeadership(func(bool, uint64) { led = true }), WithHeartbeat(14), WithCarryGrace(15),
 		WithReconnectGrace(16), WithStore(st), WithCarryHoldMax(17), WithPartitions(18), WithMaxFiresRuns(19), WithLogLevel(level), WithAlerts(mon),
-		WithTracerProvider(tp), WithOTLPEndpoint("collector:4318")} {
+		WithTracerProvider(tp), WithOTLPEndpoint("collector:4318"), WithNotifier(n, hook)} {
 		opt(&o)
 	}
 	for i, f := range reflect.VisibleFields(reflect.TypeOf(o)) {
@@ -58,7 +59,7 @@ func TestOptionSetters(t *testing.T) {
 		MaxPendingPerConn: 8, MaxQueuedReplyBytes: 9, NodeName: "n", Logger: logger, Engine: engine,
 		DefaultTTR: 11, Dispatch: DispatchKeyHash, MaxWaitingRuns: 12, MaxWaitingRunsPerType: 13,
 		Heartbeat: 14, CarryGrace: 15, ReconnectGrace: 16, Store: st, CarryHoldMax: 17, Partitions: 18, MaxFiresRuns: 19,
-		LogLevel: level, Alerts: mon, TracerProvider: tp, OTLPEndpoint: "collector:4318"}
+		LogLevel: level, Alerts: mon, TracerProvider: tp, OTLPEndpoint: "collector:4318", Notifier: n, Webhook: hook}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options set field by field = %+v, want %+v", o, want)
 	}

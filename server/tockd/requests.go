@@ -235,7 +235,7 @@ func (q *requests) submitBatch(id uint64, ws []protocol.Task) (protocol.Message,
 	// Every durable record is written (one PutBatch) before any task reaches the engine.
 	ps := make([]prepared, len(ws))
 	for i := range ws {
-		ps[i] = q.prepare(&ws[i])
+		q.prepare(&ps[i], &ws[i])
 	}
 	q.writeRecords(ps)
 	for i := range ws {
@@ -268,7 +268,7 @@ func (q *requests) submitBatch(id uint64, ws []protocol.Task) (protocol.Message,
 // first. Errors are *protocol.Error from the conversion (field relative to the task), the
 // durable checks or the store, or the engine's own.
 func (q *requests) submitOne(w *protocol.Task) (task.Info, error) {
-	ps := []prepared{q.prepare(w)}
+	ps := q.prepareOne(w)
 	q.writeRecords(ps)
 	return q.submitPrepared(&ps[0])
 }

@@ -19,7 +19,7 @@ func TestSubmitOverlappingAStepDownIsLeftToTheNextLeader(t *testing.T) {
 	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("late", time.Hour)
-	ps := []prepared{s.requests.prepare(&w)}
+	ps := s.requests.prepareOne(&w)
 	s.requests.writeRecords(ps)
 	if ps[0].err != nil {
 		t.Fatalf("record not written while leading: %v", ps[0].err)
@@ -55,7 +55,7 @@ func TestClaimOfAnEndedTermIsNotWrittenInTheNext(t *testing.T) {
 	st, ds := startLeader(t)
 	s := ds.srv
 	w := durableTask("old-term", time.Hour)
-	ps := []prepared{s.requests.prepare(&w)}
+	ps := s.requests.prepareOne(&w)
 	if ps[0].err != nil {
 		t.Fatal(ps[0].err)
 	}
@@ -105,7 +105,7 @@ func TestFailedWriteOfAnEndedTermLeavesTheNextTermsEntry(t *testing.T) {
 		return errs
 	}
 	w := durableTask("landed", time.Hour)
-	ps := []prepared{s.requests.prepare(&w)}
+	ps := s.requests.prepareOne(&w)
 	s.requests.writeRecords(ps)
 	if e, ok := ps[0].err.(*protocol.Error); !ok || e.Code != protocol.CodeUncertain {
 		t.Fatalf("write answered %v, want UNCERTAIN", ps[0].err)

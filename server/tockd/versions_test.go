@@ -92,8 +92,8 @@ func TestRefusedVersionLeavesTheWinnersRecord(t *testing.T) {
 	s := ds.srv
 	w2, w3 := durableTask("k", time.Hour), durableTask("k", time.Hour)
 	w2.Version, w3.Version = 2, 3
-	p2 := []prepared{s.requests.prepare(&w2)}
-	p3 := []prepared{s.requests.prepare(&w3)}
+	p2 := s.requests.prepareOne(&w2)
+	p3 := s.requests.prepareOne(&w3)
 	s.requests.writeRecords(p2)
 	s.requests.writeRecords(p3)
 	if _, err := s.requests.submitPrepared(&p3[0]); err != nil {

@@ -57,7 +57,7 @@ func (q *requests) submitWorkflow(id uint64, ws []protocol.Task) (protocol.Messa
 			return refuseWorkflow(id, res, i, &protocol.Error{Code: protocol.CodeInvalidTask, Field: "durability",
 				Message: fmt.Sprintf("a workflow's tasks share one durability (tasks[0] is %v)", ws[0].Durability)}), false
 		}
-		ps[i] = q.prepare(&ws[i])
+		q.prepare(&ps[i], &ws[i])
 		if err := ps[i].err; err != nil {
 			q.unclaim(ps[:i])
 			return refuseWorkflow(id, res, i, asProtocolError(err)), false

@@ -1,1 +1,1 @@
-make loadgen
+env RUN_ADDR=127.0.0.1:17470 RUN_ADMIN_ADDR=127.0.0.1:17471 make loadgen

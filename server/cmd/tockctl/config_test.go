@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/server/client"
+	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
@@ -17,10 +20,85 @@ import (
 
 // threeNodes starts node-a, node-b and node-c on node-a's embedded etcd.
 func threeNodes(t *testing.T) []*tockdtest.Server {
-	a := tockdtest.Start(t, tockdtest.Etcd(), tockdtest.Options(tockd.Options{NodeName: "node-a"}))
+	return threeNodesWith(t, func(name string) tockd.Options { return tockd.Options{NodeName: name} })
+}
+
+// nodeNames are threeNodes' names, in the order it returns the nodes.
+var nodeNames = []string{"node-a", "node-b", "node-c"}
+
+// threeNodesWith is threeNodes with each node's options made by opts from its name.
+func threeNodesWith(t *testing.T, opts func(name string) tockd.Options) []*tockdtest.Server {
+	a := tockdtest.Start(t, tockdtest.Etcd(), tockdtest.Options(opts(nodeNames[0])))
 	return []*tockdtest.Server{a,
-		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-b"})),
-		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(tockd.Options{NodeName: "node-c"}))}
+		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(opts(nodeNames[1]))),
+		tockdtest.Start(t, tockdtest.EtcdOf(a), tockdtest.Options(opts(nodeNames[2])))}
+}
+
+// TestConfigSetRetentionAndWebhooksOnEveryNode: retention and webhook_urls set with
+// tockctl at one node of a running three-node cluster are in effect on every node
+// without a restart: each engine's retention, and each node's notifier, made with no
+// webhook, posting its alerts to the receiver named; a reset takes both back.
+func TestConfigSetRetentionAndWebhooksOnEveryNode(t *testing.T) {
+	got := make(chan string, 16) // the node of each alert the receiver gets
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a struct {
+			Node string `json:"node"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		got <- a.Node
+	}))
+	defer hook.Close()
+	notifiers := map[string]*notify.Notifier{}
+	nodes := threeNodesWith(t, func(name string) tockd.Options {
+		n, err := notify.New(notify.WithNode(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close(context.Background()) })
+		notifiers[name] = n
+		return tockd.Options{NodeName: name, Notifier: n}
+	})
+	ok(t, nodes[1].Addr, "config", "set", "retention", "2h")
+	ok(t, nodes[1].Addr, "config", "set", "webhook_urls", hook.URL)
+	start := time.Now()
+	for i, n := range nodes {
+		notifier := notifiers[nodeNames[i]]
+		tockdtest.Eventually(t, n.Addr+" applies retention and webhook_urls", func() bool {
+			hooks := notifier.Webhooks()
+			return n.Engine().Retention() == 2*time.Hour && len(hooks) == 1 && hooks[0].URL == hook.URL
+		})
+	}
+	t.Logf("in effect on all three nodes %v after the second tockctl config set returned", time.Since(start))
+	for name, notifier := range notifiers {
+		if !notifier.Notify(notify.Alert{Kind: notify.KindBacklog, Key: "test/" + name}) {
+			t.Fatalf("%s's notifier did not queue an alert", name)
+		}
+	}
+	seen := map[string]bool{}
+	for len(seen) < len(notifiers) {
+		select {
+		case node := <-got:
+			seen[node] = true
+		case <-time.After(tockdtest.Limit):
+			t.Fatalf("the receiver got alerts of %v, not of all three nodes, within %v", seen, tockdtest.Limit)
+		}
+	}
+	for _, n := range nodes {
+		if c := n.Stats().ConfigChanges; c["retention"] != 1 || c["webhook_urls"] != 1 {
+			t.Fatalf("%s counts changes %v, want retention and webhook_urls once each", n.Addr, c)
+		}
+	}
+
+	ok(t, nodes[2].Addr, "config", "reset", "retention")
+	ok(t, nodes[2].Addr, "config", "reset", "webhook_urls")
+	for i, n := range nodes {
+		notifier := notifiers[nodeNames[i]]
+		tockdtest.Eventually(t, n.Addr+" goes back to its defaults", func() bool {
+			return n.Engine().Retention() == time.Minute && len(notifier.Webhooks()) == 0
+		})
+	}
 }
 
 // TestConfigSetTakesEffectOnEveryNode: a rate limit set with tockctl at one node of a
@@ -85,7 +163,9 @@ func TestConfigSetTakesEffectOnEveryNode(t *testing.T) {
 func TestConfigRefusals(t *testing.T) {
 	a := tockdtest.Start(t, tockdtest.Etcd(), tockdtest.Options(tockd.Options{NodeName: "node-a"}))
 	for _, args := range [][]string{{"config", "set", "max_waiting", "7"}, {"config", "set", "max_waiting_runs", "none"},
-		{"config", "get", "nope"}, {"config", "reset", "rate_limit"}, {"config", "set", "log_level"}} {
+		{"config", "get", "nope"}, {"config", "reset", "rate_limit"}, {"config", "set", "log_level"},
+		{"config", "set", "retention", "forever"}, {"config", "set", "webhook_urls", "ftp://h/x"},
+		{"config", "set", "webhook_urls", "https://u:pw@h/x"}} {
 		if r := ctl(t, a.Addr, args...); r.code != exitUsage {
 			t.Errorf("tockctl %q: exit %d, want %d (usage)\n%s", args, r.code, exitUsage, r.err)
 		}
@@ -98,7 +178,8 @@ func TestConfigRefusals(t *testing.T) {
 	}
 	defer c.Close()
 	for _, tc := range []struct{ key, value, field string }{
-		{"max_waiting", "7", "key"}, {"max_waiting_runs", "none", "value"}, {"rate_limit/email", "1:0", "value"}} {
+		{"max_waiting", "7", "key"}, {"max_waiting_runs", "none", "value"}, {"rate_limit/email", "1:0", "value"},
+		{"retention", "-1s", "value"}, {"webhook_urls", "http://h/x,file:///etc/passwd", "value"}} {
 		var pe *protocol.Error
 		if _, err := c.ConfigSet(ctx, tc.key, tc.value); !errors.As(err, &pe) || pe.Code != protocol.CodeBadField || pe.Field != tc.field {
 			t.Errorf("ConfigSet(%s, %s): %v, want BAD_FIELD %s", tc.key, tc.value, err, tc.field)

@@ -35,7 +35,6 @@ import (
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/admin"
-	"github.com/tock-sched/tock/server/notify"
 	"github.com/tock-sched/tock/server/partition"
 	"github.com/tock-sched/tock/server/store"
 	"github.com/tock-sched/tock/server/tockd"
@@ -133,7 +132,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&workers, "engine-workers", 0, "engine goroutines running handlers (default 8 x GOMAXPROCS)")
 	fs.IntVar(&maxTasks, "max-tasks", 0, "most task records held before submits are OVERLOADED (default 10,000,000)")
 	fs.IntVar(&maxBytes, "max-payload-bytes", 0, "most payload bytes held by task records together before submits are OVERLOADED (default 1 GiB)")
-	fs.DurationVar(&retention, "retention", time.Minute, "how long a finished task stays queryable (GET, LIST) and counts towards -max-tasks; 0: dropped as it finishes")
+	fs.DurationVar(&retention, "retention", time.Minute, "how long a finished task stays queryable (GET, LIST) and counts towards -max-tasks; 0: dropped as it finishes (runtime key retention)")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long SIGTERM waits for connections to finish")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error (runtime key log_level)")
 	fs.StringVar(&dataDir, "data-dir", "", "start an embedded etcd in this directory and keep durable tasks in it")
@@ -327,24 +326,23 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	var (
-		srv *tockd.Server
-		mon *notify.Monitor
-	)
-	if n != nil {
-		hookAlerts(&c.server, n, c.server.NodeName)
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), c.drain)
-			defer cancel()
-			if err := n.Close(ctx); err != nil {
-				log.Warn("tockd: alerts still queued were dropped", "err", err)
-			}
-		}()
-		if mon, err = c.obs.newMonitor(&srv, n); err != nil {
-			return err
+	// Always a notifier and its monitor, even with no -webhook: the runtime
+	// configuration's webhook_urls may give it webhooks, and alert_* its thresholds.
+	hookAlerts(&c.server, n, c.server.NodeName)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.drain)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			log.Warn("tockd: alerts still queued were dropped", "err", err)
 		}
-		c.server.Alerts = mon // the runtime configuration's alert_* set its thresholds
+	}()
+	c.server.Notifier, c.server.Webhook = n, c.obs.webhook()
+	var srv *tockd.Server
+	mon, err := c.obs.newMonitor(&srv, n)
+	if err != nil {
+		return err
 	}
+	c.server.Alerts = mon
 	srv, err = tockd.New(tockd.WithOptions(c.server))
 	if err != nil {
 		return err
@@ -356,10 +354,8 @@ func run(ctx context.Context, c config) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	if mon != nil {
-		monitorDone := startMonitor(ctx, mon)
-		defer func() { stop(); <-monitorDone }() // the monitor ends with ctx
-	}
+	monitorDone := startMonitor(ctx, mon)
+	defer func() { stop(); <-monitorDone }() // the monitor ends with ctx
 	ln, err := net.Listen("tcp", c.server.Addr)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())

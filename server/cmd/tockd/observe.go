@@ -19,7 +19,7 @@ import (
 type observeConfig struct {
 	adminAddr     string // "" or "off": no admin port
 	adminToken    string // bearer token of the admin port; "": none
-	webhooks      string // comma-separated URLs; "": no notifier
+	webhooks      string // comma-separated URLs; "": none (webhook_urls may give some)
 	webhookFormat string
 	webhookSecret string
 	alerts        notify.Thresholds
@@ -29,7 +29,7 @@ type observeConfig struct {
 func (o *observeConfig) flags(fs *flag.FlagSet, sec *secrets) {
 	fs.StringVar(&o.adminAddr, "admin-addr", admin.DefaultAddr, `admin HTTP address: /metrics, /debug/pprof/, /healthz, the web console at /console/ ("off": none)`)
 	sec.flag(fs, &o.adminToken, "admin-token", "bearer token the admin port wants on every endpoint but /healthz; the console's login, without which it is read-only (default: none)")
-	sec.flag(fs, &o.webhooks, "webhook", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches")
+	sec.flag(fs, &o.webhooks, "webhook", "comma-separated webhook URLs that receive alerts: dead letters, leadership changes, backlog and lateness breaches (runtime key webhook_urls, stored in etcd in clear: keep a URL that holds a token here)")
 	fs.StringVar(&o.webhookFormat, "webhook-format", string(notify.FormatJSON), "body of every -webhook: json or feishu (a Feishu/Lark card)")
 	sec.flag(fs, &o.webhookSecret, "webhook-secret", "Feishu/Lark bot signing secret (with -webhook-format feishu)")
 	fs.IntVar(&o.alerts.Backlog, "alert-backlog", 10000, "alert when more due runs than this wait for a worker (0: never; runtime key alert_backlog)")
@@ -53,16 +53,21 @@ func (o *observeConfig) check() error {
 	return nil
 }
 
-// notifier makes the webhook notifier, or nil when no -webhook is set; node names this
-// node in the alerts.
+// webhook is what each webhook URL becomes: -webhook-format, signed with -webhook-secret.
+func (o *observeConfig) webhook() notify.Webhook {
+	return notify.Webhook{Format: notify.Format(o.webhookFormat), Secret: o.webhookSecret}
+}
+
+// notifier makes the webhook notifier, with -webhook's URLs (none: alerts go nowhere
+// until the runtime configuration's webhook_urls names some); node names this node in
+// the alerts.
 func (o *observeConfig) notifier(node string, log *slog.Logger) (*notify.Notifier, error) {
-	if o.webhooks == "" {
-		return nil, nil
-	}
 	var hooks []notify.Webhook
 	for _, u := range strings.Split(o.webhooks, ",") {
 		if u = strings.TrimSpace(u); u != "" {
-			hooks = append(hooks, notify.Webhook{URL: u, Format: notify.Format(o.webhookFormat), Secret: o.webhookSecret})
+			h := o.webhook()
+			h.URL = u
+			hooks = append(hooks, h)
 		}
 	}
 	n, err := notify.New(notify.WithWebhooks(hooks...), notify.WithNode(node), notify.WithLogger(log))
