@@ -362,12 +362,6 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 	return err
 }
 
-// taskIDs reads one task ID of a "depends_on" (not interned: IDs rarely repeat).
-func taskIDs(d *dec, id *string) (err *Error) {
-	*id, err = d.str(task.MaxIDLen)
-	return err
-}
-
 // sharedPayloadMax is the largest payload decoded into one buffer with its task's ID.
 // It bounds what a task ID kept after its payload was dropped (a dead letter's, which
 // copies the payload; a key in a map) can keep alive; a larger payload gets a buffer
@@ -397,6 +391,12 @@ func (t *Task) checkFields(*dec, uint64) *Error {
 		t.Payload = buf[len(id):len(buf):len(buf)]
 	}
 	return nil
+}
+
+// taskIDs reads one task ID of a "depends_on" (not interned: IDs rarely repeat).
+func taskIDs(d *dec, id *string) (err *Error) {
+	*id, err = d.str(task.MaxIDLen)
+	return err
 }
 
 func (t *Task) encode(c *enc) {
