@@ -45,6 +45,25 @@ func (l *runLog) at(ev string) int {
 	return -1
 }
 
+// stepWorker starts a tockd, a client of it, and a Go worker of runners runners whose
+// handler of type "step" logs each run's start and end and succeeds.
+func stepWorker(t *testing.T, runners int) (*Client, *runLog) {
+	t.Helper()
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	w := newWorkerT(t, s.Addr, WithConcurrency(runners))
+	log := &runLog{}
+	if err := w.Handle("step", func(ctx context.Context, f *Fire) error {
+		log.note("start", f.TaskID)
+		log.note("end", f.TaskID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	return c, log
+}
+
 // step is a workflow task of type "step" with parents.
 func step(id string, parents ...string) task.Task {
 	t := oneShot(id, "step", 0)
@@ -61,18 +80,7 @@ func step(id string, parents ...string) task.Task {
 // runs through a Go worker in order: no child starts before each of its parents' handlers
 // has returned, and every task runs once.
 func TestWorkflowDiamondsRunInOrder(t *testing.T) {
-	s := tockdtest.Start(t)
-	c := dialT(t, s.Addr)
-	w := newWorkerT(t, s.Addr, WithConcurrency(8))
-	var log runLog
-	if err := w.Handle("step", func(ctx context.Context, f *Fire) error {
-		log.note("start", f.TaskID)
-		log.note("end", f.TaskID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
+	c, log := stepWorker(t, 8)
 	const n = 25
 	var batch []task.Task
 	edges := map[string][]string{} // child -> parents
@@ -196,18 +204,7 @@ func TestWorkflowCycleRefused(t *testing.T) {
 // not before every middle's; every task runs once.
 func TestWorkflowFanOutFanIn(t *testing.T) {
 	const n = 10_000
-	s := tockdtest.Start(t)
-	c := dialT(t, s.Addr)
-	w := newWorkerT(t, s.Addr, WithConcurrency(64))
-	var log runLog
-	if err := w.Handle("step", func(ctx context.Context, f *Fire) error {
-		log.note("start", f.TaskID)
-		log.note("end", f.TaskID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
+	c, log := stepWorker(t, 64)
 	tasks := []task.Task{step("root")}
 	mids := make([]string, 0, n-2)
 	for i := range n - 2 {
