@@ -70,6 +70,13 @@ func (q *requests) prepare(p *prepared, w *protocol.Task) {
 			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
 		return
 	}
+	if w.Exclusive && len(w.Parents()) > 0 {
+		// A takeover loads workflow members together (loadWorkflow), holding none back
+		// for a run lock as it holds an exclusive task (parkLocked).
+		p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "exclusive",
+			Message: "a durable exclusive task cannot have parents (depends_on) yet"}
+		return
+	}
 	q.replica.dur.prepare(p)
 }
 

@@ -22,7 +22,7 @@ import (
 // task, depends_on included), so a takeover re-creates the edges: it loads the records
 // of tasks with parents after every other one, in one SubmitBatch (loadWorkflow), and a
 // parent with no record left counts as done (its end was confirmed: a durable task's
-// record is deleted, fenced, when it ends). A parent that ended DEAD or CANCELLED had
+// record is deleted, fenced, when it ends; an ephemeral parent went with its leader). A parent that ended DEAD or CANCELLED had
 // its ParentCancel children cancelled, their records deleted after its own; a takeover
 // between those deletes runs such a child (the parent's end and the child's are not yet
 // one fenced write). A workflow's tasks share one durability: a durable SUBMIT_BATCH
