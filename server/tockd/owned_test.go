@@ -11,11 +11,10 @@ import (
 	"github.com/tock-sched/tock/server/protocol"
 )
 
-// TestSubmitHandsPayloadOver: the payloads of a decoded SUBMIT_BATCH (each its own copy,
-// sharing nothing with the frame) enter the engine as they are (Engine.SubmitOwned), not
-// copied a second time; and the frame's buffer, overwritten after the decode as a
-// connection's reused buffer is, changes none of them.
-func TestSubmitHandsPayloadOver(t *testing.T) {
+// unserved is a Server over an engine of its own, never served: its requests are called
+// directly with decoded messages. Cleanup shuts both down.
+func unserved(t *testing.T) (*Server, *task.Engine) {
+	t.Helper()
 	eng, err := task.New()
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +29,15 @@ func TestSubmitHandsPayloadOver(t *testing.T) {
 		_ = srv.Shutdown(ctx)
 		_ = eng.Close(ctx)
 	})
+	return srv, eng
+}
+
+// TestSubmitHandsPayloadOver: the payloads of a decoded SUBMIT_BATCH (each its own copy,
+// sharing nothing with the frame) enter the engine as they are (Engine.SubmitOwned), not
+// copied a second time; and the frame's buffer, overwritten after the decode as a
+// connection's reused buffer is, changes none of them.
+func TestSubmitHandsPayloadOver(t *testing.T) {
+	srv, eng := unserved(t)
 	batch := &protocol.SubmitBatch{ID: 1}
 	for i := range 4 {
 		w := workTask(fmt.Sprintf("t%d", i), 1)
@@ -71,20 +79,7 @@ func TestSubmitHandsPayloadOver(t *testing.T) {
 // on a server without a store, so each is refused: the reply and its results allocate,
 // and per task the *protocol.Error and the target errors.As reads it into.
 func TestSubmitBatchReusesItsScratch(t *testing.T) {
-	eng, err := task.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(WithEngine(eng), WithHeartbeat(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		_ = eng.Close(ctx)
-	})
+	srv, _ := unserved(t)
 	batch := &protocol.SubmitBatch{ID: 1}
 	for i := range 100 {
 		w := workTask(fmt.Sprintf("t%d", i), 1)
