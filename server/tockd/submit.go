@@ -72,7 +72,7 @@ func (q *requests) prepare(p *prepared, w *protocol.Task) {
 		return
 	}
 	if w.Exclusive && len(w.Parents()) > 0 {
-		// A takeover loads workflow members together (loadWorkflow), holding none back
+		// A takeover loads workflow members together (workflowLoad.enter), holding none back
 		// for a run lock as it holds an exclusive task (parkLocked).
 		p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "exclusive",
 			Message: "a durable exclusive task cannot have parents (depends_on) yet"}
