@@ -22,15 +22,23 @@ type ConfigValues struct {
 	Values []ConfigValue // sorted by key
 }
 
-// ConfigGet returns one runtime setting as the answering node applies it. A key that
-// names no setting is a *protocol.Error BAD_FIELD "key".
-func (c *Client) ConfigGet(ctx context.Context, key string) (ConfigValue, error) {
-	return c.configOne(ctx, func(id uint64) protocol.Message { return &protocol.ConfigGet{ID: id, Key: key} })
+// Config is the runtime configuration of the cluster c talks to (PROTOCOL.md, "Runtime
+// configuration"): CONFIG_GET, CONFIG_LIST and CONFIG_SET through c. A Config is only a
+// handle: it holds nothing but c, and is as safe for concurrent use as c.
+type Config struct{ c *Client }
+
+// Config returns the handle to the cluster's runtime configuration.
+func (c *Client) Config() Config { return Config{c} }
+
+// Get returns one runtime setting as the answering node applies it. A key that names no
+// setting is a *protocol.Error BAD_FIELD "key".
+func (cf Config) Get(ctx context.Context, key string) (ConfigValue, error) {
+	return cf.one(ctx, func(id uint64) protocol.Message { return &protocol.ConfigGet{ID: id, Key: key} })
 }
 
-// ConfigList returns every plain setting, set or not, and every setting set.
-func (c *Client) ConfigList(ctx context.Context) (ConfigValues, error) {
-	r, err := expect[*protocol.ConfigValues](c.do(ctx, func(id uint64) protocol.Message {
+// List returns every plain setting, set or not, and every setting set.
+func (cf Config) List(ctx context.Context) (ConfigValues, error) {
+	r, err := expect[*protocol.ConfigValues](cf.c.do(ctx, func(id uint64) protocol.Message {
 		return &protocol.ConfigList{ID: id}
 	}))
 	if err != nil {
@@ -39,27 +47,27 @@ func (c *Client) ConfigList(ctx context.Context) (ConfigValues, error) {
 	return configValues(r), nil
 }
 
-// ConfigSet sets key to value for the whole cluster and returns the setting once the
+// Set sets key to value for the whole cluster and returns the setting once the
 // answering node applies it (every other node applies it as its watch sees the write).
 // A key or value the server refuses is a *protocol.Error BAD_FIELD naming "key" or
 // "value"; nothing is written.
-func (c *Client) ConfigSet(ctx context.Context, key, value string) (ConfigValue, error) {
-	return c.configOne(ctx, func(id uint64) protocol.Message {
+func (cf Config) Set(ctx context.Context, key, value string) (ConfigValue, error) {
+	return cf.one(ctx, func(id uint64) protocol.Message {
 		return &protocol.ConfigSet{ID: id, Key: key, Value: value}
 	})
 }
 
-// ConfigReset removes key from the cluster's configuration, so that every node goes
+// Reset removes key from the cluster's configuration, so that every node goes
 // back to its default, and returns the setting once the answering node applies it.
-func (c *Client) ConfigReset(ctx context.Context, key string) (ConfigValue, error) {
-	return c.configOne(ctx, func(id uint64) protocol.Message {
+func (cf Config) Reset(ctx context.Context, key string) (ConfigValue, error) {
+	return cf.one(ctx, func(id uint64) protocol.Message {
 		return &protocol.ConfigSet{ID: id, Key: key, Reset: true}
 	})
 }
 
-// configOne sends a request answered with one setting.
-func (c *Client) configOne(ctx context.Context, req func(id uint64) protocol.Message) (ConfigValue, error) {
-	r, err := expect[*protocol.ConfigValues](c.do(ctx, req))
+// one sends a request answered with one setting.
+func (cf Config) one(ctx context.Context, req func(id uint64) protocol.Message) (ConfigValue, error) {
+	r, err := expect[*protocol.ConfigValues](cf.c.do(ctx, req))
 	if err != nil {
 		return ConfigValue{}, err
 	}

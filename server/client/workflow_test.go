@@ -45,6 +45,25 @@ func (l *runLog) at(ev string) int {
 	return -1
 }
 
+// stepWorker starts a tockd, a client of it, and a Go worker of runners runners whose
+// handler of type "step" logs each run's start and end and succeeds.
+func stepWorker(t *testing.T, runners int) (*Client, *runLog) {
+	t.Helper()
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	w := newWorkerT(t, s.Addr, WithConcurrency(runners))
+	log := &runLog{}
+	if err := w.Handle("step", func(ctx context.Context, f *Fire) error {
+		log.note("start", f.TaskID)
+		log.note("end", f.TaskID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	return c, log
+}
+
 // step is a workflow task of type "step" with parents.
 func step(id string, parents ...string) task.Task {
 	t := oneShot(id, "step", 0)
@@ -61,18 +80,7 @@ func step(id string, parents ...string) task.Task {
 // runs through a Go worker in order: no child starts before each of its parents' handlers
 // has returned, and every task runs once.
 func TestWorkflowDiamondsRunInOrder(t *testing.T) {
-	s := tockdtest.Start(t)
-	c := dialT(t, s.Addr)
-	w := newWorkerT(t, s.Addr, WithConcurrency(8))
-	var log runLog
-	if err := w.Handle("step", func(ctx context.Context, f *Fire) error {
-		log.note("start", f.TaskID)
-		log.note("end", f.TaskID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w)
+	c, log := stepWorker(t, 8)
 	const n = 25
 	var batch []task.Task
 	edges := map[string][]string{} // child -> parents
@@ -188,4 +196,60 @@ func TestWorkflowCycleRefused(t *testing.T) {
 			t.Errorf("GET %s after the refused batch: %v, want NOT_FOUND", id, err)
 		}
 	}
+}
+
+// A fan-out/fan-in of 10,000 tasks (a root, 9,998 middles, a sink naming all of them)
+// submitted in batches of protocol.MaxBatch, parents before children, runs through a
+// Go worker in order: no middle starts before the root's handler returned, the sink
+// not before every middle's; every task runs once.
+func TestWorkflowFanOutFanIn(t *testing.T) {
+	const n = 10_000
+	c, log := stepWorker(t, 64)
+	tasks := []task.Task{step("root")}
+	mids := make([]string, 0, n-2)
+	for i := range n - 2 {
+		id := fmt.Sprintf("m%04d", i)
+		mids = append(mids, id)
+		tasks = append(tasks, step(id, "root"))
+	}
+	tasks = append(tasks, step("sink", mids...))
+	for from := 0; from < len(tasks); from += protocol.MaxBatch {
+		batch := tasks[from:min(from+protocol.MaxBatch, len(tasks))]
+		items, err := c.SubmitBatch(bounded(t), batch, protocol.Ephemeral)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, it := range items {
+			if it.Err != nil {
+				t.Fatalf("%s: %v", batch[i].ID, it.Err)
+			}
+		}
+	}
+	waitState(t, c, "sink", task.Succeeded)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	at := make(map[string]int, 2*n)
+	for i, e := range log.events {
+		if _, dup := at[e]; !dup {
+			at[e] = i
+		}
+	}
+	early := 0
+	for _, m := range mids {
+		if at["start:"+m] < at["end:root"] {
+			early++
+		}
+		if at["start:sink"] < at["end:"+m] {
+			early++
+		}
+	}
+	for _, tk := range tasks {
+		if r := log.runs[tk.ID]; r != 1 {
+			t.Fatalf("%s ran %d times, want 1", tk.ID, r)
+		}
+	}
+	if early != 0 {
+		t.Fatalf("%d early children of %d edges", early, 2*(n-2))
+	}
+	t.Logf("%d tasks, %d edges, 0 early children", n, 2*(n-2))
 }

@@ -29,7 +29,7 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 		return err
 	}
 	n := 0
-	var wf workflowLoad
+	wf := workflowLoad{d: d}
 	_, err = d.st.Records().Load(ctx, func(r store.Record) error {
 		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
@@ -37,10 +37,10 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 		return nil
 	})
 	if err != nil {
-		d.releaseWorkflow(&wf)
+		wf.release()
 		return fmt.Errorf("tockd: load durable tasks: %w", err)
 	}
-	n -= d.loadWorkflow(&wf)
+	n -= wf.enter()
 	d.log.Info("tockd: durable tasks loaded from etcd", "count", n)
 	return nil
 }
@@ -49,20 +49,20 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	d.forgetRefused()
 	n := 0
-	var wf workflowLoad
+	wf := workflowLoad{d: d}
 	for _, r := range records {
 		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
 		}
 	}
-	n -= d.loadWorkflow(&wf)
+	n -= wf.enter()
 	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
 }
 
 // loadRecord submits one record to the engine (see loadDurable), in the place of a
 // finished copy of its task the engine still holds (forgetFinished); false if it was not.
 // A workflow member's (a task with parents) is claimed and kept in wf instead, for
-// loadWorkflow, once every other record is in.
+// workflowLoad.enter, once every other record is in.
 func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64, wf *workflowLoad) bool {
 	w, err := decodeTask(r.Body)
 	if err == nil {

@@ -17,8 +17,10 @@ import (
 // through a real tockd over loopback TCP to one raw worker that acknowledges each round
 // with one ACKS granting the credits back: the server's FIRE path and the worker's
 // decoding, with FIRE frames (batch_fires=0, a worker that predates FIRES) and with
-// FIRES (batch_fires=100). ns/task is the whole round's time over its tasks; runs/frame
-// is how many runs a frame carried to the worker.
+// FIRES (batch_fires=100). ns/task is the whole round's time over its tasks; cpu-ns/task
+// the process's CPU over its tasks (server and worker together, getrusage: steadier than
+// ns/task on a shared machine, where a round waits for a core); runs/frame is how many
+// runs a frame carried to the worker.
 func BenchmarkFireToWorker(b *testing.B) {
 	for _, batch := range []uint64{0, 100} {
 		b.Run("batch_fires="+strconv.FormatUint(batch, 10), func(b *testing.B) { benchFireToWorker(b, batch) })
@@ -60,6 +62,7 @@ func benchFireToWorker(b *testing.B, batch uint64) {
 	var frames, id uint64 = 0, 10
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, cpuOK := processCPU()
 	for i := 0; i < b.N; i++ {
 		for j := range tasks {
 			tasks[j] = workTask(fmt.Sprintf("b%d-%d", i, j), 1)
@@ -86,6 +89,9 @@ func benchFireToWorker(b *testing.B, batch uint64) {
 		if r, ok := wk.Call(&protocol.Acks{ID: id, RunIDs: runs, Credits: round}).(*protocol.Acked); !ok || len(r.Failed) != 0 {
 			b.Fatalf("ACKS answered %+v", r)
 		}
+	}
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N*round), "cpu-ns/task")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*round), "ns/task")
 	b.ReportMetric(float64(b.N*round)/float64(frames), "runs/frame")

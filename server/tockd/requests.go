@@ -233,7 +233,9 @@ func (q *requests) submitBatch(id uint64, ws []protocol.Task) (protocol.Message,
 	}
 	res := make([]protocol.ItemResult, len(ws))
 	// Every durable record is written (one PutBatch) before any task reaches the engine.
-	ps := make([]prepared, len(ws))
+	scratch := getPrepared(len(ws))
+	defer putPrepared(scratch)
+	ps := *scratch
 	for i := range ws {
 		q.prepare(&ps[i], &ws[i])
 	}

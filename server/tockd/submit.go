@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
@@ -70,7 +71,37 @@ func (q *requests) prepare(p *prepared, w *protocol.Task) {
 			Message: "durable tasks are not supported by this server (no etcd store): submit it as ephemeral"}
 		return
 	}
+	if w.Exclusive && len(w.Parents()) > 0 {
+		// A takeover loads workflow members together (workflowLoad.enter), holding none back
+		// for a run lock as it holds an exclusive task (parkLocked).
+		p.err = &protocol.Error{Code: protocol.CodeInvalidTask, Field: "exclusive",
+			Message: "a durable exclusive task cannot have parents (depends_on) yet"}
+		return
+	}
 	q.replica.dur.prepare(p)
+}
+
+// preparedPool recycles SUBMIT_BATCH's slices of prepared (480 bytes with pointers a
+// task: a fresh slice a request was a third of the bytes tockd allocated under load, and
+// the collector's work with them). Nothing keeps a pointer into one past the request
+// (writeRecords waits for the store, submitPrepared for the engine), and putPrepared
+// clears it, so that a pooled slice holds no task's memory and prepare gets zero values.
+var preparedPool = sync.Pool{New: func() any { return new([]prepared) }}
+
+// getPrepared returns a pooled slice of n zero prepared.
+func getPrepared(n int) *[]prepared {
+	s := preparedPool.Get().(*[]prepared)
+	if cap(*s) < n {
+		*s = make([]prepared, n)
+	}
+	*s = (*s)[:n]
+	return s
+}
+
+// putPrepared clears s and gives it back to the pool.
+func putPrepared(s *[]prepared) {
+	clear(*s)
+	preparedPool.Put(s)
 }
 
 // prepareOne is prepare for one task, in a slice as writeRecords takes it.

@@ -20,9 +20,9 @@ import (
 //
 // Durable: a durable task with parents is recorded with them (its record is its wire
 // task, depends_on included), so a takeover re-creates the edges: it loads the records
-// of tasks with parents after every other one, in one SubmitBatch (loadWorkflow), and a
+// of tasks with parents after every other one, in one SubmitBatch (workflowLoad.enter), and a
 // parent with no record left counts as done (its end was confirmed: a durable task's
-// record is deleted, fenced, when it ends). A parent that ended DEAD or CANCELLED had
+// record is deleted, fenced, when it ends; an ephemeral parent went with its leader). A parent that ended DEAD or CANCELLED had
 // its ParentCancel children cancelled, their records deleted after its own; a takeover
 // between those deletes runs such a child (the parent's end and the child's are not yet
 // one fenced write). A workflow's tasks share one durability: a durable SUBMIT_BATCH
@@ -137,7 +137,7 @@ func (q *requests) unclaim(ps []prepared) {
 // (workflowAt names the task) and a refusal of the engine does too, and either deletes
 // the records written, fenced by their term (a delete that fails is UNCERTAIN: the next
 // leader may run them). A term that ended after the writes leaves the workflow to the
-// next leader, which loads it (loadWorkflow): it is answered as accepted.
+// next leader, which loads it (workflowLoad.enter): it is answered as accepted.
 func (d *durability) submitWorkflow(ps []prepared, ts []task.Task) ([]task.Info, error) {
 	d.writeRecords(ps)
 	for i := range ps {
@@ -220,9 +220,11 @@ func refuseWorkflow(id uint64, res []protocol.ItemResult, at int, perr *protocol
 }
 
 // workflowLoad is a takeover's durable workflow members (records of tasks with parents),
-// claimed, on their way into the engine as one batch (loadWorkflow) once every other
-// record is in, so that the order records load in does not matter.
+// claimed, on their way into d's engine as one batch (enter) once every other record is
+// in, so that the order records load in does not matter. Used by the load's goroutine
+// alone.
 type workflowLoad struct {
+	d       *durability
 	tasks   []task.Task
 	keys    []taskKey
 	entries []durEntry
@@ -234,7 +236,7 @@ func (wf *workflowLoad) add(t task.Task, k taskKey, e durEntry) {
 	wf.entries = append(wf.entries, e)
 }
 
-// loadWorkflow submits wf's tasks to the engine in one SubmitBatch and returns how many
+// enter submits wf's tasks to the engine in one SubmitBatch and returns how many
 // were not loaded (logged; their records stay in etcd). A parent that is neither in wf
 // nor in the engine has no record left: its end was confirmed (a durable task's record
 // is deleted, fenced, once it ends), so it counts as done and leaves the child's list;
@@ -242,7 +244,8 @@ func (wf *workflowLoad) add(t task.Task, k taskKey, e durEntry) {
 // engine has it. The engine dispatches nothing of the term yet (a takeover's load comes
 // first), so no parent ends in between. Cost: one engine Get per parent named outside
 // wf, and the engine's O(tasks + edges).
-func (d *durability) loadWorkflow(wf *workflowLoad) int {
+func (wf *workflowLoad) enter() int {
+	d := wf.d
 	if len(wf.tasks) == 0 {
 		return 0
 	}
@@ -269,8 +272,9 @@ func (d *durability) loadWorkflow(wf *workflowLoad) int {
 	infos, err := d.engine.SubmitBatch(wf.tasks)
 	if err != nil {
 		d.log.Error("tockd: durable workflow not loaded", "tasks", len(wf.tasks), "err", err)
-		d.releaseWorkflow(wf)
-		return len(wf.tasks)
+		n := len(wf.tasks)
+		wf.release()
+		return n
 	}
 	for _, info := range infos {
 		d.progress.noteArmed(info)
@@ -279,10 +283,10 @@ func (d *durability) loadWorkflow(wf *workflowLoad) int {
 	return 0
 }
 
-// releaseWorkflow undoes wf's claims (its tasks did not enter the engine).
-func (d *durability) releaseWorkflow(wf *workflowLoad) {
+// release undoes wf's claims (its tasks did not enter the engine) and empties it.
+func (wf *workflowLoad) release() {
 	for i, k := range wf.keys {
-		d.release(k, wf.entries[i])
+		wf.d.release(k, wf.entries[i])
 	}
-	*wf = workflowLoad{}
+	*wf = workflowLoad{d: wf.d}
 }

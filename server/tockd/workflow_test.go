@@ -1,13 +1,17 @@
 package tockd
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
+	"github.com/tock-sched/tock/server/store"
 )
 
 // child returns wireTask(id, 0) depending on parents.
@@ -136,6 +140,14 @@ func TestDurableWorkflowRefusedLeavesNoRecord(t *testing.T) {
 		t.Fatalf("a held task in a new workflow: %+v, want EXISTS", r)
 	}
 	c.wantNotFound(8, "z")
+	// A durable exclusive task with parents: its run lock would not be waited out at a
+	// takeover (the workflow's load holds no run back), so it is refused.
+	excl := durableChild("xe", "r")
+	excl.Exclusive = true
+	wantError(t, c.call(&protocol.Submit{ID: 9, Task: excl}), protocol.CodeInvalidTask, "task.exclusive")
+	if ids := storedIDs(t, st); ids["default/xe"] {
+		t.Fatalf("records after the exclusive child's refusal: %v, want no xe", ids)
+	}
 }
 
 // durableChild is durableTask(id, 0) of type "w" depending on parents.
@@ -206,5 +218,39 @@ func durableDiamondStepDown(t *testing.T, batch bool) {
 	wantOK(t, w.req(&protocol.Ack{RunID: last.RunID, Epoch: last.Epoch}))
 	if ids := storedIDs(t, n.st2); len(ids) != 0 {
 		t.Fatalf("records after every ACK: %v, want none", ids)
+	}
+}
+
+// A durable child's write answered UNCERTAIN that did land is accepted when retried:
+// its "after" delay is recorded as a delay (it counts from the release), so the stored
+// record is the retry's own.
+func TestUncertainDurableChildRetried(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	srv := newServer(t, Options{Store: st})
+	var lost atomic.Bool
+	lost.Store(true) // no fault until the child's write
+	srv.replica.committer.afterPut = func(recs []store.Record, errs []error) []error {
+		if lost.Swap(true) {
+			return errs
+		}
+		for i := range errs {
+			errs[i] = fmt.Errorf("%w: put txn of %d records: %w", store.ErrUncertain, len(recs), context.DeadlineExceeded)
+		}
+		return errs
+	}
+	ds := serve(t, srv)
+	waitLeading(t, srv, "the lone node was not elected")
+	c := connect(t, ds.addr)
+	submit(t, c, 2, durableTask("p", time.Hour))
+	lost.Store(false)
+	kid := durableChild("kid", "p")
+	kid.Schedule.Delay = int64(time.Minute)
+	wantError(t, c.call(&protocol.Submit{ID: 3, Task: kid}), protocol.CodeUncertain, "")
+	if !storedIDs(t, st)["default/kid"] {
+		t.Fatal("the write did not land: the test's premise")
+	}
+	m := c.call(&protocol.Submit{ID: 4, Task: kid})
+	if r, ok := m.(*protocol.TaskStatus); !ok || r.State != task.Waiting || r.Durability != protocol.Durable {
+		t.Fatalf("the retry was answered %v %+v, want TASK_STATUS WAITING durable", m.Type(), m)
 	}
 }

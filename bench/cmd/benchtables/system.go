@@ -29,7 +29,7 @@ var (
 	killDispatch  = regexp.MustCompile(`rounds(?:, leader killed)?: [^\n]*first dispatches \[([^\]]*)\]`)
 	stallDispatch = regexp.MustCompile(`rounds, leader stalled: [^\n]*first dispatches \[([^\]]*)\]`)
 	// The history checker's summary (server/internal/clustertest TestChaosHistory) and its verdict line.
-	historyOps = regexp.MustCompile(`seed (\d+): ops: .*?; faults: kill (\d+), stall (\d+), etcd-stop (\d+), cut (\d+)`)
+	historyOps = regexp.MustCompile(`seed (\d+): ops: .*?; faults: kill (\d+), stall (\d+), etcd-stop (\d+), cut (\d+)(?:, reelect (\d+))?`)
 	violations = regexp.MustCompile(`seed \d+: (\d+) violations \(([^)]*)\)`)
 )
 
@@ -97,6 +97,9 @@ var systemGoals = []systemGoal{
 				return false, "", false
 			}
 			faults := fmt.Sprintf("seed %s; faults: kill %s, stall %s, etcd-stop %s, cut %s", m[1], m[2], m[3], m[4], m[5])
+			if m[6] != "" { // a run recorded before the reelect fault has none
+				faults += ", reelect " + m[6]
+			}
 			if v := violations.FindStringSubmatch(out); v != nil {
 				return false, fmt.Sprintf("%s violations: %s; %s", v[1], v[2], faults), true
 			}

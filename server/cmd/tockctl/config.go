@@ -42,22 +42,22 @@ func configKeyValue(args []string) error {
 }
 
 func doConfigGet(ctx context.Context, e *env, args []string) error {
-	v, err := e.c.ConfigGet(ctx, args[0])
+	v, err := e.c.Config().Get(ctx, args[0])
 	return printConfig(e, 0, []client.ConfigValue{v}, err)
 }
 
 func doConfigSet(ctx context.Context, e *env, args []string) error {
-	v, err := e.c.ConfigSet(ctx, args[0], args[1])
+	v, err := e.c.Config().Set(ctx, args[0], args[1])
 	return printConfig(e, 0, []client.ConfigValue{v}, err)
 }
 
 func doConfigReset(ctx context.Context, e *env, args []string) error {
-	v, err := e.c.ConfigReset(ctx, args[0])
+	v, err := e.c.Config().Reset(ctx, args[0])
 	return printConfig(e, 0, []client.ConfigValue{v}, err)
 }
 
 func doConfigList(ctx context.Context, e *env, _ []string) error {
-	vs, err := e.c.ConfigList(ctx)
+	vs, err := e.c.Config().List(ctx)
 	return printConfig(e, vs.Rev, vs.Values, err)
 }
 

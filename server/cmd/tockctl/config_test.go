@@ -181,8 +181,8 @@ func TestConfigRefusals(t *testing.T) {
 		{"max_waiting", "7", "key"}, {"max_waiting_runs", "none", "value"}, {"rate_limit/email", "1:0", "value"},
 		{"retention", "-1s", "value"}, {"webhook_urls", "http://h/x,file:///etc/passwd", "value"}} {
 		var pe *protocol.Error
-		if _, err := c.ConfigSet(ctx, tc.key, tc.value); !errors.As(err, &pe) || pe.Code != protocol.CodeBadField || pe.Field != tc.field {
-			t.Errorf("ConfigSet(%s, %s): %v, want BAD_FIELD %s", tc.key, tc.value, err, tc.field)
+		if _, err := c.Config().Set(ctx, tc.key, tc.value); !errors.As(err, &pe) || pe.Code != protocol.CodeBadField || pe.Field != tc.field {
+			t.Errorf("Config().Set(%s, %s): %v, want BAD_FIELD %s", tc.key, tc.value, err, tc.field)
 		}
 	}
 	if set, err := a.Store.Config().List(ctx); err != nil || len(set.Values) != 0 {
@@ -191,7 +191,7 @@ func TestConfigRefusals(t *testing.T) {
 }
 
 // BenchmarkConfigSet times one runtime setting from the write to its being in effect on
-// every node of three: ConfigSet at node-b (which returns once node-b applied it), then
+// every node of three: Config().Set at node-b (which returns once node-b applied it), then
 // until node-a and node-c apply it too (each looked at every 50 µs, so the figure
 // includes up to that much of polling).
 func BenchmarkConfigSet(b *testing.B) {
@@ -210,7 +210,7 @@ func BenchmarkConfigSet(b *testing.B) {
 		b.ResetTimer()
 		for i := range b.N {
 			v := strconv.Itoa(i + 1)
-			if _, err := c.ConfigSet(ctx, "max_waiting_runs", v); err != nil {
+			if _, err := c.Config().Set(ctx, "max_waiting_runs", v); err != nil {
 				b.Fatal(err)
 			}
 			for _, n := range []*tockdtest.Server{nodes[0], nodes[2]} {

@@ -55,6 +55,8 @@
 //   - list -all and dlq list -all stream page by page: memory is bounded by one page
 //     (-limit) plus flushRows table rows, not by the number of tasks; a table longer than
 //     flushRows is aligned in blocks of flushRows rows.
+//   - dag lists every task the server holds to find a task's children (the server sends
+//     parents only): its work is O(tasks held) and its memory O(tasks in the namespace).
 package main
 
 import (

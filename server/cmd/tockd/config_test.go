@@ -77,7 +77,7 @@ func TestAlertThresholdSetAtRuntime(t *testing.T) {
 	}
 	defer c.Close()
 	stuckRuns(ctx, t, c)
-	if v, err := c.ConfigSet(ctx, "alert_backlog", "1"); err != nil || v.Value != "1" || !v.Set {
+	if v, err := c.Config().Set(ctx, "alert_backlog", "1"); err != nil || v.Value != "1" || !v.Set {
 		t.Fatalf("ConfigSet(alert_backlog, 1) = %+v, %v", v, err)
 	}
 	waitAlert(t, kinds, "backlog", "of setting alert_backlog to 1")
@@ -146,14 +146,14 @@ func TestWebhookURLsSetAtRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if v, err := c.ConfigGet(ctx, "webhook_urls"); err != nil || v.Value != old.URL+"/…" || v.Set {
+	if v, err := c.Config().Get(ctx, "webhook_urls"); err != nil || v.Value != old.URL+"/…" || v.Set {
 		t.Fatalf("ConfigGet(webhook_urls) = %+v, %v; want the flag's URL cut to %s/…, not set", v, err, old.URL)
 	}
 	stuckRuns(ctx, t, c)
-	if v, err := c.ConfigSet(ctx, "webhook_urls", hook.URL); err != nil || v.Value != hook.URL || !v.Set {
+	if v, err := c.Config().Set(ctx, "webhook_urls", hook.URL); err != nil || v.Value != hook.URL || !v.Set {
 		t.Fatalf("ConfigSet(webhook_urls, %s) = %+v, %v", hook.URL, v, err)
 	}
-	if v, err := c.ConfigSet(ctx, "alert_backlog", "1"); err != nil || v.Value != "1" {
+	if v, err := c.Config().Set(ctx, "alert_backlog", "1"); err != nil || v.Value != "1" {
 		t.Fatalf("ConfigSet(alert_backlog, 1) = %+v, %v", v, err)
 	}
 	waitAlert(t, kinds, "backlog", "of the change, at the new webhook")
