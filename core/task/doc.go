@@ -50,8 +50,10 @@
 // timeout). Run.Shard gives a handler its index and the total; Info.Shards each shard's
 // state. The occurrence succeeds when all N have; if one ends DEAD or CANCELLED, the
 // occurrence fails, never retried, once the others have ended (one dead letter, the
-// task's). Cancelling the task cancels its shards. A task without shards pays two
-// branches and allocates nothing for this (shards.go).
+// task's). Cancelling the task cancels its shards. A Broadcast task fans out the same
+// way into as many runs as Options.BroadcastWidth says as each occurrence comes due (a
+// server: its workers subscribed to the type); none is ErrNoShards, a failed attempt.
+// A task without shards pays two branches and allocates nothing for this (shards.go).
 //
 // # Invariants
 //

@@ -412,6 +412,9 @@ func (e *Engine) prepare(t *Task, wall time.Time, owned bool) (time.Time, error)
 	if err := t.normalize(e.opts.MaxPayload); err != nil {
 		return time.Time{}, err
 	}
+	if t.Broadcast && t.shard == 0 && e.opts.BroadcastWidth == nil {
+		return time.Time{}, fmt.Errorf("%w: task %q: Broadcast without Options.BroadcastWidth", ErrInvalidTask, t.ID)
+	}
 	if !owned {
 		t.Payload = slices.Clone(t.Payload)
 	}

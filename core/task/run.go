@@ -239,7 +239,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	a.ctx.eng = e
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
 	var fan *shardSet // a sharded task's occurrence: its shards run, not a handler
-	if rec.task.Shards > 1 {
+	if rec.task.Shards > 1 || rec.task.Broadcast {
 		fan = e.shardRun(rec, a)
 	}
 	if t := rec.task.Timeout; t > 0 && fan == nil {

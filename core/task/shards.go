@@ -40,6 +40,10 @@ import (
 // holding the payload's bytes against Options.MaxPayloadBytes.
 const MaxShards = 1024
 
+// ErrNoShards: an occurrence of a Broadcast task came due with no one to broadcast to
+// (Options.BroadcastWidth said 0); the attempt fails, retried per the task's policy.
+var ErrNoShards = errors.New("task: a broadcast with no one to run it")
+
 // ErrShardFailed: an occurrence of a sharded task failed because one of its shards ended
 // DEAD or CANCELLED; the message names the first and counts them.
 var ErrShardFailed = errors.New("task: a shard failed")
@@ -66,18 +70,20 @@ func (r *Run) Shard() (index, total int) {
 }
 
 // fansOut reports whether t's occurrences fan out into shards (t is no shard itself).
-func (t *Task) fansOut() bool { return t.Shards > 1 && t.shard == 0 }
+func (t *Task) fansOut() bool { return (t.Shards > 1 || t.Broadcast) && t.shard == 0 }
 
 func (t *Task) validateShards() error {
 	switch {
 	case t.shard == 0 && strings.HasPrefix(t.ID, shardIDPrefix):
 		return fmt.Errorf("ID may not start with %q (shards' own records)", shardIDPrefix)
-	case t.shard == 0 && (t.Shards == 1 || t.Shards > MaxShards):
+	case t.shard == 0 && !t.Broadcast && (t.Shards == 1 || t.Shards > MaxShards):
 		return fmt.Errorf("Shards %d outside [2, %d] (0 for none)", t.Shards, MaxShards)
+	case t.shard == 0 && t.Broadcast && t.Shards != 0:
+		return errors.New("Shards and Broadcast cannot be combined (a broadcast's width is its workers')")
 	case t.shard == 0 && t.Concurrency != nil:
-		return errors.New("Shards and Concurrency cannot be combined")
+		return errors.New("Shards (or Broadcast) and Concurrency cannot be combined")
 	case t.shard == 0 && t.Exclusive:
-		return errors.New("Shards and Exclusive cannot be combined (the shards run at once)")
+		return errors.New("Shards (or Broadcast) and Exclusive cannot be combined (the shards run at once)")
 	}
 	return nil
 }
@@ -107,23 +113,26 @@ func shardRunID(id string) uint64 {
 	return n
 }
 
-// newShardSet makes rec's occurrence run runID's fan-out and registers it. Requires
-// sh.mu of rec.
-func (e *Engine) newShardSet(rec *record, runID uint64) *shardSet {
-	n := int(rec.task.Shards)
-	set := &shardSet{runID: runID, tasks: make([]Task, n), shards: make([]ShardInfo, n), left: n}
+// fill sizes set for n shards of t and registers it: before any shard is submitted.
+// Requires no lock (set is its fan-out's worker's until registered, but for Info's
+// reads of shards).
+func (e *Engine) fill(set *shardSet, t *Task, n int) {
+	tasks := make([]Task, n)
+	shards := make([]ShardInfo, n)
 	for i := range n {
-		set.tasks[i] = rec.task
-		set.tasks[i].shard = uint16(i + 1)
-		set.shards[i] = ShardInfo{Index: i, State: Pending}
+		tasks[i] = *t
+		tasks[i].Shards, tasks[i].shard = uint16(n), uint16(i+1)
+		shards[i] = ShardInfo{Index: i, State: Pending}
 	}
+	set.mu.Lock()
+	set.tasks, set.shards, set.left = tasks, shards, n
+	set.mu.Unlock()
 	e.shardMu.Lock()
 	if e.shardSets == nil {
 		e.shardSets = make(map[uint64]*shardSet)
 	}
-	e.shardSets[runID] = set
+	e.shardSets[set.runID] = set
 	e.shardMu.Unlock()
-	return set
 }
 
 // setOf returns the fan-out a shard record belongs to; nil once it has ended.
@@ -133,13 +142,22 @@ func (e *Engine) setOf(rec *record) *shardSet {
 	return e.shardSets[shardRunID(rec.task.ID)]
 }
 
-// fanOut submits the shards of set's occurrence of t, a copy of which each shard's
-// record keeps. It returns ErrDeferred: the last shard's end completes the occurrence.
-// A shard that cannot be submitted counts as one that ended DEAD. Requires no lock.
+// fanOut submits the shards of set's occurrence of t (t.Shards of them, or for a
+// broadcast as many as Options.BroadcastWidth says), a copy of which each shard's record
+// keeps. It returns ErrDeferred: the last shard's end completes the occurrence. A shard
+// that cannot be submitted counts as one that ended DEAD. A broadcast to no one fails
+// the attempt (ErrNoShards), to be retried per the task's policy. Requires no lock.
 func (e *Engine) fanOut(t *Task, set *shardSet) error {
-	for i := range set.tasks {
+	n := int(t.Shards)
+	if t.Broadcast {
+		if n = min(e.opts.BroadcastWidth(t), MaxShards); n <= 0 {
+			return fmt.Errorf("%w: task %s/%s", ErrNoShards, t.Namespace, t.ID)
+		}
+	}
+	e.fill(set, t, n)
+	for i := range n {
 		st := Task{Namespace: t.Namespace, ID: shardID(set.runID, i), Type: t.Type, Payload: t.Payload, Schedule: After(0),
-			Retry: t.Retry, Timeout: t.Timeout, Shards: t.Shards, shard: uint16(i + 1), Trace: t.Trace}
+			Retry: t.Retry, Timeout: t.Timeout, Shards: uint16(n), shard: uint16(i + 1), Broadcast: t.Broadcast, Trace: t.Trace}
 		if _, err := e.SubmitOwned(st); err != nil { // the payload is never written: the shards share it
 			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Dead, LastError: err.Error()}})
 		}
@@ -220,7 +238,10 @@ func (e *Engine) shardEnded(end shardEnd) {
 
 // cancelShards cancels the shards of set that have not ended. Requires no lock.
 func (e *Engine) cancelShards(ns string, set *shardSet) {
-	for i := range set.tasks {
+	set.mu.Lock()
+	n := len(set.tasks) // 0 while its fan-out has not filled it: then it submits none yet
+	set.mu.Unlock()
+	for i := range n {
 		_ = e.Cancel(ns, shardID(set.runID, i)) // ErrNotFound, ErrIllegalTransition: it has ended
 	}
 }
@@ -237,7 +258,7 @@ func (set *shardSet) shardInfos() []ShardInfo {
 // a's Run.Task at the task as its fan-out keeps it, and returns nil. Requires sh.mu.
 func (e *Engine) shardRun(rec *record, a *attempt) *shardSet {
 	if rec.task.shard == 0 {
-		set := e.newShardSet(rec, a.run.RunID)
+		set := &shardSet{runID: a.run.RunID} // fanOut fills it, outside the lock
 		rec.rareState().shards = set
 		return set
 	}

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -236,6 +237,7 @@ func TestShardsValidation(t *testing.T) {
 		{"one", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 1}, "Shards 1"},
 		{"over max", Task{ID: "a", Type: "x", Schedule: After(0), Shards: MaxShards + 1}, "Shards 1025"},
 		{"with a key", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 2, Concurrency: &Concurrency{Key: "k", Limit: 1}}, "Concurrency"},
+		{"broadcast and shards", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 2, Broadcast: true}, "Broadcast"},
 		{"exclusive", Task{ID: "a", Type: "x", Schedule: After(0), Shards: 2, Exclusive: true}, "Exclusive"},
 		{"reserved ID", Task{ID: shardIDPrefix + "x", Type: "x", Schedule: After(0)}, "ID may not"},
 	} {
@@ -243,5 +245,55 @@ func TestShardsValidation(t *testing.T) {
 		if !errors.Is(err, ErrInvalidTask) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrInvalidTask naming %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestBroadcastFansOutToItsWidth: a broadcast occurrence runs once per unit of the width
+// Options.BroadcastWidth gives as it comes due (here 3, then 5); a width of 0 fails the
+// attempt (ErrNoShards), retried per the task's policy; without the option the task is
+// refused.
+func TestBroadcastFansOutToItsWidth(t *testing.T) {
+	if _, err := newHarness(t).e.Submit(Task{ID: "b", Type: "x", Schedule: After(0), Broadcast: true}); !errors.Is(err, ErrInvalidTask) {
+		t.Fatalf("broadcast without BroadcastWidth: %v, want ErrInvalidTask", err)
+	}
+	var width sync.Mutex
+	widths := []int{0, 3, 5}
+	h := newHarness(t, WithBroadcastWidth(func(tk *Task) int {
+		width.Lock()
+		defer width.Unlock()
+		n := widths[0]
+		widths = widths[1:]
+		return n
+	}))
+	var mu sync.Mutex
+	runs := map[[2]int]int{} // (index, total) -> runs
+	h.e.Register("x", func(ctx context.Context, r *Run) error {
+		i, n := r.Shard()
+		mu.Lock()
+		runs[[2]int{i, n}]++
+		mu.Unlock()
+		return nil
+	})
+	h.submit(Task{ID: "b", Type: "x", Schedule: Every(10 * time.Second), Broadcast: true,
+		Retry: RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, Multiplier: 1}})
+	h.fake.Advance(10 * time.Second)
+	if ev := h.wait(EventRetrying, "b"); !errors.Is(ev.Err, ErrNoShards) {
+		t.Fatalf("a broadcast to no one: %v, want ErrNoShards", ev.Err)
+	}
+	h.fake.Advance(time.Second) // the retry: width 3
+	h.wait(EventSucceeded, "b")
+	h.fake.Advance(9 * time.Second) // the next occurrence: width 5
+	h.wait(EventSucceeded, "b")
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[[2]int]int{}
+	for i := range 3 {
+		want[[2]int{i, 3}] = 1
+	}
+	for i := range 5 {
+		want[[2]int{i, 5}] = 1
+	}
+	if !reflect.DeepEqual(runs, want) {
+		t.Errorf("runs (index, total) -> count: %v, want %v", runs, want)
 	}
 }

@@ -41,6 +41,10 @@ type Task struct {
 	Shards uint16
 	// shard is 1 + the shard index of a shard's own record (shards.go); 0 otherwise.
 	shard uint16
+	// Broadcast fans each occurrence out as Shards does, into as many runs as
+	// Options.BroadcastWidth says when it comes due (a server: one per worker subscribed
+	// to the type, each run routed to its own). Not with Shards. One byte, in padding.
+	Broadcast bool
 	// Concurrency, if set, puts the task under a concurrency key: at most the key's limit
 	// of its tasks' runs at once (limits.go). The engine keeps its own value, shared by
 	// the key's tasks of the same Limit; the one it hands out (Info, Run, DeadLetter) is
@@ -109,7 +113,7 @@ func (t *Task) normalize(maxPayload int) error {
 	case t.Timeout < 0 || t.Timeout > MaxTimeout:
 		return fmt.Errorf("%w: timeout %v outside [0, %v]", ErrInvalidTask, t.Timeout, MaxTimeout)
 	}
-	if t.Shards != 0 || strings.HasPrefix(t.ID, shardIDPrefix) {
+	if t.Shards != 0 || t.Broadcast || strings.HasPrefix(t.ID, shardIDPrefix) {
 		if err := t.validateShards(); err != nil {
 			return fmt.Errorf("%w: task %q: %w", ErrInvalidTask, t.ID, err)
 		}
