@@ -42,6 +42,19 @@
 // parents not yet ended and a parent lists its children, so a workflow costs O(tasks +
 // edges) and a task without edges nothing (dag.go, batch.go).
 //
+// # Shards
+//
+// A task with Shards N (2 to MaxShards) fans each occurrence out into N runs: its own
+// record goes RUNNING as if its handler had returned ErrDeferred, and N shard records,
+// one-shot and due at once, each retry on their own (their own attempts, backoff and
+// timeout). Run.Shard gives a handler its index and the total; Info.Shards each shard's
+// state. The occurrence succeeds when all N have; if one ends DEAD or CANCELLED, the
+// occurrence fails, never retried, once the others have ended (one dead letter, the
+// task's). Cancelling the task cancels its shards. A Broadcast task fans out the same
+// way into as many runs as Options.BroadcastWidth says as each occurrence comes due (a
+// server: its workers subscribed to the type); none is ErrNoShards, a failed attempt.
+// A task without shards pays two branches and allocates nothing for this (shards.go).
+//
 // # Invariants
 //
 //   - A record is in exactly one shard's slot table, under the slot its timers carry as

@@ -71,6 +71,7 @@ type record struct {
 // that succeeds at once never allocates it.
 type rareState struct {
 	dag        *dagNode  // the task's place in a workflow (dag.go); nil for a task without edges
+	shards     *shardSet // a sharded task's occurrence's fan-out (shards.go); nil otherwise
 	firstStart time.Time // start of the occurrence's first attempt (set at its first failure)
 	// occurrence is the due time of the occurrence whose retry record.due now names (set
 	// when its first retry is armed): a recurring schedule goes on from it, not from the
@@ -181,6 +182,10 @@ type Engine struct {
 	// dagMu guards every workflow node (dag.go), and serialises SubmitBatch. Taken
 	// before any shard's lock, never while holding one.
 	dagMu sync.Mutex
+	// shardMu guards shardSets: the fan-outs of sharded tasks' occurrences in progress,
+	// by the occurrence's run ID (shards.go). Taken under a shard's mu, never the reverse.
+	shardMu   sync.Mutex
+	shardSets map[uint64]*shardSet
 
 	runq       chan runItem // a nil rec tells a worker to exit (Close)
 	shardLimit int          // records a shard may hold: ceil(MaxTasks / numShards)
@@ -407,6 +412,9 @@ func (e *Engine) prepare(t *Task, wall time.Time, owned bool) (time.Time, error)
 	if err := t.normalize(e.opts.MaxPayload); err != nil {
 		return time.Time{}, err
 	}
+	if t.Broadcast && t.shard == 0 && e.opts.BroadcastWidth == nil {
+		return time.Time{}, fmt.Errorf("%w: task %q: Broadcast without Options.BroadcastWidth", ErrInvalidTask, t.ID)
+	}
 	if !owned {
 		t.Payload = slices.Clone(t.Payload)
 	}
@@ -566,6 +574,16 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 	rec.timer = tm
 }
 
+// ended is finished for every record but a shard's, which is removed as it ends (its
+// fan-out keeps its state): the caller must not touch rec afterwards. Requires sh.mu.
+func (e *Engine) ended(sh *shard, rec *record, nowNs int64) {
+	if rec.task.shard != 0 {
+		e.remove(sh, rec)
+		return
+	}
+	e.finished(sh, rec, nowNs)
+}
+
 // setState moves rec along the state table. Requires sh.mu. An illegal move is a bug
 // in the engine, reported as an error and never applied.
 func setState(rec *record, to State) error {
@@ -593,11 +611,19 @@ func (e *Engine) Cancel(namespace, id string) error {
 	es.add(Event{Kind: EventCancelled, Namespace: namespace, ID: id, Version: rec.task.Version, Type: rec.task.Type, Attempt: rec.attempts,
 		RunID: rec.runID}) // the attempt running or due, if any
 	es.end(rec) // a workflow's member: its children follow by their policies
+	es.endShard(rec)
+	var set *shardSet
+	if rec.rare != nil {
+		set = rec.rare.shards
+	}
 	e.retire(sh, rec)
 	sh.cancelled++
-	e.finished(sh, rec, e.clock.Now())
+	e.ended(sh, rec, e.clock.Now())
 	sh.mu.Unlock()
 	e.emitAll(&es)
+	if set != nil {
+		e.cancelShards(namespace, set)
+	}
 	return nil
 }
 
@@ -683,6 +709,9 @@ func (rec *record) info() Info {
 	if rec.state == Pending || rec.state == Failed {
 		in.NextRun = rec.due
 	}
+	if rec.rare != nil && rec.rare.shards != nil {
+		in.Shards = rec.rare.shards.shardInfos()
+	}
 	return in
 }
 
@@ -703,7 +732,7 @@ func (e *Engine) List(s State, cursor string, limit int) (page []Info, next stri
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		for _, rec := range sh.slots {
-			if rec == nil {
+			if rec == nil || rec.task.shard != 0 { // a shard's record is its task's business
 				continue
 			}
 			if k := (key{rec.task.Namespace, rec.task.ID}); (s == 0 || rec.state == s) && (cursor == "" || keyLess(after, k)) {

@@ -59,6 +59,12 @@ type Options struct {
 	// OnEvent, if set, is called synchronously for every state change, from the goroutine
 	// that made it: keep it cheap.
 	OnEvent func(Event)
+	// BroadcastWidth, if set, says how many runs an occurrence of a Task.Broadcast task
+	// fans out into (0 to MaxShards; more is cut to MaxShards), called as it does, on a
+	// worker and under no engine lock: a server answers with its workers subscribed to
+	// the task's type, which it then routes the runs to, one each (shards.go). Without
+	// it, a Broadcast task is refused (ErrInvalidTask).
+	BroadcastWidth func(t *Task) int
 }
 
 // Option sets a field of Options.
@@ -90,6 +96,9 @@ func WithDLQCapacity(n int) Option { return func(o *Options) { o.DLQCapacity = n
 
 // WithOnEvent sets Options.OnEvent.
 func WithOnEvent(f func(Event)) Option { return func(o *Options) { o.OnEvent = f } }
+
+// WithBroadcastWidth sets Options.BroadcastWidth.
+func WithBroadcastWidth(f func(t *Task) int) Option { return func(o *Options) { o.BroadcastWidth = f } }
 
 // WithTimerOptions sets Options.Timer.
 func WithTimerOptions(opts ...timer.Option) Option { return func(o *Options) { o.Timer = opts } }

@@ -221,7 +221,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	// concurrency key and with no rate limit anywhere, this is two loads. The rate limit
 	// reads the attempt's start time.
 	startNs := e.clock.Now()
-	if (rec.task.Concurrency != nil || e.rates.Load() != nil) && !e.gate(&item, startNs) {
+	if (rec.task.Concurrency != nil || e.rates.Load() != nil) && !rec.task.fansOut() && !e.gate(&item, startNs) {
 		sh.mu.Unlock()
 		return false // parked: the limiter queues the item again when it lets it go
 	}
@@ -238,7 +238,11 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	}
 	a.ctx.eng = e
 	a.run = Run{Task: &rec.task, Attempt: rec.attempts, Due: rec.due, RunID: item.runID}
-	if t := rec.task.Timeout; t > 0 {
+	var fan *shardSet // a sharded task's occurrence: its shards run, not a handler
+	if rec.task.Shards > 1 || rec.task.Broadcast {
+		fan = e.shardRun(rec, a)
+	}
+	if t := rec.task.Timeout; t > 0 && fan == nil {
 		a.ctx.deadline = e.clock.Time(startNs + int64(t))
 		if tm, err := e.timers.At(startNs+int64(t), e.hLimit, timerArg(sh, rec)); err == nil {
 			rec.deadline = tm
@@ -257,7 +261,12 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 			RunID: item.runID})
 	}
 	w.stats.running.Store(1)
-	err := e.call(w, a)
+	var err error
+	if fan == nil {
+		err = e.call(w, a)
+	} else {
+		err = e.fanOut(&rec.task, fan) // rec.task is not written while this worker holds the record
+	}
 	w.stats.running.Store(0)
 	endNs := e.clock.Now()
 	if !errors.Is(err, ErrDeferred) { // a deferred attempt's run time is known at Complete
@@ -327,6 +336,7 @@ type events struct {
 	n       int
 	ended   *dagNode
 	outcome State
+	shard   shardEnd // a shard's end (shards.go); runID 0 for none
 }
 
 func (es *events) add(ev Event) { es.list[es.n] = ev; es.n++ }
@@ -339,6 +349,9 @@ func (e *Engine) emitAll(es *events) {
 	}
 	if es.ended != nil {
 		e.parentEnded(es.ended, es.outcome)
+	}
+	if es.shard.runID != 0 {
+		e.shardEnded(es.shard)
 	}
 }
 
@@ -365,7 +378,8 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 			e.nextOccurrence(sh, rec, e.clock.Time(endNs), es)
 		} else if setState(rec, Succeeded) == nil {
 			es.end(rec)
-			e.finished(sh, rec, endNs)
+			es.endShard(rec)
+			e.ended(sh, rec, endNs)
 		}
 		return
 	}
@@ -388,6 +402,9 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 		if armErr := e.arm(sh, rec, end.Add(delay), e.hDue); armErr != nil {
 			reason = "the retry could not be scheduled: " + armErr.Error()
 		} else if setState(rec, Failed) == nil {
+			if t.shard != 0 {
+				e.noteShard(rec)
+			}
 			sh.retried++
 			ev.Kind, ev.Err = EventRetrying, err
 			es.add(ev)
@@ -397,7 +414,9 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 		}
 	}
 	sh.dead++
-	e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(r.history), DiedAt: end, Reason: reason})
+	if t.shard == 0 { // a shard's death is its task's occurrence's (shards.go)
+		e.dlq.Add(DeadLetter{Task: *t, Attempts: slices.Clone(r.history), DiedAt: end, Reason: reason})
+	}
 	ev.Kind, ev.Err = EventDead, fmt.Errorf("%s: %w", reason, err)
 	es.add(ev)
 	if t.Schedule.Recurring() {
@@ -406,7 +425,8 @@ func (e *Engine) finishAttempt(sh *shard, rec *record, err error, startNs, endNs
 	}
 	if setState(rec, Dead) == nil {
 		es.end(rec)
-		e.finished(sh, rec, endNs)
+		es.endShard(rec)
+		e.ended(sh, rec, endNs)
 	}
 }
 

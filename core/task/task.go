@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -33,6 +34,17 @@ type Task struct {
 	// the server that dispatches it. The engine alone needs nothing more (a task never has
 	// two attempts at once); a server carries it out (see server/tockd).
 	Exclusive bool // beside Misfire: one byte, in what was padding
+	// Shards, if 2 or more (at most MaxShards), fans each occurrence out into that many
+	// runs, each with its own attempts and backoff; the occurrence succeeds once every
+	// shard has, and fails (see shards.go) if one ends DEAD. Run.Shard tells a handler
+	// which shard it runs. 0 (or 1) is an ordinary task. Two bytes, in what was padding.
+	Shards uint16
+	// shard is 1 + the shard index of a shard's own record (shards.go); 0 otherwise.
+	shard uint16
+	// Broadcast fans each occurrence out as Shards does, into as many runs as
+	// Options.BroadcastWidth says when it comes due (a server: one per worker subscribed
+	// to the type, each run routed to its own). Not with Shards. One byte, in padding.
+	Broadcast bool
 	// Concurrency, if set, puts the task under a concurrency key: at most the key's limit
 	// of its tasks' runs at once (limits.go). The engine keeps its own value, shared by
 	// the key's tasks of the same Limit; the one it hands out (Info, Run, DeadLetter) is
@@ -101,6 +113,11 @@ func (t *Task) normalize(maxPayload int) error {
 	case t.Timeout < 0 || t.Timeout > MaxTimeout:
 		return fmt.Errorf("%w: timeout %v outside [0, %v]", ErrInvalidTask, t.Timeout, MaxTimeout)
 	}
+	if t.Shards != 0 || t.Broadcast || strings.HasPrefix(t.ID, shardIDPrefix) {
+		if err := t.validateShards(); err != nil {
+			return fmt.Errorf("%w: task %q: %w", ErrInvalidTask, t.ID, err)
+		}
+	}
 	if t.Concurrency != nil {
 		if err := validateConcurrency(t.Concurrency); err != nil {
 			return fmt.Errorf("task %q: %w", t.ID, err)
@@ -159,4 +176,7 @@ type Info struct {
 	NextRun   time.Time       // when it is next due (zero when none is scheduled)
 	History   []AttemptRecord // the current occurrence's failed attempts, oldest first
 	Runs      uint64          // attempts over the task's life
+	// Shards is, for a sharded task (Task.Shards) whose occurrence has fanned out, each
+	// shard's state, by index; nil otherwise.
+	Shards []ShardInfo
 }

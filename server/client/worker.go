@@ -41,6 +41,9 @@ type Fire struct {
 	// a batch handler, whose context is shared by its runs, asks TraceContext.
 	Traceparent string
 	Tracestate  string
+	// Shard and Shards: for a run of a sharded task (task.Task.Shards), which shard it is
+	// (0 to Shards-1) of how many; Shards is 0 for a run of any other task.
+	Shard, Shards int
 }
 
 // TraceContext returns ctx carrying f's trace context as its remote parent span (ctx
@@ -299,7 +302,7 @@ func fireOf(f *Fire, pf *protocol.Fire) {
 	*f = Fire{Namespace: pf.Namespace, TaskID: pf.TaskID, Type: pf.TaskType, Payload: pf.Payload,
 		RunID: pf.RunID, Attempt: int(min(pf.Attempt, 1<<31-1)), Due: time.Unix(0, pf.Due), Epoch: pf.Epoch,
 		TTR: time.Duration(pf.TTR), Durability: pf.Durability, Version: pf.Version,
-		Traceparent: pf.Traceparent, Tracestate: pf.Tracestate}
+		Traceparent: pf.Traceparent, Tracestate: pf.Tracestate, Shard: int(pf.Shard.Index), Shards: int(pf.Shard.Of)}
 }
 
 // run executes one job, the runs handed to one handler call: one run, or, for a type

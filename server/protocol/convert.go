@@ -55,6 +55,10 @@ func ToTask(w *Task) (task.Task, error) {
 		return task.Task{}, invalid("concurrency_limit", "%d outside [0, %d]", w.ConcurrencyLimit, task.MaxConcurrencyLimit)
 	case w.ConcurrencyLimit != 0 && w.ConcurrencyKey == "":
 		return task.Task{}, invalid("concurrency_limit", "set without a concurrency_key")
+	case w.Shards == 1 || w.Shards > task.MaxShards:
+		return task.Task{}, invalid("shards", "%d outside [2, %d] (absent for none)", w.Shards, task.MaxShards)
+	case w.Shards != 0 && (w.ConcurrencyKey != "" || w.Exclusive):
+		return task.Task{}, invalid("shards", "a sharded task can have no concurrency_key and cannot be exclusive")
 	}
 	var deps *task.Deps
 	if w.DependsOn != nil {
@@ -92,6 +96,7 @@ func ToTask(w *Task) (task.Task, error) {
 		Retry:       r,
 		Timeout:     time.Duration(w.Timeout),
 		Exclusive:   w.Exclusive,
+		Shards:      w.Shards,
 		Misfire:     w.Misfire,
 		Concurrency: conc,
 		DependsOn:   deps,
@@ -293,6 +298,7 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 		Version:    t.Version,
 		Durability: d,
 		Exclusive:  t.Exclusive,
+		Shards:     t.Shards,
 		Retry: Retry{
 			MaxAttempts:    uint64(max(t.Retry.MaxAttempts, 0)),
 			InitialBackoff: int64(t.Retry.InitialBackoff),

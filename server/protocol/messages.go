@@ -114,14 +114,14 @@ func message[M any, P interface {
 				c.fail("t", fmt.Sprintf("%T is not this package's %v", x, t))
 				return
 			}
-			// The header is a fixmap (maxKeys holds), its count patched in at the end;
-			// "t" comes first, so that a decoder finds it without a second pass.
+			// The header is a fixmap, its count patched in at the end; "t" comes first,
+			// so that a decoder finds it without a second pass.
 			at := len(c.buf)
 			c.buf = append(c.buf, codeFixMap, codeFixStr|1, 't')
 			c.uint(uint64(t))
 			c.buf = append(c.buf, codeFixStr|2, 'i', 'd')
 			c.uint(x.RequestID())
-			c.buf[at] |= byte(2 + s.writeFields(c, (*M)(m)))
+			patchMapLen(c, at, 2+s.writeFields(c, (*M)(m)))
 		},
 	}
 }
@@ -581,6 +581,43 @@ type Fire struct {
 	// absent for a task submitted without one.
 	Traceparent string
 	Tracestate  string
+	// Shard ("shard"), optional: for a run of a sharded task, which shard it is; absent
+	// (the zero ShardOf) otherwise.
+	Shard ShardOf
+}
+
+// ShardOf is a run's shard: Index of Of, 0 <= Index < Of, 2 <= Of <= task.MaxShards.
+// On the wire it is the array [index, of], one key where a FIRE has room for one more.
+type ShardOf struct {
+	Index, Of uint16
+}
+
+// readShardOf reads a ShardOf, refusing one that breaks its bounds.
+func (d *dec) readShardOf() (ShardOf, *Error) {
+	n, err := d.r.arrayLen(2)
+	if err != nil {
+		return ShardOf{}, err
+	}
+	if n != 2 {
+		return ShardOf{}, d.r.badField("[index, of] has %d elements, not 2", n)
+	}
+	var v [2]uint64
+	for i := range v {
+		if v[i], err = d.uintMax(task.MaxShards); err != nil {
+			return ShardOf{}, err
+		}
+	}
+	if v[1] < 2 || v[0] >= v[1] {
+		return ShardOf{}, d.r.badField("[%d, %d]: want 0 <= index < of, 2 <= of <= %d", v[0], v[1], task.MaxShards)
+	}
+	return ShardOf{Index: uint16(v[0]), Of: uint16(v[1])}, nil
+}
+
+func putShardOf(c *enc, key string, v ShardOf) {
+	c.str(key)
+	c.arrayLen(2)
+	c.uint(uint64(v.Index))
+	c.uint(uint64(v.Of))
 }
 
 // fireFields are FIRE's keys, which each run of a FIRES carries too.
@@ -599,6 +636,7 @@ func fireFields() []field[Fire] {
 		uintField("version", func(m *Fire) *uint64 { return &m.Version }),
 		strField("traceparent", MaxTraceparentLen, func(m *Fire) *string { return &m.Traceparent }),
 		strField("tracestate", MaxTracestateLen, func(m *Fire) *string { return &m.Tracestate }),
+		scalarField("shard", (*dec).readShardOf, putShardOf, func(m *Fire) *ShardOf { return &m.Shard }),
 	}
 }
 

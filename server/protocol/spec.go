@@ -92,9 +92,23 @@ func (f field[M]) refuse(key, msg string, bad func(m *M) bool) field[M] {
 }
 
 // maxKeys bounds a map type's keys, the envelope's "t" and "id" included: the encoder
-// writes every map header as a fixmap (below 16 entries) and patches its count in once
-// the fields are written.
-const maxKeys = 15
+// writes every map header as a fixmap and patches its count in once the fields are
+// written (patchMapLen). A map may have keys that are never all written at once; one
+// written with more than 15 (FIRE's rarest: a traced, versioned shard's run with a
+// payload) gets a map 16 header instead.
+const maxKeys = 20
+
+// patchMapLen sets the count of the map whose fixmap header is c.buf[at] to n: in the
+// header, or, for n > 15, in a map 16 header that takes the fixmap's place.
+func patchMapLen(c *enc, at, n int) {
+	if n < 16 {
+		c.buf[at] |= byte(n)
+		return
+	}
+	c.buf = append(c.buf, 0, 0)
+	copy(c.buf[at+3:], c.buf[at+1:len(c.buf)-2])
+	c.buf[at], c.buf[at+1], c.buf[at+2] = codeMap16, byte(n>>8), byte(n)
+}
 
 // mapSpec is a map type's fields and the decoder table made from them.
 type mapSpec[M any] struct {
@@ -237,7 +251,7 @@ func (s *mapSpec[M]) writeFields(c *enc, m *M) int {
 func (s *mapSpec[M]) writeMap(c *enc, m *M) {
 	at := len(c.buf)
 	c.buf = append(c.buf, codeFixMap)
-	c.buf[at] |= byte(s.writeFields(c, m))
+	patchMapLen(c, at, s.writeFields(c, m))
 }
 
 // readMap reads a map into m.

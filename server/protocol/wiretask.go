@@ -86,6 +86,9 @@ type Task struct {
 	Misfire    task.MisfirePolicy
 	Durability Durability
 	Exclusive  bool // "exclusive": no two runs overlap, even across a failover
+	// Shards ("shards"), 2 to task.MaxShards, fans each occurrence out into that many
+	// runs (task.Task.Shards); absent (0) means none. In the word the one-byte fields share.
+	Shards uint16
 	// ConcurrencyKey ("concurrency_key") and ConcurrencyLimit ("concurrency_limit") are
 	// task.Concurrency: at most the key's limit of runs at once; no key means none.
 	ConcurrencyKey   string
@@ -311,7 +314,7 @@ func handTable[T any, P interface {
 
 var taskFields = handTable[Task](
 	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
-		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure"},
+		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure", "shards"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -358,6 +361,10 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		t.deps().On, err = readEach(d, MaxDependsOn, taskIDs)
 	case 17:
 		t.deps().OnParentFailure, err = enum[task.ParentPolicy](d, parentNames)
+	case 18:
+		var n uint64
+		n, err = d.uintMax(task.MaxShards)
+		t.Shards = uint16(n)
 	}
 	return err
 }
@@ -402,7 +409,8 @@ func taskIDs(d *dec, id *string) (err *Error) {
 func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
 		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
-		t.Traceparent != "", t.Tracestate != "", len(t.Parents()) > 0, t.DependsOn != nil && t.DependsOn.OnParentFailure != task.ParentCancel))
+		t.Traceparent != "", t.Tracestate != "", len(t.Parents()) > 0, t.DependsOn != nil && t.DependsOn.OnParentFailure != task.ParentCancel,
+		t.Shards != 0))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -461,6 +469,9 @@ func (t *Task) encode(c *enc) {
 		if d.OnParentFailure != task.ParentCancel {
 			putEnum(c, "on_parent_failure", parentNames, d.OnParentFailure)
 		}
+	}
+	if t.Shards != 0 {
+		c.kUint("shards", uint64(t.Shards))
 	}
 }
 

@@ -224,7 +224,10 @@
 //   - Picking: among the type's subscribed connections with a credit, Options.Dispatch
 //     decides: the most free credits (default), round robin in subscription order, or
 //     rendezvous hashing of the task key with xxhash (the same key, the same worker while
-//     it has credits). The FIRE is queued on that connection's bounded
+//     it has credits). A shard's run (task.Task.Shards) goes first to the connection
+//     running fewest of its task's shards (workerState.shardsOf), so that an
+//     occurrence's shards spread over distinct workers where there are enough; the
+//     strategy picks among those. The FIRE is queued on that connection's bounded
 //     reply queue without blocking; a full queue (a worker that is not reading) or a
 //     closing connection is skipped for the next candidate.
 //   - No worker: with no candidate (no subscribed worker of the type has a credit, the

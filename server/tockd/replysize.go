@@ -54,7 +54,7 @@ func replyCost(m protocol.Message) int {
 	case *protocol.TaskInfo:
 		return costFrame + costKeyValue + infoCost(&m.Info)
 	case *protocol.Fire:
-		return costFrame + 10*costKeyValue + 4*costString +
+		return costFrame + 11*costKeyValue + 4*costString +
 			len(m.Namespace) + len(m.TaskID) + len(m.TaskType) + len(m.Payload) + traceCost(m.Traceparent, m.Tracestate)
 	case *protocol.TaskStatus:
 		return costFrame + 6*costKeyValue + 2*costString + len(m.Namespace) + len(m.TaskID)

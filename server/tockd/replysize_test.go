@@ -17,7 +17,7 @@ func fullTask(payload int) protocol.Task {
 		Retry: protocol.Retry{MaxAttempts: 1 << 60, InitialBackoff: 1 << 62, MaxBackoff: 1 << 62, Multiplier: 1.5,
 			Jitter: 0.5, MaxRetry: 1 << 62},
 		Timeout: 1 << 62, Misfire: task.MisfireSkip, Version: 1 << 63, Durability: protocol.Durable,
-		Partition: 1 << 63, Exclusive: true,
+		Partition: 1 << 63, Exclusive: true, Shards: task.MaxShards,
 		ConcurrencyKey: strings.Repeat("k", task.MaxConcurrencyKeyLen), ConcurrencyLimit: 1 << 63,
 		Traceparent: strings.Repeat("p", protocol.MaxTraceparentLen), Tracestate: strings.Repeat("s", protocol.MaxTracestateLen)}
 }
@@ -69,8 +69,9 @@ func TestReplyCostBoundsEncoding(t *testing.T) {
 			State: task.Cancelled, NextRun: -1 << 63, Version: 1 << 63, Code: protocol.CodeInvalidTask, Message: long, Field: long}}},
 		&protocol.Acked{ID: 1 << 63, Failed: []protocol.AckFailure{{RunID: 1 << 63, Code: protocol.CodeInternal, Message: long}}},
 		&protocol.Fire{Namespace: "n", TaskID: "i", TaskType: "t", Payload: make([]byte, 5000), RunID: 1 << 63,
-			Attempt: 1 << 63, Due: -1 << 63, Epoch: 1 << 63, TTR: 1 << 62, Durability: protocol.Durable,
-			Traceparent: strings.Repeat("p", protocol.MaxTraceparentLen), Tracestate: strings.Repeat("s", protocol.MaxTracestateLen)},
+			Attempt: 1 << 63, Due: -1 << 63, Epoch: 1 << 63, TTR: 1 << 62, Durability: protocol.Durable, Version: 1 << 63,
+			Traceparent: strings.Repeat("p", protocol.MaxTraceparentLen), Tracestate: strings.Repeat("s", protocol.MaxTracestateLen),
+			Shard: protocol.ShardOf{Index: task.MaxShards - 1, Of: task.MaxShards}},
 		&protocol.TaskInfo{ID: 1 << 63, Info: fullInfo(1000)},
 		&protocol.TaskPage{ID: 1 << 63, Items: []protocol.Info{fullInfo(0), fullInfo(7000), {Task: wireTask("x", 0), State: task.Pending}},
 			Next: strings.Repeat("c", protocol.MaxCursorLen)},
@@ -98,7 +99,8 @@ func TestFiresCostBoundsEncoding(t *testing.T) {
 	run := protocol.Fire{Namespace: strings.Repeat("n", task.MaxNamespaceLen), TaskID: strings.Repeat("i", task.MaxIDLen),
 		TaskType: strings.Repeat("t", task.MaxTypeLen), Payload: make([]byte, 300), RunID: 1 << 63, Attempt: 1 << 63,
 		Due: -1 << 63, Epoch: 1 << 63, TTR: -1 << 63, Durability: protocol.Durable, Version: 1 << 63,
-		Traceparent: strings.Repeat("p", protocol.MaxTraceparentLen), Tracestate: strings.Repeat("s", protocol.MaxTracestateLen)}
+		Traceparent: strings.Repeat("p", protocol.MaxTraceparentLen), Tracestate: strings.Repeat("s", protocol.MaxTracestateLen),
+		Shard: protocol.ShardOf{Index: task.MaxShards - 1, Of: task.MaxShards}}
 	for _, n := range []int{2, 15, 16, protocol.MaxFiresRuns} {
 		m := &protocol.Fires{Runs: make([]protocol.Fire, n)}
 		cost := costFires

@@ -231,8 +231,12 @@ func (r *router[W]) fireLocked(f *protocol.Fire) bool {
 	f.Epoch = r.epoch
 	key := r.table.dispatchKey(f)
 	var tried map[W]bool
+	var spread *taskKey // a shard's task: its runs go to distinct workers where there are enough
+	if f.Shard.Of > 1 {
+		spread = &taskKey{f.Namespace, f.TaskID}
+	}
 	for {
-		best, bestState, ok := r.table.choose(f.TaskType, key, tried)
+		best, bestState, ok := r.table.chooseSpread(f.TaskType, key, tried, spread)
 		if !ok {
 			return false
 		}

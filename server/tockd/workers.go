@@ -64,6 +64,9 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	fire := &protocol.Fire{Namespace: t.Namespace, TaskID: t.ID, TaskType: t.Type, Payload: t.Payload,
 		RunID: run.RunID, Attempt: uint64(run.Attempt), Due: due, TTR: int64(ttr),
 		Durability: protocol.Ephemeral, Version: t.Version}
+	if i, n := run.Shard(); n > 1 {
+		fire.Shard = protocol.ShardOf{Index: uint16(i), Of: uint16(n)}
+	}
 	// A traced task's FIRE carries its trace context, so that the worker's handler joins
 	// the submitter's trace: the tock.fire span's, ended once the run is handed on.
 	var span trace.Span

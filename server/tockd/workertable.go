@@ -42,6 +42,9 @@ type workerState struct {
 	since    time.Time          // first SUBSCRIBE (the registry)
 	inflight map[uint64]taskKey // runs FIREd on this connection and not yet ACKed/NACKed
 	carried  bool               // it handed in at a takeover: SUBSCRIBEd after its CARRYs (carry.go)
+	// shardsOf counts, per sharded task, its runs in flight here (nil until one is
+	// fired here): chooseSpread prefers the worker running fewest of the task's shards.
+	shardsOf map[taskKey]int
 }
 
 // init readies an empty table choosing workers by strategy.
@@ -102,6 +105,13 @@ func (t *workerTable[W]) take(w W, runID uint64) (key taskKey, fired bool) {
 	if ws := t.workers[w]; ws != nil {
 		key, fired = ws.inflight[runID]
 		delete(ws.inflight, runID)
+		if n, ok := ws.shardsOf[key]; fired && ok { // a sharded task's runs are all shards
+			if n <= 1 {
+				delete(ws.shardsOf, key)
+			} else {
+				ws.shardsOf[key] = n - 1
+			}
+		}
 	}
 	return key, fired
 }
@@ -119,10 +129,29 @@ func (t *workerTable[W]) dispatchKey(f *protocol.Fire) uint64 {
 // credit and not in tried (key: dispatchKey's), and its state; ok is false when there
 // is none. Requires router.mu.
 func (t *workerTable[W]) choose(typ string, key uint64, tried map[W]bool) (best W, bestState *workerState, ok bool) {
+	return t.chooseSpread(typ, key, tried, nil)
+}
+
+// chooseSpread is choose for a run of the sharded task spread (nil for any other run):
+// the worker running fewest of its shards wins (so a worker running none, where there
+// is one, over every worker running some), and among those the strategy picks.
+// Requires router.mu.
+func (t *workerTable[W]) chooseSpread(typ string, key uint64, tried map[W]bool, spread *taskKey) (best W, bestState *workerState, ok bool) {
 	var bestScore uint64
+	bestShards := 0
 	for w, ws := range t.byType[typ] {
 		if ws.credits == 0 || tried[w] {
 			continue
+		}
+		shards := 0
+		if spread != nil {
+			shards = ws.shardsOf[*spread]
+		}
+		if bestState != nil && shards != bestShards {
+			if shards > bestShards {
+				continue
+			}
+			bestState = nil // fewer of the task's shards beats any score
 		}
 		var score uint64
 		switch t.strategy {
@@ -139,7 +168,7 @@ func (t *workerTable[W]) choose(typ string, key uint64, tried map[W]bool) (best 
 			score = ws.credits
 		}
 		if bestState == nil || score > bestScore || (score == bestScore && ws.seq < bestState.seq) {
-			best, bestState, bestScore = w, ws, score
+			best, bestState, bestScore, bestShards = w, ws, score, shards
 		}
 	}
 	return best, bestState, bestState != nil
@@ -149,7 +178,14 @@ func (t *workerTable[W]) choose(typ string, key uint64, tried map[W]bool) (best 
 // in flight on it, and the round robin's position. Requires router.mu.
 func (t *workerTable[W]) charge(ws *workerState, f *protocol.Fire) {
 	ws.credits--
-	ws.inflight[f.RunID] = taskKey{f.Namespace, f.TaskID}
+	k := taskKey{f.Namespace, f.TaskID}
+	ws.inflight[f.RunID] = k
+	if f.Shard.Of > 1 {
+		if ws.shardsOf == nil {
+			ws.shardsOf = map[taskKey]int{}
+		}
+		ws.shardsOf[k]++
+	}
 	if t.strategy == DispatchRoundRobin {
 		t.lastRR[f.TaskType] = ws.seq
 	}
@@ -185,11 +221,18 @@ func (t *workerTable[W]) verify() (inflight map[uint64]bool, err error) {
 				return nil, fmt.Errorf("worker %d subscribes to %q but is not in byType", ws.seq, typ)
 			}
 		}
-		for runID := range ws.inflight {
+		perTask := map[taskKey]int{}
+		for runID, k := range ws.inflight {
 			if inflight[runID] {
 				return nil, fmt.Errorf("run %d is in flight on two workers", runID)
 			}
 			inflight[runID] = true
+			perTask[k]++
+		}
+		for k, n := range ws.shardsOf { // shards counted are runs in flight
+			if n <= 0 || n > perTask[k] {
+				return nil, fmt.Errorf("worker %d counts %d shards of %v in flight, with %d runs of it", ws.seq, n, k, perTask[k])
+			}
 		}
 	}
 	return inflight, nil

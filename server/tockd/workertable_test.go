@@ -93,6 +93,9 @@ func TestWorkerTableVerifyCatchesBrokenState(t *testing.T) {
 			tab.workers[w1].inflight[9] = taskKey{"ns", "x"}
 			tab.workers[w2].inflight[9] = taskKey{"ns", "x"}
 		}, "two workers"},
+		{"shards miscounted", func(tab *workerTable[*fakeWorker], w1, _ *fakeWorker) {
+			tab.workers[w1].shardsOf = map[taskKey]int{{"ns", "x"}: 1} // no run of it in flight
+		}, "shards of"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tab := newTestTable(DispatchRoundRobin)
@@ -179,5 +182,56 @@ func BenchmarkRouterFireAck(b *testing.B) {
 			b.Fatal("the run was not in flight")
 		}
 		r.credit(owner, 1)
+	}
+}
+
+// The shards of one task go to distinct workers while some worker runs none of them,
+// whichever strategy, and then evenly (to the worker running fewest); a shard taken
+// back is no longer counted.
+func TestWorkerTableSpreadsShards(t *testing.T) {
+	for _, strategy := range []Dispatch{DispatchLeastLoaded, DispatchRoundRobin, DispatchKeyHash} {
+		t.Run(strategy.String(), func(t *testing.T) {
+			tab := newTestTable(strategy)
+			ws := []*fakeWorker{{name: "1"}, {name: "2"}, {name: "3"}, {name: "4"}}
+			for i, w := range ws {
+				tab.subscribe(w, w.name, []string{"a"}, uint64(10+i)) // least loaded alone would pick 4 every time
+			}
+			task := taskKey{"ns", "s"}
+			fire := func(runID uint64, i int) *fakeWorker {
+				f := &protocol.Fire{RunID: runID, Namespace: "ns", TaskID: "s", TaskType: "a", Shard: protocol.ShardOf{Index: uint16(i), Of: 8}}
+				w, st, ok := tab.chooseSpread("a", tab.dispatchKey(f), nil, &task)
+				if !ok {
+					t.Fatalf("no worker for shard %d", i)
+				}
+				tab.charge(st, f)
+				return w
+			}
+			seen := map[*fakeWorker]int{}
+			for i := range 8 {
+				w := fire(uint64(i+1), i)
+				seen[w]++
+				if i < 4 && seen[w] != 1 {
+					t.Fatalf("shard %d went to worker %s, already running one, with others idle", i, w.name)
+				}
+			}
+			for _, w := range ws {
+				if seen[w] != 2 {
+					t.Errorf("worker %s runs %d of 8 shards, want 2 (%v)", w.name, seen[w], seen)
+				}
+			}
+			if _, err := tab.verify(); err != nil {
+				t.Fatal(err)
+			}
+			for runID := uint64(1); runID <= 8; runID++ {
+				for _, w := range ws {
+					tab.take(w, runID)
+				}
+			}
+			for _, w := range ws {
+				if n := len(tab.workers[w].shardsOf); n != 0 {
+					t.Errorf("worker %s still counts shards of %d tasks", w.name, n)
+				}
+			}
+		})
 	}
 }
