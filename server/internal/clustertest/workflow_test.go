@@ -164,8 +164,12 @@ func (l *wfLedger) check(t *testing.T, ids []string, epoch uint64, killAt time.T
 				fig.carried++
 			}
 			if i < len(rs)-1 && (r.epoch != epoch || !r.acked.IsZero()) {
-				t.Errorf("task %s ran again (run %d, epoch %d) after run %d (epoch %d, ACK confirmed at %s; the killed leader's epoch %d)",
-					id, rs[i+1].runID, rs[i+1].epoch, r.runID, r.epoch, r.acked.Format(time.StampMicro), epoch)
+				acked := "never"
+				if !r.acked.IsZero() {
+					acked = r.acked.Format(time.StampMicro)
+				}
+				t.Errorf("task %s ran again (run %d, epoch %d) after run %d (epoch %d, ACK confirmed: %s; the killed leader's epoch %d)",
+					id, rs[i+1].runID, rs[i+1].epoch, r.runID, r.epoch, acked, epoch)
 			}
 		}
 		if done > 1 {
