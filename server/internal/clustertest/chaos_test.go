@@ -16,7 +16,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/internal/clustertest/history"
@@ -79,12 +78,7 @@ type chaosCluster struct {
 
 func startChaosCluster(t *testing.T) *chaosCluster {
 	c := &chaosCluster{t: t, e: StartEtcd(t, 3), bin: BuildTockd(t)}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	c.cli = cli
+	c.cli = etcdClient(t, c.e)
 	for i := range 3 {
 		var urls []string
 		var ps []*Proxy

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
 	"github.com/tock-sched/tock/server/protocol"
@@ -50,6 +53,27 @@ func startCluster(t *testing.T) (*Etcd, []*Node) {
 		nodes[i] = StartTockd(t, bin, "-etcd", eps, "-node-name", fmt.Sprintf("n%d", i+1))
 	}
 	return e, nodes
+}
+
+// clientAddrs is nodes' client addresses, comma-separated, as client.Dial and
+// client.NewWorker take them (a node started again at its address keeps its place).
+func clientAddrs(nodes []*Node) string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// etcdClient is a client of e's members, closed when t ends.
+func etcdClient(t *testing.T, e *Etcd) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
 
 func without(nodes []*Node, gone *Node) []*Node {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,11 +36,7 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 	multiProcess(t)
 	_, nodes := startCluster(t)
 	leader, epoch := waitLeader(t, nodes...)
-	var addrs []string
-	for _, n := range nodes {
-		addrs = append(addrs, n.Addr())
-	}
-	all := strings.Join(addrs, ",")
+	all := clientAddrs(nodes)
 	fast := client.WithReconnectBackoff(20*time.Millisecond, 200*time.Millisecond)
 
 	var mu sync.Mutex

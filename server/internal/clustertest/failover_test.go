@@ -19,8 +19,9 @@ import (
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
 
-// failoverRoundsEnv sets how many times TestDurableFailover kills the leader (and
-// TestDurableFailoverStall stalls it): 1 in make test, 5 in make chaos.
+// failoverRoundsEnv sets how many times TestDurableFailover and
+// TestDurableWorkflowSurvivesLeaderKill kill the leader (and TestDurableFailoverStall
+// stalls it): 1 in make test, 5 in make chaos.
 const failoverRoundsEnv = "TOCK_FAILOVER_ROUNDS"
 
 // Load shape of TestDurableFailover: batches of durable one-shot tasks due within
@@ -204,25 +205,28 @@ func TestDurableFailoverStall(t *testing.T) {
 	durableFailover(t, func(string, string) failoverFault { return stallFault() })
 }
 
+// failoverRounds is TOCK_FAILOVER_ROUNDS, or 1 where it is unset.
+func failoverRounds(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv(failoverRoundsEnv)
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", failoverRoundsEnv, v)
+	}
+	return n
+}
+
 // durableFailover runs the rounds of TestDurableFailover with the fault fault makes
 // (from the tockd binary and the etcd endpoints).
 func durableFailover(t *testing.T, fault func(bin, eps string) failoverFault) {
-	rounds := 1
-	if v := os.Getenv(failoverRoundsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive integer", failoverRoundsEnv, v)
-		}
-		rounds = n
-	}
+	rounds := failoverRounds(t)
 	e, nodes := startCluster(t)
 	f := fault(BuildTockd(t), strings.Join(e.Endpoints(), ","))
 	leader, epoch := waitLeader(t, nodes...)
-	var addrs []string
-	for _, n := range nodes {
-		addrs = append(addrs, n.Addr())
-	}
-	all := strings.Join(addrs, ",")
+	all := clientAddrs(nodes)
 	// Redial quickly: the takeover is measured at the worker, whose backoff must not be
 	// what it measures.
 	fast := client.WithReconnectBackoff(20*time.Millisecond, 200*time.Millisecond)
