@@ -24,7 +24,8 @@ import (
 //     task, or for a recurring task its next occurrence. The other shards run on to their
 //     own end first; a shard's dead letter is the task's, not filed on its own.
 //
-// Cancelling the task cancels its shards. The task's Timeout bounds each shard's attempt,
+// A shard's record emits its own events, under its own ID (Event.OfShard); the task's
+// occurrence emits its start and its end. Cancelling the task cancels its shards. The task's Timeout bounds each shard's attempt,
 // not the occurrence. A sharded task cannot have a concurrency key (its shards would wait
 // on slots its occurrence holds), nor be Exclusive (its shards overlap by design).
 //

@@ -148,7 +148,13 @@ func TestDeadShardFailsOccurrence(t *testing.T) {
 	})
 	h.submit(Task{ID: "s", Type: "sh", Schedule: After(0), Shards: 8, Retry: RetryPolicy{MaxAttempts: 5}})
 	h.fake.Advance(0)
+	if sev := h.waitShardEvent(EventDead); !sev.OfShard() {
+		t.Errorf("the dead shard's event %+v: OfShard false", sev)
+	}
 	ev := h.wait(EventDead, "s")
+	if ev.OfShard() {
+		t.Errorf("the task's dead event: OfShard true")
+	}
 	if !errors.Is(ev.Err, ErrShardFailed) || !strings.Contains(ev.Err.Error(), "shard 5 ended DEAD: bad input") {
 		t.Errorf("dead event's error %v, want ErrShardFailed naming shard 5", ev.Err)
 	}
