@@ -100,6 +100,9 @@ type shardSet struct {
 	shards []ShardInfo
 	left   int
 	failed int
+	// stopped: the occurrence was cancelled (cancelShards); fanOut submits no more
+	// shards, and cancels one it submitted meanwhile.
+	stopped bool
 	first  string // the first failure, for the occurrence's error
 }
 
@@ -157,13 +160,25 @@ func (e *Engine) fanOut(t *Task, set *shardSet) error {
 	}
 	e.fill(set, t, n)
 	for i := range n {
+		if set.isStopped() { // cancelled before its turn: it never runs
+			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Cancelled}})
+			continue
+		}
 		st := Task{Namespace: t.Namespace, ID: shardID(set.runID, i), Type: t.Type, Payload: t.Payload, Schedule: After(0),
 			Retry: t.Retry, Timeout: t.Timeout, Shards: uint16(n), shard: uint16(i + 1), Broadcast: t.Broadcast, Trace: t.Trace}
 		if _, err := e.SubmitOwned(st); err != nil { // the payload is never written: the shards share it
 			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Dead, LastError: err.Error()}})
+		} else if set.isStopped() { // cancelShards may have looked for it before it was there
+			_ = e.Cancel(t.Namespace, st.ID)
 		}
 	}
 	return ErrDeferred
+}
+
+func (set *shardSet) isStopped() bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return set.stopped
 }
 
 // noteShard records a shard record's state in its fan-out. Requires sh.mu of rec.
@@ -240,7 +255,8 @@ func (e *Engine) shardEnded(end shardEnd) {
 // cancelShards cancels the shards of set that have not ended. Requires no lock.
 func (e *Engine) cancelShards(ns string, set *shardSet) {
 	set.mu.Lock()
-	n := len(set.tasks) // 0 while its fan-out has not filled it: then it submits none yet
+	set.stopped = true
+	n := len(set.tasks) // 0 while its fan-out has not filled it: then it submits none
 	set.mu.Unlock()
 	for i := range n {
 		_ = e.Cancel(ns, shardID(set.runID, i)) // ErrNotFound, ErrIllegalTransition: it has ended

@@ -303,3 +303,45 @@ func TestBroadcastFansOutToItsWidth(t *testing.T) {
 		t.Errorf("runs (index, total) -> count: %v, want %v", runs, want)
 	}
 }
+
+// TestCancelDuringFanOut: a task cancelled while its occurrence fans out (here, while
+// BroadcastWidth is being asked) runs no shard: those not yet submitted never are.
+func TestCancelDuringFanOut(t *testing.T) {
+	asked, answer := make(chan struct{}), make(chan int)
+	h := newHarness(t, WithBroadcastWidth(func(*Task) int { close(asked); return <-answer }))
+	var ran sync.Mutex
+	runs := 0
+	h.e.Register("x", func(ctx context.Context, r *Run) error { ran.Lock(); runs++; ran.Unlock(); return nil })
+	h.submit(Task{ID: "b", Type: "x", Schedule: After(0), Broadcast: true})
+	h.fake.Advance(0)
+	<-asked
+	if err := h.e.Cancel("", "b"); err != nil {
+		t.Fatal(err)
+	}
+	answer <- 3
+	deadline := time.After(eventWait)
+	for {
+		in, err := h.e.Get("", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := len(in.Shards) == 3
+		for _, s := range in.Shards {
+			done = done && s.State.Terminal()
+		}
+		if done {
+			wantShardStates(t, in, 3, func(int) State { return Cancelled })
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("shards %+v not all ended within %v", in.Shards, eventWait)
+		case <-time.After(time.Millisecond): // polling Get: the fan-out emits nothing the test could wait on
+		}
+	}
+	ran.Lock()
+	defer ran.Unlock()
+	if runs != 0 {
+		t.Errorf("%d shards ran after their task was cancelled, want 0", runs)
+	}
+}
