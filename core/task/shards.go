@@ -103,7 +103,7 @@ type shardSet struct {
 	// stopped: the occurrence was cancelled (cancelShards); fanOut submits no more
 	// shards, and cancels one it submitted meanwhile.
 	stopped bool
-	first  string // the first failure, for the occurrence's error
+	first   string // the first failure, for the occurrence's error
 }
 
 // shardID is the ID of shard i's record of the occurrence run runID.
