@@ -285,3 +285,47 @@ func (e *Engine) shardRun(rec *record, a *attempt) *shardSet {
 	}
 	return nil
 }
+
+// verifyShards checks the fan-outs in progress: each set's left counts its shards not
+// ended and failed those ended otherwise than SUCCEEDED, and every shard record not
+// ended belongs to a set in progress. Exact while no shard is ending (tests call it
+// once the engine is idle). Takes every shard's mu in turn, then shardMu.
+func (e *Engine) verifyShards() error {
+	var live []uint64 // the occurrences of the shard records held
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for _, rec := range sh.slots {
+			if rec != nil && rec.task.shard != 0 && !rec.state.Terminal() {
+				live = append(live, shardRunID(rec.task.ID))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	e.shardMu.Lock()
+	defer e.shardMu.Unlock()
+	for _, runID := range live {
+		if e.shardSets[runID] == nil {
+			return fmt.Errorf("a shard record of occurrence %x, which has no fan-out in progress", runID)
+		}
+	}
+	for runID, set := range e.shardSets {
+		set.mu.Lock()
+		left, failed := 0, 0
+		for _, s := range set.shards {
+			switch {
+			case !s.State.Terminal():
+				left++
+			case s.State != Succeeded:
+				failed++
+			}
+		}
+		ok := left == set.left && failed == set.failed
+		got := fmt.Sprintf("left %d, failed %d; its shards say %d and %d", set.left, set.failed, left, failed)
+		set.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("fan-out of occurrence %x: %s", runID, got)
+		}
+	}
+	return nil
+}

@@ -345,3 +345,33 @@ func TestCancelDuringFanOut(t *testing.T) {
 		t.Errorf("%d shards ran after their task was cancelled, want 0", runs)
 	}
 }
+
+// verifyShards must catch a miscounted fan-out: a check that cannot fail proves nothing.
+func TestVerifyShardsCatchesMiscount(t *testing.T) {
+	h := newHarness(t)
+	unblock := h.blocking()
+	h.submit(Task{ID: "s", Type: "block", Schedule: After(0), Shards: 2})
+	h.fake.Advance(0)
+	h.waitShardEvent(EventStarted)
+	h.waitShardEvent(EventStarted)
+	if err := h.e.verify(); err != nil {
+		t.Fatalf("a sound fan-out failed verify: %v", err)
+	}
+	h.e.shardMu.Lock()
+	var set *shardSet
+	for _, s := range h.e.shardSets {
+		set = s
+	}
+	h.e.shardMu.Unlock()
+	set.mu.Lock()
+	set.left++
+	set.mu.Unlock()
+	if err := h.e.verify(); err == nil || !strings.Contains(err.Error(), "left 3") {
+		t.Fatalf("verify of a miscounted fan-out = %v, want it named", err)
+	}
+	set.mu.Lock()
+	set.left--
+	set.mu.Unlock()
+	unblock()
+	h.wait(EventSucceeded, "s")
+}
