@@ -222,6 +222,9 @@ func (e *Engine) verify() error {
 	if err := e.verifyKeys(); err != nil {
 		return err
 	}
+	if err := e.verifyShards(); err != nil {
+		return err
+	}
 	return e.verifyDAG()
 }
 

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +48,12 @@ type Event struct {
 	// an attempt.
 	Trace *Trace
 }
+
+// OfShard reports whether ev is of a shard's own record (Task.Shards, Task.Broadcast):
+// its ID is the engine's name for the shard, not a task's, and a shard that ends DEAD
+// files no dead letter (its task's occurrence does, with an event of its own). A hook
+// that acts on a task's events (alerts, records) skips these. Cost: O(1).
+func (ev *Event) OfShard() bool { return strings.HasPrefix(ev.ID, shardIDPrefix) }
 
 // latencyBounds are the histogram buckets' upper bounds, 50 µs to 1 min: the range in
 // which a scheduler's lateness and a task's run time are worth telling apart.

@@ -256,7 +256,7 @@ func (e *Engine) runOne(w *worker, item runItem) (replaced bool) {
 	w.stats.started.Add(1)
 	w.stats.lateness.observe(max(lateness, 0))
 	if e.opts.OnEvent != nil {
-		t := a.run.Task // not written while this worker holds the record
+		t := &rec.task // not written while this worker holds the record; a shard's own (Event.OfShard)
 		e.emit(Event{Kind: EventStarted, Namespace: t.Namespace, ID: t.ID, Version: t.Version, Type: t.Type, Attempt: attemptNo, Lateness: lateness,
 			RunID: item.runID})
 	}

@@ -24,7 +24,8 @@ import (
 //     task, or for a recurring task its next occurrence. The other shards run on to their
 //     own end first; a shard's dead letter is the task's, not filed on its own.
 //
-// Cancelling the task cancels its shards. The task's Timeout bounds each shard's attempt,
+// A shard's record emits its own events, under its own ID (Event.OfShard); the task's
+// occurrence emits its start and its end. Cancelling the task cancels its shards. The task's Timeout bounds each shard's attempt,
 // not the occurrence. A sharded task cannot have a concurrency key (its shards would wait
 // on slots its occurrence holds), nor be Exclusive (its shards overlap by design).
 //
@@ -99,7 +100,10 @@ type shardSet struct {
 	shards []ShardInfo
 	left   int
 	failed int
-	first  string // the first failure, for the occurrence's error
+	// stopped: the occurrence was cancelled (cancelShards); fanOut submits no more
+	// shards, and cancels one it submitted meanwhile.
+	stopped bool
+	first   string // the first failure, for the occurrence's error
 }
 
 // shardID is the ID of shard i's record of the occurrence run runID.
@@ -156,13 +160,25 @@ func (e *Engine) fanOut(t *Task, set *shardSet) error {
 	}
 	e.fill(set, t, n)
 	for i := range n {
+		if set.isStopped() { // cancelled before its turn: it never runs
+			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Cancelled}})
+			continue
+		}
 		st := Task{Namespace: t.Namespace, ID: shardID(set.runID, i), Type: t.Type, Payload: t.Payload, Schedule: After(0),
 			Retry: t.Retry, Timeout: t.Timeout, Shards: uint16(n), shard: uint16(i + 1), Broadcast: t.Broadcast, Trace: t.Trace}
 		if _, err := e.SubmitOwned(st); err != nil { // the payload is never written: the shards share it
 			e.shardEnded(shardEnd{runID: set.runID, info: ShardInfo{Index: i, State: Dead, LastError: err.Error()}})
+		} else if set.isStopped() { // cancelShards may have looked for it before it was there
+			_ = e.Cancel(t.Namespace, st.ID)
 		}
 	}
 	return ErrDeferred
+}
+
+func (set *shardSet) isStopped() bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return set.stopped
 }
 
 // noteShard records a shard record's state in its fan-out. Requires sh.mu of rec.
@@ -239,7 +255,8 @@ func (e *Engine) shardEnded(end shardEnd) {
 // cancelShards cancels the shards of set that have not ended. Requires no lock.
 func (e *Engine) cancelShards(ns string, set *shardSet) {
 	set.mu.Lock()
-	n := len(set.tasks) // 0 while its fan-out has not filled it: then it submits none yet
+	set.stopped = true
+	n := len(set.tasks) // 0 while its fan-out has not filled it: then it submits none
 	set.mu.Unlock()
 	for i := range n {
 		_ = e.Cancel(ns, shardID(set.runID, i)) // ErrNotFound, ErrIllegalTransition: it has ended
@@ -265,6 +282,50 @@ func (e *Engine) shardRun(rec *record, a *attempt) *shardSet {
 	if set := e.setOf(rec); set != nil {
 		a.run.Task = &set.tasks[rec.task.shard-1]
 		set.note(rec.shardInfo())
+	}
+	return nil
+}
+
+// verifyShards checks the fan-outs in progress: each set's left counts its shards not
+// ended and failed those ended otherwise than SUCCEEDED, and every shard record not
+// ended belongs to a set in progress. Exact while no shard is ending (tests call it
+// once the engine is idle). Takes every shard's mu in turn, then shardMu.
+func (e *Engine) verifyShards() error {
+	var live []uint64 // the occurrences of the shard records held
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for _, rec := range sh.slots {
+			if rec != nil && rec.task.shard != 0 && !rec.state.Terminal() {
+				live = append(live, shardRunID(rec.task.ID))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	e.shardMu.Lock()
+	defer e.shardMu.Unlock()
+	for _, runID := range live {
+		if e.shardSets[runID] == nil {
+			return fmt.Errorf("a shard record of occurrence %x, which has no fan-out in progress", runID)
+		}
+	}
+	for runID, set := range e.shardSets {
+		set.mu.Lock()
+		left, failed := 0, 0
+		for _, s := range set.shards {
+			switch {
+			case !s.State.Terminal():
+				left++
+			case s.State != Succeeded:
+				failed++
+			}
+		}
+		ok := left == set.left && failed == set.failed
+		got := fmt.Sprintf("left %d, failed %d; its shards say %d and %d", set.left, set.failed, left, failed)
+		set.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("fan-out of occurrence %x: %s", runID, got)
+		}
 	}
 	return nil
 }

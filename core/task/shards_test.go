@@ -148,7 +148,13 @@ func TestDeadShardFailsOccurrence(t *testing.T) {
 	})
 	h.submit(Task{ID: "s", Type: "sh", Schedule: After(0), Shards: 8, Retry: RetryPolicy{MaxAttempts: 5}})
 	h.fake.Advance(0)
+	if sev := h.waitShardEvent(EventDead); !sev.OfShard() {
+		t.Errorf("the dead shard's event %+v: OfShard false", sev)
+	}
 	ev := h.wait(EventDead, "s")
+	if ev.OfShard() {
+		t.Errorf("the task's dead event: OfShard true")
+	}
 	if !errors.Is(ev.Err, ErrShardFailed) || !strings.Contains(ev.Err.Error(), "shard 5 ended DEAD: bad input") {
 		t.Errorf("dead event's error %v, want ErrShardFailed naming shard 5", ev.Err)
 	}
@@ -296,4 +302,76 @@ func TestBroadcastFansOutToItsWidth(t *testing.T) {
 	if !reflect.DeepEqual(runs, want) {
 		t.Errorf("runs (index, total) -> count: %v, want %v", runs, want)
 	}
+}
+
+// TestCancelDuringFanOut: a task cancelled while its occurrence fans out (here, while
+// BroadcastWidth is being asked) runs no shard: those not yet submitted never are.
+func TestCancelDuringFanOut(t *testing.T) {
+	asked, answer := make(chan struct{}), make(chan int)
+	h := newHarness(t, WithBroadcastWidth(func(*Task) int { close(asked); return <-answer }))
+	var ran sync.Mutex
+	runs := 0
+	h.e.Register("x", func(ctx context.Context, r *Run) error { ran.Lock(); runs++; ran.Unlock(); return nil })
+	h.submit(Task{ID: "b", Type: "x", Schedule: After(0), Broadcast: true})
+	h.fake.Advance(0)
+	<-asked
+	if err := h.e.Cancel("", "b"); err != nil {
+		t.Fatal(err)
+	}
+	answer <- 3
+	deadline := time.After(eventWait)
+	for {
+		in, err := h.e.Get("", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := len(in.Shards) == 3
+		for _, s := range in.Shards {
+			done = done && s.State.Terminal()
+		}
+		if done {
+			wantShardStates(t, in, 3, func(int) State { return Cancelled })
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("shards %+v not all ended within %v", in.Shards, eventWait)
+		case <-time.After(time.Millisecond): // polling Get: the fan-out emits nothing the test could wait on
+		}
+	}
+	ran.Lock()
+	defer ran.Unlock()
+	if runs != 0 {
+		t.Errorf("%d shards ran after their task was cancelled, want 0", runs)
+	}
+}
+
+// verifyShards must catch a miscounted fan-out: a check that cannot fail proves nothing.
+func TestVerifyShardsCatchesMiscount(t *testing.T) {
+	h := newHarness(t)
+	unblock := h.blocking()
+	h.submit(Task{ID: "s", Type: "block", Schedule: After(0), Shards: 2})
+	h.fake.Advance(0)
+	h.waitShardEvent(EventStarted)
+	h.waitShardEvent(EventStarted)
+	if err := h.e.verify(); err != nil {
+		t.Fatalf("a sound fan-out failed verify: %v", err)
+	}
+	h.e.shardMu.Lock()
+	var set *shardSet
+	for _, s := range h.e.shardSets {
+		set = s
+	}
+	h.e.shardMu.Unlock()
+	set.mu.Lock()
+	set.left++
+	set.mu.Unlock()
+	if err := h.e.verify(); err == nil || !strings.Contains(err.Error(), "left 3") {
+		t.Fatalf("verify of a miscounted fan-out = %v, want it named", err)
+	}
+	set.mu.Lock()
+	set.left--
+	set.mu.Unlock()
+	unblock()
+	h.wait(EventSucceeded, "s")
 }

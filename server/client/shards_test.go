@@ -115,3 +115,56 @@ func TestShardRetryOverTheWire(t *testing.T) {
 		}
 	}
 }
+
+// A broadcast reaches every subscribed worker: 3 Go workers of its type (real tockd),
+// each runs it once, each as its own shard of 3 (the width is the type's workers: a
+// fourth worker, of another type, counts for nothing), and the task succeeds once all 3
+// have ACKed.
+func TestBroadcastReachesEveryWorker(t *testing.T) {
+	s := tockdtest.Start(t)
+	c := dialT(t, s.Addr)
+	var mu sync.Mutex
+	seen := map[int][]int{} // worker -> shard indexes it ran
+	for i := range 3 {
+		w := newWorkerT(t, s.Addr, WithConcurrency(4))
+		if err := w.Handle("bc", func(ctx context.Context, f *Fire) error {
+			if f.TaskID != "b" || f.Shards != 3 {
+				t.Errorf("worker %d: a fire of %q, shard %d of %d; want one of 3 of b", i, f.TaskID, f.Shard, f.Shards)
+			}
+			mu.Lock()
+			seen[i] = append(seen[i], f.Shard)
+			mu.Unlock()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		runWorker(t, w)
+	}
+	other := newWorkerT(t, s.Addr, WithConcurrency(4)) // of another type: not in the broadcast
+	if err := other.Handle("other", func(ctx context.Context, f *Fire) error {
+		t.Errorf("the worker of another type ran %q", f.TaskID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, other)
+	b := oneShot("b", "bc", 0)
+	b.Broadcast = true
+	if _, err := c.Submit(bounded(t), b, protocol.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, "b", task.Succeeded)
+	mu.Lock()
+	defer mu.Unlock()
+	shards := map[int]bool{}
+	for i := range 3 {
+		if len(seen[i]) != 1 {
+			t.Errorf("worker %d ran the broadcast %d times (%v), want once", i, len(seen[i]), seen)
+			continue
+		}
+		shards[seen[i][0]] = true
+	}
+	if len(shards) != 3 {
+		t.Errorf("shards run: %v, want 0, 1 and 2 once each", seen)
+	}
+}

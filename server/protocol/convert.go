@@ -59,6 +59,8 @@ func ToTask(w *Task) (task.Task, error) {
 		return task.Task{}, invalid("shards", "%d outside [2, %d] (absent for none)", w.Shards, task.MaxShards)
 	case w.Shards != 0 && (w.ConcurrencyKey != "" || w.Exclusive):
 		return task.Task{}, invalid("shards", "a sharded task can have no concurrency_key and cannot be exclusive")
+	case w.Broadcast && (w.Shards != 0 || w.ConcurrencyKey != "" || w.Exclusive):
+		return task.Task{}, invalid("broadcast", "a broadcast task can have no shards, no concurrency_key and cannot be exclusive")
 	}
 	var deps *task.Deps
 	if w.DependsOn != nil {
@@ -97,6 +99,7 @@ func ToTask(w *Task) (task.Task, error) {
 		Timeout:     time.Duration(w.Timeout),
 		Exclusive:   w.Exclusive,
 		Shards:      w.Shards,
+		Broadcast:   w.Broadcast,
 		Misfire:     w.Misfire,
 		Concurrency: conc,
 		DependsOn:   deps,
@@ -299,6 +302,7 @@ func FromTask(t task.Task, d Durability) (Task, error) {
 		Durability: d,
 		Exclusive:  t.Exclusive,
 		Shards:     t.Shards,
+		Broadcast:  t.Broadcast,
 		Retry: Retry{
 			MaxAttempts:    uint64(max(t.Retry.MaxAttempts, 0)),
 			InitialBackoff: int64(t.Retry.InitialBackoff),

@@ -38,12 +38,37 @@ func TestToTaskRefusesBadShards(t *testing.T) {
 		{Shards: task.MaxShards + 1},
 		{Shards: 4, ConcurrencyKey: "k"},
 		{Shards: 4, Exclusive: true},
+		{Broadcast: true, Shards: 4},
+		{Broadcast: true, ConcurrencyKey: "k"},
+		{Broadcast: true, Exclusive: true},
 	} {
+		field := "shards"
+		if w.Broadcast {
+			field = "broadcast"
+		}
 		w.ID, w.Type, w.Schedule, w.Durability = "x", "b", Schedule{Kind: task.KindAfter, Delay: 5}, Durable
 		_, err := ToTask(&w)
 		var pe *Error
-		if !errors.As(err, &pe) || pe.Field != "shards" {
-			t.Errorf("ToTask(%+v): %v, want an error on field shards", w, err)
+		if !errors.As(err, &pe) || pe.Field != field {
+			t.Errorf("ToTask(%+v): %v, want an error on field %s", w, err, field)
+		}
+	}
+}
+
+// A task's broadcast crosses the wire, is absent when not set, and reaches the engine's
+// task.
+func TestBroadcastOnTheWire(t *testing.T) {
+	for _, b := range []bool{true, false} {
+		w := Task{ID: "x", Type: "b", Schedule: Schedule{Kind: task.KindAfter, Delay: 5}, Durability: Durable, Broadcast: b}
+		if frame := submitRoundTrip(t, w); bytes.Contains(frame, []byte("broadcast")) != b {
+			t.Errorf("frame of broadcast %v carries the key: %v", b, !b)
+		}
+		tk, err := ToTask(&w)
+		if err != nil || tk.Broadcast != b {
+			t.Fatalf("ToTask: broadcast %v, %v; want %v", tk.Broadcast, err, b)
+		}
+		if back, err := FromTask(tk, Durable); err != nil || back.Broadcast != b {
+			t.Fatalf("FromTask: broadcast %v, %v; want %v", back.Broadcast, err, b)
 		}
 	}
 }

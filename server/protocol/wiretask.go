@@ -89,6 +89,9 @@ type Task struct {
 	// Shards ("shards"), 2 to task.MaxShards, fans each occurrence out into that many
 	// runs (task.Task.Shards); absent (0) means none. In the word the one-byte fields share.
 	Shards uint16
+	// Broadcast ("broadcast"): each occurrence runs once on every worker subscribed to
+	// the type when it comes due (task.Task.Broadcast). Not with Shards.
+	Broadcast bool
 	// ConcurrencyKey ("concurrency_key") and ConcurrencyLimit ("concurrency_limit") are
 	// task.Concurrency: at most the key's limit of runs at once; no key means none.
 	ConcurrencyKey   string
@@ -314,7 +317,7 @@ func handTable[T any, P interface {
 
 var taskFields = handTable[Task](
 	[]string{"ns", "tid", "type", "payload", "schedule", "retry", "timeout_ns", "misfire", "version", "durability", "partition", "exclusive",
-		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure", "shards"},
+		"concurrency_key", "concurrency_limit", "traceparent", "tracestate", "depends_on", "on_parent_failure", "shards", "broadcast"},
 	"tid", "type", "schedule", "durability")
 
 func (t *Task) fields() *fieldTable { return &taskFields }
@@ -365,6 +368,8 @@ func (t *Task) set(d *dec, i int) (err *Error) {
 		var n uint64
 		n, err = d.uintMax(task.MaxShards)
 		t.Shards = uint16(n)
+	case 19:
+		t.Broadcast, err = d.r.bool()
 	}
 	return err
 }
@@ -410,7 +415,7 @@ func (t *Task) encode(c *enc) {
 	c.mapLen(4 + count(t.Namespace != "", len(t.Payload) > 0, t.Retry != Retry{}, t.Timeout != 0,
 		t.Misfire != task.MisfireFireOnce, t.Version != 0, t.Partition != 0, t.Exclusive, t.ConcurrencyKey != "", t.ConcurrencyLimit != 0,
 		t.Traceparent != "", t.Tracestate != "", len(t.Parents()) > 0, t.DependsOn != nil && t.DependsOn.OnParentFailure != task.ParentCancel,
-		t.Shards != 0))
+		t.Shards != 0, t.Broadcast))
 	if t.Namespace != "" {
 		c.kStr("ns", t.Namespace)
 	}
@@ -472,6 +477,10 @@ func (t *Task) encode(c *enc) {
 	}
 	if t.Shards != 0 {
 		c.kUint("shards", uint64(t.Shards))
+	}
+	if t.Broadcast {
+		c.str("broadcast")
+		c.bool(true)
 	}
 }
 

@@ -227,7 +227,8 @@
 //     it has credits). A shard's run (task.Task.Shards) goes first to the connection
 //     running fewest of its task's shards (workerState.shardsOf), so that an
 //     occurrence's shards spread over distinct workers where there are enough; the
-//     strategy picks among those. The FIRE is queued on that connection's bounded
+//     strategy picks among those. A broadcast task's runs each go to their own worker
+//     alone, or fail (broadcast.go). The FIRE is queued on that connection's bounded
 //     reply queue without blocking; a full queue (a worker that is not reading) or a
 //     closing connection is skipped for the next candidate.
 //   - No worker: with no candidate (no subscribed worker of the type has a credit, the

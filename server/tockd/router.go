@@ -128,6 +128,9 @@ type router[W workerConn] struct {
 	hold     holdState  // a takeover's hold and the carried outcomes (carry.go)
 	orphans  orphanRuns
 	pushed   pushedConns[W] // flushed before mu is let go
+	// broadcasts holds, per broadcast task, the workers its latest occurrence fanned out
+	// to (broadcast.go): its run of shard i goes to broadcasts[task][i] alone.
+	broadcasts map[taskKey][]W
 }
 
 // orphanRuns are the runs in flight on worker connections that closed while this node

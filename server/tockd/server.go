@@ -100,6 +100,8 @@ func New(options ...Option) (*Server, error) {
 				}
 			}))
 		}
+		// A broadcast occurrence fans out to the workers subscribed to its type (broadcast.go).
+		eopts = append(eopts, task.WithBroadcastWidth(func(t *task.Task) int { return s.router.broadcastTargets(t) }))
 		e, err := task.New(eopts...)
 		if err != nil {
 			_ = tr.Shutdown(context.Background()) // its exporter's goroutine; nothing was traced

@@ -110,6 +110,8 @@ type submitFlags struct {
 	concLimit        int
 	dependsOn        string
 	onParentFailure  string
+	shards           uint
+	broadcast        bool
 	builtTask        task.Task // made by check
 	builtDurability  protocol.Durability
 }
@@ -164,6 +166,8 @@ func submitCommand() *command {
 			fs.IntVar(&f.concLimit, "concurrency-limit", 0, "with -concurrency-key: set the key's limit (default: leave it; 1 for a new key)")
 			fs.StringVar(&f.dependsOn, "depends-on", "", "comma-separated IDs of the tasks (in the namespace) this one waits for, WAITING, until each has ended")
 			fs.StringVar(&f.onParentFailure, "on-parent-failure", "", "with -depends-on: what a parent ending DEAD or CANCELLED does: 'cancel' (default) cancels this task, 'run' runs it anyway")
+			fs.UintVar(&f.shards, "shards", 0, "fan each occurrence out into this many runs (2..1024), each retried on its own, spread over the workers")
+			fs.BoolVar(&f.broadcast, "broadcast", false, "run each occurrence once on every worker subscribed to the type when it comes due")
 		},
 		check: func(args []string) error { return f.check(args) },
 		do:    func(ctx context.Context, e *env, _ []string) error { return f.do(ctx, e) },
@@ -179,6 +183,7 @@ var wireField = map[string]string{
 	"retry.max_attempts": "-attempts", "retry.initial_backoff_ns": "-backoff", "retry.max_backoff_ns": "-max-backoff",
 	"concurrency_key": "-concurrency-key", "concurrency_limit": "-concurrency-limit",
 	"depends_on": "-depends-on", "on_parent_failure": "-on-parent-failure",
+	"shards": "-shards", "broadcast": "-broadcast",
 }
 
 // check validates submit's command line and builds the task; it reads -payload-file.
@@ -271,6 +276,10 @@ func (f *submitFlags) check(args []string) error {
 	if f.concKey != "" {
 		t.Concurrency = &task.Concurrency{Key: f.concKey, Limit: f.concLimit}
 	}
+	if f.shards > task.MaxShards {
+		return usagef("-shards %d exceeds %d", f.shards, task.MaxShards)
+	}
+	t.Shards, t.Broadcast = uint16(f.shards), f.broadcast
 	if f.dependsOn != "" {
 		t.DependsOn = &task.Deps{On: strings.Split(f.dependsOn, ",")}
 		if f.onParentFailure != "" {

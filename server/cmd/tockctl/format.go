@@ -182,6 +182,8 @@ type taskOut struct {
 	ConcLimit  uint64      `json:"concurrency_limit,omitempty"`
 	DependsOn  []string    `json:"depends_on,omitempty"`
 	OnParent   string      `json:"on_parent_failure,omitempty"`
+	Shards     uint16      `json:"shards,omitempty"`
+	Broadcast  bool        `json:"broadcast,omitempty"`
 }
 
 type infoOut struct {
@@ -235,7 +237,7 @@ func taskJSON(t protocol.Task) taskOut {
 			Multiplier: r.Multiplier, Jitter: r.Jitter, MaxRetry: durOrEmpty(r.MaxRetry)},
 		Timeout: durOrEmpty(t.Timeout), Misfire: t.Misfire.String(), Version: t.Version, Durability: t.Durability.String(),
 		ConcKey: t.ConcurrencyKey, ConcLimit: t.ConcurrencyLimit,
-		DependsOn: t.Parents(), OnParent: onParent(t),
+		DependsOn: t.Parents(), OnParent: onParent(t), Shards: t.Shards, Broadcast: t.Broadcast,
 	}
 }
 
@@ -325,6 +327,12 @@ func printInfo(w io.Writer, in protocol.Info) {
 			limit = strconv.FormatUint(t.ConcurrencyLimit, 10)
 		}
 		row("concurrency", "key "+cell(t.ConcurrencyKey)+", limit "+limit)
+	}
+	switch {
+	case t.Shards != 0:
+		row("shards", strconv.Itoa(int(t.Shards)))
+	case t.Broadcast:
+		row("shards", "broadcast: one per subscribed worker")
 	}
 	if on := t.Parents(); len(on) > 0 {
 		ids := make([]string, len(on))

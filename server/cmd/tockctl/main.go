@@ -21,6 +21,8 @@
 //	tockctl submit -id report -type etl -after 0s -depends-on load -on-parent-failure run
 //	tockctl dag report
 //	tockctl dag -dot report | dot -Tsvg > workflow.svg
+//	tockctl submit -id reindex -type index -after 0s -shards 8 -attempts 3
+//	tockctl submit -id flush -type cache -every 1h -broadcast -attempts 5
 //	tockctl dlq list
 //	tockctl dlq requeue report-1
 //	tockctl dlq purge -all

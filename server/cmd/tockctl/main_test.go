@@ -604,6 +604,38 @@ func TestSubmitWithConcurrencyKey(t *testing.T) {
 	contains(t, "-concurrency-limit without a key", r.err, "-concurrency-limit")
 }
 
+// A task submitted with -shards or -broadcast shows it in get, as text and JSON; a shard
+// count out of range is refused naming the flag.
+func TestSubmitShardsAndBroadcast(t *testing.T) {
+	addr := startServer(t)
+	ok(t, addr, "submit", "-id", "s", "-type", "t", "-after", "1h", "-shards", "8")
+	if s := field(t, ok(t, addr, "get", "s"), "shards"); s != "8" {
+		t.Errorf("get s: shards %q, want 8", s)
+	}
+	ok(t, addr, "submit", "-id", "b", "-type", "t", "-after", "1h", "-broadcast")
+	if s := field(t, ok(t, addr, "get", "b"), "shards"); !strings.HasPrefix(s, "broadcast") {
+		t.Errorf("get b: shards %q, want broadcast", s)
+	}
+	var in struct {
+		Shards    uint16 `json:"shards"`
+		Broadcast bool   `json:"broadcast"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, addr, "get", "b", "-json")), &in); err != nil || !in.Broadcast || in.Shards != 0 {
+		t.Errorf("get b -json: %+v, %v", in, err)
+	}
+	for _, args := range [][]string{{"-shards", "1"}, {"-shards", "2000"}, {"-shards", "2", "-broadcast"}} {
+		r := ctl(t, addr, append([]string{"submit", "-id", "x", "-type", "t", "-after", "1h"}, args...)...)
+		if r.code != 2 {
+			t.Fatalf("submit %v: exit %d, want 2 (stderr %q)", args, r.code, r.err)
+		}
+		want := "-shards"
+		if len(args) == 3 {
+			want = "-broadcast"
+		}
+		contains(t, fmt.Sprint(args), r.err, want)
+	}
+}
+
 // A diamond submitted with -depends-on: get shows the parents, dag prints the whole
 // workflow from any of its tasks (text, DOT and JSON), in order, each with its state;
 // cancelling the root cancels the rest (the default policy), and dag shows it.

@@ -81,7 +81,7 @@ func (o *observeConfig) notifier(node string, log *slog.Logger) (*notify.Notifie
 // change of this node's leadership.
 func hookAlerts(opts *tockd.Options, n *notify.Notifier, node string) {
 	opts.EngineOptions = append(opts.EngineOptions, task.WithOnEvent(func(ev task.Event) {
-		if ev.Kind == task.EventDead {
+		if ev.Kind == task.EventDead && !ev.OfShard() { // a dead shard's task alerts once its occurrence ends
 			n.Notify(notify.DeadLetterAlert(ev))
 		}
 	}))
