@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
@@ -164,5 +165,15 @@ func TestDAGWorkloadDurable(t *testing.T) {
 		"-batch", "100", "-dag", "diamond")
 	if res.Counts.EarlyChildren != 0 {
 		t.Fatalf("early children %d", res.Counts.EarlyChildren)
+	}
+}
+
+// TestDAGWorkloadPaced: under -rate, a producer's steps (10 ms worth of tasks, here 16)
+// are rounded up to whole workflows, so no submit splits one (a split one would name a
+// parent not yet submitted, and be refused).
+func TestDAGWorkloadPaced(t *testing.T) {
+	_, res, _ := runClean(t, 30*time.Second, "-target", "core", "-tasks", "600", "-producers", "3", "-rate", "5000", "-dag", "fan:10")
+	if res.Counts.EarlyChildren != 0 || res.Counts.Rejected != 0 {
+		t.Fatalf("counts %+v", res.Counts)
 	}
 }

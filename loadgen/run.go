@@ -349,9 +349,12 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 }
 
 // linkWorkflows sets the DependsOn of ts, tasks lo, lo+1, ... of the run (whole
-// workflows of d from lo on), to their parents' IDs: one Deps for every child of a
+// workflows of d from lo on, else it panics), to their parents' IDs: one Deps for every child of a
 // workflow, one for its sink (the target copies them: the engine, or the wire).
 func linkWorkflows(d dagSpec, lo int, ts []task.Task) {
+	if lo%d.size != 0 || len(ts)%d.size != 0 { // produce's batches are whole workflows
+		panic(fmt.Sprintf("loadgen: tasks [%d, %d) are not whole workflows of %d", lo, lo+len(ts), d.size))
+	}
 	for w := 0; w < len(ts); w += d.size {
 		g := ts[w : w+d.size]
 		child := &task.Deps{On: []string{g[0].ID}}
