@@ -4,7 +4,7 @@ GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 BENCH_COUNT ?= 10
 
-.PHONY: run loadgen loadgen-peer demo test lint fuzz bench bench-tables profiles clean
+.PHONY: run loadgen loadgen-peer loadgen-dag demo test lint fuzz bench bench-tables profiles clean
 
 ## run: tockd with an embedded etcd in a temporary directory on 127.0.0.1:17450, driven by
 ## loadgen (100,000 ephemeral tasks, then 2,000 durable ones), every task counted; tockd is
@@ -24,6 +24,13 @@ loadgen:
 ## Debian, apt-get install beanstalkd); loadgen starts it on a free port and kills it.
 loadgen-peer:
 	GO=$(GO) ./loadgen/make-run.sh peer
+
+## loadgen-dag: workflows of 100 tasks (a root, 98 children, a sink: -dag fan:100) under
+## one concurrency key of limit 64, 100,000 tasks through the in-process engine and then
+## a single-node tockd in one loadgen invocation; every task counted, and every child's
+## start checked against its parents' ends (DAG_TASKS, DAG_ARGS to change them).
+loadgen-dag:
+	GO=$(GO) ./loadgen/make-run.sh dag
 
 ## demo: the in-process timer core demo: a million timers due within a second, every one counted.
 demo:

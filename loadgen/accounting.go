@@ -29,6 +29,13 @@ const maxLateness = int64(time.Hour)
 // earlier run whose ACK the server never confirmed, or not yet: a run in flight at a
 // leader's death). A confirmation racing with the duplicate's Record may land on either
 // side, so the count of duplicates after a confirmed ACK can only be low, never high.
+//
+// With a DAG (NewDAGRecorder), it also keeps each task's first run's start (Record) and
+// its first run's end (Ended), and Summary counts the early children: tasks whose first
+// run started before some parent's first run had ended (or with a parent that never
+// ended). A child's start must come after each parent's end by loadgen's own clock, so
+// any early child is a failure. A task's first end is the one that counts: under
+// at-least-once a parent may run again, and its child may start after the first end.
 type Recorder struct {
 	runs      []atomic.Uint32 // runs per task
 	rejected  []atomic.Bool   // submits that failed: not expected to run
@@ -45,6 +52,10 @@ type Recorder struct {
 	dupAfterConfirmed atomic.Int64 // duplicate runs of a task whose ACK was confirmed
 	unconfirmed       atomic.Int64 // ACKs answered with an error (or never)
 	nConfirmed        atomic.Int64 // tasks with a confirmed ACK
+
+	dag    dagSpec        // the workflows' shape (none: starts and ends are nil)
+	starts []atomic.Int64 // with a DAG: each task's first run's start, ns (0: none yet)
+	ends   []atomic.Int64 // with a DAG: each task's first run's end, ns (0: none yet)
 
 	mu   sync.Mutex
 	hist *hdrhistogram.Histogram // lateness in ns of each task's first run; guarded by mu
@@ -68,6 +79,27 @@ func NewRecorder(n int) *Recorder {
 		r.doneOnce.Do(func() { close(r.done) })
 	}
 	return r
+}
+
+// NewDAGRecorder returns a Recorder for n tasks in workflows of shape d, which also
+// counts early children (d with no DAG: as NewRecorder).
+func NewDAGRecorder(n int, d dagSpec) *Recorder {
+	r := NewRecorder(n)
+	if d.on() {
+		r.dag = d
+		r.starts = make([]atomic.Int64, n)
+		r.ends = make([]atomic.Int64, n)
+	}
+	return r
+}
+
+// Ended records the end of a run of task i at at (ns, Record's clock); only a task's
+// first end is kept, and only with a DAG. An index outside [0, n) is ignored.
+func (r *Recorder) Ended(i int, at int64) {
+	if r.ends == nil || i < 0 || i >= len(r.ends) {
+		return
+	}
+	r.ends[i].CompareAndSwap(0, at)
 }
 
 // Reject marks task i as never submitted (its submit failed): it is not expected to run,
@@ -104,6 +136,9 @@ func (r *Recorder) Record(i int, due, ran int64) {
 			r.dupAfterConfirmed.Add(1)
 		}
 		return
+	}
+	if r.starts != nil {
+		r.starts[i].Store(ran)
 	}
 	v := min(max(late, 0), maxLateness)
 	r.mu.Lock()
@@ -169,6 +204,10 @@ type Counts struct {
 	DupAfterConfirmed int64 `json:"duplicates_after_confirmed_ack"`
 	UnconfirmedAcks   int64 `json:"unconfirmed_acks"`
 
+	// EarlyChildren is, with a DAG, the tasks whose first run started before a parent's
+	// first run had ended (must be 0).
+	EarlyChildren int64 `json:"early_children"`
+
 	Lateness Lateness `json:"lateness_ns"`
 }
 
@@ -205,6 +244,7 @@ func (r *Recorder) Summary() Counts {
 			c.Lost++
 		}
 	}
+	c.EarlyChildren = r.earlyChildren()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.hist.TotalCount() > 0 {
@@ -219,8 +259,28 @@ func (r *Recorder) Summary() Counts {
 	return c
 }
 
+// earlyChildren counts the tasks that ran, with a parent whose first run had not ended
+// (by the ends recorded so far) when their own first run started. O(tasks + edges).
+func (r *Recorder) earlyChildren() int64 {
+	var early int64
+	for i := range r.starts {
+		s := r.starts[i].Load()
+		if s == 0 {
+			continue // never ran: lost, not early
+		}
+		lo, hi := r.dag.parents(i)
+		for p := lo; p < hi; p++ {
+			if e := r.ends[p].Load(); e == 0 || s < e {
+				early++
+				break
+			}
+		}
+	}
+	return early
+}
+
 // Failed reports whether the counts break loadgen's promise: a lost, early, rejected or
-// unknown run, or a run again after a confirmed ACK.
+// unknown run, a run again after a confirmed ACK, or a child run before its parent ended.
 func (c Counts) Failed() bool {
-	return c.Lost > 0 || c.Early > 0 || c.Rejected > 0 || c.Strays > 0 || c.DupAfterConfirmed > 0
+	return c.Lost > 0 || c.Early > 0 || c.Rejected > 0 || c.Strays > 0 || c.DupAfterConfirmed > 0 || c.EarlyChildren > 0
 }

@@ -67,7 +67,7 @@ type beanstalkdTarget struct {
 // newBeanstalkdTarget starts (or finds) the beanstalkd, dials the producers' and the
 // workers' connections and starts the workers, which call handle with each job's body
 // and ack once the delete is confirmed.
-func newBeanstalkdTarget(ctx context.Context, c config, clk clock, tag string, handle func([]byte), ack func()) (*beanstalkdTarget, error) {
+func newBeanstalkdTarget(ctx context.Context, c config, clk clock, tag string, handle func([]byte), ack func([]byte)) (*beanstalkdTarget, error) {
 	b := &beanstalkdTarget{c: c, clk: clk, addr: c.bsAddr}
 	if b.addr == "" {
 		p, err := startBeanstalkd(ctx, c.durable, c.payload)
@@ -105,7 +105,7 @@ func newBeanstalkdTarget(ctx context.Context, c config, clk clock, tag string, h
 }
 
 // work reserves, runs and deletes jobs until stop closes cn.
-func (b *beanstalkdTarget) work(cn *beanstalk.Conn, ts *beanstalk.TubeSet, handle func([]byte), ack func()) {
+func (b *beanstalkdTarget) work(cn *beanstalk.Conn, ts *beanstalk.TubeSet, handle func([]byte), ack func([]byte)) {
 	for {
 		id, body, err := ts.Reserve(reserveTimeout)
 		if errors.Is(err, beanstalk.ErrTimeout) {
@@ -114,7 +114,7 @@ func (b *beanstalkdTarget) work(cn *beanstalk.Conn, ts *beanstalk.TubeSet, handl
 		if err == nil {
 			handle(body)
 			if err = cn.Delete(id); err == nil {
-				ack()
+				ack(body)
 				continue
 			}
 		}

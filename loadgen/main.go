@@ -16,8 +16,10 @@
 // deletes them on -beanstalkd-workers connections. Several comma-separated targets run
 // one after another with the same workload, and a ratio line compares each tock target
 // with the peer. A live line goes to stderr every second; the summary goes to stdout
-// (JSON with -json). The exit status is 1 when any task was lost, early or rejected, or
-// a requested profile could not be written.
+// (JSON with -json). With -dag, the tasks are workflows (a root, children, a sink) and a
+// child run before a parent ended is counted (early children). The exit status is 1 when
+// any task was lost, early or rejected, a child ran early, or a requested profile could
+// not be written.
 package main
 
 import (
@@ -56,6 +58,8 @@ type config struct {
 	concurrency int
 	concKey     string        // -concurrency-key: every task under it ("" none)
 	concLimit   int           // -concurrency-limit: the key's limit
+	dagFlag     string        // -dag as given ("" none)
+	dag         dagSpec       // parsed from dagFlag
 	work        time.Duration // -work: each run's time in its handler
 	addr        string
 	durable     bool
@@ -181,6 +185,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.concurrency, "concurrency", 8192, "server: concurrent runs (credits) per Worker")
 	fs.StringVar(&c.concKey, "concurrency-key", "", "core, server: every task under this concurrency key (the summary gives the most runs its handlers saw at once)")
 	fs.IntVar(&c.concLimit, "concurrency-limit", 0, "with -concurrency-key: the key's limit (0: the key's own, 1 for a new key)")
+	fs.StringVar(&c.dagFlag, "dag", "", "core, server: submit workflows: fan:N (a root, N-2 children depending on it, a sink depending on every child) or diamond (fan:4); counts children run before a parent ended")
 	fs.DurationVar(&c.work, "work", 0, "each run sleeps this long in its handler (0: returns at once)")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7450", "server: tockd's address")
 	fs.BoolVar(&c.durable, "durable", false, "server: durable tasks (tockd needs -data-dir or -etcd); beanstalkd: started with a binlog fsynced on every write")
@@ -202,13 +207,23 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.chaosRevive, "chaos-revive", "", "chaos: sh command that revives a killed node, {name} its name (n1); empty: server/internal/clustertest/cluster.sh restart {name}, found above the working directory")
 	fs.IntVar(&c.chaosKills, "chaos-kills", 0, "chaos: kills at most (0: every EVERY until the load ends)")
 	fs.DurationVar(&c.submitRetry, "submit-retry", 0, fmt.Sprintf("server: resubmit, for up to this long, tasks whose submit got no definite answer (a lost connection, no leader; with -chaos default %v; 0: count them rejected)", defaultChaosSubmitRetry))
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return c, err
 	}
-	retrySet := false
-	fs.Visit(func(f *flag.Flag) { retrySet = retrySet || f.Name == "submit-retry" })
+	retrySet, batchSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		retrySet = retrySet || f.Name == "submit-retry"
+		batchSet = batchSet || f.Name == "batch"
+	})
 	if c.chaos != "" && !retrySet {
 		c.submitRetry = defaultChaosSubmitRetry
+	}
+	if c.dag, err = parseDAG(c.dagFlag); err != nil {
+		return c, err
+	}
+	if u := c.dag.unit(); !batchSet && c.batch%u != 0 {
+		c.batch = max(u, c.batch/u*u) // the default, in whole workflows
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -276,6 +291,9 @@ func (c *config) validate() error {
 	case c.chaosKills < 0:
 		return fmt.Errorf("-chaos-kills %d must not be negative", c.chaosKills)
 	}
+	if err := c.validateDAG(); err != nil {
+		return err
+	}
 	if c.chaos == "" {
 		return nil
 	}
@@ -297,9 +315,30 @@ func (c *config) validate() error {
 	return nil
 }
 
+// validateDAG checks -dag against the rest of the workload.
+func (c *config) validateDAG() error {
+	if !c.dag.on() {
+		return nil
+	}
+	n := c.dag.size
+	switch {
+	case slices.Contains(c.targetList, "beanstalkd"):
+		return fmt.Errorf("-dag %s needs -target core or server (beanstalkd has no dependencies)", c.dagFlag)
+	case c.tasks%n != 0:
+		return fmt.Errorf("-dag %s: -tasks %d must be a multiple of the workflow's %d tasks", c.dagFlag, c.tasks, n)
+	case c.batch%n != 0:
+		return fmt.Errorf("-dag %s: -batch %d must be a multiple of the workflow's %d tasks (a submit carries whole workflows)", c.dagFlag, c.batch, n)
+	case c.chaos != "" || c.submitRetry > 0:
+		return fmt.Errorf("-dag %s with -chaos or -submit-retry: a retry resubmits only the tasks not yet run, a part of a workflow whose parents' records may be gone", c.dagFlag)
+	}
+	return nil
+}
+
 // result is the summary of one run.
 type result struct {
 	Target     string  `json:"target"`
+	DAG        string  `json:"dag,omitempty"`       // -dag's shape (fan:N), if any
+	Workflows  int     `json:"workflows,omitempty"` // with -dag: -tasks over the workflow's size
 	Durable    bool    `json:"durable"`
 	Submitted  int64   `json:"submitted"`
 	SubmitSecs float64 `json:"submit_seconds"`
@@ -393,6 +432,10 @@ func (r *result) print(w io.Writer) {
 	fmt.Fprintf(w, "  most runs at once in the handlers: %d\n", r.MostAtOnce)
 	fmt.Fprintf(w, "  lost %d  early %d  duplicates %d  strays %d  foreign %d  after grace %d\n",
 		c.Lost, c.Early, c.Duplicates, c.Strays, r.Foreign, c.AfterGrace)
+	if r.DAG != "" {
+		fmt.Fprintf(w, "  workflows %d (-dag %s): early children %d (a child started before a parent's run ended: must be 0)\n",
+			r.Workflows, r.DAG, c.EarlyChildren)
+	}
 	fmt.Fprintf(w, "  lateness p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		d(c.Lateness.P50), d(c.Lateness.P90), d(c.Lateness.P99), d(c.Lateness.P999), d(c.Lateness.Max))
 	var acked int64
@@ -432,7 +475,7 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintln(w, "  timed out waiting for runs (last deadline + grace, and no run for a grace)")
 	}
 	if r.failed() {
-		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs, or a run after a confirmed ACK")
+		fmt.Fprintln(w, "  FAILED: lost, early, rejected or unknown runs, a run after a confirmed ACK, or an early child")
 	} else {
 		fmt.Fprintln(w, "  OK")
 	}

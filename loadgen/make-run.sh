@@ -7,6 +7,8 @@
 #   make-run.sh loadgen   the core target (in-process engine), then the same load through tockd
 #   make-run.sh peer      tockd and beanstalkd, same workloads, same invocation: immediate
 #                         tasks, then delayed ones. Needs beanstalkd on PATH; installs nothing.
+#   make-run.sh dag       workflows (-dag) under a concurrency key, the core target then tockd
+#                         in one invocation: DAG_TASKS tasks, DAG_ARGS.
 set -euo pipefail
 MODE=${1:-run}
 GO=${GO:-go}
@@ -19,9 +21,11 @@ LOADGEN_TASKS=${LOADGEN_TASKS:-1000000}
 PEER_TASKS=${PEER_TASKS:-200000}
 PEER_DELAYED_TASKS=${PEER_DELAYED_TASKS:-20000}
 PEER_DELAYED_ARGS=${PEER_DELAYED_ARGS:--delay 1s -window 5s}
+DAG_TASKS=${DAG_TASKS:-100000}
+DAG_ARGS=${DAG_ARGS:--dag fan:100 -concurrency-key k -concurrency-limit 64}
 
 case $MODE in
-run | loadgen) ;;
+run | loadgen | dag) ;;
 peer)
 	if ! command -v beanstalkd >/dev/null; then
 		echo "make loadgen-peer needs the beanstalkd binary on PATH and installs nothing itself;" >&2
@@ -30,7 +34,7 @@ peer)
 	fi
 	;;
 *)
-	echo "usage: $0 [run|loadgen|peer]" >&2
+	echo "usage: $0 [run|loadgen|peer|dag]" >&2
 	exit 2
 	;;
 esac
@@ -100,6 +104,12 @@ peer)
 	echo "== loadgen -target server,beanstalkd -tasks $PEER_DELAYED_TASKS $PEER_DELAYED_ARGS (delayed)"
 	# shellcheck disable=SC2086 # PEER_DELAYED_ARGS is a list of flags
 	"$tmp/loadgen" -target server,beanstalkd -addr "$ADDR" -admin "$ADMIN" -tasks "$PEER_DELAYED_TASKS" $PEER_DELAYED_ARGS || status=1
+	;;
+dag)
+	echo
+	echo "== loadgen -target core,server -tasks $DAG_TASKS $DAG_ARGS"
+	# shellcheck disable=SC2086 # DAG_ARGS is a list of flags
+	"$tmp/loadgen" -target core,server -addr "$ADDR" -admin "$ADMIN" -tasks "$DAG_TASKS" $DAG_ARGS || status=1
 	;;
 esac
 exit $status

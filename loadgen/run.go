@@ -54,12 +54,20 @@ type submitter func(ctx context.Context, lo int, ts []task.Task) ([]error, error
 // waits for every run (or the last deadline plus grace) and returns the summary.
 func run(ctx context.Context, c config) (*result, error) {
 	clk := clock{t0: time.Now()}
-	rec := NewRecorder(c.tasks)
+	rec := NewDAGRecorder(c.tasks, c.dag)
 	runTag := uint64(clk.t0.UnixNano()) // tells this run's tasks from another's left on a server
 	var foreign, acked, atOnce, mostAtOnce atomic.Int64
 	// Every target calls handle as a run starts and ack as it ends, in pairs (beanstalkd
 	// leaves a run whose delete failed counted: its connection is gone).
-	ack := func() { atOnce.Add(-1); acked.Add(1) }
+	ack := func(p []byte) {
+		if c.dag.on() { // a run's end, which its children's starts must follow
+			if run, i, _, ok := decodePayload(p); ok && run == runTag {
+				rec.Ended(i, clk.now())
+			}
+		}
+		atOnce.Add(-1)
+		acked.Add(1)
+	}
 	handle := func(p []byte) {
 		for n, m := atOnce.Add(1), mostAtOnce.Load(); n > m && !mostAtOnce.CompareAndSwap(m, n); m = mostAtOnce.Load() {
 		}
@@ -164,7 +172,7 @@ func run(ctx context.Context, c config) (*result, error) {
 
 	var wg sync.WaitGroup
 	for p := range c.producers {
-		lo, hi := p*c.tasks/c.producers, (p+1)*c.tasks/c.producers
+		lo, hi := producerRange(c, p)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -214,6 +222,7 @@ waiting:
 
 	res := &result{
 		Target:     c.target,
+		DAG:        c.dag.String(),
 		Durable:    c.durable,
 		Submitted:  submitted.Load(),
 		SubmitSecs: time.Duration(submitEnd - start).Seconds(),
@@ -226,6 +235,9 @@ waiting:
 		Notes:      tg.notes(),
 	}
 	res.Unconfirmed = unconfirmed
+	if c.dag.on() {
+		res.Workflows = c.tasks / c.dag.size
+	}
 	if chaos != nil {
 		res.Chaos = chaos.report(res.Counts)
 	}
@@ -254,13 +266,15 @@ waiting:
 	return res, nil
 }
 
-// produce submits tasks [lo, hi) in batches of c.batch, paced to its share of c.rate.
+// produce submits tasks [lo, hi) in batches of c.batch, paced to its share of c.rate;
+// with -dag, each batch is whole workflows (linkWorkflows).
 func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, runTag uint64, tag string,
 	submit submitter, rec *Recorder, submitted, lastDue *atomic.Int64, noteErr func(error)) {
 	n := int64(c.tasks)
 	perProducer := c.rate * float64(hi-lo) / float64(c.tasks) // this producer's share
 	pstart := clk.now()
 	slab := make([]byte, c.batch*c.payload)
+	u := c.dag.unit() // lo, hi and c.batch are multiples of it
 	ts := make([]task.Task, 0, c.batch)
 	var conc *task.Concurrency // shared: the target copies it (the engine, or the wire)
 	if c.concKey != "" {
@@ -278,8 +292,10 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 		}
 		end := min(hi, i+c.batch)
 		if perProducer > 0 {
-			// Do not run ahead of the rate by more than 10 ms worth of tasks.
+			// Do not run ahead of the rate by more than 10 ms worth of tasks, in whole
+			// workflows.
 			end = min(end, i+max(1, int(perProducer/100)))
+			end = min(hi, i+(end-i+u-1)/u*u)
 		}
 		now := clk.now()
 		ts = ts[:0]
@@ -298,6 +314,9 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 				Retry:       retry,
 				Concurrency: conc,
 			})
+		}
+		if c.dag.on() {
+			linkWorkflows(c.dag, i, ts)
 		}
 		errs, err := submit(ctx, i, ts)
 		accepted := int64(0)
@@ -326,5 +345,24 @@ func produce(ctx context.Context, c config, clk clock, lo, hi int, base int64, r
 	}
 	if ctx.Err() != nil {
 		noteErr(ctx.Err())
+	}
+}
+
+// linkWorkflows sets the DependsOn of ts, tasks lo, lo+1, ... of the run (whole
+// workflows of d from lo on, else it panics), to their parents' IDs: one Deps for every child of a
+// workflow, one for its sink (the target copies them: the engine, or the wire).
+func linkWorkflows(d dagSpec, lo int, ts []task.Task) {
+	if lo%d.size != 0 || len(ts)%d.size != 0 { // produce's batches are whole workflows
+		panic(fmt.Sprintf("loadgen: tasks [%d, %d) are not whole workflows of %d", lo, lo+len(ts), d.size))
+	}
+	for w := 0; w < len(ts); w += d.size {
+		g := ts[w : w+d.size]
+		child := &task.Deps{On: []string{g[0].ID}}
+		sink := &task.Deps{On: make([]string, 0, d.size-2)}
+		for k := 1; k < d.size-1; k++ {
+			g[k].DependsOn = child
+			sink.On = append(sink.On, g[k].ID)
+		}
+		g[d.size-1].DependsOn = sink
 	}
 }

@@ -25,10 +25,10 @@ type target interface {
 }
 
 // hooks are what a target calls for each run of a task: handle with its payload as it
-// runs, then ack once the target has the run's success.
+// runs, then ack, with the same payload, once the target has the run's success (its end).
 type hooks struct {
 	handle func(payload []byte)
-	ack    func()
+	ack    func(payload []byte)
 }
 
 // newTarget starts c.target for a run tagged runTag (its tasks' payloads carry the tag;
@@ -36,7 +36,7 @@ type hooks struct {
 func newTarget(ctx context.Context, c config, clk clock, runTag uint64, rec *Recorder, h hooks) (target, error) {
 	switch c.target {
 	case "core":
-		return newCoreTarget(h)
+		return newCoreTarget(h, c.dag.on())
 	case "server":
 		return newServerTarget(ctx, c, runTag, rec, h)
 	case "beanstalkd":
@@ -45,14 +45,23 @@ func newTarget(ctx context.Context, c config, clk clock, runTag uint64, rec *Rec
 	return nil, fmt.Errorf("unknown target %q", c.target)
 }
 
-// producerOf returns the producer that submits task lo: producer p submits tasks from
-// p*n/P on.
+// producerRange returns the tasks [lo, hi) producer p submits: of the n units (tasks,
+// or with -dag workflows), those from p*n/P on.
+func producerRange(c config, p int) (lo, hi int) {
+	u := c.dag.unit()
+	n := c.tasks / u
+	return p * n / c.producers * u, (p + 1) * n / c.producers * u
+}
+
+// producerOf returns the producer that submits task lo (producerRange's inverse).
 func producerOf(c config, lo int) int {
-	p := lo * c.producers / c.tasks
-	for p+1 < c.producers && (p+1)*c.tasks/c.producers <= lo {
+	u := c.dag.unit()
+	n, g := c.tasks/u, lo/u
+	p := g * c.producers / n
+	for p+1 < c.producers && (p+1)*n/c.producers <= g {
 		p++
 	}
-	for p > 0 && p*c.tasks/c.producers > lo {
+	for p > 0 && p*n/c.producers > g {
 		p--
 	}
 	return p

@@ -52,7 +52,7 @@ func newServerTarget(ctx context.Context, c config, runTag uint64, rec *Recorder
 		if err == nil {
 			err = w.Handle(taskType, func(_ context.Context, f *client.Fire) error {
 				h.handle(f.Payload)
-				h.ack() // the Worker sends the ACK as this returns
+				h.ack(f.Payload) // the Worker sends the ACK as this returns
 				return nil
 			})
 		}

@@ -108,6 +108,8 @@ func TestSystemGoals(t *testing.T) {
 			"5 rounds: 10 acknowledged, 0 lost; first dispatches [1.5s 3.2s]\n" +
 			"5 rounds, leader stalled: 12 acknowledged, 0 lost; first dispatches [2.2s 2.4s]\n",
 		"cluster-durable.txt": "no figure here\n",
+		"loadgen-dag.txt": "  lost 0  early 0  duplicates 0  strays 0\n  workflows 10 (-dag fan:100): early children 0 (...)\n" +
+			"  lost 0  early 0  duplicates 0  strays 0\n  workflows 10 (-dag fan:100): early children 3 (...)\n  FAILED: ...\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -123,6 +125,7 @@ func TestSystemGoals(t *testing.T) {
 		"**met** (slowest first dispatch 2.4s; lost 0: true)",
 		"**not met** (1 violations: recurring-lattice 1; seed 7; faults: kill 1, stall 2, etcd-stop 3, cut 4, reelect 5)",
 		"not decided: the recorded output has no figure for it",
+		"**not met** (early children 0, 3)",
 		"not run (no recorded run)", // make-loadgen
 	} {
 		if !strings.Contains(b.String(), want) {

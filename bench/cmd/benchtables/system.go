@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ var (
 	ratioLine = regexp.MustCompile(`ratio server/beanstalkd: end to end (\d+)/s / (\d+)/s = ([\d.]+)x.*p99 lateness (\S+) \(server\) vs (\S+) \(beanstalkd\)`)
 	durable   = regexp.MustCompile(`durable submits/s: (\d+)`)
 	lostZero  = regexp.MustCompile(`\b0 lost\b|lost 0\b`)
+	// loadgen -dag's line, one per target run.
+	earlyChildren = regexp.MustCompile(`workflows \d+ \(-dag [^)]*\): early children (\d+)`)
 	// TestDurableFailover's and TestDurableFailoverStall's summaries ("5 rounds, leader
 	// killed: ..."; before the stall test, "5 rounds: ..." for the kill).
 	killDispatch  = regexp.MustCompile(`rounds(?:, leader killed)?: [^\n]*first dispatches \[([^\]]*)\]`)
@@ -83,6 +86,20 @@ var systemGoals = []systemGoal{
 				return false, "", false
 			}
 			return a < b, fmt.Sprintf("p99 %s vs %s", m[4], m[5]), true
+		}},
+	{"loadgen-dag", "loadgen workflows (-dag) under a concurrency key, core then tockd", "every task run once, 0 early children (issue 16)",
+		func(out string) (bool, string, bool) {
+			ms := earlyChildren.FindAllStringSubmatch(out, -1)
+			if len(ms) < 2 { // the core run, then the server run
+				return false, "", false
+			}
+			var early []string
+			for _, m := range ms {
+				early = append(early, m[1])
+			}
+			met := strings.Count(out, "lost 0  early 0  duplicates 0") == len(ms) && !strings.Contains(out, "FAILED") &&
+				!slices.ContainsFunc(early, func(e string) bool { return e != "0" })
+			return met, "early children " + strings.Join(early, ", "), true
 		}},
 	{"cluster-durable", "durable submits through make cluster", "30,000 durable submits/s",
 		rateAtLeast(durable, 30000, "%d/s")},

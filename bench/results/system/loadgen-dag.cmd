@@ -1,0 +1,1 @@
+env RUN_ADDR=127.0.0.1:17472 RUN_ADMIN_ADDR=127.0.0.1:17473 make loadgen-dag
