@@ -141,7 +141,10 @@ func TestSnapshotsFitTheSmallestFrame(t *testing.T) {
 	w.Type, w.Durability, w.Partition, w.Exclusive = "fail", protocol.Ephemeral, 0, false
 	w.Retry = protocol.Retry{MaxAttempts: 40, InitialBackoff: 1, MaxBackoff: 1}
 	w.Timeout = 0
-	w.ConcurrencyLimit = task.MaxConcurrencyLimit // fullTask's is past the limit: a reply-size bound, not a valid submit
+	// fullTask bounds reply sizes: every field at its wire bound, which no valid submit
+	// has (a limit past its range, shards beside a concurrency key). Kept: the key at its
+	// longest; the limit in range and no shards.
+	w.ConcurrencyLimit, w.Shards = task.MaxConcurrencyLimit, 0
 	if r := c.call(&protocol.Submit{ID: 2, Task: w}); r.Type() != protocol.TypeTaskStatus {
 		t.Fatalf("SUBMIT answered %v %+v", r.Type(), r)
 	}
