@@ -95,9 +95,10 @@ cluster-status:
 ## leader killed, stalled past its TTL, cut from etcd, forced to resign and elected again;
 ## an etcd member stopped), its seed printed (CHAOS_SEED=N replays it), the whole history
 ## written to CHAOS_OUT; then the leader SIGKILLed, and SIGSTOPped, under durable load
-## CHAOS_ROUNDS times, and SIGKILLed mid-way through durable workflows (DAGs) as many
-## (make test runs one round of each, and the history checker's short form), every
-## acknowledged task counted. Both
+## CHAOS_ROUNDS times, and SIGKILLed mid-way through durable workflows (DAGs) as many;
+## 10,000 tasks under a concurrency key of limit 3 across a SIGKILL and a SIGSTOP of the
+## leader (make test runs one round of each, 1,000 such tasks, and the history checker's
+## short form), every acknowledged task counted. Both
 ## parts run even when the first fails; the target fails if either did.
 CHAOS_ROUNDS ?= 5
 CHAOS_DURATION ?= 5m
@@ -108,7 +109,7 @@ chaos:
 	@status=0; \
 	TOCK_CHAOS_DURATION=$(CHAOS_DURATION) TOCK_CHAOS_SEED=$(CHAOS_SEED) TOCK_CHAOS_OUT=$(CHAOS_OUT) \
 		$(GO) test -race -count=1 -v -timeout 0 -run 'TestChaosHistory' ./server/internal/clustertest || status=1; \
-	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps|TestDurableWorkflowSurvivesLeaderKill' ./server/internal/clustertest || status=1; \
+	TOCK_FAILOVER_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -race -count=1 -v -run 'TestDurableFailover|TestFailoverAfterLeaderKill|TestLeaderCutOffFromEtcd|TestLeaderSurvivesEtcdMemberStop|TestExclusiveNeverOverlaps|TestDurableWorkflowSurvivesLeaderKill|TestConcurrencyLimitHoldsAcrossFailover' ./server/internal/clustertest || status=1; \
 	exit $$status
 
 ## loadgen-cluster: against a running `make cluster` (fails if none): CLUSTER_TASKS

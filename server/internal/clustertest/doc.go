@@ -6,7 +6,7 @@
 //
 // It is test support, so it lives under internal/, out of the product tree, and may
 // take a testing.TB in its non-test files: only server/'s tests can import it (this
-// package's own failover, chaos, stall, exclusive and workflow tests). loadgen's cluster
+// package's own failover, chaos, stall, exclusive, workflow and limit tests). loadgen's cluster
 // test, outside server/, does not import it: it starts its cluster with cluster.sh, the
 // way `make loadgen-cluster` uses one, so the path people run is the path it tests.
 //

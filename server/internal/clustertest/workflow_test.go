@@ -3,12 +3,15 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/client"
@@ -124,8 +127,9 @@ type wfFigures struct {
 
 // check reports, as errors of t, every run among ids that started before the end of a
 // parent's last completed run, and every run followed by another of its task unless it
-// was fired at epoch (the killed leader's) and its ACK never confirmed; and counts.
-func (l *wfLedger) check(t *testing.T, ids []string, epoch uint64, killAt time.Time) wfFigures {
+// was fired at an epoch of faulted (a leader killed or stalled, by its epoch, at the
+// time of the fault) and its ACK never confirmed; and counts.
+func (l *wfLedger) check(t *testing.T, ids []string, faulted map[uint64]time.Time) wfFigures {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -160,16 +164,17 @@ func (l *wfLedger) check(t *testing.T, ids []string, epoch uint64, killAt time.T
 			} else {
 				fig.interrupted++
 			}
-			if r.epoch == epoch && r.acked.After(killAt) {
+			faultAt, byFaulted := faulted[r.epoch]
+			if byFaulted && r.acked.After(faultAt) {
 				fig.carried++
 			}
-			if i < len(rs)-1 && (r.epoch != epoch || !r.acked.IsZero()) {
+			if i < len(rs)-1 && (!byFaulted || !r.acked.IsZero()) {
 				acked := "never"
 				if !r.acked.IsZero() {
 					acked = r.acked.Format(time.StampMicro)
 				}
-				t.Errorf("task %s ran again (run %d, epoch %d) after run %d (epoch %d, ACK confirmed: %s; the killed leader's epoch %d)",
-					id, rs[i+1].runID, rs[i+1].epoch, r.runID, r.epoch, acked, epoch)
+				t.Errorf("task %s ran again (run %d, epoch %d) after run %d (epoch %d, ACK confirmed: %s; the faulted leaders' epochs %v)",
+					id, rs[i+1].runID, rs[i+1].epoch, r.runID, r.epoch, acked, slices.Sorted(maps.Keys(faulted)))
 			}
 		}
 		if done > 1 {
@@ -236,31 +241,7 @@ func TestDurableWorkflowSurvivesLeaderKill(t *testing.T) {
 	defer func() { stop(); workers.Wait() }()
 	// Two workers: a Worker reconnects only once its runs in flight have returned, so
 	// the other may take the next leader's FIREs meanwhile.
-	var ws []*client.Worker
-	for range 2 {
-		w, err := client.NewWorker(all, client.WithConcurrency(16), fast,
-			client.WithOnAcked(func(f *client.Fire, _, ackErr error) { l.ackAnswered(f, ackErr) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Handle("wf", func(ctx context.Context, f *client.Fire) error {
-			r := l.started(f)
-			work := time.NewTimer(wfWorkMin + rand.N(wfWorkMax-wfWorkMin))
-			defer work.Stop()
-			select {
-			case <-work.C:
-				l.ended(r, true)
-				return nil
-			case <-ctx.Done(): // the connection was lost: the Worker reports nothing of this run
-				l.ended(r, false)
-				return ctx.Err()
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-		runWorker(t, ctx, &workers, w)
-		ws = append(ws, w)
-	}
+	ws := l.startWorkers(t, ctx, &workers, all, 2, "wf", wfWorkMin, wfWorkMax, nil)
 	c, err := client.Dial(ctx, all, fast)
 	if err != nil {
 		t.Fatal(err)
@@ -319,27 +300,9 @@ func TestDurableWorkflowSurvivesLeaderKill(t *testing.T) {
 			return notRun == 0
 		})
 		drained := time.Since(killAt)
-		var left []string
-		dctx, cancel := context.WithTimeout(ctx, wfDrain)
-		err := pollUntil(dctx, func() (bool, error) {
-			rctx, rcancel := context.WithTimeout(dctx, CallTimeout)
-			defer rcancel()
-			keys, err := taskKeys(rctx, cli, store.DefaultPrefix)
-			if err == nil {
-				left = keys
-			}
-			return err == nil && len(keys) == 0, nil
-		})
-		cancel()
-		if err != nil {
-			t.Fatalf("round %d: %d keys of tasks left in etcd %v after the last run: %v", round, len(left), wfDrain, left[:min(len(left), 10)])
-		}
-		fig := l.check(t, ids, epoch, killAt)
-		var cs client.CarryStats
-		for _, w := range ws {
-			s := w.CarryStats()
-			cs.Kept, cs.Abandoned, cs.Accepted, cs.Refused = cs.Kept+s.Kept, cs.Abandoned+s.Abandoned, cs.Accepted+s.Accepted, cs.Refused+s.Refused
-		}
+		waitNoTaskKeys(t, ctx, cli, fmt.Sprintf("round %d", round), wfDrain)
+		fig := l.check(t, ids, map[uint64]time.Time{epoch: killAt})
+		cs := carryStats(ws)
 		t.Logf("round %d: %d tasks (%d diamonds, a fan of %d); %s killed at epoch %d %v after the submit, %d tasks confirmed, %d in flight, %d children not started; "+
 			"%s leads at epoch %d %v after the kill; all done and etcd empty %v after it; %d runs cut short by the kill, %d tasks ran again (%d extra runs), %d completed twice; "+
 			"%d outcomes of the killed leader's runs confirmed after the kill (workers so far: %d carried, %d accepted, %d refused, %d abandoned)",
@@ -348,4 +311,74 @@ func TestDurableWorkflowSurvivesLeaderKill(t *testing.T) {
 			fig.carried, cs.Kept, cs.Accepted, cs.Refused, cs.Abandoned)
 		leader, epoch = next, nextEpoch
 	}
+}
+
+// waitNoTaskKeys waits up to bound for etcd to hold no record, progress key or run lock
+// of a task, and fails t (naming what, and the first keys left) if it still does.
+func waitNoTaskKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, what string, bound time.Duration) {
+	t.Helper()
+	var left []string
+	dctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := pollUntil(dctx, func() (bool, error) {
+		rctx, rcancel := context.WithTimeout(dctx, CallTimeout)
+		defer rcancel()
+		keys, err := taskKeys(rctx, cli, store.DefaultPrefix)
+		if err == nil {
+			left = keys
+		}
+		return err == nil && len(keys) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %d keys of tasks left in etcd %v after the last run: %v", what, len(left), bound, left[:min(len(left), 10)])
+	}
+}
+
+// carryStats sums the workers' CarryStats.
+func carryStats(ws []*client.Worker) client.CarryStats {
+	var cs client.CarryStats
+	for _, w := range ws {
+		s := w.CarryStats()
+		cs.Kept, cs.Abandoned, cs.Accepted, cs.Refused = cs.Kept+s.Kept, cs.Abandoned+s.Abandoned, cs.Accepted+s.Accepted, cs.Refused+s.Refused
+	}
+	return cs
+}
+
+// startWorkers starts n Workers of 16 credits on addrs (clientAddrs), each run until ctx ends on a
+// goroutine wg counts, that report their ACKs' answers to l and handle typ: a handler
+// that records its run in l, works lo..hi (cut short when its context ends: the
+// connection was lost, and the Worker reports nothing of the run) and, if its work
+// completed, calls done (if not nil).
+func (l *wfLedger) startWorkers(t *testing.T, ctx context.Context, wg *sync.WaitGroup, addrs string, n int, typ string, lo, hi time.Duration, done func()) []*client.Worker {
+	t.Helper()
+	fast := client.WithReconnectBackoff(20*time.Millisecond, 200*time.Millisecond)
+	var ws []*client.Worker
+	for range n {
+		w, err := client.NewWorker(addrs, client.WithConcurrency(16), fast,
+			client.WithOnAcked(func(f *client.Fire, _, ackErr error) { l.ackAnswered(f, ackErr) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Handle(typ, func(ctx context.Context, f *client.Fire) error {
+			r := l.started(f)
+			work := time.NewTimer(lo + rand.N(hi-lo))
+			defer work.Stop()
+			select {
+			case <-work.C:
+				l.ended(r, true)
+				if done != nil {
+					done()
+				}
+				return nil
+			case <-ctx.Done():
+				l.ended(r, false)
+				return ctx.Err()
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		runWorker(t, ctx, wg, w)
+		ws = append(ws, w)
+	}
+	return ws
 }
