@@ -84,14 +84,8 @@ func Owner(part int, nodes []NodeID) (NodeID, error) {
 	return best, nil
 }
 
-// Assign returns the owner of each of p partitions among nodes, as a slice
-// indexed by partition. It is rendezvous hashing with a load bound: every node
-// ranks the partitions, and a partition goes to the highest-ranked node that
-// holds fewer than ceil(p/len(nodes)) partitions, partitions taken in index
-// order. The result depends only on p and the set of nodes (not their order
-// or duplicates). Cost: O(p · n log n) hashes and comparisons, one slice of p
-// owners plus O(n) scratch.
-func Assign(p int, nodes []NodeID) ([]NodeID, error) {
+// nodeSet checks p and returns nodes sorted, without duplicates, and not empty.
+func nodeSet(p int, nodes []NodeID) ([]NodeID, error) {
 	if err := CheckCount(p); err != nil {
 		return nil, err
 	}
@@ -100,6 +94,21 @@ func Assign(p int, nodes []NodeID) ([]NodeID, error) {
 	set = slices.Compact(set)
 	if len(set) == 0 {
 		return nil, ErrNoNodes
+	}
+	return set, nil
+}
+
+// Assign returns the owner of each of p partitions among nodes, as a slice
+// indexed by partition. It is rendezvous hashing with a load bound: every node
+// ranks the partitions, and a partition goes to the highest-ranked node that
+// holds fewer than ceil(p/len(nodes)) partitions, partitions taken in index
+// order. The result depends only on p and the set of nodes (not their order
+// or duplicates). Cost: O(p · n log n) hashes and comparisons, one slice of p
+// owners plus O(n) scratch.
+func Assign(p int, nodes []NodeID) ([]NodeID, error) {
+	set, err := nodeSet(p, nodes)
+	if err != nil {
+		return nil, err
 	}
 	limit := (p + len(set) - 1) / len(set)
 	held := make(map[NodeID]int, len(set))
