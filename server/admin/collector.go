@@ -141,18 +141,20 @@ var metrics = slices.Concat([]metric{
 	counter("leader_changes_total", "Times this node gained or lost leadership.",
 		func(s *tockd.Stats) float64 { return float64(s.LeaderChanges) }),
 
-	// Partitions (computed, not yet routed by).
+	// Partitions (stored in etcd, not yet routed by).
 	gauge("partitions", "The cluster's partition count P.",
 		func(s *tockd.Stats) float64 { return float64(s.Partitions.Count) }),
-	gauge("partitions_without_owner", "Partitions with no owner in this node's partition map: all of them while it knows of no live node (before its first read of the node set, or cut off from it), else 0.",
+	gauge("partitions_without_owner", "Partitions with no live owner in the partition map this node follows: all of them before it has read a stored map, an owner's partitions from its leaving until the map is rewritten, else 0.",
 		func(s *tockd.Stats) float64 {
 			unowned := s.Partitions.Count
 			for _, n := range s.Partitions.Nodes {
-				unowned -= n.Owned
+				if n.Live {
+					unowned -= n.Owned
+				}
 			}
 			return float64(unowned)
 		}),
-	gauge("partition_map_revision", "The etcd revision of the node set this node's partition map was computed from; every node of a settled cluster reports the same.",
+	gauge("partition_map_revision", "The etcd revision of the stored partition map this node follows; every node of a settled cluster reports the same.",
 		func(s *tockd.Stats) float64 { return float64(s.Partitions.Rev) }),
 
 	// Histograms.
@@ -166,7 +168,7 @@ var metrics = slices.Concat([]metric{
 // with the node's name: the map is the same on every node, so any node's scrape shows
 // the whole cluster's split.
 var partitionsOwned = prometheus.NewDesc(Namespace+"_partitions_owned",
-	"Partitions each live node owns in this node's partition map (computed, not yet routed by), by node.",
+	"Partitions each node owns in the partition map this node follows (stored in etcd, not yet routed by), by node.",
 	[]string{"node"}, nil)
 
 // configChanges is config_changes_total, one series per runtime setting (server/

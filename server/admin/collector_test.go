@@ -162,14 +162,16 @@ func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
 	}
 }
 
-// TestPartitionsWithoutOwner: a node that knows of no live node (its map empty) reports
-// every partition without an owner; a complete map, none.
+// TestPartitionsWithoutOwner: a node that knows of no map reports every partition
+// without an owner; a map whose owner has left (not live), that owner's partitions; a
+// complete map, none.
 func TestPartitionsWithoutOwner(t *testing.T) {
 	for _, c := range []struct {
 		m    tockd.PartitionMap
 		want float64
 	}{
 		{tockd.PartitionMap{Count: 16, Rev: 7}, 16},
+		{tockd.PartitionMap{Count: 16, Rev: 8, Nodes: []tockd.PartitionNode{{Name: "a", Owned: 10, Live: true}, {Name: "b", Owned: 6}}}, 6},
 		{fixedStats().Partitions, 0},
 	} {
 		reg := prometheus.NewPedanticRegistry()

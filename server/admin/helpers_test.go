@@ -47,7 +47,7 @@ func fixedStats() tockd.Stats {
 		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014, FiresFrames: 3015,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 		Partitions: tockd.PartitionMap{Count: 16, Rev: 3015, Nodes: []tockd.PartitionNode{
-			{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10}}},
+			{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6, Live: true}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10, Live: true}}},
 		ConfigChanges: map[string]uint64{"max_waiting_runs": 3201, "rate_limit/email": 3202},
 	}
 }

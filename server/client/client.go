@@ -426,14 +426,14 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	return Stats{Counters: r.Counters, Gauges: r.Gauges}, nil
 }
 
-// PartitionMap is which node owns each of the cluster's partitions, as the answering
-// node computed it (PROTOCOL.md, "Partitions"). It is computed, not yet routed by:
-// every request still goes to the leader.
+// PartitionMap is which node owns each of the cluster's partitions: the map stored in
+// etcd, as the answering node read it (PROTOCOL.md, "Partitions"). It is not yet
+// routed by: every request still goes to the leader.
 type PartitionMap struct {
 	Count int   // the partition count P
-	Rev   int64 // the etcd revision of the node set it was computed from (0 without etcd)
-	// Nodes are the live nodes, by name; empty (and Owners too) while the node knows of
-	// none.
+	Rev   int64 // the etcd revision of the stored map (0 without etcd)
+	// Nodes are the live nodes and any owner no longer live (no Addr), by name; empty
+	// (and Owners too) while the node knows of no stored map.
 	Nodes []PartitionNode
 	// Owners[p] is the index in Nodes of partition p's owner.
 	Owners []int

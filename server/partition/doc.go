@@ -98,11 +98,10 @@
 //
 // Rebalance(nil, P, N) = Rebalance(Assign(P, N), P, N): the first map is
 // Assign's, evened to within 1 (at P = 16, n = 3: 5..6 a node, not 4..6).
-// For nodes to agree, the previous map must be one stored copy: the next step
-// is for tockd to keep the map in etcd under its revision, have the leader
-// (or a transaction conditioned on that revision) write Rebalance(stored,
-// P, live) when the live set changes, and campaign for the partitions the
-// stored map names, instead of computing Assign locally (ownership.go).
+// For nodes to agree, the previous map must be one stored copy: tockd keeps the
+// map in etcd (store.PartitionMap) and any node that sees the live set change
+// writes Rebalance(stored, P, live) in a transaction conditioned on the map's
+// revision and that live set (server/tockd, ownership.go).
 //
 // # Costs
 //

@@ -35,15 +35,16 @@ func TestPartitionCountFixedAtCreation(t *testing.T) {
 	}
 }
 
-// nextSet waits for the next node set a watch delivers.
-func nextSet(t *testing.T, sets <-chan NodeSet, why string) NodeSet {
+// receive waits for the next value a watch delivers on ch (a node set, a map).
+func receive[T any](t *testing.T, ch <-chan T, why string) T {
 	t.Helper()
 	select {
-	case s := <-sets:
-		return s
+	case v := <-ch:
+		return v
 	case <-time.After(wait):
-		t.Fatalf("%s: no node set within %v", why, wait)
-		return NodeSet{}
+		t.Fatalf("%s: nothing delivered within %v", why, wait)
+		var zero T
+		return zero
 	}
 }
 
@@ -86,16 +87,16 @@ func TestNodesRegisterAndWatch(t *testing.T) {
 	}
 	wa, _ := watch(a)
 	wb, stopB := watch(b)
-	first := nextSet(t, wa, "a's first set")
+	first := receive(t, wa, "a's first set")
 	if !slices.Equal(names(first), []string{"n1"}) || first.Nodes[0].Addr != "127.0.0.1:1" || !first.Nodes[0].Started.Equal(start) {
 		t.Fatalf("first set %+v, want n1 at 127.0.0.1:1 started %v", first, start)
 	}
-	nextSet(t, wb, "b's first set")
+	receive(t, wb, "b's first set")
 	lost, err := b.Nodes().Register(ctx, Node{Name: "n2", Addr: "127.0.0.1:2", Started: start})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, sb := nextSet(t, wa, "a sees n2"), nextSet(t, wb, "b sees n2")
+	sa, sb := receive(t, wa, "a sees n2"), receive(t, wb, "b sees n2")
 	if !slices.Equal(names(sa), []string{"n1", "n2"}) || sa.Rev != sb.Rev || sa.Rev <= first.Rev {
 		t.Fatalf("after n2 registered: a %+v, b %+v; want n1, n2 at one revision after %d", sa, sb, first.Rev)
 	}
@@ -104,7 +105,7 @@ func TestNodesRegisterAndWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, lost, wait, "n2's registration lost with its session")
-	sa = nextSet(t, wa, "a sees n2 leave")
+	sa = receive(t, wa, "a sees n2 leave")
 	if !slices.Equal(names(sa), []string{"n1"}) || sa.Rev <= sb.Rev {
 		t.Fatalf("after n2's session closed: %+v, want n1 alone after revision %d", sa, sb.Rev)
 	}
@@ -131,7 +132,7 @@ func TestNodesRegisterRefusesATakenName(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatal(resp, err)
 	}
-	if n, _ := decodeNode("n1", resp.Kvs[0].Value); n.Addr != "a2" {
+	if n, _ := decodeNode("n1", resp.Kvs[0].Value, 0); n.Addr != "a2" {
 		t.Fatalf("n1's entry says %q, want a2", n.Addr)
 	}
 	if _, err := a.Nodes().Register(ctx, Node{Name: "a/b"}); !errors.Is(err, ErrInvalid) {

@@ -17,7 +17,8 @@
 //	st.Workers()    Workers    workers/: Put, Delete, List, under the session's lease (workers.go)
 //	st.Election()   Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
 //	st.Nodes()      Nodes      nodes/: Register, Deregister, under the session's lease; Watch (nodes.go)
-//	st.Partitions() Partitions partitions/count: Ensure, create-if-absent (partitions.go)
+//	st.Partitions() Partitions partitions/count: Ensure, create-if-absent (partitions.go);
+//	                           partitions/map: ReadMap, WriteMap (compare-and-swap), WatchMap (partmap.go)
 //	st.Config()     Config     config/: Get, Put, Delete, List, Watch (config.go)
 //
 // The Store itself reads across the parts: Revision (etcd's revision now) and Follow
@@ -41,6 +42,7 @@
 //	<prefix>leader/<lease id hex>    election keys (concurrency.Election on <prefix>leader)
 //	<prefix>nodes/<node>             a live node: JSON {"addr": client address, "started": RFC 3339 time}, under its session lease (Nodes)
 //	<prefix>partitions/count         the cluster's partition count P, decimal; written once, by the first node (Partitions)
+//	<prefix>partitions/map           the partition map: each partition's owner, in a compact binary form (PartitionMap, partmap.go)
 //	<prefix>config/<key>             one runtime setting's value as text (Config; the keys: server/settings)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
@@ -97,6 +99,14 @@
 //     Options.LoadPageSize, and returns that revision: a later watch from
 //     rev+1 sees every change after the snapshot. Revision reads etcd's
 //     revision now: every write committed before the call is at or below it.
+//
+// # The partition map
+//
+// WriteMap is the map's only writer: one transaction that applies only while the map
+// key's mod revision is the one the writer read and the node set is the one it computed
+// from (each entry still at its revision, none written after the set's). So, for maps
+// A (stored at revision r) and B written over r: B's writer saw A and the live set
+// as it stood when B committed, and of writers racing over r at most one commits.
 //
 // # Leadership
 //

@@ -29,6 +29,9 @@ var (
 	ErrNoLeader = errors.New("store: no leader")
 	// ErrNodeTaken means a node name is registered under another live session's lease.
 	ErrNodeTaken = errors.New("store: node name registered by another live process")
+	// ErrConflict means a conditional write lost: what it was computed from changed
+	// since it was read (another node wrote first). Read again and recompute.
+	ErrConflict = errors.New("store: changed since read")
 	// ErrClosed means the Store was closed.
 	ErrClosed = errors.New("store: closed")
 )

@@ -19,7 +19,7 @@ const (
 	LockDelete                         // Key's run lock was deleted
 	NextPut                            // Key's progress was written: Next
 	NextDelete                         // Key's progress was deleted
-	OtherChange                        // anything else under the prefix (the election, the workers and nodes registries, the partition count, the configuration)
+	OtherChange                        // anything else under the prefix (the election, the workers and nodes registries, the partition count and map, the configuration)
 )
 
 // Change is one write under the store's prefix, as Follow sees it.

@@ -25,13 +25,15 @@ type keyspace struct {
 	nodes   string // prefix + "nodes/": the live nodes (nodes.go)
 	// partitionCount is prefix + "partitions/count": the cluster's P (partitions.go).
 	partitionCount string
-	config         string // prefix + "config/": the runtime configuration (config.go)
+	// partitionMap is prefix + "partitions/map": the stored partition map (partmap.go).
+	partitionMap string
+	config       string // prefix + "config/": the runtime configuration (config.go)
 }
 
 func newKeyspace(prefix string) keyspace {
 	return keyspace{prefix: prefix, tasks: prefix + "tasks/", locks: prefix + "locks/", next: prefix + "next/",
 		workers: prefix + "workers/", leader: prefix + "leader", nodes: prefix + "nodes/",
-		partitionCount: prefix + "partitions/count", config: prefix + "config/"}
+		partitionCount: prefix + "partitions/count", partitionMap: prefix + "partitions/map", config: prefix + "config/"}
 }
 
 // record is ns/id's record key.

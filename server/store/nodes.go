@@ -43,6 +43,7 @@ type Node struct {
 	Name    string    // the node's ID (Options.Node of its server): the key's last part
 	Addr    string    // its client address, where clients reach it
 	Started time.Time // when it started; informational
+	Rev     int64     // the revision its entry was last written at (Watch's sets)
 }
 
 // NodeSet is the registry at one revision.
@@ -57,15 +58,15 @@ type nodeValue struct {
 	Started time.Time `json:"started"`
 }
 
-// decodeNode is the entry of node name with value val. A value that does not decode
-// gives a Node with no address: it is still live (its key stands on a live lease), and
+// decodeNode is the entry of node name with value val, written at revision rev. A value
+// that does not decode gives a Node with no address: it is still live (its key stands on a live lease), and
 // every watcher decodes the same bytes alike, so every node still counts it.
-func decodeNode(name string, val []byte) (Node, error) {
+func decodeNode(name string, val []byte, rev int64) (Node, error) {
 	var v nodeValue
 	if err := json.Unmarshal(val, &v); err != nil {
-		return Node{Name: name}, fmt.Errorf("%w: node %q: %v", ErrCorrupt, name, err)
+		return Node{Name: name, Rev: rev}, fmt.Errorf("%w: node %q: %v", ErrCorrupt, name, err)
 	}
-	return Node{Name: name, Addr: v.Addr, Started: v.Started}, nil
+	return Node{Name: name, Addr: v.Addr, Started: v.Started, Rev: rev}, nil
 }
 
 // Register writes n's entry under this Store's session lease (made if needed) and
@@ -143,7 +144,7 @@ func (ns *Nodes) Watch(ctx context.Context, fn func(NodeSet)) error {
 	live := map[string]Node{}
 	for _, kv := range resp.Kvs {
 		name := strings.TrimPrefix(string(kv.Key), ns.keys.nodes)
-		live[name], _ = decodeNode(name, kv.Value)
+		live[name], _ = decodeNode(name, kv.Value, kv.ModRevision)
 	}
 	fn(nodeSet(resp.Header.Revision, live))
 	return watchPrefix(ctx, ns.cli, ns.keys.nodes, resp.Header.Revision+1, func(evs []*clientv3.Event, rev int64) {
@@ -153,7 +154,7 @@ func (ns *Nodes) Watch(ctx context.Context, fn func(NodeSet)) error {
 				delete(live, name)
 				continue
 			}
-			live[name], _ = decodeNode(name, ev.Kv.Value)
+			live[name], _ = decodeNode(name, ev.Kv.Value, ev.Kv.ModRevision)
 		}
 		fn(nodeSet(rev, live))
 	})

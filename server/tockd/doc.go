@@ -154,18 +154,22 @@
 // recovery. Where two runs of a task must never overlap, the task is
 // exclusive: its runs are recorded (run locks) and the new leader does wait them out.
 //
-// # Partitions: the map, computed, not yet routed
+// # Partitions: the map, stored in etcd, not yet routed
 //
 // Options.Partitions is the cluster's partition count P; with a Store, New stores it in
 // etcd if the cluster has none and refuses a node whose P differs (ErrPartitionCount).
 // From its first Serve, a node follows the live nodes (<prefix>nodes/, one entry per
 // node under its session lease, store.Nodes) and, once it has read them, registers
-// itself (again after each lost session); Shutdown removes the entry. From every node
-// set it sees, it computes the map with partition.Assign (computeMap): the same set
-// gives the same map on every node, and every node sees each change at one revision,
-// the map's Rev. WELCOME states P and Rev, PARTITIONS answers the map, STATS and
-// /metrics count the partitions each node owns. Dispatch is unchanged: the one leader
-// still runs every task, and no request is refused as NOT_OWNER.
+// itself (again after each lost session); Shutdown removes the entry. It also follows
+// the stored map (<prefix>partitions/map, store.PartitionMap), and whenever the live
+// set or the map changes and partition.Rebalance(stored, P, live) differs from the
+// stored map, writes it by compare-and-swap over the map's revision and the node set it
+// read (any node may; ownership.go says why not the leader alone). Every node follows
+// the stored map, not a map of its own: at one revision, the same owners on every node,
+// and a leave moves only the leaver's partitions. WELCOME states P and the map's
+// revision, PARTITIONS answers the map, STATS and /metrics count the partitions each
+// node owns. Dispatch is unchanged: the one leader still runs every task, and no
+// request is refused as NOT_OWNER.
 //
 // # Durable tasks
 //

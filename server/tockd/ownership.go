@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,25 +16,27 @@ import (
 	"github.com/tock-sched/tock/server/store"
 )
 
-// PartitionMap is which node owns each of the cluster's partitions, as this node
-// computed it (partition.Assign over the live nodes' names). It is computed, not yet
-// routed by: one leader still dispatches every task.
+// PartitionMap is which node owns each of the cluster's partitions: the map stored in
+// etcd (store.PartitionMap), as this node last read it, with the live nodes' addresses.
+// It is not yet routed by: one leader still dispatches every task.
 type PartitionMap struct {
 	Count int   // P, the cluster's partition count
-	Rev   int64 // the etcd revision of the node set it was computed from; 0 without a Store
-	// Nodes are the live nodes, by name. Empty (and Owners too) while this node knows
-	// of none: before its first read of the set, or with every registration gone.
+	Rev   int64 // the stored map's etcd revision; 0 without a Store or before one is stored
+	// Nodes are the live nodes by name, and any owner the stored map names that is
+	// not live (no Addr, Live false: gone, and not yet replaced by a new map). Empty,
+	// and Owners too, while this node knows of no live node and no map.
 	Nodes []PartitionNode
 	// Owners[p] is the index in Nodes of partition p's owner; Count entries, or none
-	// with no Nodes.
+	// while no map is stored (or this node has not read it yet).
 	Owners []int
 }
 
-// PartitionNode is one live node of a PartitionMap.
+// PartitionNode is one node of a PartitionMap.
 type PartitionNode struct {
 	Name  string // its NodeName
 	Addr  string // its client address (AdvertiseAddr, or its first listener's)
 	Owned int    // how many partitions it owns
+	Live  bool   // registered now (in the node set); false for a map's owner gone since
 }
 
 // ownedBy is how many partitions node owns in m.
@@ -45,32 +49,70 @@ func (m PartitionMap) ownedBy(node string) int {
 	return 0
 }
 
-// computeMap is the map of count partitions over set: partition.Assign over the names.
-// The load bound holds every node to ⌈P/n⌉ partitions and at least P-(n-1)·⌈P/n⌉ (4..6
-// of 16 over 3 nodes, where plain rendezvous gave 0..12), at the price of a few moves
-// between survivors at a leave (server/partition's doc says why no rule has both).
-func computeMap(count int, set store.NodeSet) PartitionMap {
-	m := PartitionMap{Count: count, Rev: set.Rev}
-	if len(set.Nodes) == 0 {
+// viewMap is the PartitionMap of count partitions from the node set set and the stored
+// map stored: stored's owners (none if it has not count of them), over set's nodes and
+// any owner not among them, by name.
+func viewMap(count int, set store.NodeSet, stored store.PartitionMap) PartitionMap {
+	m := PartitionMap{Count: count, Rev: stored.Rev}
+	index := make(map[string]int, len(set.Nodes))
+	for _, n := range set.Nodes {
+		index[n.Name] = len(m.Nodes)
+		m.Nodes = append(m.Nodes, PartitionNode{Name: n.Name, Addr: n.Addr, Live: true})
+	}
+	if len(stored.Owners) != count {
 		return m
 	}
-	ids := make([]partition.NodeID, len(set.Nodes))
-	index := make(map[partition.NodeID]int, len(set.Nodes))
-	for i, n := range set.Nodes {
-		ids[i] = partition.NodeID(n.Name)
-		index[ids[i]] = i
-		m.Nodes = append(m.Nodes, PartitionNode{Name: n.Name, Addr: n.Addr})
+	for _, o := range stored.Owners {
+		if _, ok := index[o]; !ok {
+			index[o] = len(m.Nodes)
+			m.Nodes = append(m.Nodes, PartitionNode{Name: o})
+		}
 	}
-	owners, err := partition.Assign(count, ids)
-	if err != nil { // count passed CheckCount in validate, and there are nodes
-		panic(fmt.Sprintf("tockd: partition.Assign(%d, %d nodes): %v", count, len(ids), err))
+	if len(m.Nodes) > len(set.Nodes) { // owners gone: put them in name order too
+		slices.SortFunc(m.Nodes, func(a, b PartitionNode) int { return strings.Compare(a.Name, b.Name) })
+		for i, n := range m.Nodes {
+			index[n.Name] = i
+		}
 	}
 	m.Owners = make([]int, count)
-	for p, o := range owners {
+	for p, o := range stored.Owners {
 		m.Owners[p] = index[o]
 		m.Nodes[index[o]].Owned++
 	}
 	return m
+}
+
+// nextMap is the map that should replace stored over the live set set: partition.
+// Rebalance(stored, count, set's names), or nil when there is nothing to write (no live
+// node, or stored is that map already). Rebalance moves only what a balanced map must:
+// at a leave only the leaver's partitions, at a join only the joiner's share.
+func nextMap(count int, set store.NodeSet, stored store.PartitionMap) []string {
+	if len(set.Nodes) == 0 {
+		return nil
+	}
+	ids := make([]partition.NodeID, len(set.Nodes))
+	for i, n := range set.Nodes {
+		ids[i] = partition.NodeID(n.Name)
+	}
+	var prev []partition.NodeID
+	if len(stored.Owners) == count {
+		prev = make([]partition.NodeID, count)
+		for p, o := range stored.Owners {
+			prev[p] = partition.NodeID(o)
+		}
+	}
+	owners, err := partition.Rebalance(prev, count, ids)
+	if err != nil { // count passed CheckCount in validate, and there are nodes
+		panic(fmt.Sprintf("tockd: partition.Rebalance(%d, %d nodes): %v", count, len(ids), err))
+	}
+	if slices.Equal(owners, prev) {
+		return nil
+	}
+	out := make([]string, count)
+	for p, o := range owners {
+		out[p] = string(o)
+	}
+	return out
 }
 
 // ownerRetryMin and ownerRetryMax bound the pause between failed registrations or
@@ -83,18 +125,30 @@ const (
 
 // ownership is this node's part in the cluster's partition map: it registers the node
 // in etcd under its session lease (again after each lost session), follows the set of
-// live nodes, and computes the map from each set it sees. Without a Store the node is
-// alone and owns every partition (static).
+// live nodes and the stored map, and rewrites the stored map when the live set changes.
+// Without a Store the node is alone and owns every partition (static).
+//
+// Who rewrites the map: any node, by compare-and-swap (store.Partitions.WriteMap over
+// the map's revision and the node set it read). Every node that sees a change of the
+// live set computes the same Rebalance(stored, P, live) from the same inputs; one wins,
+// the others lose with ErrConflict, read the new map (their watch delivers it), find it
+// a fixed point of Rebalance and write nothing. A node whose view is stale loses too,
+// since the CAS checks the node set it computed from. Not the elected leader alone: the
+// map would then wait for a new leader (a session TTL and more) after the leader's own
+// death, which is when it must change; any survivor rewrites it at once instead, for
+// the price of up to n-1 lost transactions a change.
 //
 // Invariants:
-//   - cur is computeMap(count, s) for the latest node set s the watch delivered, so
-//     ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur = b.cur (store.Nodes delivers one set
-//     per revision to every watcher, and computeMap is deterministic);
-//   - changed is closed exactly when cur is replaced, and replaced by a fresh channel.
+//   - cur is viewMap(count, set, stored) of the latest node set and stored map the
+//     watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur.Owners and
+//     b.cur.Owners name the same owners (the map at one etcd revision is one value);
+//   - changed is closed exactly when cur is replaced, and replaced by a fresh channel;
+//   - kick holds a token whenever set or stored changed since rebalance last read them.
 //
-// Locking: mu guards cur and changed (held only to read or swap them); stop and done
-// are set once by start (under connSet.mu, the first Serve) and read by halt after
-// connSet.drain. Its two goroutines (register, follow) run from start to halt.
+// Locking: mu guards set, stored, read, cur and changed (held only to read or swap
+// them, across no store call); stop and done are set once by start (under connSet.mu,
+// the first Serve) and read by halt after connSet.drain. Its goroutines (register,
+// follow, followMap, rebalance) run from start to halt.
 type ownership struct {
 	st      *store.Store // nil without a Store
 	count   int          // Options.Partitions
@@ -103,17 +157,27 @@ type ownership struct {
 	log     *slog.Logger
 
 	mu      sync.Mutex
+	set     store.NodeSet      // the live nodes, as the watch last delivered them
+	stored  store.PartitionMap // the stored map, as its watch last delivered it
+	read    uint8              // which of them have been read: readSet | readMap
 	cur     PartitionMap
 	changed chan struct{}
+	kick    chan struct{} // capacity 1: rebalance's wake-up
 
 	addr atomic.Pointer[string] // the advertised client address, once start has it
 	stop context.CancelFunc
 	done chan struct{}
 }
 
+// The bits of ownership.read.
+const (
+	readSet uint8 = 1 << iota
+	readMap
+)
+
 func newOwnership(opts *Options) *ownership {
 	return &ownership{st: opts.Store, count: opts.Partitions, node: opts.NodeName, started: time.Now().UTC(), log: opts.Logger,
-		cur: PartitionMap{Count: opts.Partitions}, changed: make(chan struct{})}
+		cur: PartitionMap{Count: opts.Partitions}, changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // checkCount creates the cluster's partition count in etcd if it has none, and refuses
@@ -133,8 +197,9 @@ func (o *ownership) checkCount() error {
 	return nil
 }
 
-// start registers this node as advertise and follows the live nodes, until halt. Called
-// once, by the first Serve; without a Store it only records advertise.
+// start registers this node as advertise, follows the live nodes and the stored map and
+// rewrites it as they change, until halt. Called once, by the first Serve; without a
+// Store it only records advertise.
 func (o *ownership) start(advertise string) {
 	o.addr.Store(&advertise)
 	if o.st == nil {
@@ -147,16 +212,21 @@ func (o *ownership) start(advertise string) {
 	// after it would state a later revision (that of the read) for the same set.
 	read := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); o.follow(ctx, read) }()
-	go func() {
-		defer wg.Done()
-		select {
-		case <-read:
-			o.register(ctx, advertise)
-		case <-ctx.Done():
-		}
-	}()
+	for _, run := range []func(){
+		func() { o.follow(ctx, read) },
+		func() { o.followMap(ctx) },
+		func() { o.rebalance(ctx) },
+		func() {
+			select {
+			case <-read:
+				o.register(ctx, advertise)
+			case <-ctx.Done():
+			}
+		},
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
 	go func() { wg.Wait(); close(o.done) }()
 }
 
@@ -216,21 +286,52 @@ func (o *ownership) register(ctx context.Context, advertise string) {
 	}
 }
 
-// follow keeps cur computed from the live nodes until ctx ends, watching again (from a
-// fresh read) after a watch is lost. It closes read once the first set is in.
+// follow keeps set current until ctx ends, watching again (from a fresh read) after a
+// watch is lost. It closes read once the first set is in.
 func (o *ownership) follow(ctx context.Context, read chan<- struct{}) {
-	pause := ownerRetryMin
 	var once sync.Once
-	for {
-		err := o.st.Nodes().Watch(ctx, func(s store.NodeSet) {
-			pause = ownerRetryMin
-			o.set(computeMap(o.count, s))
+	o.watchAgain(ctx, "the live nodes", func(ok func()) error {
+		return o.st.Nodes().Watch(ctx, func(s store.NodeSet) {
+			ok()
+			o.update(func() bool {
+				if o.read&readSet != 0 && s.Rev <= o.set.Rev {
+					return false // a re-read after a lost watch, of a set already seen
+				}
+				o.set, o.read = s, o.read|readSet
+				return true
+			})
 			once.Do(func() { close(read) })
 		})
+	})
+}
+
+// followMap keeps stored current until ctx ends, as follow does set.
+func (o *ownership) followMap(ctx context.Context) {
+	o.watchAgain(ctx, "the partition map", func(ok func()) error {
+		return o.st.Partitions().WatchMap(ctx, func(m store.PartitionMap) {
+			ok()
+			o.update(func() bool {
+				if o.read&readMap != 0 && m.Rev == o.stored.Rev {
+					return false // a re-read after a lost watch, of the map already seen
+				}
+				o.stored, o.read = m, o.read|readMap
+				return true
+			})
+		})
+	})
+}
+
+// watchAgain runs watch until ctx ends, again after each loss, pausing between failed
+// tries from ownerRetryMin, doubling to ownerRetryMax; watch calls ok on each delivery,
+// which resets the pause. what names the watch in the log.
+func (o *ownership) watchAgain(ctx context.Context, what string, watch func(ok func()) error) {
+	pause := ownerRetryMin
+	for {
+		err := watch(func() { pause = ownerRetryMin })
 		if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
 			return
 		}
-		o.log.Warn("tockd: the watch on the live nodes ended; watching again", "err", err, "pause", pause)
+		o.log.Warn("tockd: a watch ended; watching again", "watch", what, "err", err, "pause", pause)
 		if !sleepCtx(ctx, pause) {
 			return
 		}
@@ -238,17 +339,64 @@ func (o *ownership) follow(ctx context.Context, read chan<- struct{}) {
 	}
 }
 
-// set makes m the current map and wakes those waiting for a change.
-func (o *ownership) set(m PartitionMap) {
+// update applies change to set or stored under mu; if it reports a change, cur is
+// recomputed, the waiters are woken, and so is rebalance.
+func (o *ownership) update(change func() bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.cur.Rev > 0 && m.Rev <= o.cur.Rev {
-		return // a re-read after a lost watch, of a set already seen
+	if !change() {
+		return
 	}
-	o.cur = m
+	o.cur = viewMap(o.count, o.set, o.stored)
 	close(o.changed)
 	o.changed = make(chan struct{})
-	o.log.Info("tockd: partition map", "rev", m.Rev, "nodes", len(m.Nodes), "owned_here", m.ownedBy(o.node))
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+	o.log.Info("tockd: partition map", "rev", o.cur.Rev, "nodes_rev", o.set.Rev, "nodes", len(o.set.Nodes), "owned_here", o.cur.ownedBy(o.node))
+}
+
+// rebalance rewrites the stored map, until ctx ends, each time the live set or the map
+// changes and Rebalance over them is another map (nextMap). A lost compare-and-swap
+// waits for the next change (the one that made it lose wakes it); a failed write is
+// tried again after a pause, over what the watches hold then.
+func (o *ownership) rebalance(ctx context.Context) {
+	pause := ownerRetryMin
+	for {
+		select {
+		case <-o.kick:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			o.mu.Lock()
+			set, stored, read := o.set, o.stored, o.read
+			o.mu.Unlock()
+			owners := nextMap(o.count, set, stored)
+			if read != readSet|readMap || owners == nil {
+				break
+			}
+			wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+			m, err := o.st.Partitions().WriteMap(wctx, stored.Rev, set, owners)
+			cancel()
+			if err == nil {
+				o.log.Info("tockd: wrote the partition map", "rev", m.Rev, "over", stored.Rev, "nodes_rev", set.Rev)
+			}
+			if err == nil || errors.Is(err, store.ErrConflict) {
+				pause = ownerRetryMin
+				break
+			}
+			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+				return
+			}
+			o.log.Warn("tockd: writing the partition map failed; retrying", "err", err, "pause", pause)
+			if !sleepCtx(ctx, pause) {
+				return
+			}
+			pause = min(2*pause, ownerRetryMax)
+		}
+	}
 }
 
 // current returns the map now and a channel closed when it is replaced. Without a
@@ -260,7 +408,7 @@ func (o *ownership) current() (PartitionMap, <-chan struct{}) {
 		if a := o.addr.Load(); a != nil {
 			addr = *a
 		}
-		m.Nodes = []PartitionNode{{Name: o.node, Addr: addr, Owned: o.count}}
+		m.Nodes = []PartitionNode{{Name: o.node, Addr: addr, Owned: o.count, Live: true}}
 		return m, nil
 	}
 	o.mu.Lock()
@@ -281,9 +429,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // partitionMapReply is m as PARTITIONS' answer. With more live nodes than a
-// PARTITION_MAP may list (partition.MaxCount), it lists only the owners.
+// PARTITION_MAP may list (partition.MaxCount), it lists only the owners; with no owners
+// yet (no map stored, or not read yet), no nodes either, as the protocol has it.
 func partitionMapReply(id uint64, m PartitionMap) *protocol.PartitionMap {
 	r := &protocol.PartitionMap{ID: id, Count: uint64(m.Count), Rev: uint64(max(m.Rev, 0))}
+	if len(m.Owners) == 0 {
+		return r
+	}
 	listed := make([]int, len(m.Nodes)) // m's node index -> index in r.Nodes, or -1
 	for i, n := range m.Nodes {
 		listed[i] = -1

@@ -77,8 +77,34 @@ func TestPartitionCountFixedByTheCluster(t *testing.T) {
 	}
 }
 
-// threeNodes starts nodes a, b and c on one embedded etcd and waits until each has
-// computed a map of all three.
+// liveNames are the names of m's live nodes, in its order.
+func liveNames(m PartitionMap) []string {
+	var out []string
+	for _, n := range m.Nodes {
+		if n.Live {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// settled reports whether m is a stored map over exactly the live nodes names, each
+// owning ⌊P/n⌋..⌈P/n⌉ partitions (Rebalance's band).
+func settled(m PartitionMap, names ...string) bool {
+	if len(m.Owners) != m.Count || !slices.Equal(nodeNames(m), names) || !slices.Equal(liveNames(m), names) {
+		return false
+	}
+	lo, hi := m.Count/len(names), (m.Count+len(names)-1)/len(names)
+	for _, n := range m.Nodes {
+		if n.Owned < lo || n.Owned > hi {
+			return false
+		}
+	}
+	return true
+}
+
+// threeNodes starts nodes a, b and c on one embedded etcd and waits until each follows
+// a stored map settled over all three.
 func threeNodes(t *testing.T) (stores []*store.Store, nodes []*testServer) {
 	t.Helper()
 	st1 := openStore(t, t.TempDir())
@@ -87,74 +113,94 @@ func threeNodes(t *testing.T) (stores []*store.Store, nodes []*testServer) {
 		nodes = append(nodes, startNamedNode(t, stores[i], name))
 	}
 	for _, n := range nodes {
-		waitMap(t, n.srv, n.srv.opts.NodeName+" sees three nodes", func(m PartitionMap) bool { return len(m.Nodes) == 3 })
+		waitMap(t, n.srv, n.srv.opts.NodeName+" follows a map settled over three nodes",
+			func(m PartitionMap) bool { return settled(m, "node-a", "node-b", "node-c") })
 	}
 	return stores, nodes
 }
 
-// TestPartitionMapAgreedByThreeNodes: every node computes the same map, at the same
-// revision, from the same live set: partition.Assign over the three names, each node
-// with 4..6 of the 16 partitions and its own client address.
-func TestPartitionMapAgreedByThreeNodes(t *testing.T) {
-	_, nodes := threeNodes(t)
-	want, err := partition.Assign(partition.DefaultCount, []partition.NodeID{"node-a", "node-b", "node-c"})
+// storedMap is the partition map in st's etcd.
+func storedMap(t *testing.T, st *store.Store) store.PartitionMap {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	m, err := st.Partitions().ReadMap(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read the stored map: %v", err)
 	}
+	return m
+}
+
+// TestPartitionMapAgreedByThreeNodes: every node follows the map stored in etcd, at the
+// same revision: each of the three with 5..6 of the 16 partitions (Rebalance's band),
+// and its own client address.
+func TestPartitionMapAgreedByThreeNodes(t *testing.T) {
+	stores, nodes := threeNodes(t)
 	first := nodes[0].srv.Partitions()
+	stored := storedMap(t, stores[1])
+	if stored.Rev != first.Rev {
+		t.Fatalf("node-a follows the map at %d, etcd holds it at %d", first.Rev, stored.Rev)
+	}
 	for i, n := range nodes {
 		m := waitMap(t, n.srv, "the same revision on every node", func(m PartitionMap) bool { return m.Rev == first.Rev })
-		if m.Count != partition.DefaultCount || !slices.Equal(ownerNames(m), want) {
-			t.Fatalf("%s: count %d, owners %v; want %d partitions owned as Assign gives: %v", n.srv.opts.NodeName, m.Count, ownerNames(m), partition.DefaultCount, want)
+		if got := ownerNames(m); m.Count != partition.DefaultCount || !slices.Equal(asNames(got), stored.Owners) {
+			t.Fatalf("%s: count %d, owners %v; want the %d stored: %v", n.srv.opts.NodeName, m.Count, got, partition.DefaultCount, stored.Owners)
 		}
 		if m.Nodes[i].Name != n.srv.opts.NodeName || m.Nodes[i].Addr != nodes[i].addr {
 			t.Fatalf("%s: node %d is %+v, want itself at %s", n.srv.opts.NodeName, i, m.Nodes[i], nodes[i].addr)
 		}
-		for _, nd := range m.Nodes {
-			if nd.Owned < 4 || nd.Owned > 6 {
-				t.Fatalf("%s: %s owns %d of 16 partitions, want 4..6", n.srv.opts.NodeName, nd.Name, nd.Owned)
-			}
-		}
 	}
-	t.Logf("rev %d: owned %v, owners %v", first.Rev, []int{first.Nodes[0].Owned, first.Nodes[1].Owned, first.Nodes[2].Owned}, want)
+	t.Logf("rev %d: owned %v, owners %v", first.Rev, []int{first.Nodes[0].Owned, first.Nodes[1].Owned, first.Nodes[2].Owned}, stored.Owners)
 }
 
-// TestPartitionMapRecomputedWhenANodeLeaves: a node whose session ends (its store
-// closed: the lease revoked, as a crash's lease expires, only sooner) leaves every
-// survivor's map at one revision; the survivors then hold Assign over the two of them,
-// every one of the leaver's partitions among them. A node shutting down gracefully
-// leaves at once too: the last node owns all 16.
-func TestPartitionMapRecomputedWhenANodeLeaves(t *testing.T) {
+// asNames are ids as strings.
+func asNames(ids []partition.NodeID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+// TestALeaveMovesOnlyTheLeaversPartitions: a node whose session ends (its store closed:
+// the lease revoked, as a crash's lease expires, only sooner) leaves the live set; the
+// survivors rewrite the stored map, once, and it moves only the leaver's partitions:
+// every partition of a survivor keeps its owner, and the two end with 8 each. A node
+// shutting down gracefully leaves at once too: the last node owns all 16.
+func TestALeaveMovesOnlyTheLeaversPartitions(t *testing.T) {
 	stores, nodes := threeNodes(t)
 	before := nodes[0].srv.Partitions()
 	if err := stores[2].Close(); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := partition.Assign(partition.DefaultCount, []partition.NodeID{"node-a", "node-b"})
 	var after []PartitionMap
 	for _, n := range nodes[:2] {
-		after = append(after, waitMap(t, n.srv, n.srv.opts.NodeName+" sees node-c leave",
-			func(m PartitionMap) bool { return slices.Equal(nodeNames(m), []string{"node-a", "node-b"}) }))
+		after = append(after, waitMap(t, n.srv, n.srv.opts.NodeName+" follows a map without node-c",
+			func(m PartitionMap) bool { return settled(m, "node-a", "node-b") }))
 	}
 	if after[0].Rev != after[1].Rev || after[0].Rev <= before.Rev {
 		t.Fatalf("survivors' revisions %d and %d, want one revision after %d", after[0].Rev, after[1].Rev, before.Rev)
 	}
-	moved, others := 0, 0
-	for p, o := range ownerNames(after[0]) {
-		if o != want[p] || ownerNames(after[1])[p] != o {
-			t.Fatalf("partition %d: owners %s and %s, want %s on both survivors", p, o, ownerNames(after[1])[p], want[p])
-		}
-		switch was := ownerNames(before)[p]; {
-		case was == "node-c":
+	moved := 0
+	was, now := ownerNames(before), ownerNames(after[0])
+	for p := range now {
+		switch {
+		case was[p] == "node-c":
 			moved++
-		case was != o:
-			others++
+		case was[p] != now[p]:
+			t.Fatalf("partition %d moved from %s to %s, though only node-c left", p, was[p], now[p])
+		}
+		if ownerNames(after[1])[p] != now[p] {
+			t.Fatalf("partition %d: owners %s and %s on the two survivors", p, now[p], ownerNames(after[1])[p])
 		}
 	}
-	t.Logf("node-c's %d partitions moved; %d of the survivors' moved between them (the load bound's price)", moved, others)
+	if stored := storedMap(t, stores[0]); stored.Rev != after[0].Rev {
+		t.Fatalf("etcd holds the map at %d, the survivors follow %d", stored.Rev, after[0].Rev)
+	}
+	t.Logf("rev %d -> %d: node-c's %d partitions moved, no other", before.Rev, after[0].Rev, moved)
 
 	nodes[1].stop(t)
-	m := waitMap(t, nodes[0].srv, "node-a alone after node-b shut down", func(m PartitionMap) bool { return len(m.Nodes) == 1 })
+	m := waitMap(t, nodes[0].srv, "node-a alone after node-b shut down", func(m PartitionMap) bool { return settled(m, "node-a") })
 	if m.Nodes[0].Owned != partition.DefaultCount {
 		t.Fatalf("the last node owns %d partitions, want all %d", m.Nodes[0].Owned, partition.DefaultCount)
 	}
@@ -200,6 +246,11 @@ func TestPartitionsOfANodeWithoutEtcd(t *testing.T) {
 	}
 }
 
+// stored is the first map a node stores over set: Rebalance from none.
+func stored(count int, set store.NodeSet) store.PartitionMap {
+	return store.PartitionMap{Rev: set.Rev + 1, Basis: set.Rev, Owners: nextMap(count, set, store.PartitionMap{})}
+}
+
 // TestPartitionMapReplyTrimsNodes: a PARTITION_MAP lists at most partition.MaxCount
 // nodes; with more live nodes it lists only the owners, each owner index rewritten to
 // point at the same node in the shorter list.
@@ -208,9 +259,9 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 	for i := range partition.MaxCount + 1 {
 		set.Nodes = append(set.Nodes, store.Node{Name: fmt.Sprintf("n%05d", i), Addr: fmt.Sprintf("a%d", i)})
 	}
-	m := computeMap(partition.DefaultCount, set)
+	m := viewMap(partition.DefaultCount, set, stored(partition.DefaultCount, set))
 	r := partitionMapReply(9, m)
-	if r.ID != 9 || r.Count != partition.DefaultCount || r.Rev != 5 || len(r.Nodes) > partition.DefaultCount || len(r.Owners) != partition.DefaultCount {
+	if r.ID != 9 || r.Count != partition.DefaultCount || r.Rev != 6 || len(r.Nodes) > partition.DefaultCount || len(r.Owners) != partition.DefaultCount {
 		t.Fatalf("reply: id %d count %d rev %d, %d nodes, %d owners; want the 16 owners alone", r.ID, r.Count, r.Rev, len(r.Nodes), len(r.Owners))
 	}
 	for p, o := range r.Owners {
@@ -218,15 +269,16 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 			t.Fatalf("partition %d: reply names %+v, the map %+v", p, r.Nodes[o], want)
 		}
 	}
-	small := partitionMapReply(1, computeMap(4, store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}))
+	three := store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}
+	small := partitionMapReply(1, viewMap(4, three, stored(4, three)))
 	if len(small.Nodes) != 3 {
 		t.Fatalf("3 live nodes: the reply lists %d, want all 3 (owners or not)", len(small.Nodes))
 	}
 }
 
 // TestNodeRegistersAgainAfterItsSessionEnds: a node whose lease etcd revokes (as at an
-// expiry after a stall) leaves the map, and comes back under its next session: the map
-// holds all three again at a later revision.
+// expiry after a stall) leaves the live set, and comes back under its next session: the
+// map is settled over all three again.
 func TestNodeRegistersAgainAfterItsSessionEnds(t *testing.T) {
 	stores, nodes := threeNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
@@ -239,11 +291,9 @@ func TestNodeRegistersAgainAfterItsSessionEnds(t *testing.T) {
 	if _, err := stores[0].Client().Revoke(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	gone := waitMap(t, nodes[0].srv, "node-c leaves with its lease", func(m PartitionMap) bool { return len(m.Nodes) == 2 })
-	back := waitMap(t, nodes[0].srv, "node-c back under a new session", func(m PartitionMap) bool { return len(m.Nodes) == 3 })
-	if back.Rev <= gone.Rev {
-		t.Fatalf("revisions: left at %d, back at %d", gone.Rev, back.Rev)
-	}
+	waitMap(t, nodes[0].srv, "node-c leaves with its lease", func(m PartitionMap) bool { return len(liveNames(m)) == 2 })
+	waitMap(t, nodes[0].srv, "node-c back under a new session, in a map settled over three",
+		func(m PartitionMap) bool { return settled(m, "node-a", "node-b", "node-c") })
 	resp, err = stores[0].Client().Get(ctx, "/tock/nodes/node-c")
 	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
 		t.Fatalf("node-c's registration after the revoke: %v, %v; want one under a new lease", resp, err)

@@ -214,9 +214,9 @@ func (s *Server) leaderView() (epoch uint64, follower bool, leader string) {
 	return epoch, true, l.addr
 }
 
-// Partitions returns the partition map as this node computed it last (ownership.go):
-// computed from the live nodes in etcd, not yet routed by. Without a Store the node
-// owns every partition, at revision 0.
+// Partitions returns the partition map stored in etcd as this node last read it, over
+// the live nodes (ownership.go): not yet routed by. Without a Store the node owns every
+// partition, at revision 0.
 func (s *Server) Partitions() PartitionMap {
 	m, _ := s.owners.current()
 	return m

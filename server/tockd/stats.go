@@ -39,8 +39,8 @@ type Stats struct {
 	Epoch         uint64 // the leader epoch FIREs carry while IsLeader
 	LeaderChanges uint64 // times this node gained or lost leadership
 
-	// Partitions is the partition map as this node computed it (Server.Partitions):
-	// computed, not yet routed by.
+	// Partitions is the stored partition map as this node follows it
+	// (Server.Partitions): not yet routed by.
 	Partitions PartitionMap
 
 	// ConfigChanges counts, by key, the times a runtime setting's value in effect on this

@@ -35,7 +35,7 @@ func commands() []*command {
 		configCommand(),
 		{name: "stats", summary: "the server's counters and gauges", check: noArgs, do: doStats},
 		{name: "leader", summary: "the node answering, its leader epoch, and whether it leads", check: noArgs, do: doLeader},
-		{name: "partitions", summary: "the partition map: each node's address and the partitions it owns (computed, not yet routed)", check: noArgs, do: doPartitions},
+		{name: "partitions", summary: "the partition map: each node's address and the partitions it owns (stored in etcd, not yet routed)", check: noArgs, do: doPartitions},
 		{name: "ping", summary: "one round trip, timed", check: noArgs, do: doPing},
 	}
 }
@@ -636,12 +636,12 @@ func doPartitions(ctx context.Context, e *env, _ []string) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintf(tw, "partitions\t%d\n", m.Count)
 	fmt.Fprintf(tw, "rev\t%d\n", m.Rev)
-	fmt.Fprintln(tw, "routing\tcomputed, not yet routed: the leader dispatches every task")
+	fmt.Fprintln(tw, "routing\tstored in etcd, not yet routed: the leader dispatches every task")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(nodes) == 0 {
-		_, err := fmt.Fprintln(e.stdout, "no live node known: no partition has an owner")
+		_, err := fmt.Fprintln(e.stdout, "no map stored yet (or no live node known): no partition has an owner")
 		return err
 	}
 	tw = newTable(e.stdout)

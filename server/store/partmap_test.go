@@ -1,0 +1,201 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPartitionMapEncoding: a map survives its encoding; every truncation of it, and
+// a value of another format, is ErrCorrupt; the encoding is compact.
+func TestPartitionMapEncoding(t *testing.T) {
+	m := PartitionMap{Rev: 7, Basis: 123456, Owners: []string{"node-b", "node-a", "node-c", "node-a"}}
+	for range 12 {
+		m.Owners = append(m.Owners, m.Owners[len(m.Owners)%3])
+	}
+	val := encodeMap(m)
+	got, err := decodeMap(val, 7)
+	if err != nil || got.Rev != 7 || got.Basis != m.Basis || !slices.Equal(got.Owners, m.Owners) {
+		t.Fatalf("decode(encode(%+v)) = %+v, %v", m, got, err)
+	}
+	if len(val) != 43 {
+		t.Fatalf("16 partitions of 3 nodes at basis %d take %d bytes, want 40 and 3 for the basis", m.Basis, len(val))
+	}
+	for n := range len(val) {
+		if _, err := decodeMap(val[:n], 7); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("the first %d of %d bytes decoded: %v, want ErrCorrupt", n, len(val), err)
+		}
+	}
+	for _, v := range [][]byte{append(slices.Clone(val), 0), append([]byte{2}, val[1:]...)} {
+		if _, err := decodeMap(v, 7); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%x decoded: %v, want ErrCorrupt", v, err)
+		}
+	}
+}
+
+// readSet is st's node set now, as Watch delivers it (with each entry's revision).
+func readSet(t *testing.T, st *Store) NodeSet {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	var set NodeSet
+	err := st.Nodes().Watch(ctx, func(s NodeSet) { set = s; cancel() })
+	if err != nil {
+		t.Fatalf("read the node set: %v", err)
+	}
+	return set
+}
+
+// register registers name on st.
+func register(t *testing.T, st *Store, name string) {
+	t.Helper()
+	if _, err := st.Nodes().Register(ctxT(t), Node{Name: name, Addr: name + ":1"}); err != nil {
+		t.Fatalf("register %s: %v", name, err)
+	}
+}
+
+// TestPartitionMapCompareAndSwap: a write over the map's revision and the node set
+// read wins once; a write over a stale map, or over a node set that has since gained,
+// lost or rewritten an entry, loses with ErrConflict and writes nothing; of writers
+// racing over one revision exactly one wins.
+func TestPartitionMapCompareAndSwap(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+	b := openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second})
+	c := openPeer(t, a, "n3", Options{SessionTTL: 5 * time.Second})
+	ctx := ctxT(t)
+	register(t, a, "node-a")
+	register(t, b, "node-b")
+	set := readSet(t, a)
+	ab := []string{"node-a", "node-b", "node-a", "node-b"}
+	m, err := a.Partitions().WriteMap(ctx, 0, set, ab)
+	if err != nil || m.Rev <= set.Rev || m.Basis != set.Rev {
+		t.Fatalf("first write: %+v, %v; want a map after the set's revision %d", m, err, set.Rev)
+	}
+	if _, err := b.Partitions().WriteMap(ctx, 0, set, ab); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second write over no map: %v, want ErrConflict", err)
+	}
+	// conflicts checks that writing over m and stale loses and leaves m stored.
+	conflicts := func(stale NodeSet, why string) {
+		t.Helper()
+		if _, err := b.Partitions().WriteMap(ctx, m.Rev, stale, []string{"node-b"}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("a write over the node set before %s: %v, want ErrConflict", why, err)
+		}
+		if got, err := a.Partitions().ReadMap(ctx); err != nil || got.Rev != m.Rev || !slices.Equal(got.Owners, m.Owners) {
+			t.Fatalf("after the lost write (%s): %+v, %v; want %+v unchanged", why, got, err, m)
+		}
+	}
+	register(t, c, "node-c")
+	conflicts(set, "node-c joined")
+	set = readSet(t, a)
+	if err := c.Nodes().Deregister(ctx, "node-c"); err != nil {
+		t.Fatal(err)
+	}
+	conflicts(set, "node-c left")
+	set = readSet(t, a)
+	register(t, b, "node-b") // the same name and lease, written again
+	conflicts(set, "node-b rewrote its entry")
+	set = readSet(t, a)
+
+	for round := range 5 {
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		maps := make([]PartitionMap, 3)
+		for i, st := range []*Store{a, b, c} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				maps[i], errs[i] = st.Partitions().WriteMap(ctx, m.Rev, set, []string{set.Nodes[i%2].Name, "w" + string(rune('0'+i))})
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && won < 0:
+				won = i
+			case err == nil:
+				t.Fatalf("round %d: writers %d and %d both won over revision %d", round, won, i, m.Rev)
+			case !errors.Is(err, ErrConflict):
+				t.Fatalf("round %d: writer %d: %v, want success or ErrConflict", round, i, err)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: no writer won over revision %d: %v", round, m.Rev, errs)
+		}
+		got, err := c.Partitions().ReadMap(ctx)
+		if err != nil || got.Rev != maps[won].Rev || !slices.Equal(got.Owners, maps[won].Owners) {
+			t.Fatalf("round %d: stored %+v, %v; want the winner's %+v", round, got, err, maps[won])
+		}
+		m = got
+	}
+	if _, err := a.Partitions().WriteMap(ctx, m.Rev, set, []string{"node-a", "bad/name"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an owner with a '/': %v, want ErrInvalid", err)
+	}
+}
+
+// TestPartitionMapWatch: a watcher sees the map as it stood, then every revision
+// written after, in order and each once; a corrupt value comes as no map at its
+// revision (so a write over that revision replaces it), a delete as none at all.
+func TestPartitionMapWatch(t *testing.T) {
+	a := openEmbedded(t, Options{})
+	ctx := ctxT(t)
+	register(t, a, "node-a")
+	set := readSet(t, a)
+	first, err := a.Partitions().WriteMap(ctx, 0, set, []string{"node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps := make(chan PartitionMap, 64)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Partitions().WatchMap(wctx, func(m PartitionMap) { maps <- m }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	}()
+	next := func(why string) PartitionMap { t.Helper(); return receive(t, maps, why) }
+	if m := next("the first read"); m.Rev != first.Rev || !slices.Equal(m.Owners, first.Owners) {
+		t.Fatalf("first delivery %+v, want %+v", m, first)
+	}
+	written := []PartitionMap{first}
+	for i := range 5 {
+		owners := slices.Repeat([]string{"node-a"}, i+2)
+		m, err := a.Partitions().WriteMap(ctx, written[len(written)-1].Rev, set, owners)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, m)
+	}
+	for _, w := range written[1:] {
+		if m := next("a written revision"); m.Rev != w.Rev || m.Basis != set.Rev || !slices.Equal(m.Owners, w.Owners) {
+			t.Fatalf("watch delivered %+v, want %+v", m, w)
+		}
+	}
+	resp, err := a.Client().Put(ctx, "/tock/partitions/map", "garbage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next("the corrupt value"); m.Rev != resp.Header.Revision || m.Owners != nil {
+		t.Fatalf("a corrupt map came as %+v, want none at revision %d", m, resp.Header.Revision)
+	}
+	if _, err := a.Partitions().ReadMap(ctx); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ReadMap of a corrupt map: %v, want ErrCorrupt", err)
+	}
+	repaired, err := a.Partitions().WriteMap(ctx, resp.Header.Revision, set, []string{"node-a"})
+	if err != nil {
+		t.Fatalf("a write over the corrupt map's revision: %v", err)
+	}
+	if m := next("the repaired map"); m.Rev != repaired.Rev {
+		t.Fatalf("watch delivered %+v, want the repaired map at %d", m, repaired.Rev)
+	}
+	if _, err := a.Client().Delete(ctx, "/tock/partitions/map"); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("the delete"); m.Rev != 0 || m.Owners != nil {
+		t.Fatalf("a deleted map came as %+v, want none", m)
+	}
+}
