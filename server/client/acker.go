@@ -20,9 +20,12 @@ import (
 // runs wait here.
 const maxAckFramesInFlight = 16
 
-// outcome is a finished run: result is the handler's (nil is ACKed).
+// outcome is a finished run: result is the handler's (nil is ACKed). fire names the run
+// as its report does; ran, if set, is the Fire its handler got, when a leader that took
+// the run over (ADOPT: running.go) renamed it.
 type outcome struct {
 	fire   *Fire
+	ran    *Fire
 	result error
 }
 

@@ -39,20 +39,32 @@ type carrySet struct {
 // definite answer (a failover, a lost connection): each is a run the next leader runs
 // again unless it accepts the outcome. Counted since NewWorker.
 type CarryStats struct {
-	Kept      uint64 // outcomes put in the carry set, for the next connection
-	Full      uint64 // outcomes given up because the set held Options.MaxCarried
-	Abandoned uint64 // runs whose handler returned after their connection was lost (or Run began stopping): not reported
+	Kept uint64 // outcomes put in the carry set, for the next connection
+	Full uint64 // outcomes given up because the set held Options.MaxCarried
+	// Abandoned counts runs not reported: their handler returned while Run was stopping,
+	// or after their connection was lost with Options.CancelOnDisconnect (or a batch
+	// handler's).
+	Abandoned uint64
 	Sent      uint64 // outcomes sent in CARRY frames (one kept outcome may be sent on several connections)
 	Accepted  uint64 // carried outcomes the leader accepted: their runs end with them
 	Refused   uint64 // carried outcomes the leader refused (or settled by an encoding error)
 	Dropped   uint64 // outcomes still kept when Run returned, given up
+	// Runs still running when their connection went (ADOPT: running.go), unless
+	// Options.CancelOnDisconnect: RunningSent counts those handed in (one run may be
+	// handed in on several connections), RunningAdopted those a leader took over,
+	// RunningRefused those refused (their handlers' contexts ended), and RunningDropped
+	// the outcomes of refused runs dropped as their handlers returned.
+	RunningSent, RunningAdopted, RunningRefused, RunningDropped uint64
 }
 
 // CarryStats returns the Worker's counts of carried outcomes so far.
 func (w *Worker) CarryStats() CarryStats {
 	cs := &w.carry
+	ls := &w.live
 	return CarryStats{Kept: cs.kept.Load(), Full: cs.full.Load(), Abandoned: cs.abandoned.Load(), Sent: cs.sent.Load(),
-		Accepted: cs.accepted.Load(), Refused: cs.refused.Load(), Dropped: cs.dropped.Load()}
+		Accepted: cs.accepted.Load(), Refused: cs.refused.Load(), Dropped: cs.dropped.Load(),
+		RunningSent: ls.handedIn.Load(), RunningAdopted: ls.adopted.Load(), RunningRefused: ls.refused.Load(),
+		RunningDropped: ls.dropped.Load()}
 }
 
 // carriedRun is a kept outcome and the last reason its report was not settled.
@@ -275,9 +287,14 @@ func (w *Worker) dropCarried() {
 	}
 }
 
-// settled tells OnAcked, if set, how o's report was finally answered.
+// settled tells OnAcked, if set, how o's report was finally answered, of the Fire its
+// handler got.
 func (w *Worker) settled(o outcome, ackErr error) {
 	if w.opts.OnAcked != nil {
-		w.opts.OnAcked(o.fire, o.result, ackErr)
+		f := o.fire
+		if o.ran != nil {
+			f = o.ran
+		}
+		w.opts.OnAcked(f, o.result, ackErr)
 	}
 }

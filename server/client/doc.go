@@ -40,13 +40,19 @@
 //   - After Close returns, every goroutine the Client started has exited and every call
 //     has returned or returns ErrClosed.
 //   - A Worker connection runs what its FIREs and FIRES carry on at most
-//     Options.Concurrency runner goroutines, which live as long as the connection; its
-//     acker alone sends reports (ACKS, NACK)
+//     Options.Concurrency runner goroutines, which live as long as the connection (or,
+//     running a handler when it goes, until that handler returns); its acker alone
+//     sends reports (ACKS, NACK)
 //     and grants credits, and every run's outcome is reported once on the connection
-//     its FIRE came on. A report that got no definite answer (the connection was lost,
+//     its FIRE came on, or on the one that handed the run in. A report that got no
+//     definite answer (the connection was lost,
 //     or the leader stepped down first) leaves the outcome in the Worker's carry set
 //     (carry.go, at most Options.MaxCarried), handed in (CARRY) on the next connection
-//     before its SUBSCRIBE, so that the next leader does not run the task again.
+//     before its SUBSCRIBE, so that the next leader does not run the task again. A
+//     handler still running when its connection goes keeps running, and its run is
+//     handed in (ADOPT, running.go) after the CARRY frames, unless
+//     Options.CancelOnDisconnect; the SUBSCRIBE leaves those runs' credits out, so that
+//     at most Concurrency handlers run at once across connections.
 //     OnAcked is called once per finished run, with its final answer.
 //   - Workflows: a task's task.Deps (DependsOn: its parents, OnParentFailure) travel as
 //     its depends_on and on_parent_failure (PROTOCOL.md, Workflows). SubmitBatch of

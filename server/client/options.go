@@ -67,6 +67,13 @@ type Options struct {
 	// refused, or, for a run still carried when Run returns, its last report's failure:
 	// STALE_EPOCH, a lost connection). From a Worker goroutine; keep it cheap.
 	OnAcked func(f *Fire, result, ackErr error)
+	// CancelOnDisconnect makes a Worker end the contexts of the handlers still running
+	// when their connection is lost, and drop their runs (the next leader runs them
+	// again): the behaviour before ADOPT. Default false: a handler keeps running across
+	// the loss, bounded by its time to run as ever, and its run is handed in on the next
+	// connection (PROTOCOL.md, ADOPT), so that the leader does not run it again; its
+	// outcome is reported there (or carried, if the run was refused: dropped).
+	CancelOnDisconnect bool
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
 	TLS *tls.Config
@@ -126,6 +133,11 @@ func WithMaxCarried(n int) Option { return func(o *Options) { o.MaxCarried = n }
 
 // WithBatchFires sets Options.BatchFires.
 func WithBatchFires(n int) Option { return func(o *Options) { o.BatchFires = n } }
+
+// WithCancelOnDisconnect sets Options.CancelOnDisconnect.
+func WithCancelOnDisconnect(cancel bool) Option {
+	return func(o *Options) { o.CancelOnDisconnect = cancel }
+}
 
 // WithConcurrency sets Options.Concurrency.
 func WithConcurrency(n int) Option { return func(o *Options) { o.Concurrency = n } }

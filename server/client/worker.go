@@ -79,8 +79,12 @@ type Worker struct {
 	handlers map[string]handler // written under mu until Run sets running; read-only after, read without the lock by the reader and runners, which Run starts after that
 	running  bool               // guarded by mu
 
-	carry  carrySet        // outcomes whose reports got no definite answer, for the next connection (carry.go)
-	tracer *tracing.Tracer // Options.TracerProvider's: the tock.handle spans; set by NewWorker
+	carry   carrySet       // outcomes whose reports got no definite answer, for the next connection (carry.go)
+	live    liveSet        // runs whose handlers outlived their connection, for the next one (running.go)
+	runners sync.WaitGroup // every runner goroutine, of every connection: Run waits for them
+	// stopping is Run's context, done once Run stops; set by Run before any runner starts.
+	stopping context.Context
+	tracer   *tracing.Tracer // Options.TracerProvider's: the tock.handle spans; set by NewWorker
 
 	// subscribed, if set (by tests, before Run), is called after each SUBSCRIBE is
 	// accepted, by Run's goroutine.
@@ -135,8 +139,12 @@ func (w *Worker) register(taskType string, h handler, nilFunc bool) error {
 
 // Run serves until ctx is done, then returns ctx.Err(). When the connection is lost it
 // redials with backoff, hands in the outcomes whose reports were not answered (CARRY)
-// and subscribes again; handlers running on the lost connection have their contexts
-// cancelled and their results are not reported (the server redelivers those runs).
+// and the runs whose handlers still run (ADOPT: running.go), and subscribes again; a
+// handler keeps running across the loss (its context still ends at its time to run), and
+// its result is reported to the leader that took its run over, or carried. With
+// Options.CancelOnDisconnect, handlers running on the lost connection have their
+// contexts cancelled and their results are not reported (the server redelivers those
+// runs), as a batch handler's always are.
 // When ctx is done, Run cancels the handlers in flight, reports the runs that had
 // finished (waiting for the answers, each up to RequestTimeout), then closes the
 // connection, waits for the handlers to return and abandons their results: the server
@@ -159,7 +167,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: no handlers", ErrInvalidOption)
 	}
 	slices.Sort(types)
+	w.stopping = ctx
 	defer w.dropCarried()
+	defer w.runners.Wait() // handlers that outlived their connection: ctx ends them too
 
 	fails, redirects := 0, 0
 	for {
@@ -200,24 +210,44 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int) error {
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A handler's context descends from ctx, not connCtx, so that it outlives the
+	// connection (running.go), unless CancelOnDisconnect.
+	handlerCtx := ctx
+	if w.opts.CancelOnDisconnect {
+		handlerCtx = connCtx
+	}
 	// runs counts runners (the reader alone calls its Add), answers the acker's answer
 	// waiters (its loop alone calls that Add), carries the CARRY answer waiters (this
 	// goroutine alone), readers the reader, the pinger and the acker's loop.
 	var runs, answers, carries, readers sync.WaitGroup
 	ak := &acker{w: w, cn: cn, kick: make(chan struct{}, 1), inflight: make(chan struct{}, maxAckFramesInFlight)}
+	sess := &session{ak: ak}
 	ackerDone := make(chan struct{})
 	idle := make(chan []*Fire) // unbuffered: a send succeeds only to an idle runner
-	runners := 0               // reader goroutine only
+	var slotsMu sync.Mutex     // guards slots: the reader appends, the deferred detachAll reads
+	var slots []*slot
 	start := func(f []*Fire) {
 		select {
 		case idle <- f:
 			return
 		default:
 		}
-		if runners < w.opts.Concurrency {
-			runners++
+		slotsMu.Lock()
+		n := len(slots)
+		slotsMu.Unlock()
+		if n < w.opts.Concurrency {
+			rctx, rcancel := context.WithCancel(handlerCtx)
+			sl := &slot{cancel: rcancel}
+			slotsMu.Lock()
+			slots = append(slots, sl)
+			slotsMu.Unlock()
 			runs.Add(1)
-			go func() { defer runs.Done(); w.runner(connCtx, f, idle, ak) }()
+			w.runners.Add(1)
+			go func() {
+				defer w.runners.Done()
+				defer rcancel()
+				w.runner(connCtx, rctx, sl, f, idle, ak, &runs)
+			}()
 			return
 		}
 		// More FIREs than credits (a server breaking the protocol): wait for a runner.
@@ -232,13 +262,22 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	readers.Add(1)
 	go func() { defer readers.Done(); defer close(ackerDone); ak.loop(connCtx, &answers) }()
 	defer func() {
-		cancel() // handlers still running are abandoned; finished runs are reported
+		// Handlers still running outlive the connection (running.go), or, with
+		// CancelOnDisconnect, are abandoned; finished runs are reported.
+		slotsMu.Lock()
+		w.detachAll(sess, slots, &runs)
+		slotsMu.Unlock()
+		cancel()
 		<-ackerDone
 		answers.Wait()            // each bounded by RequestTimeout, and over at once if the connection dies
 		cn.close(ErrClosed, true) // no-op reason if already lost
 		carries.Wait()            // answered by the close, if not before: the outcomes stay carried
 		readers.Wait()
 		runs.Wait()
+		// Outcomes queued after the acker's last report: kept for the next connection.
+		for _, o := range ak.take() {
+			ak.acked(o, ErrConnectionLost)
+		}
 	}()
 
 	// A node that says it follows would answer NOT_LEADER to all of it: the carried
@@ -252,14 +291,20 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	if err := w.handIn(cn, &carries); err != nil {
 		return fmt.Errorf("client: carry: %w", err)
 	}
+	// Then the runs whose handlers outlived an earlier connection: they hold credits.
+	if _, err := w.handInRunning(cn, sess, &carries); err != nil {
+		return fmt.Errorf("client: adopt: %w", err)
+	}
+	credits := max(w.opts.Concurrency-w.boundTo(sess), 0)
 	sctx, scancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
 	_, err := expect[*protocol.OK](cn.roundTrip(sctx, func(id uint64) protocol.Message {
-		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(w.opts.Concurrency), BatchFires: uint64(max(w.opts.BatchFires, 0))}
+		return &protocol.Subscribe{ID: id, Types: types, Credits: uint64(credits), BatchFires: uint64(max(w.opts.BatchFires, 0))}
 	}))
 	scancel()
 	if err != nil {
 		return fmt.Errorf("client: subscribe: %w", err)
 	}
+	w.subscribedRunning(sess)
 	*fails = 0
 	if w.subscribed != nil {
 		w.subscribed()
@@ -285,13 +330,26 @@ func truncErr(msg string) string {
 	return msg
 }
 
-// runner runs the job f, then every job handed to it through idle, until ctx ends.
-func (w *Worker) runner(ctx context.Context, f []*Fire, idle <-chan []*Fire, ak *acker) {
+// runner runs the job f, then every job handed to it through idle, until connCtx ends
+// or its run is detached (its handler outlived the connection: running.go); its
+// handlers' contexts descend from ctx. It is counted in runs until it exits or its run
+// is detached, whichever is first.
+func (w *Worker) runner(connCtx, ctx context.Context, sl *slot, f []*Fire, idle <-chan []*Fire, ak *acker, runs *sync.WaitGroup) {
+	defer func() {
+		sl.mu.Lock()
+		detached := sl.detached != nil
+		sl.mu.Unlock()
+		if !detached {
+			runs.Done() // else detachAll did
+		}
+	}()
 	for {
-		w.run(ctx, ak, f)
+		if w.run(connCtx, ctx, ak, sl, f) {
+			return
+		}
 		select {
 		case f = <-idle:
-		case <-ctx.Done():
+		case <-connCtx.Done():
 			return
 		}
 	}
@@ -307,32 +365,46 @@ func fireOf(f *Fire, pf *protocol.Fire) {
 
 // run executes one job, the runs handed to one handler call: one run, or, for a type
 // with a batch handler, the runs of a FIRES in a row of that type. It hands each run's
-// outcome to the acker.
-func (w *Worker) run(ctx context.Context, ak *acker, job []*Fire) {
+// outcome to the acker; a run detached meanwhile (its connection went: detached true)
+// goes to survivorDone instead. A batch handler's context descends from connCtx, a
+// single run's from ctx.
+func (w *Worker) run(connCtx, ctx context.Context, ak *acker, sl *slot, job []*Fire) (detached bool) {
 	h := w.handlers[job[0].Type] // read-only since Run started: no lock (Worker.handlers)
 	if h.batch != nil {
-		results := callBatch(ctx, h.batch, job)
-		if ctx.Err() != nil {
+		results := callBatch(connCtx, h.batch, job)
+		if connCtx.Err() != nil {
 			w.carry.abandoned.Add(uint64(len(job)))
 			return // abandoned: the connection is gone or Run is stopping
 		}
 		for i, f := range job {
 			w.finished(ak, f, results[i])
 		}
-		return
+		return false
 	}
 	f := job[0]
 	var err error
 	if h.one == nil {
 		err = fmt.Errorf("client: worker has no handler for type %q", f.Type)
 	} else {
+		sl.mu.Lock()
+		sl.f = f
+		sl.mu.Unlock()
 		err = call(ctx, h.one, f, w.tracer)
+		sl.mu.Lock()
+		s := sl.detached
+		sl.f = nil
+		sl.mu.Unlock()
+		if s != nil {
+			w.survivorDone(s, err, w.stopping.Err() != nil)
+			return true
+		}
 	}
 	if ctx.Err() != nil {
 		w.carry.abandoned.Add(1)
-		return // abandoned: the connection is gone or Run is stopping
+		return false // abandoned: the connection is gone or Run is stopping
 	}
 	w.finished(ak, f, err)
+	return false
 }
 
 // finished hands a run's outcome to the acker. Its credit is granted back with its

@@ -140,7 +140,7 @@ func TestConcurrencyLimitHoldsAcrossFailover(t *testing.T) {
 	})
 	took := time.Since(submitted)
 	waitNoTaskKeys(t, ctx, cli, "concurrency-limited tasks", limitDrain)
-	fig := l.check(t, ids, faulted)
+	fig := l.check(t, ids, faulted, true)
 	most, at := l.mostAtOnce(nil)
 	if most > limitLimit {
 		t.Errorf("%d runs of key %q (limit %d) in their handlers at once:", most, limitKey, limitLimit)
