@@ -18,7 +18,8 @@
 //	st.Election()   Election   leader: Campaign[As] (a Leadership, on the session), Leader (leader.go)
 //	st.Nodes()      Nodes      nodes/: Register, Deregister, under the session's lease; Watch (nodes.go)
 //	st.Partitions() Partitions partitions/count: Ensure, create-if-absent (partitions.go);
-//	                           partitions/map: ReadMap, WriteMap (compare-and-swap), WatchMap (partmap.go)
+//	                           partitions/map: ReadMap, WriteMap (compare-and-swap), WatchMap (partmap.go);
+//	                           partitions/owner/: Claim (create-if-absent, under the session's lease), Release, WatchHolders (partowners.go)
 //	st.Config()     Config     config/: Get, Put, Delete, List, Watch (config.go)
 //
 // The Store itself reads across the parts: Revision (etcd's revision now) and Follow
@@ -43,6 +44,7 @@
 //	<prefix>nodes/<node>             a live node: JSON {"addr": client address, "started": RFC 3339 time}, under its session lease (Nodes)
 //	<prefix>partitions/count         the cluster's partition count P, decimal; written once, by the first node (Partitions)
 //	<prefix>partitions/map           the partition map: each partition's owner, in a compact binary form (PartitionMap, partmap.go)
+//	<prefix>partitions/owner/<p>     partition p's holder (decimal p): its node name, under its session lease; create revision = the partition's epoch (Holder)
 //	<prefix>config/<key>             one runtime setting's value as text (Config; the keys: server/settings)
 //
 // A namespace must be non-empty and must not contain '/', so the first '/'
@@ -107,6 +109,12 @@
 // from (each entry still at its revision, none written after the set's). So, for maps
 // A (stored at revision r) and B written over r: B's writer saw A and the live set
 // as it stood when B committed, and of writers racing over r at most one commits.
+//
+// A partition's owner key is created only while absent (Claim: CreateRevision = 0) and
+// deleted only by its holder's Release or lease, so ∀ p, at every revision at most one
+// node holds p, and each holding's epoch (the key's create revision) exceeds every
+// earlier one's: a new owner whose key cannot be created yet waits for the old one's
+// to go.
 //
 // # Leadership
 //

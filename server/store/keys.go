@@ -27,13 +27,17 @@ type keyspace struct {
 	partitionCount string
 	// partitionMap is prefix + "partitions/map": the stored partition map (partmap.go).
 	partitionMap string
-	config       string // prefix + "config/": the runtime configuration (config.go)
+	// partitionOwner is prefix + "partitions/owner/": the partitions' owner keys
+	// (partowners.go).
+	partitionOwner string
+	config         string // prefix + "config/": the runtime configuration (config.go)
 }
 
 func newKeyspace(prefix string) keyspace {
 	return keyspace{prefix: prefix, tasks: prefix + "tasks/", locks: prefix + "locks/", next: prefix + "next/",
 		workers: prefix + "workers/", leader: prefix + "leader", nodes: prefix + "nodes/",
-		partitionCount: prefix + "partitions/count", partitionMap: prefix + "partitions/map", config: prefix + "config/"}
+		partitionCount: prefix + "partitions/count", partitionMap: prefix + "partitions/map",
+		partitionOwner: prefix + "partitions/owner/", config: prefix + "config/"}
 }
 
 // record is ns/id's record key.
