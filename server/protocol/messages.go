@@ -487,16 +487,20 @@ var statsReplySpec = message(TypeStatsReply, byServer,
 	statsField("gauges", (*reader).int, (*enc).int, func(m *StatsReply) *map[string]int64 { return &m.Gauges }),
 )
 
-// PartitionMap answers PARTITIONS: which node owns each of the cluster's partitions, as
-// the answering node computed it from the live nodes at revision Rev.
+// PartitionMap answers PARTITIONS: which node owns each of the cluster's partitions, in
+// the map stored in etcd at revision Rev, as the answering node read it.
 type PartitionMap struct {
 	ID    uint64
 	Count uint64          // "count": the partition count P
-	Rev   uint64          // "rev": the etcd revision of the node set the map was computed from; 0 without etcd
-	Nodes []PartitionNode // "nodes": the live nodes, by name
+	Rev   uint64          // "rev": the etcd revision of the stored map; 0 without etcd
+	Nodes []PartitionNode // "nodes": the live nodes and any owner gone since, by name
 	// Owners ("owners") has Count entries: Owners[p] is the index in Nodes of partition
-	// p's owner. Both Nodes and Owners are empty while the node knows of no live node.
+	// p's owner. Both Nodes and Owners are empty while the node knows of no stored map.
 	Owners []uint64
+	// Epochs ("epochs", optional) has as many entries as Owners, or none: Epochs[p] is
+	// the epoch of partition p's owner's holding (its owner key's create revision), 0
+	// while the owner does not hold it (held = Epochs[p] > 0).
+	Epochs []uint64
 }
 
 // PartitionNode is one node of a PARTITION_MAP.
@@ -515,6 +519,7 @@ var partitionMapSpec = message(TypePartitionMap, byServer,
 	uintField("rev", func(m *PartitionMap) *uint64 { return &m.Rev }).req(),
 	arrayField("nodes", partition.MaxCount, specMaps(partitionNodeSpec), func(m *PartitionMap) *[]PartitionNode { return &m.Nodes }).req(),
 	arrayField("owners", partition.MaxCount, uints(partition.MaxCount-1), func(m *PartitionMap) *[]uint64 { return &m.Owners }).req(),
+	arrayField("epochs", partition.MaxCount, uints(1<<63-1), func(m *PartitionMap) *[]uint64 { return &m.Epochs }),
 )
 
 // checkFields: one owner per partition, each an index into nodes; or no owners, with no
@@ -527,6 +532,9 @@ func (m *PartitionMap) checkFields(d *dec, _ uint64) *Error {
 		if o >= uint64(len(m.Nodes)) {
 			return d.at(d.r.badField("partition %d's owner is node %d of %d", p, o, len(m.Nodes)), "owners")
 		}
+	}
+	if len(m.Epochs) > 0 && len(m.Epochs) != len(m.Owners) {
+		return d.at(d.r.badField("%d epochs for %d owners", len(m.Epochs), len(m.Owners)), "epochs")
 	}
 	return nil
 }

@@ -6,17 +6,20 @@ import (
 )
 
 // TestPartitionMapChecked: a PARTITION_MAP whose owners do not cover exactly its count of
-// partitions, or name a node it does not list, is BAD_FIELD "owners": a client must
-// not route by a map it cannot read whole. A map of no nodes has no owners.
+// partitions, or name a node it does not list, is BAD_FIELD "owners", and one with
+// epochs but not one per owner BAD_FIELD "epochs": a client must not route by a map it
+// cannot read whole. A map of no nodes has no owners; epochs may be absent.
 func TestPartitionMapChecked(t *testing.T) {
 	nodes := []PartitionNode{{Name: "a"}, {Name: "b"}}
 	for _, c := range []struct {
-		name string
-		m    PartitionMap
+		name, field string
+		m           PartitionMap
 	}{
-		{"fewer owners than partitions", PartitionMap{ID: 1, Count: 3, Nodes: nodes, Owners: []uint64{0, 1}}},
-		{"more owners than partitions", PartitionMap{ID: 1, Count: 1, Nodes: nodes, Owners: []uint64{0, 1}}},
-		{"an owner past the nodes", PartitionMap{ID: 1, Count: 2, Nodes: nodes, Owners: []uint64{0, 2}}},
+		{"fewer owners than partitions", "owners", PartitionMap{ID: 1, Count: 3, Nodes: nodes, Owners: []uint64{0, 1}}},
+		{"more owners than partitions", "owners", PartitionMap{ID: 1, Count: 1, Nodes: nodes, Owners: []uint64{0, 1}}},
+		{"an owner past the nodes", "owners", PartitionMap{ID: 1, Count: 2, Nodes: nodes, Owners: []uint64{0, 2}}},
+		{"fewer epochs than owners", "epochs", PartitionMap{ID: 1, Count: 2, Nodes: nodes, Owners: []uint64{0, 1}, Epochs: []uint64{5}}},
+		{"epochs without owners", "epochs", PartitionMap{ID: 1, Count: 2, Epochs: []uint64{5, 6}}},
 	} {
 		buf, err := AppendFrame(nil, &c.m, DefaultMaxFrame)
 		if err != nil {
@@ -24,12 +27,13 @@ func TestPartitionMapChecked(t *testing.T) {
 		}
 		_, err = Decode(buf[headerLen:])
 		var pe *Error
-		if !errors.As(err, &pe) || pe.Code != CodeBadField || pe.Field != "owners" {
-			t.Errorf("%s: decode error %v, want BAD_FIELD at owners", c.name, err)
+		if !errors.As(err, &pe) || pe.Code != CodeBadField || pe.Field != c.field {
+			t.Errorf("%s: decode error %v, want BAD_FIELD at %s", c.name, err, c.field)
 		}
 	}
 	for _, ok := range []PartitionMap{
 		{ID: 1, Count: 2, Rev: 9, Nodes: nodes, Owners: []uint64{1, 0}},
+		{ID: 1, Count: 2, Rev: 9, Nodes: nodes, Owners: []uint64{1, 0}, Epochs: []uint64{7, 0}},
 		{ID: 1, Count: 2, Rev: 9}, // no live node known: no owner
 	} {
 		buf, _ := AppendFrame(nil, &ok, DefaultMaxFrame)

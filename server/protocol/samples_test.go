@@ -63,7 +63,7 @@ func samples() []Message {
 		&StatsReply{ID: 15, Counters: map[string]uint64{"submitted": 10, "succeeded": 8}, Gauges: map[string]int64{"tasks": 2, "workers": 1}},
 		&Partitions{ID: 22},
 		&PartitionMap{ID: 22, Count: 4, Rev: 42, Nodes: []PartitionNode{{Name: "node-a", Addr: "10.0.0.1:7450"}, {Name: "node-b"}},
-			Owners: []uint64{0, 1, 1, 0}},
+			Owners: []uint64{0, 1, 1, 0}, Epochs: []uint64{40, 41, 0, 40}},
 		&ConfigGet{ID: 23, Key: "rate_limit/email"},
 		&ConfigList{ID: 24},
 		&ConfigSet{ID: 25, Key: "rate_limit/email", Value: "100:10"},

@@ -15,11 +15,12 @@ import (
 // Invariant: the count key, once created, keeps its first value: Ensure's only write is
 // conditional on the key's absence (CreateRevision = 0). Cost: Ensure is one transaction.
 //
-// Concurrency: safe for concurrent use; every field is set when the Store opens and
-// never changes.
+// Concurrency: safe for concurrent use; the session is the Store's (sessions, guarded
+// by its mu), every other field is set when the Store opens and never changes.
 type Partitions struct {
-	cli  *clientv3.Client
-	keys keyspace
+	cli      *clientv3.Client
+	keys     keyspace
+	sessions *sessions // the Store's: the owner keys stand on its lease (partowners.go)
 }
 
 // Ensure creates the count as p if the cluster has none yet, and returns the cluster's

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestPartitionMapEncoding: a map survives its encoding; every truncation of it, and
@@ -198,4 +200,134 @@ func TestPartitionMapWatch(t *testing.T) {
 	if m := next("the delete"); m.Rev != 0 || m.Owners != nil {
 		t.Fatalf("a deleted map came as %+v, want none", m)
 	}
+}
+
+// TestPartitionHolders: a claim creates the owner key only while it is absent; the
+// holder's claim again finds its own holding at the same epoch, another node's finds the
+// holder; a release of another epoch leaves the key; after the holder's release the next
+// claim holds at a higher epoch; a revoked lease takes its keys and closes lost.
+func TestPartitionHolders(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+	b := openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second})
+	ctx := ctxT(t)
+	holders := make(chan Holders, 64)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Partitions().WatchHolders(wctx, func(h Holders) { holders <- h }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	}()
+	if h := receive(t, holders, "the first read"); len(h.By) != 0 {
+		t.Fatalf("holders before any claim: %+v", h)
+	}
+	ha, held, _, err := a.Partitions().Claim(ctx, 3, "node-a")
+	if err != nil || !held || ha.Node != "node-a" || ha.Epoch == 0 {
+		t.Fatalf("the first claim: %+v held %v, %v", ha, held, err)
+	}
+	if h := receive(t, holders, "the claim"); h.By[3] != ha || h.Rev != ha.Epoch || len(h.By) != 1 {
+		t.Fatalf("watched %+v, want partition 3 held as %+v", h, ha)
+	}
+	if h, held, _, err := b.Partitions().Claim(ctx, 3, "node-b"); err != nil || held || h != ha {
+		t.Fatalf("node-b's claim of a held partition: %+v held %v, %v; want the holder %+v", h, held, err, ha)
+	}
+	if h, held, _, err := a.Partitions().Claim(ctx, 3, "node-a"); err != nil || !held || h != ha {
+		t.Fatalf("node-a's claim again: %+v held %v, %v; want its holding %+v", h, held, err, ha)
+	}
+	if err := b.Partitions().Release(ctx, 3, ha.Epoch+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Partitions().Release(ctx, 3, ha.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	if h := receive(t, holders, "the release"); len(h.By) != 0 {
+		t.Fatalf("after the release (the wrong epoch's first): %+v, want none", h)
+	}
+	hb, held, lost, err := b.Partitions().Claim(ctx, 3, "node-b")
+	if err != nil || !held || hb.Epoch <= ha.Epoch {
+		t.Fatalf("node-b's claim after the release: %+v held %v, %v; want an epoch after %d", hb, held, err, ha.Epoch)
+	}
+	receive(t, holders, "node-b's claim")
+	if _, err := a.Client().Revoke(ctx, sessionOf(b).Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if h := receive(t, holders, "the revoke"); len(h.By) != 0 {
+		t.Fatalf("after node-b's lease was revoked: %+v, want none", h)
+	}
+	select {
+	case <-lost:
+	case <-time.After(wait):
+		t.Fatalf("lost not closed within %v of the revoke", wait)
+	}
+	if _, _, _, err := a.Partitions().Claim(ctx, -1, "node-a"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a claim of partition -1: %v, want ErrInvalid", err)
+	}
+}
+
+// TestPartitionNeverHeldTwice: three nodes claim one partition over and over, each
+// releasing what it got, while a raw watch records the owner key's history: every put
+// creates the key (no holder's key is ever overwritten), a put follows a delete, and the
+// epochs only grow.
+func TestPartitionNeverHeldTwice(t *testing.T) {
+	a := openEmbedded(t, Options{SessionTTL: 5 * time.Second})
+	stores := []*Store{a, openPeer(t, a, "n2", Options{SessionTTL: 5 * time.Second}), openPeer(t, a, "n3", Options{SessionTTL: 5 * time.Second})}
+	ctx := ctxT(t)
+	from, err := a.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 20
+	var wg sync.WaitGroup
+	wins := make([]int, len(stores))
+	for i, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				h, held, _, err := st.Partitions().Claim(ctx, 0, "node-"+string(rune('a'+i)))
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if held {
+					wins[i]++
+					if err := st.Partitions().Release(ctx, 0, h.Epoch); err != nil {
+						t.Errorf("release: %v", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	to, err := a.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, last, puts := false, int64(0), 0
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range a.Client().Watch(wctx, "/tock/partitions/owner/0", clientv3.WithRev(from+1)) {
+		for _, ev := range wr.Events {
+			switch {
+			case ev.Type == clientv3.EventTypeDelete:
+				held = false
+			case held || ev.Kv.Version != 1 || ev.Kv.CreateRevision <= last:
+				t.Fatalf("a put at %d (version %d, create %d) while held %v, last epoch %d", ev.Kv.ModRevision, ev.Kv.Version, ev.Kv.CreateRevision, held, last)
+			default:
+				held, last, puts = true, ev.Kv.CreateRevision, puts+1
+			}
+		}
+		// Every write since from is to this key (the last a release), so its history
+		// is complete at to.
+		if len(wr.Events) > 0 && wr.Events[len(wr.Events)-1].Kv.ModRevision >= to {
+			break
+		}
+	}
+	if total := wins[0] + wins[1] + wins[2]; puts != total || held {
+		t.Fatalf("%d creates watched, %d claims won %v, held at the end %v", puts, total, wins, held)
+	}
+	t.Logf("%d holdings over %d revisions, won %v", puts, to-from, wins)
 }

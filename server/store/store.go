@@ -108,7 +108,7 @@ func (s *Store) assemble() {
 	s.workers = Workers{cli: s.cli, keys: s.keys, sessions: s.sessions}
 	s.election = Election{cli: s.cli, key: s.keys.leader, node: o.Node, ttl: o.SessionTTL, sessions: s.sessions}
 	s.nodes = Nodes{cli: s.cli, keys: s.keys, sessions: s.sessions}
-	s.parts = Partitions{cli: s.cli, keys: s.keys}
+	s.parts = Partitions{cli: s.cli, keys: s.keys, sessions: s.sessions}
 	s.config = Config{cli: s.cli, keys: s.keys}
 }
 

@@ -166,7 +166,12 @@
 // stored map, writes it by compare-and-swap over the map's revision and the node set it
 // read (any node may; ownership.go says why not the leader alone). Every node follows
 // the stored map, not a map of its own: at one revision, the same owners on every node,
-// and a leave moves only the leaver's partitions. WELCOME states P and the map's
+// and a leave moves only the leaver's partitions. A node holds each partition the map
+// gives it by an owner key under its session lease (<prefix>partitions/owner/<p>,
+// created only while absent: store.Partitions.Claim), gives up those the map moves
+// away, and all of them at Shutdown (holdings.go); a new owner whose key is still the
+// old owner's waits for it to go, so two nodes never hold one partition at once. The
+// key's create revision is the partition's epoch (PartitionMap.Epochs). WELCOME states P and the map's
 // revision, PARTITIONS answers the map, STATS and /metrics count the partitions each
 // node owns. Dispatch is unchanged: the one leader still runs every task, and no
 // request is refused as NOT_OWNER.

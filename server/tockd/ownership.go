@@ -29,6 +29,12 @@ type PartitionMap struct {
 	// Owners[p] is the index in Nodes of partition p's owner; Count entries, or none
 	// while no map is stored (or this node has not read it yet).
 	Owners []int
+	// Held[p] says the owner holds partition p: its owner key (<prefix>partitions/
+	// owner/<p>) is there, naming the owner. Epochs[p] is then that key's create
+	// revision, the partition's epoch; 0 while not held. As many entries as Owners,
+	// or none without a Store: a lone node holds every partition without a key.
+	Held   []bool
+	Epochs []int64
 }
 
 // PartitionNode is one node of a PartitionMap.
@@ -49,10 +55,11 @@ func (m PartitionMap) ownedBy(node string) int {
 	return 0
 }
 
-// viewMap is the PartitionMap of count partitions from the node set set and the stored
-// map stored: stored's owners (none if it has not count of them), over set's nodes and
-// any owner not among them, by name.
-func viewMap(count int, set store.NodeSet, stored store.PartitionMap) PartitionMap {
+// viewMap is the PartitionMap of count partitions from the node set set, the stored
+// map stored and the owner keys holders: stored's owners (none if it has not count of
+// them), over set's nodes and any owner not among them, by name, each partition held
+// where its owner key names its owner.
+func viewMap(count int, set store.NodeSet, stored store.PartitionMap, holders store.Holders) PartitionMap {
 	m := PartitionMap{Count: count, Rev: stored.Rev}
 	index := make(map[string]int, len(set.Nodes))
 	for _, n := range set.Nodes {
@@ -74,10 +81,13 @@ func viewMap(count int, set store.NodeSet, stored store.PartitionMap) PartitionM
 			index[n.Name] = i
 		}
 	}
-	m.Owners = make([]int, count)
+	m.Owners, m.Held, m.Epochs = make([]int, count), make([]bool, count), make([]int64, count)
 	for p, o := range stored.Owners {
 		m.Owners[p] = index[o]
 		m.Nodes[index[o]].Owned++
+		if h, ok := holders.By[p]; ok && h.Node == o {
+			m.Held[p], m.Epochs[p] = true, h.Epoch
+		}
 	}
 	return m
 }
@@ -125,7 +135,8 @@ const (
 
 // ownership is this node's part in the cluster's partition map: it registers the node
 // in etcd under its session lease (again after each lost session), follows the set of
-// live nodes and the stored map, and rewrites the stored map when the live set changes.
+// live nodes, the stored map and the partitions' owner keys, rewrites the stored map
+// when the live set changes, and holds the partitions the map gives it (holdings.go).
 // Without a Store the node is alone and owns every partition (static).
 //
 // Who rewrites the map: any node, by compare-and-swap (store.Partitions.WriteMap over
@@ -139,16 +150,17 @@ const (
 // the price of up to n-1 lost transactions a change.
 //
 // Invariants:
-//   - cur is viewMap(count, set, stored) of the latest node set and stored map the
-//     watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur.Owners and
+//   - cur is viewMap(count, set, stored, holders) of the latest node set, stored map and
+//     owner keys the watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur.Owners and
 //     b.cur.Owners name the same owners (the map at one etcd revision is one value);
 //   - changed is closed exactly when cur is replaced, and replaced by a fresh channel;
-//   - kick holds a token whenever set or stored changed since rebalance last read them.
+//   - kick holds a token whenever set, stored or holders changed since act last read
+//     them.
 //
-// Locking: mu guards set, stored, read, cur and changed (held only to read or swap
-// them, across no store call); stop and done are set once by start (under connSet.mu,
-// the first Serve) and read by halt after connSet.drain. Its goroutines (register,
-// follow, followMap, rebalance) run from start to halt.
+// Locking: mu guards set, stored, holders, read, cur and changed (held only to read or
+// swap them, across no store call); stop and done are set once by start (under
+// connSet.mu, the first Serve) and read by halt after connSet.drain. Its goroutines
+// (register, follow, followMap, followHolders, act) run from start to halt.
 type ownership struct {
 	st      *store.Store // nil without a Store
 	count   int          // Options.Partitions
@@ -159,10 +171,11 @@ type ownership struct {
 	mu      sync.Mutex
 	set     store.NodeSet      // the live nodes, as the watch last delivered them
 	stored  store.PartitionMap // the stored map, as its watch last delivered it
-	read    uint8              // which of them have been read: readSet | readMap
+	holders store.Holders      // the owner keys, as their watch last delivered them
+	read    uint8              // which of them have been read: readSet | readMap | readHolders
 	cur     PartitionMap
 	changed chan struct{}
-	kick    chan struct{} // capacity 1: rebalance's wake-up
+	kick    chan struct{} // capacity 1: act's wake-up
 
 	addr atomic.Pointer[string] // the advertised client address, once start has it
 	stop context.CancelFunc
@@ -173,6 +186,8 @@ type ownership struct {
 const (
 	readSet uint8 = 1 << iota
 	readMap
+	readHolders
+	readAll = readSet | readMap | readHolders
 )
 
 func newOwnership(opts *Options) *ownership {
@@ -215,7 +230,8 @@ func (o *ownership) start(advertise string) {
 	for _, run := range []func(){
 		func() { o.follow(ctx, read) },
 		func() { o.followMap(ctx) },
-		func() { o.rebalance(ctx) },
+		func() { o.followHolders(ctx) },
+		func() { o.act(ctx) },
 		func() {
 			select {
 			case <-read:
@@ -321,6 +337,22 @@ func (o *ownership) followMap(ctx context.Context) {
 	})
 }
 
+// followHolders keeps holders current until ctx ends, as follow does set.
+func (o *ownership) followHolders(ctx context.Context) {
+	o.watchAgain(ctx, "the partition holders", func(ok func()) error {
+		return o.st.Partitions().WatchHolders(ctx, func(h store.Holders) {
+			ok()
+			o.update(func() bool {
+				if o.read&readHolders != 0 && h.Rev <= o.holders.Rev {
+					return false // a re-read after a lost watch, of keys already seen
+				}
+				o.holders, o.read = h, o.read|readHolders
+				return true
+			})
+		})
+	})
+}
+
 // watchAgain runs watch until ctx ends, again after each loss, pausing between failed
 // tries from ownerRetryMin, doubling to ownerRetryMax; watch calls ok on each delivery,
 // which resets the pause. what names the watch in the log.
@@ -339,63 +371,29 @@ func (o *ownership) watchAgain(ctx context.Context, what string, watch func(ok f
 	}
 }
 
-// update applies change to set or stored under mu; if it reports a change, cur is
-// recomputed, the waiters are woken, and so is rebalance.
+// update applies change to set, stored or holders under mu; if it reports a change,
+// cur is recomputed, the waiters are woken, and so is act.
 func (o *ownership) update(change func() bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !change() {
 		return
 	}
-	o.cur = viewMap(o.count, o.set, o.stored)
+	prev := o.cur.Rev
+	o.cur = viewMap(o.count, o.set, o.stored, o.holders)
+	if o.cur.Rev != prev {
+		o.log.Info("tockd: partition map", "rev", o.cur.Rev, "nodes_rev", o.set.Rev, "nodes", len(o.set.Nodes), "owned_here", o.cur.ownedBy(o.node))
+	}
 	close(o.changed)
 	o.changed = make(chan struct{})
+	o.poke()
+}
+
+// poke wakes act, unless a wake-up is pending already.
+func (o *ownership) poke() {
 	select {
 	case o.kick <- struct{}{}:
 	default:
-	}
-	o.log.Info("tockd: partition map", "rev", o.cur.Rev, "nodes_rev", o.set.Rev, "nodes", len(o.set.Nodes), "owned_here", o.cur.ownedBy(o.node))
-}
-
-// rebalance rewrites the stored map, until ctx ends, each time the live set or the map
-// changes and Rebalance over them is another map (nextMap). A lost compare-and-swap
-// waits for the next change (the one that made it lose wakes it); a failed write is
-// tried again after a pause, over what the watches hold then.
-func (o *ownership) rebalance(ctx context.Context) {
-	pause := ownerRetryMin
-	for {
-		select {
-		case <-o.kick:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			o.mu.Lock()
-			set, stored, read := o.set, o.stored, o.read
-			o.mu.Unlock()
-			owners := nextMap(o.count, set, stored)
-			if read != readSet|readMap || owners == nil {
-				break
-			}
-			wctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-			m, err := o.st.Partitions().WriteMap(wctx, stored.Rev, set, owners)
-			cancel()
-			if err == nil {
-				o.log.Info("tockd: wrote the partition map", "rev", m.Rev, "over", stored.Rev, "nodes_rev", set.Rev)
-			}
-			if err == nil || errors.Is(err, store.ErrConflict) {
-				pause = ownerRetryMin
-				break
-			}
-			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
-				return
-			}
-			o.log.Warn("tockd: writing the partition map failed; retrying", "err", err, "pause", pause)
-			if !sleepCtx(ctx, pause) {
-				return
-			}
-			pause = min(2*pause, ownerRetryMax)
-		}
 	}
 }
 
@@ -444,10 +442,16 @@ func partitionMapReply(id uint64, m PartitionMap) *protocol.PartitionMap {
 			r.Nodes = append(r.Nodes, protocol.PartitionNode{Name: n.Name, Addr: n.Addr})
 		}
 	}
-	if len(m.Owners) > 0 {
-		r.Owners = make([]uint64, len(m.Owners))
-		for p, i := range m.Owners {
-			r.Owners[p] = uint64(listed[i])
+	r.Owners = make([]uint64, len(m.Owners))
+	for p, i := range m.Owners {
+		r.Owners[p] = uint64(listed[i])
+	}
+	if len(m.Held) == len(m.Owners) { // nil without partition leases (without etcd)
+		r.Epochs = make([]uint64, len(m.Owners))
+		for p, held := range m.Held {
+			if held {
+				r.Epochs[p] = uint64(max(m.Epochs[p], 0))
+			}
 		}
 	}
 	return r

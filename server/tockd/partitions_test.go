@@ -103,8 +103,33 @@ func settled(m PartitionMap, names ...string) bool {
 	return true
 }
 
+// allHeld reports whether every partition of m is held by its owner, at an epoch.
+func allHeld(m PartitionMap) bool {
+	if len(m.Held) != m.Count || len(m.Epochs) != m.Count {
+		return false
+	}
+	for p, held := range m.Held {
+		if !held || m.Epochs[p] <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitHeld waits until every node of nodes follows a map settled over names in which
+// every partition is held.
+func waitHeld(t *testing.T, nodes []*testServer, names ...string) []PartitionMap {
+	t.Helper()
+	var out []PartitionMap
+	for _, n := range nodes {
+		out = append(out, waitMap(t, n.srv, fmt.Sprintf("%s follows a map settled and held over %v", n.srv.opts.NodeName, names),
+			func(m PartitionMap) bool { return settled(m, names...) && allHeld(m) }))
+	}
+	return out
+}
+
 // threeNodes starts nodes a, b and c on one embedded etcd and waits until each follows
-// a stored map settled over all three.
+// a stored map settled over all three, every partition held.
 func threeNodes(t *testing.T) (stores []*store.Store, nodes []*testServer) {
 	t.Helper()
 	st1 := openStore(t, t.TempDir())
@@ -112,10 +137,7 @@ func threeNodes(t *testing.T) (stores []*store.Store, nodes []*testServer) {
 	for i, name := range []string{"node-a", "node-b", "node-c"} {
 		nodes = append(nodes, startNamedNode(t, stores[i], name))
 	}
-	for _, n := range nodes {
-		waitMap(t, n.srv, n.srv.opts.NodeName+" follows a map settled over three nodes",
-			func(m PartitionMap) bool { return settled(m, "node-a", "node-b", "node-c") })
-	}
+	waitHeld(t, nodes, "node-a", "node-b", "node-c")
 	return stores, nodes
 }
 
@@ -207,7 +229,8 @@ func TestALeaveMovesOnlyTheLeaversPartitions(t *testing.T) {
 }
 
 // TestWelcomeAndPartitionsCarryTheMap: WELCOME states P and the map's revision, and
-// PARTITIONS answers the map itself, on a follower as on the leader.
+// PARTITIONS answers the map itself, with every partition's epoch, on a follower as on
+// the leader.
 func TestWelcomeAndPartitionsCarryTheMap(t *testing.T) {
 	_, nodes := threeNodes(t)
 	for _, n := range nodes {
@@ -227,21 +250,21 @@ func TestWelcomeAndPartitionsCarryTheMap(t *testing.T) {
 			}
 		}
 		for p, o := range r.Owners {
-			if int(o) != m.Owners[p] {
-				t.Fatalf("%s: partition %d owned by node %d on the wire, %d in the map", n.srv.opts.NodeName, p, o, m.Owners[p])
+			if int(o) != m.Owners[p] || len(r.Epochs) != len(r.Owners) || r.Epochs[p] != uint64(m.Epochs[p]) || r.Epochs[p] == 0 {
+				t.Fatalf("%s: partition %d owned by node %d at epoch %v on the wire, %d at %d in the map", n.srv.opts.NodeName, p, o, r.Epochs, m.Owners[p], m.Epochs[p])
 			}
 		}
 	}
 }
 
 // TestPartitionsOfANodeWithoutEtcd: a node without etcd is alone, and owns every
-// partition at revision 0.
+// partition at revision 0, with no partition leases (no epochs).
 func TestPartitionsOfANodeWithoutEtcd(t *testing.T) {
 	lone := startServer(t, Options{NodeName: "alone", Partitions: 4})
 	c := connect(t, lone.addr)
 	r, ok := c.call(&protocol.Partitions{ID: 3}).(*protocol.PartitionMap)
 	if !ok || r.Count != 4 || r.Rev != 0 || len(r.Nodes) != 1 || r.Nodes[0].Name != "alone" || r.Nodes[0].Addr != lone.addr ||
-		!slices.Equal(r.Owners, []uint64{0, 0, 0, 0}) {
+		!slices.Equal(r.Owners, []uint64{0, 0, 0, 0}) || r.Epochs != nil {
 		t.Fatalf("a node without etcd answered %+v, want itself owning all 4 partitions at rev 0", r)
 	}
 }
@@ -259,7 +282,7 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 	for i := range partition.MaxCount + 1 {
 		set.Nodes = append(set.Nodes, store.Node{Name: fmt.Sprintf("n%05d", i), Addr: fmt.Sprintf("a%d", i)})
 	}
-	m := viewMap(partition.DefaultCount, set, stored(partition.DefaultCount, set))
+	m := viewMap(partition.DefaultCount, set, stored(partition.DefaultCount, set), store.Holders{})
 	r := partitionMapReply(9, m)
 	if r.ID != 9 || r.Count != partition.DefaultCount || r.Rev != 6 || len(r.Nodes) > partition.DefaultCount || len(r.Owners) != partition.DefaultCount {
 		t.Fatalf("reply: id %d count %d rev %d, %d nodes, %d owners; want the 16 owners alone", r.ID, r.Count, r.Rev, len(r.Nodes), len(r.Owners))
@@ -270,7 +293,7 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 		}
 	}
 	three := store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}
-	small := partitionMapReply(1, viewMap(4, three, stored(4, three)))
+	small := partitionMapReply(1, viewMap(4, three, stored(4, three), store.Holders{}))
 	if len(small.Nodes) != 3 {
 		t.Fatalf("3 live nodes: the reply lists %d, want all 3 (owners or not)", len(small.Nodes))
 	}
@@ -278,7 +301,7 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 
 // TestNodeRegistersAgainAfterItsSessionEnds: a node whose lease etcd revokes (as at an
 // expiry after a stall) leaves the live set, and comes back under its next session: the
-// map is settled over all three again.
+// map is settled over all three again, node-c holding its partitions under new keys.
 func TestNodeRegistersAgainAfterItsSessionEnds(t *testing.T) {
 	stores, nodes := threeNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
@@ -292,10 +315,122 @@ func TestNodeRegistersAgainAfterItsSessionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMap(t, nodes[0].srv, "node-c leaves with its lease", func(m PartitionMap) bool { return len(liveNames(m)) == 2 })
-	waitMap(t, nodes[0].srv, "node-c back under a new session, in a map settled over three",
-		func(m PartitionMap) bool { return settled(m, "node-a", "node-b", "node-c") })
+	waitHeld(t, nodes, "node-a", "node-b", "node-c") // node-c's keys went with its lease
 	resp, err = stores[0].Client().Get(ctx, "/tock/nodes/node-c")
 	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
 		t.Fatalf("node-c's registration after the revoke: %v, %v; want one under a new lease", resp, err)
 	}
+}
+
+// ownerEvent is one change of an owner key, from a raw etcd watch.
+type ownerEvent struct {
+	p       int
+	put     bool
+	node    string
+	version int64
+	create  int64
+}
+
+// watchOwners records every change of the owner keys from revision from on, until a
+// put of the key mark under them, which it returns with everything before it.
+func watchOwners(t *testing.T, st *store.Store, from int64) (until func(mark string) []ownerEvent) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	t.Cleanup(cancel)
+	const under = "/tock/partitions/owner/"
+	w := st.Client().Watch(ctx, under, clientv3.WithPrefix(), clientv3.WithRev(from))
+	return func(mark string) []ownerEvent {
+		t.Helper()
+		if _, err := st.Client().Put(ctx, under+mark, ""); err != nil {
+			t.Fatal(err)
+		}
+		var out []ownerEvent
+		for wr := range w {
+			for _, ev := range wr.Events {
+				key := strings.TrimPrefix(string(ev.Kv.Key), under)
+				if key == mark {
+					return out
+				}
+				var p int
+				if _, err := fmt.Sscanf(key, "%d", &p); err != nil {
+					continue // an earlier mark
+				}
+				out = append(out, ownerEvent{p: p, put: ev.Type == clientv3.EventTypePut, node: string(ev.Kv.Value),
+					version: ev.Kv.Version, create: ev.Kv.CreateRevision})
+			}
+		}
+		t.Fatalf("the owner keys' watch ended before %s: %v", mark, ctx.Err())
+		return nil
+	}
+}
+
+// checkHandoff checks the owner keys' history evs over a change of the map from
+// before to after: a partition that kept its owner saw no event; one that moved saw its
+// old owner's key deleted, then its new owner's created (version 1: never written over
+// a holder's), at the epoch after shows; never a put while the key was there.
+func checkHandoff(t *testing.T, evs []ownerEvent, before, after PartitionMap) (moved int) {
+	t.Helper()
+	was, now := ownerNames(before), ownerNames(after)
+	byP := map[int][]ownerEvent{}
+	for _, ev := range evs {
+		byP[ev.p] = append(byP[ev.p], ev)
+	}
+	for p := range now {
+		evs := byP[p]
+		if was[p] == now[p] {
+			if len(evs) != 0 {
+				t.Fatalf("partition %d kept its owner %s, but its key changed: %+v", p, now[p], evs)
+			}
+			continue
+		}
+		moved++
+		present := true // the old owner's key, held before
+		for _, ev := range evs {
+			switch {
+			case !ev.put && present:
+				present = false
+			case ev.put && !present && ev.version == 1 && ev.node == string(now[p]):
+				present = true
+			default:
+				t.Fatalf("partition %d, %s to %s: event %+v with the key present %v; history %+v", p, was[p], now[p], ev, present, evs)
+			}
+		}
+		if last := evs[len(evs)-1]; len(evs) != 2 || !last.put || last.create != after.Epochs[p] || last.create <= before.Epochs[p] {
+			t.Fatalf("partition %d, %s to %s: history %+v, want one delete then one create at the epoch the map shows (%d, after %d)",
+				p, was[p], now[p], evs, after.Epochs[p], before.Epochs[p])
+		}
+	}
+	return moved
+}
+
+// TestPartitionHandoffNeverTwoHolders: a node joining three takes its share of the
+// partitions, and a node leaving gracefully hands its partitions on; in etcd's history of
+// the owner keys, each moved partition's old owner's key goes before the new owner's is
+// created (never a key written over another's, so never two holders at once), a
+// partition that stays put is not touched, and the epochs the nodes report are the
+// new keys' create revisions, above the old ones.
+func TestPartitionHandoffNeverTwoHolders(t *testing.T) {
+	stores, nodes := threeNodes(t)
+	before := nodes[0].srv.Partitions()
+	from, err := stores[0].Revision(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := watchOwners(t, stores[0], from+1)
+	d := startNamedNode(t, openPeerStore(t, stores[0], "n4"), "node-d")
+	nodes = append(nodes, d)
+	joined := waitHeld(t, nodes, "node-a", "node-b", "node-c", "node-d")
+	moved := checkHandoff(t, until("join"), before, joined[0])
+	if got := joined[0].ownedBy("node-d"); moved != got || got != 4 {
+		t.Fatalf("the join moved %d partitions, node-d owns %d; want 4 (16 over 4), all to node-d", moved, got)
+	}
+	t.Logf("join: %d partitions to node-d, each released, then created at a higher epoch", moved)
+
+	nodes[1].stop(t) // node-b, gracefully: it releases its keys, then deregisters
+	left := waitHeld(t, []*testServer{nodes[0], nodes[2], nodes[3]}, "node-a", "node-c", "node-d")
+	moved = checkHandoff(t, until("leave"), joined[0], left[0])
+	if want := joined[0].ownedBy("node-b"); moved != want {
+		t.Fatalf("node-b's leave moved %d partitions, it owned %d", moved, want)
+	}
+	t.Logf("leave: node-b's %d partitions handed on, no other touched", moved)
 }

@@ -34,6 +34,8 @@ const (
 	costPartitionNode = 1 + 2*5 + 2*3
 	// costPartitionOwner is one owner index, below 4096: at most a uint16's 3 bytes.
 	costPartitionOwner = 3
+	// costPartitionEpoch is one epoch, an etcd revision: at most a uint64's 9 bytes.
+	costPartitionEpoch = 9
 )
 
 // replyCost is an upper bound of the bytes m takes as a frame.
@@ -85,7 +87,7 @@ func replyCost(m protocol.Message) int {
 	case *protocol.Welcome:
 		return costFrame + 7*costKeyValue + 3*costString + len(m.Name) + len(m.Node) + len(m.Leader)
 	case *protocol.PartitionMap:
-		n := costFrame + 4*costKeyValue + costPartitionOwner*len(m.Owners)
+		n := costFrame + 5*costKeyValue + costPartitionOwner*len(m.Owners) + costPartitionEpoch*len(m.Epochs)
 		for _, nd := range m.Nodes {
 			n += costPartitionNode + len(nd.Name) + len(nd.Addr)
 		}

@@ -42,6 +42,7 @@ func fullPartitionMap() *protocol.PartitionMap {
 	for i := range 4096 {
 		m.Nodes = append(m.Nodes, protocol.PartitionNode{Name: strings.Repeat("n", 128), Addr: strings.Repeat("a", 256)})
 		m.Owners = append(m.Owners, uint64(i))
+		m.Epochs = append(m.Epochs, 1<<63-1)
 	}
 	return m
 }
