@@ -3,10 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
 	"github.com/tock-sched/tock/server/tockd/tockdtest"
 )
@@ -231,5 +234,94 @@ func TestWorkerCancelOnDisconnect(t *testing.T) {
 	tockdtest.EventuallyWithin(t, "the abandoned run counted", tockdtest.Limit, func() bool { return w.CarryStats().Abandoned == 1 })
 	if cs := w.CarryStats(); cs.RunningSent != 0 {
 		t.Fatalf("CarryStats %+v, want nothing handed in", cs)
+	}
+}
+
+// cutProxy forwards TCP connections to a target until cut, which closes every one it
+// has made (a network blip between a Worker and a live leader).
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); p.cut(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+		}
+	})
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A Worker whose connection to a live leader is cut while its handler runs reconnects to
+// that leader and hands the run in: the leader kept it for ReconnectGrace (an orphan) and
+// takes it over under its own run ID, so the task runs once, its handler never cancelled,
+// and the ACK after the reconnect ends it (real tockd over TCP).
+func TestWorkerRunSurvivesABlipToTheSameLeader(t *testing.T) {
+	s := tockdtest.Start(t)
+	p := newCutProxy(t, s.Addr)
+	c := dialT(t, s.Addr)
+	h := newHeldHandler()
+	w := newWorkerT(t, p.ln.Addr().String(), WithConcurrency(2), WithReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+	if err := w.Handle("w", h.handle); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tk := oneShot("blip", "w", 0)
+	tk.Timeout = tockdtest.Limit
+	if _, err := c.Submit(bounded(t), tk, protocol.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	f := tockdtest.Receive(t, h.started, "the handler's start")
+	p.cut()
+	tockdtest.Eventually(t, "the run handed in and adopted", func() bool { return w.CarryStats().RunningAdopted == 1 })
+	close(h.release)
+	if err := tockdtest.Receive(t, h.ended, "the handler's end"); err != nil {
+		t.Fatalf("the handler ended with %v, want released (its context must outlive the blip)", err)
+	}
+	if in := waitState(t, c, "blip", task.Succeeded); in.Runs != 1 {
+		t.Fatalf("blip ran %d times, want once (run %d adopted)", in.Runs, f.RunID)
+	}
+	select {
+	case f2 := <-h.started:
+		t.Fatalf("the task ran again (run %d) after the blip", f2.RunID)
+	default:
+	}
+	if st := s.Stats(); st.Adopted != 1 || st.Redelivered != 0 {
+		t.Fatalf("tockd: Adopted %d, Redelivered %d; want 1, 0", st.Adopted, st.Redelivered)
 	}
 }
