@@ -45,6 +45,33 @@ type PartitionNode struct {
 	Live  bool   // registered now (in the node set); false for a map's owner gone since
 }
 
+// Unheld is how many partitions have no holder: every one while m has no owners (no
+// map read yet), else those whose owner does not hold them (Held); 0 without
+// partition leases (Held nil: a lone node without etcd holds them all).
+func (m PartitionMap) Unheld() int {
+	if len(m.Owners) == 0 {
+		return m.Count
+	}
+	n := 0
+	for _, held := range m.Held {
+		if !held {
+			n++
+		}
+	}
+	return n
+}
+
+// HeldBy is how many partitions node holds in m (owns, without partition leases).
+func (m PartitionMap) HeldBy(node string) int {
+	n := 0
+	for p, i := range m.Owners {
+		if m.Nodes[i].Name == node && (m.Held == nil || m.Held[p]) {
+			n++
+		}
+	}
+	return n
+}
+
 // ownedBy is how many partitions node owns in m.
 func (m PartitionMap) ownedBy(node string) int {
 	for _, n := range m.Nodes {

@@ -229,8 +229,8 @@ func TestALeaveMovesOnlyTheLeaversPartitions(t *testing.T) {
 }
 
 // TestWelcomeAndPartitionsCarryTheMap: WELCOME states P and the map's revision, and
-// PARTITIONS answers the map itself, with every partition's epoch, on a follower as on
-// the leader.
+// PARTITIONS answers the map itself, with every partition's epoch, and STATS counts the
+// partitions each node owns and holds, on a follower as on the leader.
 func TestWelcomeAndPartitionsCarryTheMap(t *testing.T) {
 	_, nodes := threeNodes(t)
 	for _, n := range nodes {
@@ -253,6 +253,12 @@ func TestWelcomeAndPartitionsCarryTheMap(t *testing.T) {
 			if int(o) != m.Owners[p] || len(r.Epochs) != len(r.Owners) || r.Epochs[p] != uint64(m.Epochs[p]) || r.Epochs[p] == 0 {
 				t.Fatalf("%s: partition %d owned by node %d at epoch %v on the wire, %d at %d in the map", n.srv.opts.NodeName, p, o, r.Epochs, m.Owners[p], m.Epochs[p])
 			}
+		}
+		s, ok := c.call(&protocol.Stats{ID: 3}).(*protocol.StatsReply)
+		owned := int64(m.ownedBy(n.srv.opts.NodeName))
+		if !ok || s.Gauges["partitions_owned"] != owned || s.Gauges["partitions_held"] != owned || s.Gauges["partitions_unheld"] != 0 ||
+			s.Gauges["partition_map_rev"] != m.Rev {
+			t.Fatalf("%s: STATS gauges %v, want partitions_owned = partitions_held = %d, none unheld, at rev %d", n.srv.opts.NodeName, s, owned, m.Rev)
 		}
 	}
 }
