@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/core/task"
 )
 
 // timerImpls are the implementations every timer workload runs, in this order.
@@ -110,6 +112,21 @@ func BenchmarkEngineOneShot(b *testing.B) {
 	}{{"queue", 0}, {"timer", time.Nanosecond}} {
 		for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e6", 1e6}) {
 			b.Run("path="+path.name+"/"+sz.Name, func(b *testing.B) { EngineOneShot(b, sz.N, path.delay) })
+		}
+	}
+}
+
+// BenchmarkEngineRetention is EngineOneShot's path=queue with the finished tasks dropped
+// as they end (retention=none: their records are reused by later Submits) or kept
+// queryable for a minute (retention=1m, tockd's default: every task of a pass stays):
+// the difference is what the retention costs a task.
+func BenchmarkEngineRetention(b *testing.B) {
+	for _, r := range []struct {
+		name string
+		d    time.Duration
+	}{{"none", -1}, {"1m", time.Minute}} {
+		for _, sz := range Sizes(Size{"tasks=1e4", 1e4}, Size{"tasks=1e6", 1e6}) {
+			b.Run("retention="+r.name+"/"+sz.Name, func(b *testing.B) { EngineOneShot(b, sz.N, 0, task.WithRetention(r.d)) })
 		}
 	}
 }

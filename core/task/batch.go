@@ -184,7 +184,7 @@ func (e *Engine) outsideParents(b []batchEntry, at map[key]int) (map[key]*record
 			}
 			h := keyHash(k.ns, k.id)
 			sh := e.shardOf(h)
-			rec := sh.index.find(sh.slots, h, k.ns, k.id)
+			rec := e.findLocked(sh, h, k.ns, k.id)
 			switch {
 			case rec == nil:
 				return nil, fmt.Errorf("%w: DependsOn.On: task %q depends on %q, which does not exist", ErrInvalidTask, b[i].t.ID, p)

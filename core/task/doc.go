@@ -60,6 +60,12 @@
 //   - A record is in exactly one shard's slot table, under the slot its timers carry as
 //     their argument, and in that shard's index under the 64-bit hash of (namespace, ID)
 //     (index.go: an open-addressing table of slots, checked by verify).
+//   - A finished task is retained either as its record or, if it finished plainly (no
+//     failed attempt, workflow, shards, key or trace: retainable), as an entry of its
+//     shard's retained log, never both: a time-ordered list of pointer-free entries
+//     with an index of its own, read only by a lookup that misses the records (which
+//     revives the entry as the record it would have been) and by List (retained.go).
+//     shard.tasks and the payload bytes held count both.
 //   - A record arms at most one due/retry/expiry timer (record.timer) and one timeout
 //     timer (record.deadline); a timer that fires without being the one its record holds
 //     is stale and does nothing.

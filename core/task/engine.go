@@ -104,7 +104,8 @@ type shard struct {
 	// runBase is the engine's run-ID base (Engine.runBase), copied here so that
 	// nextRunID needs nothing but the shard; written once by New.
 	runBase uint64
-	tasks   int // records held (MaxTasks is enforced per shard)
+	tasks   int      // records held, and live entries of ret (MaxTasks is enforced per shard)
+	ret     retained // finished tasks kept for the retention without their records (retained.go)
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -156,6 +157,7 @@ type Engine struct {
 	hLimit timer.Handler // a running attempt's timeout has passed
 	hDrop  timer.Handler // a finished task's retention has passed
 	hRate  timer.Handler // a rate limit lets its next waiting run start
+	hSweep timer.Handler // a shard's retained log has an entry past its deadline
 	shards [numShards]shard
 	dlq    *dlq
 	spare  sync.Pool // removed records, free for reuse (reuse.go)
@@ -241,6 +243,7 @@ func New(opts ...Option) (*Engine, error) {
 	e.hLimit, _ = timers.Register(e.onTimeout)
 	e.hDrop, _ = timers.Register(e.onDrop)
 	e.hRate, _ = timers.Register(e.onRateWake)
+	e.hSweep, _ = timers.Register(e.onSweep)
 	for i := 0; i < o.Workers; i++ {
 		e.startWorker()
 	}
@@ -432,7 +435,7 @@ func (e *Engine) prepare(t *Task, wall time.Time, owned bool) (time.Time, error)
 // already admitted adding new records: it returns the record that t replaces (nil: none).
 // Requires sh.mu.
 func (e *Engine) admit(sh *shard, t *Task, h uint64, adding int) (old *record, err error) {
-	old = sh.index.find(sh.slots, h, t.Namespace, t.ID)
+	old = e.findLocked(sh, h, t.Namespace, t.ID)
 	switch {
 	case old == nil && sh.tasks+adding >= e.shardLimit:
 		return nil, fmt.Errorf("%w: %d tasks held in this shard (Options.MaxTasks / %d)", ErrOverloaded, sh.tasks+adding, numShards)
@@ -545,9 +548,6 @@ func (e *Engine) retire(sh *shard, rec *record) {
 // Requires sh.mu.
 func (e *Engine) remove(sh *shard, rec *record) {
 	e.retire(sh, rec)
-	sh.index.remove(rec.hash, rec.slot)
-	sh.slots[rec.slot] = nil
-	sh.free = append(sh.free, rec.slot)
 	sh.tasks--
 	if n := len(rec.task.Payload); n > 0 {
 		e.payloads.Add(-int64(n))
@@ -555,15 +555,48 @@ func (e *Engine) remove(sh *shard, rec *record) {
 	if c := rec.task.Concurrency; c != nil {
 		e.unrefKey(c)
 	}
+	e.unplace(sh, rec)
+}
+
+// unplace takes rec out of sh's table and its index and recycles it, leaving what it
+// counts (tasks, payload bytes, its key) to the caller: the caller must not touch rec
+// afterwards. Requires sh.mu.
+func (e *Engine) unplace(sh *shard, rec *record) {
+	sh.index.remove(rec.hash, rec.slot)
+	e.freeSlot(sh, rec)
+}
+
+// freeSlot is unplace once the index no longer names rec's slot. Requires sh.mu.
+func (e *Engine) freeSlot(sh *shard, rec *record) {
+	sh.slots[rec.slot] = nil
+	sh.free = append(sh.free, rec.slot)
 	e.recycle(rec)
 }
 
-// finished starts the retention of a record that finished at clock reading nowNs; with
-// none, the record is removed and the caller must not touch it afterwards. Requires sh.mu.
+// findLocked returns the record of (ns, id), of keyHash h, in sh: from its table, or
+// revived from its retained log (retained.go); nil if neither holds it. Requires sh.mu.
+// Cost: one probe of the index; a revive's when the key names a retained entry.
+func (e *Engine) findLocked(sh *shard, h uint64, ns, id string) *record {
+	rec, seq, c, en := sh.index.lookup(sh.slots, &sh.ret, h, ns, id)
+	if en != nil {
+		return e.revive(sh, seq, c, en)
+	}
+	return rec
+}
+
+// finished starts the retention of a record that finished at clock reading nowNs: in
+// its shard's retained log if it is retainable (the record is recycled), else as a
+// retained record with a timer; with no retention, the record is removed. The caller
+// must not touch rec afterwards unless it was retained as a record. Requires sh.mu.
 func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 	ret := e.retention.Load()
 	if ret < 0 {
 		e.remove(sh, rec)
+		return
+	}
+	if retainable(rec) {
+		e.retain(sh, rec, nowNs+ret) // the index now names the entry
+		e.freeSlot(sh, rec)
 		return
 	}
 	tm, err := e.timers.At(nowNs+ret, e.hDrop, timerArg(sh, rec))
@@ -654,7 +687,10 @@ func (e *Engine) Drop(namespace, id string) error {
 // it finishes (as a negative Options.Retention does). A record already retained keeps
 // the deadline it was given when it finished: shrinking the retention frees those
 // records by their old deadline at the latest, and growing it brings back none already
-// dropped. Safe for concurrent use with everything else. Cost: one atomic store.
+// dropped. A task kept in its shard's retained log (retained.go) that finishes after a
+// shrink is gone from Get at its own deadline, and gives back its place under MaxTasks
+// by the old deadline of those retained before it at the latest. Safe for concurrent
+// use with everything else. Cost: one atomic store.
 func (e *Engine) SetRetention(d time.Duration) {
 	if d <= 0 {
 		d = -1
@@ -685,7 +721,7 @@ func (e *Engine) locked(namespace, id string) (*shard, *record, error) {
 	h := keyHash(namespace, id)
 	sh := e.shardOf(h)
 	sh.mu.Lock()
-	rec := sh.index.find(sh.slots, h, namespace, id)
+	rec := e.findLocked(sh, h, namespace, id)
 	if rec == nil {
 		sh.mu.Unlock()
 		return nil, nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, id)
@@ -739,6 +775,7 @@ func (e *Engine) List(s State, cursor string, limit int) (page []Info, next stri
 				keys = append(keys, k)
 			}
 		}
+		keys = sh.ret.appendKeys(keys, s, cursor, after)
 		sh.mu.Unlock()
 	}
 	slices.SortFunc(keys, func(a, b key) int {

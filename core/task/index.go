@@ -6,9 +6,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// index finds a shard's records by (namespace, ID). It is an open-addressing hash table
-// with linear probing over the keys' 64-bit hashes (keyHash), holding each record's slot
-// in shard.slots. It exists instead of a Go map because of what this engine does to it:
+// index finds a shard's records, and its retained log's entries, by (namespace, ID). It
+// is an open-addressing hash table with linear probing over the keys' 64-bit hashes
+// (keyHash), holding each record's slot in shard.slots, or a retained entry's sequence
+// number (retBit). It exists instead of a Go map because of what this engine does to it:
 // a million inserts and as many deletes a second. A map keyed by the two strings hashed
 // both strings on every operation, and its deletes leave tombstones that lengthen every
 // later probe until the next rehash (matching control groups was the largest single cost
@@ -20,22 +21,28 @@ import (
 // Invariants (checked by verify):
 //   - len(entries) is zero or a power of two, and n (entries in use) is at most
 //     len(entries)*maxLoadNum/maxLoadDen.
-//   - An entry is in use iff slot1 != 0; it names slots[slot1-1], whose record has the
-//     entry's hash; each record held is named by exactly one entry.
+//   - An entry is in use iff v != 0; without retBit it names slots[v-1], whose record
+//     has the entry's hash; each record held is named by exactly one entry. With it, it
+//     names the retained log's live entry v&^retBit - 1 (retained.go, which checks it).
 //   - Linear probing: every entry between an entry's home (hash & mask) and its position,
 //     cyclically, is in use. So a lookup may stop at the first free entry.
 //
 // Distinct keys may share a hash: they sit in the same probe run, and a lookup compares
-// the record's namespace and ID for each entry of the hash.
+// the record's (or retained entry's) namespace and ID for each entry of the hash.
 type index struct {
 	entries []indexEntry
 	n       int
 }
 
+// indexEntry is one key's entry: v is a record's slot + 1, or, with retBit set, the
+// sequence number + 1 of an entry of the shard's retained log (retained.go). 0: free.
 type indexEntry struct {
-	hash  uint64
-	slot1 uint32 // the record's slot + 1; 0: entry free
+	hash uint64
+	v    uint64
 }
+
+// retBit marks an index value that names a retained log entry.
+const retBit = 1 << 63
 
 const (
 	minIndexLen = 16
@@ -57,33 +64,68 @@ func (e *Engine) shardOf(h uint64) *shard { return &e.shards[h&(numShards-1)] }
 // a shard has the same ones: the index takes the bits above them.
 func (ix *index) home(h uint64) int { return int(h>>shardBits) & (len(ix.entries) - 1) }
 
-// find returns the record of (ns, id), whose keyHash is h, or nil. slots is the shard's
-// slot table. Cost: O(1) expected; one probe run.
+// find returns the record of (ns, id), whose keyHash is h, or nil (also when the key
+// names a retained log entry). slots is the shard's slot table. Cost: O(1) expected;
+// one probe run.
 func (ix *index) find(slots []*record, h uint64, ns, id string) *record {
+	rec, _, _, _ := ix.lookup(slots, nil, h, ns, id)
+	return rec
+}
+
+// lookup returns the record of (ns, id), whose keyHash is h; or, if the key names an
+// entry of the retained log l (nil: none to look at), that entry, its chunk and seq; or
+// neither. Cost: O(1) expected; one probe run.
+func (ix *index) lookup(slots []*record, l *retained, h uint64, ns, id string) (*record, uint64, *retChunk, *retEntry) {
 	if len(ix.entries) == 0 {
-		return nil
+		return nil, 0, nil, nil
 	}
 	mask := len(ix.entries) - 1
 	for i := ix.home(h); ; i = (i + 1) & mask {
 		en := &ix.entries[i]
-		if en.slot1 == 0 {
-			return nil
-		}
-		if en.hash == h {
-			if rec := slots[en.slot1-1]; rec.task.ID == id && rec.task.Namespace == ns {
-				return rec
+		switch {
+		case en.v == 0:
+			return nil, 0, nil, nil
+		case en.hash != h:
+		case en.v&retBit == 0:
+			if rec := slots[en.v-1]; rec.task.ID == id && rec.task.Namespace == ns {
+				return rec, 0, nil, nil
+			}
+		case l != nil:
+			seq := en.v&^retBit - 1
+			if c, re := l.entry(seq); c.is(re, ns, id) {
+				return nil, seq, c, re
 			}
 		}
 	}
 }
 
+// retag changes the value of the entry whose hash is h from v to w. Cost: O(1)
+// expected; one probe run.
+func (ix *index) retag(h, v, w uint64) { ix.entries[ix.at(h, v)].v = w }
+
+// at returns the position of the entry of hash h and value v, which is in the table.
+func (ix *index) at(h, v uint64) int {
+	mask := len(ix.entries) - 1
+	i := ix.home(h)
+	for ix.entries[i].v != v {
+		if ix.entries[i].v == 0 {
+			panic(fmt.Sprintf("task: index: value %d (hash %x) not found", v, h)) // a broken invariant
+		}
+		i = (i + 1) & mask
+	}
+	return i
+}
+
 // insert adds an entry for the record in slot, whose hash is h; the caller has checked
 // that its key is not in the index. Cost: O(1) expected, O(n) when the table doubles.
-func (ix *index) insert(h uint64, slot uint32) {
+func (ix *index) insert(h uint64, slot uint32) { ix.add(h, uint64(slot)+1) }
+
+// add is insert of any value v != 0.
+func (ix *index) add(h, v uint64) {
 	if (ix.n+1)*maxLoadDen > len(ix.entries)*maxLoadNum {
 		ix.grow()
 	}
-	ix.place(indexEntry{hash: h, slot1: slot + 1})
+	ix.place(indexEntry{hash: h, v: v})
 	ix.n++
 }
 
@@ -91,7 +133,7 @@ func (ix *index) insert(h uint64, slot uint32) {
 func (ix *index) place(en indexEntry) {
 	mask := len(ix.entries) - 1
 	i := ix.home(en.hash)
-	for ix.entries[i].slot1 != 0 {
+	for ix.entries[i].v != 0 {
 		i = (i + 1) & mask
 	}
 	ix.entries[i] = en
@@ -101,7 +143,7 @@ func (ix *index) grow() {
 	old := ix.entries
 	ix.entries = make([]indexEntry, max(minIndexLen, 2*len(old)))
 	for _, en := range old {
-		if en.slot1 != 0 {
+		if en.v != 0 {
 			ix.place(en)
 		}
 	}
@@ -110,21 +152,18 @@ func (ix *index) grow() {
 // remove deletes the entry of the record in slot, whose hash is h, and shifts back the
 // entries of its probe run that may move closer to their homes, so that no free entry
 // separates an entry from its home. Cost: O(1) expected.
-func (ix *index) remove(h uint64, slot uint32) {
+func (ix *index) remove(h uint64, slot uint32) { ix.del(h, uint64(slot)+1) }
+
+// del is remove of the entry of value v.
+func (ix *index) del(h, v uint64) {
 	mask := len(ix.entries) - 1
-	i := ix.home(h)
-	for ix.entries[i].slot1 != slot+1 {
-		if ix.entries[i].slot1 == 0 {
-			panic(fmt.Sprintf("task: index: slot %d (hash %x) not found", slot, h)) // a broken invariant
-		}
-		i = (i + 1) & mask
-	}
+	i := ix.at(h, v)
 	ix.n--
 	// i is the hole. An entry further on moves into it unless its home lies cyclically
 	// in (i, j]: then it is still reachable from its home without crossing the hole.
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
 		en := ix.entries[j]
-		if en.slot1 == 0 {
+		if en.v == 0 {
 			break
 		}
 		k := ix.home(en.hash)
@@ -139,39 +178,25 @@ func (ix *index) remove(h uint64, slot uint32) {
 
 // verify checks the invariants above against the shard's slot table. Cost: O(entries).
 func (ix *index) verify(slots []*record) error {
-	if l := len(ix.entries); l != 0 && (l&(l-1) != 0 || l < minIndexLen) {
-		return fmt.Errorf("index: %d entries, not a power of two >= %d", l, minIndexLen)
+	vals, err := ix.verifyTable()
+	if err != nil {
+		return err
 	}
-	if ix.n*maxLoadDen > len(ix.entries)*maxLoadNum {
-		return fmt.Errorf("index: %d in use of %d entries: over the maximum load", ix.n, len(ix.entries))
-	}
-	mask := len(ix.entries) - 1
+	named := make(map[uint32]bool, len(vals))
 	used := 0
-	named := make(map[uint32]bool)
-	for i, en := range ix.entries {
-		if en.slot1 == 0 {
-			continue
+	for v, h := range vals {
+		if v&retBit != 0 {
+			continue // a retained entry: retained.verify checks it
 		}
 		used++
-		s := en.slot1 - 1
+		s := uint32(v - 1)
 		if int(s) >= len(slots) || slots[s] == nil {
-			return fmt.Errorf("index: entry %d names empty slot %d", i, s)
-		}
-		if named[s] {
-			return fmt.Errorf("index: slot %d named twice", s)
+			return fmt.Errorf("index: an entry names empty slot %d", s)
 		}
 		named[s] = true
-		if slots[s].hash != en.hash {
-			return fmt.Errorf("index: entry %d has hash %x, its record %x", i, en.hash, slots[s].hash)
+		if slots[s].hash != h {
+			return fmt.Errorf("index: the entry of slot %d has hash %x, its record %x", s, h, slots[s].hash)
 		}
-		for k := ix.home(en.hash); k != i; k = (k + 1) & mask {
-			if ix.entries[k].slot1 == 0 {
-				return fmt.Errorf("index: entry %d (home %d) is cut off by free entry %d", i, ix.home(en.hash), k)
-			}
-		}
-	}
-	if used != ix.n {
-		return fmt.Errorf("index: %d entries in use, n says %d", used, ix.n)
 	}
 	held := 0
 	seen := make(map[key]bool)
@@ -195,6 +220,38 @@ func (ix *index) verify(slots []*record) error {
 	return nil
 }
 
+// verifyTable checks the table's own invariants (its length and load, n, probe runs)
+// and returns its values, each with its entry's hash; a value held twice is an error.
+// Cost: O(entries).
+func (ix *index) verifyTable() (map[uint64]uint64, error) {
+	if l := len(ix.entries); l != 0 && (l&(l-1) != 0 || l < minIndexLen) {
+		return nil, fmt.Errorf("index: %d entries, not a power of two >= %d", l, minIndexLen)
+	}
+	if ix.n*maxLoadDen > len(ix.entries)*maxLoadNum {
+		return nil, fmt.Errorf("index: %d in use of %d entries: over the maximum load", ix.n, len(ix.entries))
+	}
+	mask := len(ix.entries) - 1
+	vals := make(map[uint64]uint64)
+	for i, en := range ix.entries {
+		if en.v == 0 {
+			continue
+		}
+		if _, dup := vals[en.v]; dup {
+			return nil, fmt.Errorf("index: value %d held twice", en.v)
+		}
+		vals[en.v] = en.hash
+		for k := ix.home(en.hash); k != i; k = (k + 1) & mask {
+			if ix.entries[k].v == 0 {
+				return nil, fmt.Errorf("index: entry %d (home %d) is cut off by free entry %d", i, ix.home(en.hash), k)
+			}
+		}
+	}
+	if len(vals) != ix.n {
+		return nil, fmt.Errorf("index: %d entries in use, n says %d", len(vals), ix.n)
+	}
+	return vals, nil
+}
+
 // verify checks each shard's table: its index, its free slots, its count, and that every
 // record's hash is its key's and picks this shard; and that the payload bytes counted
 // (Options.MaxPayloadBytes) are those the records hold; then the concurrency keys and
@@ -209,6 +266,11 @@ func (e *Engine) verify() error {
 			if rec != nil {
 				payloads += int64(len(rec.task.Payload))
 			}
+		}
+		if err == nil {
+			var retained int64
+			retained, err = sh.ret.verify(sh)
+			payloads += retained
 		}
 		sh.mu.Unlock()
 		if err != nil {
@@ -253,8 +315,8 @@ func (sh *shard) verify() error {
 			return fmt.Errorf("%s/%s: hash %x in shard %d, want %x", rec.task.Namespace, rec.task.ID, rec.hash, sh.idx, h)
 		}
 	}
-	if held != sh.tasks {
-		return fmt.Errorf("%d records held, tasks counts %d", held, sh.tasks)
+	if held+sh.ret.live != sh.tasks {
+		return fmt.Errorf("%d records held and %d retained, tasks counts %d", held, sh.ret.live, sh.tasks)
 	}
 	return sh.index.verify(sh.slots)
 }

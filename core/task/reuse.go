@@ -2,8 +2,8 @@ package task
 
 import "strconv"
 
-// Records are reused: a task that is submitted, run once and dropped (Retention < 0) would
-// otherwise allocate a 480 B record, and at a million tasks a second the collector's work
+// Records are reused: a task that is submitted, run once and dropped (Retention < 0), or
+// retained as an entry of its shard's retained log (retained.go), would otherwise allocate a 480 B record, and at a million tasks a second the collector's work
 // on those was a fifth of the engine's CPU. A removed record goes to Engine.spare (a
 // sync.Pool, so records that stay unused are freed by the collector after two cycles)
 // and a later Submit takes it from there; but only once nothing outside its shard's lock

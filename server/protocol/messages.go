@@ -56,8 +56,9 @@ const (
 	TypeAcked        Type = 54 // <- reply to ACKS and CARRY: the runs that could not be acknowledged
 	TypeCarry        Type = 55 // -> worker: outcomes of runs an earlier connection never confirmed; reply ACKED
 	TypeFires        Type = 56 // <- push (id 0) to a worker that asked for it: run these tasks now
+	TypeAdopt        Type = 57 // -> worker: runs an earlier connection FIREd that its handlers still run; reply ACKED
 
-	numTypes = TypeFires + 1
+	numTypes = TypeAdopt + 1
 )
 
 var typeNames = [numTypes]string{
@@ -69,7 +70,7 @@ var typeNames = [numTypes]string{
 	TypePartitions: "PARTITIONS", TypePartitionMap: "PARTITION_MAP",
 	TypeConfigGet: "CONFIG_GET", TypeConfigList: "CONFIG_LIST", TypeConfigSet: "CONFIG_SET", TypeConfigValues: "CONFIG_VALUES",
 	TypeSubscribe: "SUBSCRIBE", TypeCredit: "CREDIT", TypeFire: "FIRE", TypeAck: "ACK", TypeNack: "NACK",
-	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY", TypeFires: "FIRES",
+	TypeAcks: "ACKS", TypeAcked: "ACKED", TypeCarry: "CARRY", TypeFires: "FIRES", TypeAdopt: "ADOPT",
 }
 
 // String returns the type's protocol name, or "Type(n)".
@@ -137,7 +138,7 @@ var specs = [numTypes]*msgSpec{
 	TypePartitionMap: partitionMapSpec, TypeConfigGet: configGetSpec, TypeConfigList: configListSpec,
 	TypeConfigSet: configSetSpec, TypeConfigValues: configValuesSpec, TypeSubscribe: subscribeSpec,
 	TypeCredit: creditSpec, TypeFire: fireSpec, TypeAck: ackSpec, TypeNack: nackSpec, TypeAcks: acksSpec,
-	TypeAcked: ackedSpec, TypeCarry: carrySpec, TypeFires: firesSpec,
+	TypeAcked: ackedSpec, TypeCarry: carrySpec, TypeFires: firesSpec, TypeAdopt: adoptSpec,
 }
 
 // bit returns key's presence bit as checkFields sees the mask ("t" and "id" shifted
@@ -724,11 +725,28 @@ var acksSpec = message(TypeAcks, byWorker,
 
 // Acked answers ACKS (and CARRY): every run it does not list was acknowledged, as an ACK
 // answered OK would have been; each one it lists was refused, with the code and message
-// an ACK of that run alone would have got (STALE_EPOCH, UNKNOWN_RUN, INTERNAL).
+// an ACK of that run alone would have got (STALE_EPOCH, UNKNOWN_RUN, INTERNAL). It also
+// answers ADOPT: Failed lists the runs refused (not held: their outcome is to be
+// dropped), Adopted the runs taken over, each under the run ID its ACK or NACK names.
 type Acked struct {
-	ID     uint64
-	Failed []AckFailure // "failed": absent when every run was acknowledged
+	ID      uint64
+	Failed  []AckFailure // "failed": absent when every run was acknowledged
+	Adopted []Adoption   // "adopted": ADOPT's runs taken over; absent in any other answer
 }
+
+// Adoption is one run an ADOPT handed in that the leader took over: its ACK or NACK
+// names run As at epoch Epoch.
+type Adoption struct {
+	RunID uint64 // "run": the ADOPT's run ID
+	As    uint64 // "as": the run ID the leader holds it under (the same, for a run of its own term)
+	Epoch uint64 // "epoch": the leader's epoch, which its ACK or NACK names
+}
+
+var adoptionSpec = newMapSpec(false,
+	uintField("run", func(a *Adoption) *uint64 { return &a.RunID }).req(),
+	uintField("as", func(a *Adoption) *uint64 { return &a.As }).req(),
+	uintField("epoch", func(a *Adoption) *uint64 { return &a.Epoch }).req(),
+)
 
 // AckFailure is one run an ACKS could not acknowledge.
 type AckFailure struct {
@@ -744,7 +762,8 @@ var ackFailureSpec = newMapSpec(false,
 )
 
 var ackedSpec = message(TypeAcked, byServer,
-	arrayField("failed", MaxBatch, specMaps(ackFailureSpec), func(m *Acked) *[]AckFailure { return &m.Failed }))
+	arrayField("failed", MaxBatch, specMaps(ackFailureSpec), func(m *Acked) *[]AckFailure { return &m.Failed }),
+	arrayField("adopted", MaxBatch, specMaps(adoptionSpec), func(m *Acked) *[]Adoption { return &m.Adopted }))
 
 // Carry hands in, on a worker's new connection (before it grants credits), the outcomes
 // of runs it finished whose ACK or NACK an earlier connection never confirmed (the
@@ -773,21 +792,47 @@ type Outcome struct {
 // succeeded: an outcome's "failed", "err" and "retryable" are written only for a failure.
 func succeeded(o *Outcome) bool { return !o.Failed }
 
-var outcomeSpec = newMapSpec(false,
-	uintField("run", func(o *Outcome) *uint64 { return &o.RunID }).req(),
-	uintField("epoch", func(o *Outcome) *uint64 { return &o.Epoch }).req(),
-	nameField("ns", task.MaxNamespaceLen, func(o *Outcome) *string { return &o.Namespace }),
-	strField("tid", task.MaxIDLen, func(o *Outcome) *string { return &o.TaskID }).req(),
-	uintField("version", func(o *Outcome) *uint64 { return &o.Version }),
-	uintField("attempt", func(o *Outcome) *uint64 { return &o.Attempt }).req(),
-	intField("due", func(o *Outcome) *int64 { return &o.Due }).req(),
+// runKeys are the keys that name a carried run, as its FIRE did: an outcome's (CARRY)
+// and a running run's (ADOPT).
+func runKeys() []field[Outcome] {
+	return []field[Outcome]{
+		uintField("run", func(o *Outcome) *uint64 { return &o.RunID }).req(),
+		uintField("epoch", func(o *Outcome) *uint64 { return &o.Epoch }).req(),
+		nameField("ns", task.MaxNamespaceLen, func(o *Outcome) *string { return &o.Namespace }),
+		strField("tid", task.MaxIDLen, func(o *Outcome) *string { return &o.TaskID }).req(),
+		uintField("version", func(o *Outcome) *uint64 { return &o.Version }),
+		uintField("attempt", func(o *Outcome) *uint64 { return &o.Attempt }).req(),
+		intField("due", func(o *Outcome) *int64 { return &o.Due }).req(),
+	}
+}
+
+var outcomeSpec = newMapSpec(false, append(runKeys(),
 	boolField("failed", func(o *Outcome) *bool { return &o.Failed }),
 	strField("err", MaxTextLen, func(o *Outcome) *string { return &o.Err }).omitIf(succeeded),
 	boolField("retryable", func(o *Outcome) *bool { return &o.Retryable }).omitIf(succeeded),
-)
+)...)
 
 var carrySpec = message(TypeCarry, byWorker,
 	arrayField("outcomes", MaxBatch, specMaps(outcomeSpec), func(m *Carry) *[]Outcome { return &m.Outcomes }).req())
+
+// Adopt hands in, on a worker's new connection (after its CARRY frames, before it grants
+// credits), the runs an earlier connection was FIREd that its handlers still run. The
+// leader takes over each run it holds unchanged, as CARRY's rule matches an outcome
+// (namespace, ID, version, attempt, and a recurring task's due time), or an orphan of its
+// own term (the same run and epoch): it does not FIRE that run again, and the run is in
+// flight on this connection, its time to run started anew. ACKED lists the runs taken
+// over (Adopted, with the run ID their ACK or NACK names) and those refused (Failed).
+// Only the keys that name a run are read: an entry's "failed", "err" and "retryable"
+// are ignored.
+type Adopt struct {
+	ID   uint64
+	Runs []Outcome // "runs": at most MaxBatch; Failed, Err and Retryable unused
+}
+
+var runSpec = newMapSpec(false, runKeys()...)
+
+var adoptSpec = message(TypeAdopt, byWorker,
+	arrayField("runs", MaxBatch, specMaps(runSpec), func(m *Adopt) *[]Outcome { return &m.Runs }).req())
 
 // ---- the envelope ----
 //
@@ -896,6 +941,9 @@ func (m *Acked) setID(id uint64)          { m.ID = id }
 func (m *Carry) Type() Type               { return TypeCarry }
 func (m *Carry) RequestID() uint64        { return m.ID }
 func (m *Carry) setID(id uint64)          { m.ID = id }
+func (m *Adopt) Type() Type               { return TypeAdopt }
+func (m *Adopt) RequestID() uint64        { return m.ID }
+func (m *Adopt) setID(id uint64)          { m.ID = id }
 func (m *Fires) Type() Type               { return TypeFires }
 func (m *Fires) RequestID() uint64        { return m.ID }
 func (m *Fires) setID(id uint64)          { m.ID = id }

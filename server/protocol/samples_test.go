@@ -88,5 +88,11 @@ func samples() []Message {
 			{RunID: 77, Epoch: 7, Namespace: "billing", TaskID: "invoice-42", Version: 3, Attempt: 1, Due: 1_767_225_600_000_000_000},
 			{RunID: 78, Epoch: 6, TaskID: "t1", Attempt: 2, Due: 5, Failed: true, Err: "smtp down", Retryable: true},
 		}},
+		&Adopt{ID: 22, Runs: []Outcome{
+			{RunID: 79, Epoch: 7, Namespace: "billing", TaskID: "invoice-43", Version: 3, Attempt: 1, Due: 1_767_225_600_000_000_000},
+			{RunID: 80, Epoch: 6, TaskID: "t2", Attempt: 2, Due: 5},
+		}},
+		&Acked{ID: 22, Failed: []AckFailure{{RunID: 80, Code: CodeUnknownRun, Message: "task default/t2 is not held here"}},
+			Adopted: []Adoption{{RunID: 79, As: 91, Epoch: 8}}},
 	}
 }

@@ -11,7 +11,8 @@
 // range of keys, and safe for concurrent use with no lock of its own (every field is
 // set by Open and never changes):
 //
-//	st.Records()    Records    tasks/: Put, PutBatch[Fenced], DeleteBatch[Fenced], Load (records.go)
+//	st.Records()    Records    tasks/: Put, PutBatch[Fenced], DeleteBatch[Fenced], Load[All] (records.go);
+//	                           packs/, packdone/: PutPackFenced, MarkDoneFenced (packs.go)
 //	st.Locks()      Locks      locks/: Put[Fenced], SwapFenced, Delete[Fenced], DeleteBeforeFenced, Held[At] (locks.go)
 //	st.Progress()   Progress   next/: PutFenced, At (next.go)
 //	st.Workers()    Workers    workers/: Put, Delete, List, under the session's lease (workers.go)
@@ -37,6 +38,8 @@
 // Every key lives under Options.Prefix (default "/tock/"):
 //
 //	<prefix>tasks/<namespace>/<id>   one durable task record
+//	<prefix>packs/<pack id>          the records of many one-shot tasks in one value (a pack; packs.go)
+//	<prefix>packdone/<pack id>       a pack's ended entries: be64(popcount), then a bitmap
 //	<prefix>locks/<namespace>/<id>   an exclusive task's run lock (Locks)
 //	<prefix>next/<namespace>/<id>    a recurring task's progress: version, due (Progress)
 //	<prefix>workers/<node>/<name>    the worker registry (Workers)
@@ -97,9 +100,15 @@
 //   - A delete (Records.DeleteBatch) names the version it removes: it applies only while
 //     the record is stored at exactly that version (be64(v) <= value < be64(v+1)),
 //     so the end of a replaced version never removes its successor's record.
-//   - Records.Load reads the whole record range at one revision, in pages of
-//     Options.LoadPageSize, and returns that revision: a later watch from
-//     rev+1 sees every change after the snapshot. Revision reads etcd's
+//   - A pack is written once (created, or the identical value found); its done key
+//     exists only while the pack does, and is written only over a lower popcount, so
+//     a writer whose bitmaps of a pack only grow never undoes an end it recorded; a
+//     pack whose entries have all ended goes with its done key in one transaction.
+//   - Records.Load reads the whole record range, the packs and their done keys at one
+//     revision, in pages of Options.LoadPageSize, and returns that revision: a later
+//     watch from rev+1 sees every change after the snapshot. It yields one record a
+//     task: the highest version of its own record and its pack entries not done (a
+//     tie goes to its own record); LoadAll also reports the ones passed over. Revision reads etcd's
 //     revision now: every write committed before the call is at or below it.
 //
 // # The partition map

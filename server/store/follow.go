@@ -13,22 +13,29 @@ import (
 type ChangeKind uint8
 
 const (
-	RecordPut    ChangeKind = iota + 1 // Record was written
-	RecordDelete                       // the record of Key was deleted
-	LockPut                            // Key's run lock was written
-	LockDelete                         // Key's run lock was deleted
-	NextPut                            // Key's progress was written: Next
-	NextDelete                         // Key's progress was deleted
-	OtherChange                        // anything else under the prefix (the election, the workers and nodes registries, the partition count and map, the configuration)
+	RecordPut      ChangeKind = iota + 1 // Record was written
+	RecordDelete                         // the record of Key was deleted
+	LockPut                              // Key's run lock was written
+	LockDelete                           // Key's run lock was deleted
+	NextPut                              // Key's progress was written: Next
+	NextDelete                           // Key's progress was deleted
+	OtherChange                          // anything else under the prefix (the election, the workers and nodes registries, the partition count and map, the configuration)
+	PackPut                              // pack PackID was written: Pack holds its entries
+	PackDelete                           // pack PackID was deleted (its done key goes in the same transaction)
+	PackDonePut                          // the ended entries of pack PackID were written: Done
+	PackDoneDelete                       // the done key of pack PackID was deleted
 )
 
 // Change is one write under the store's prefix, as Follow sees it.
 type Change struct {
 	Kind   ChangeKind
 	Key    Key
-	Record Record  // RecordPut only
-	Next   NextDue // NextPut only
-	Rev    int64   // the write's revision
+	Record Record   // RecordPut only
+	Next   NextDue  // NextPut only
+	PackID string   // the Pack* kinds: the pack's ID
+	Pack   []Record // PackPut only: its entries (Record.Pack set)
+	Done   PackDone // PackDonePut only (Done.Len counts whole bytes: the pack's own count is in the pack)
+	Rev    int64    // the write's revision
 }
 
 // ErrFollowLost means Follow's watch ended and cannot resume from where it was (the
@@ -86,6 +93,24 @@ func (k keyspace) change(ev *clientv3.Event) Change {
 		}
 		if nd, ok := k.decodeProgress(ev.Kv.Key, ev.Kv.Value); ok {
 			c.Kind, c.Key, c.Next = NextPut, nd.Key, nd
+		}
+	case strings.HasPrefix(key, k.packs):
+		c.PackID = strings.TrimPrefix(key, k.packs)
+		if !put {
+			c.Kind = PackDelete
+			return c
+		}
+		if entries, err := decodePack(c.PackID, ev.Kv.Value); err == nil {
+			c.Kind, c.Pack = PackPut, entries
+		}
+	case strings.HasPrefix(key, k.packDone):
+		c.PackID = strings.TrimPrefix(key, k.packDone)
+		if !put {
+			c.Kind = PackDoneDelete
+			return c
+		}
+		if d, ok := decodePackDone(c.PackID, ev.Kv.Value); ok {
+			c.Kind, c.Done = PackDonePut, d
 		}
 	case strings.HasPrefix(key, k.locks):
 		tk, ok := taskOf(k.locks, key)

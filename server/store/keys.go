@@ -10,19 +10,22 @@ import (
 // package doc) and how a key read back is taken apart. It is pure: every field is set by
 // newKeyspace and never changes, so the parts of a Store share one copy freely.
 //
-// Invariant: ∀ kinds a ≠ b of tasks, locks, next, workers, leader, nodes, partitions,
-// config: a is
+// Invariant: ∀ kinds a ≠ b of tasks, packs, packdone, locks, next, workers, leader,
+// nodes, partitions, config: a is
 // not a prefix of
 // b, so a key read back under the prefix belongs to at most one kind (change relies on
 // it).
 type keyspace struct {
-	prefix  string // Options.Prefix: everything the Store writes is under it
-	tasks   string // prefix + "tasks/": records (records.go)
-	locks   string // prefix + "locks/": run locks of exclusive tasks (locks.go)
-	next    string // prefix + "next/": recurring tasks' progress (next.go)
-	workers string // prefix + "workers/": the worker registry (workers.go)
-	leader  string // prefix + "leader": the election (leader.go)
-	nodes   string // prefix + "nodes/": the live nodes (nodes.go)
+	prefix string // Options.Prefix: everything the Store writes is under it
+	tasks  string // prefix + "tasks/": records (records.go)
+	// packs and packDone are prefix + "packs/" and "packdone/": packs of records, and
+	// their ended entries (packs.go).
+	packs, packDone string
+	locks           string // prefix + "locks/": run locks of exclusive tasks (locks.go)
+	next            string // prefix + "next/": recurring tasks' progress (next.go)
+	workers         string // prefix + "workers/": the worker registry (workers.go)
+	leader          string // prefix + "leader": the election (leader.go)
+	nodes           string // prefix + "nodes/": the live nodes (nodes.go)
 	// partitionCount is prefix + "partitions/count": the cluster's P (partitions.go).
 	partitionCount string
 	// partitionMap is prefix + "partitions/map": the stored partition map (partmap.go).
@@ -34,7 +37,7 @@ type keyspace struct {
 }
 
 func newKeyspace(prefix string) keyspace {
-	return keyspace{prefix: prefix, tasks: prefix + "tasks/", locks: prefix + "locks/", next: prefix + "next/",
+	return keyspace{prefix: prefix, tasks: prefix + "tasks/", packs: prefix + "packs/", packDone: prefix + "packdone/", locks: prefix + "locks/", next: prefix + "next/",
 		workers: prefix + "workers/", leader: prefix + "leader", nodes: prefix + "nodes/",
 		partitionCount: prefix + "partitions/count", partitionMap: prefix + "partitions/map",
 		partitionOwner: prefix + "partitions/owner/", config: prefix + "config/"}

@@ -13,7 +13,9 @@ import (
 // Records are the durable task records: <prefix>tasks/<namespace>/<id>, each an 8-byte
 // big-endian version and the opaque body (see the package doc's write invariants). Put
 // and PutBatch create or replace a lower version, DeleteBatch removes one named version
-// with its progress and run lock, Load reads them all at one revision.
+// with its progress and run lock, Load reads them all at one revision, with the entries
+// of packs (packs.go: many one-shot records in one key, PutPackFenced and
+// MarkDoneFenced).
 //
 // Invariants: a stored version only grows while the key exists (a write of an equal or
 // lower version is refused, or is the identical value); a transaction holds at most
@@ -46,6 +48,9 @@ type Record struct {
 	// that loads the record always finds where its schedule stands, however soon after
 	// the submit it took over. Load does not read it (Progress.At does).
 	NextDue int64
+	// Pack, as Load yields it, is the pack entry the record was read from (packs.go);
+	// zero for a record of its own. PutBatch ignores it.
+	Pack PackRef
 }
 
 const headerLen = 8 // big-endian Version before Body
@@ -291,41 +296,47 @@ func deleteOp(key, nk, lk string, v uint64) clientv3.Op {
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v)))}, nil, del)
 }
 
-// Load calls fn for every record, in key order, from one snapshot read in
-// pages of LoadPageSize, and returns the snapshot's revision: watch from
-// rev+1 to see every later change. An error from fn stops Load and is
-// returned. Record.Body aliases the response; fn may keep it.
+// Load is LoadAll with no report of stale entries.
 func (rs *Records) Load(ctx context.Context, fn func(Record) error) (int64, error) {
-	end := clientv3.GetPrefixRangeEnd(rs.keys.tasks)
-	start := rs.keys.tasks
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{
-			clientv3.WithRange(end),
-			clientv3.WithLimit(int64(rs.pageSize)),
-		}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := rs.cli.Get(ctx, start, opts...)
-		if err != nil {
-			return rev, fmt.Errorf("store: load from %q: %w", start, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			r, err := rs.keys.decodeRecord(kv.Key, kv.Value)
-			if err != nil {
-				return rev, err
-			}
-			if err := fn(r); err != nil {
-				return rev, err
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	return rs.LoadAll(ctx, fn, nil)
+}
+
+// LoadAll calls fn for every task's record, from one snapshot read in pages of
+// LoadPageSize, and returns the snapshot's revision: watch from rev+1 to see every later
+// change. The records of their own come first, in key order, then the entries of packs
+// not done (Record.Pack set), in pack order. A task has one record there: the highest
+// version of its own record and its pack entries (a tie goes to its own record); each
+// one passed over goes to stale (if not nil), for the caller to end: a record of its own
+// with DeleteBatch, a pack entry with MarkDoneFenced. An error from fn stops LoadAll and
+// is returned. Record.Body aliases the response; fn may keep it.
+func (rs *Records) LoadAll(ctx context.Context, fn func(Record) error, stale func(Record)) (int64, error) {
+	live, rev, err := rs.loadPacks(ctx, 0, stale)
+	if err != nil {
+		return rev, err
 	}
+	_, err = rs.rangeAt(ctx, rs.keys.tasks, rev, func(key, val []byte) error {
+		r, err := rs.keys.decodeRecord(key, val)
+		if err != nil {
+			return err
+		}
+		k := Key{r.Namespace, r.ID}
+		if e, ok := live[k]; ok {
+			if e.Version > r.Version {
+				report(stale, r)
+				return nil
+			}
+			report(stale, e)
+			delete(live, k)
+		}
+		return fn(r)
+	})
+	if err != nil {
+		return rev, err
+	}
+	for _, e := range sortedEntries(live) {
+		if err := fn(e); err != nil {
+			return rev, err
+		}
+	}
+	return rev, nil
 }

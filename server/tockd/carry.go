@@ -102,10 +102,12 @@ type holdState struct {
 	refused [NumCarryRefusals]atomic.Uint64
 }
 
-// carried is one outcome of a CARRY, and the answer it is part of.
+// carried is one outcome of a CARRY, or one run of an ADOPT (running: adopt.go), and
+// the answer it is part of.
 type carried struct {
-	o protocol.Outcome
-	b *ackBatch
+	o       protocol.Outcome
+	b       *ackBatch
+	running bool // a run handed in still running (ADOPT): taken over, not ended
 }
 
 // matches reports whether f is the run the outcome was reported for: the same task
@@ -311,8 +313,10 @@ func refusalCounts(refused [NumCarryRefusals]int) map[string]int {
 
 // takeCarried is the handler's check for an outcome carried for the run whose FIRE is f
 // (of a recurring task or not): handled is true when one matched, and err is then the
-// attempt's result. An outcome of the task that does not match this run is refused.
-func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled bool, err error) {
+// attempt's result. An outcome of the task that does not match this run is refused. A
+// run handed in still running (ADOPT) that matches is returned as adopt, for the
+// handler to take over (adoptPending), handled false.
+func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (adopt *carried, handled bool, err error) {
 	d := rr.router
 	k := taskKey{f.Namespace, f.TaskID}
 	d.mu.Lock()
@@ -323,16 +327,19 @@ func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (handled boo
 	}
 	d.mu.Unlock()
 	if co == nil {
-		return false, nil
+		return nil, false, nil
 	}
 	if !co.matches(f, recurring) {
 		rr.router.hold.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
-		return false, nil
+		return nil, false, nil
+	}
+	if co.running {
+		return co, false, nil
 	}
 	err = co.result()
 	rr.settleCarried(co, k, err)
-	return true, err
+	return nil, true, err
 }
 
 // settleCarried counts an accepted outcome and answers it: at once, or, when it ends a
@@ -362,13 +369,9 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	var waiting []*carried
 	var refused [NumCarryRefusals]int // in this frame, by reason, for the log
 	nRefused := 0
-	d.mu.Lock()
-	if !d.leading { // only with a replica: without one this node always leads
-		d.mu.Unlock()
-		c.carryBounced = true
-		return rr.replica.lead.notLeader(m.ID), false
+	if refusal := rr.lockHandIn(c, m.ID); refusal != nil {
+		return refusal, false
 	}
-	d.hold.carryArrived(time.Now())
 	seen := make(map[uint64]bool, len(m.Outcomes))
 	for _, o := range m.Outcomes {
 		co := &carried{o: o, b: b}
@@ -408,22 +411,6 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 		nRefused++
 	}
 	holding := d.hold.on
-	if len(waiting) > 0 {
-		time.AfterFunc(carryMaxWait, func() {
-			var late []*carried
-			d.mu.Lock()
-			for _, co := range waiting {
-				k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-				if d.hold.pending[k] == co {
-					delete(d.hold.pending, k)
-					d.hold.nPending.Add(-1)
-					late = append(late, co)
-				}
-			}
-			d.mu.Unlock()
-			d.hold.refuseCarried(late, CarryExpired, fmt.Sprintf("its run did not come due within %v", carryMaxWait))
-		})
-	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	// Every frame is logged (a takeover gets a few per worker): how its outcomes split is
@@ -433,15 +420,7 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 	// An outcome of the very run a task parked at the takeover waits out (its lock named
 	// it, and the task is at the same version) ends the park: its held-back run comes due
 	// now and meets the outcome filed pending.
-	for _, co := range waiting {
-		if rr.replica == nil {
-			break // no run locks, so nothing parked
-		}
-		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
-			locks.unparkFor(k, co.o.Version, epoch)
-		}
-	}
+	rr.awaitPending(waiting, epoch)
 	ended := 0
 	for _, x := range complete {
 		result := x.co.result()
@@ -459,6 +438,22 @@ func (rr *remoteRuns) carry(c *conn, m *protocol.Carry) (protocol.Message, bool)
 		return nil, false // the last outcome settled sends the reply
 	}
 	return b.reply(), false
+}
+
+// lockHandIn takes router.mu for a CARRY or ADOPT (request id) on c and keeps a
+// takeover's hold on for another grace, returning nil; or, if this node does not lead,
+// returns the NOT_LEADER refusal with the lock not held (and c's SUBSCRIBE is refused
+// too: requests.bouncedSubscribe).
+func (rr *remoteRuns) lockHandIn(c *conn, id uint64) *protocol.Error {
+	d := rr.router
+	d.mu.Lock()
+	if !d.leading { // only with a replica: without one this node always leads
+		d.mu.Unlock()
+		c.carryBounced = true
+		return rr.replica.lead.notLeader(id)
+	}
+	d.hold.carryArrived(time.Now())
+	return nil
 }
 
 // pendingLocked files co (for task k) to wait for its run to reach the handler, if the

@@ -208,26 +208,33 @@ func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
 // task with the outcome at once (long before the time to run), never FIREs it again,
 // and leaves neither its record nor its lock in etcd.
 func TestCarriedOutcomeEndsAPark(t *testing.T) {
-	n := startCarryNodes(t)
-	st1, st2, l1, n2, l2 := n.st1, n.st2, n.leader, n.follower, n.fd
-
-	const ttr = time.Minute // the park: the test never sits it out
-	c := connect(t, l1.addr)
-	w := connectWorker(t, l1.addr, 10, "w")
-	excl := durableWorkTask("excl")
-	excl.Exclusive, excl.Timeout = true, int64(ttr)
-	submit(t, c, 2, excl)
-	done := w.fire()
-	waitRegistered(t, n2)
-	deleteLeaderKey(t, st1.Client()) // the first leader's term ends; the follower takes over
-	waitLeading(t, n2, "the follower was not elected")
-	if in := get(t, connect(t, l2.addr), 2, "excl"); in.State != task.Pending {
-		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
-	}
-
+	n, done := startParked(t)
+	st2, l2 := n.st2, n.fd
 	w2 := carryTo(t, l2.addr, done, "w")
 	wantEndedByCarry(t, connect(t, l2.addr), w2, st2, done, "the carried outcome did not end the park")
 	waitNoLocks(t, st2, "after the carried outcome ended the parked task")
+}
+
+// startParked runs the exclusive durable task "excl" (time to run a minute: the park,
+// which no test sits out) at the first leader of startCarryNodes, then ends that
+// leader's term: the follower takes over and parks the task. It returns the nodes and
+// the run the first leader FIREd.
+func startParked(t *testing.T) (*twoNodes, *protocol.Fire) {
+	t.Helper()
+	n := startCarryNodes(t)
+	c := connect(t, n.leader.addr)
+	w := connectWorker(t, n.leader.addr, 10, "w")
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
+	submit(t, c, 2, excl)
+	f := w.fire()
+	waitRegistered(t, n.follower)
+	deleteLeaderKey(t, n.st1.Client()) // the first leader's term ends; the follower takes over
+	waitLeading(t, n.follower, "the follower was not elected")
+	if in := get(t, connect(t, n.fd.addr), 2, "excl"); in.State != task.Pending {
+		t.Fatalf("the task at the new leader is %v, want PENDING (parked)", in.State)
+	}
+	return n, f
 }
 
 // A worker's connection to the leader is cut after it ran a run but before it sent the

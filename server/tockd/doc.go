@@ -139,6 +139,12 @@
 // leader: its runs in flight are kept (orphans, router.go) for
 // Options.ReconnectGrace before they fail and are redelivered.
 //
+// Runs handed in still running (adopt.go): a worker whose handler still runs when its
+// connection goes names that run on its next connection (ADOPT), after its CARRY
+// frames; the leader takes it over under the same rule (or, for an orphan of its own
+// term, by run ID and epoch) instead of FIREing it again: the run is in flight on the
+// new connection, spending no credit, and ends with that worker's ACK or NACK.
+//
 // Runs in flight at a failover: a durable task's record is its pending marker (it goes
 // only when an ACK ends the task, and the ACK is answered once it has), so the next
 // leader redelivers every unfinished durable task. It does so at once (after the carry

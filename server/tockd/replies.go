@@ -85,6 +85,8 @@ var replies = map[protocol.Type]replySpec{
 		items: codes(protocol.CodeUnknownRun, protocol.CodeStaleEpoch, protocol.CodeInternal)},
 	protocol.TypeCarry: {reply: protocol.TypeAcked, errs: every | codes(protocol.CodeUnexpected, protocol.CodeNotLeader),
 		items: codes(protocol.CodeUnknownRun, protocol.CodeStaleEpoch, protocol.CodeInternal)},
+	protocol.TypeAdopt: {reply: protocol.TypeAcked, errs: every | codes(protocol.CodeUnexpected, protocol.CodeNotLeader),
+		items: codes(protocol.CodeUnknownRun)},
 }
 
 // serverSent is answered UNEXPECTED whatever it is: the types only the server sends.

@@ -184,7 +184,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	// Worker messages: UNEXPECTED on the client connection, then as a worker.
 	workerMsgs := []protocol.Message{&protocol.Subscribe{ID: 20, Types: []string{"w"}, Credits: 1},
 		&protocol.Credit{ID: 21, Credits: 1}, &protocol.Ack{ID: 22, RunID: 1}, &protocol.Nack{ID: 23, RunID: 1},
-		&protocol.Acks{ID: 24, RunIDs: []uint64{1}}, &protocol.Carry{ID: 25}}
+		&protocol.Acks{ID: 24, RunIDs: []uint64{1}}, &protocol.Carry{ID: 25}, &protocol.Adopt{ID: 26}}
 	for _, m := range workerMsgs {
 		got.add(m.Type(), c.call(m))
 	}
@@ -193,7 +193,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	for typ, fields := range map[protocol.Type]map[string]any{protocol.TypeSubscribe: {"types": []string{""}, "credits": 1},
 		protocol.TypeCredit: {"credits": "x"}, protocol.TypeAck: {"run": "x", "epoch": 0},
 		protocol.TypeNack: {"run": 1, "epoch": 0, "retryable": "x"}, protocol.TypeAcks: {"runs": 5, "epoch": 0},
-		protocol.TypeCarry: {"outcomes": 5}} {
+		protocol.TypeCarry: {"outcomes": 5}, protocol.TypeAdopt: {"runs": 5}} {
 		got.add(typ, wc.raw(typ, fields))
 	}
 	got.add(protocol.TypeSubscribe, w.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 2}))
@@ -210,6 +210,8 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	got.add(protocol.TypeAcks, w.req(&protocol.Acks{RunIDs: []uint64{999}}))
 	got.add(protocol.TypeAcks, w.req(&protocol.Acks{RunIDs: []uint64{999}, Epoch: 5}))
 	got.add(protocol.TypeCarry, w.req(&protocol.Carry{Outcomes: []protocol.Outcome{{RunID: 999, TaskID: "none", Attempt: 1, Due: 1}}}))
+	got.add(protocol.TypeAdopt, w.req(&protocol.Adopt{Runs: []protocol.Outcome{{RunID: 999, TaskID: "none", Attempt: 1, Due: 1}}}))
+	got.add(protocol.TypeAdopt, w.req(&protocol.Adopt{}))
 
 	// A closed engine: SUBMIT gets SHUTTING_DOWN.
 	e, err := task.New(task.WithWorkers(1))
@@ -236,6 +238,7 @@ func TestEveryListedReplyOverTheWire(t *testing.T) {
 	fw.hello(hello("", protocol.Version, protocol.RoleWorker))
 	got.add(protocol.TypeSubscribe, fw.call(&protocol.Subscribe{ID: 2, Types: []string{"w"}, Credits: 1}))
 	got.add(protocol.TypeCarry, fw.call(&protocol.Carry{ID: 3}))
+	got.add(protocol.TypeAdopt, fw.call(&protocol.Adopt{ID: 4}))
 
 	// Every listed reply was seen or is excused; nothing unlisted came (checkReply
 	// panics on that); no excuse is stale.

@@ -16,7 +16,7 @@ import (
 
 // requests answers the requests of every connection after its handshake: clients'
 // (SUBMIT, CANCEL, GET, LIST, the DLQ, PAUSE/RESUME, STATS, PING) itself, workers'
-// (SUBSCRIBE, CREDIT, ACK, NACK, ACKS, CARRY) through runs. Each request is answered on
+// (SUBSCRIBE, CREDIT, ACK, NACK, ACKS, CARRY, ADOPT) through runs. Each request is answered on
 // its connection's reader goroutine, synchronously against the engine, and its reply is
 // checked against the replies table (checkReply).
 //
@@ -121,6 +121,8 @@ func (q *requests) serve(c *conn, m protocol.Message) (reply protocol.Message, c
 		return q.runs.finishAcks(c, m)
 	case *protocol.Carry:
 		return q.runs.carry(c, m)
+	case *protocol.Adopt:
+		return q.runs.adopt(c, m)
 	case *protocol.Nack:
 		msg := m.Err
 		if msg == "" {
@@ -392,6 +394,7 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 		"redelivered":     ss.Redelivered, // runs failed because their worker disconnected
 		"durable_commits": ss.DurableCommits,
 		"carried":         ss.Carried,
+		"adopted":         ss.Adopted,
 		"limit_waits":     st.LimitWaits,
 		// Beyond the documented names:
 		"panics": st.Panics, "late_results": st.LateResults, "dlq_evicted": st.DLQEvicted,

@@ -72,9 +72,11 @@ type runEngine interface {
 //     meanwhile, count until their turn; runs queued before setWaitingLimits lowered a
 //     bound stay). No waiting queue is empty.
 //   - A run is in one place at most: waiting (its engine timeout held), in flight on
-//     exactly one worker (FIREd, its timeout running), until that worker's ACK/NACK
-//     (take) or its removal (remove), or an orphan of a removed worker until a carried
-//     outcome takes it or reconnectGrace fails it (only while leading).
+//     exactly one worker (FIREd, or handed in by ADOPT, its timeout running), until that
+//     worker's ACK/NACK (take) or its removal (remove), or an orphan of a removed worker
+//     until a carried outcome or an ADOPT takes it or reconnectGrace fails it (only
+//     while leading). A run ADOPT took from a waiting queue stays there, marked in
+//     adoptedWaiting, until its turn drops it: waiting and in flight only so.
 //   - Each FIRE spends one credit of the worker it went to; credits only grow by
 //     subscribe (replaces them) and credit (adds, saturating).
 //   - Every worker pushed a run is flushed before mu is released: pushed is empty
@@ -127,7 +129,11 @@ type router[W workerConn] struct {
 	lease    leaseCheck // this term's lease (nil: none, no Store); checked before every FIRE
 	hold     holdState  // a takeover's hold and the carried outcomes (carry.go)
 	orphans  orphanRuns
-	pushed   pushedConns[W] // flushed before mu is let go
+	// adoptedWaiting holds the runs taken from a waiting queue by ADOPT (adopt.go): in
+	// flight on the worker that handed them in, they are dropped from their queue when
+	// their turn comes (drainLocked), unFIREd.
+	adoptedWaiting map[uint64]bool
+	pushed         pushedConns[W] // flushed before mu is let go
 	// broadcasts holds, per broadcast task, the workers its latest occurrence fanned out
 	// to (broadcast.go): its run of shard i goes to broadcasts[task][i] alone.
 	broadcasts map[taskKey][]W
@@ -286,6 +292,12 @@ func (r *router[W]) drainLocked(typ string) {
 	q := r.waiting[typ]
 	for q != nil && q.len() > 0 && r.leading && !r.hold.on && !r.paused[typ] {
 		f := q.front()
+		if len(r.adoptedWaiting) > 0 && r.adoptedWaiting[f.RunID] {
+			delete(r.adoptedWaiting, f.RunID)
+			q.pop()
+			r.nWaiting--
+			continue // handed in by the worker that runs it (ADOPT): in flight already
+		}
 		if err := r.eng.StartTimeout(f.RunID); err != nil {
 			q.pop()
 			r.nWaiting--
@@ -503,6 +515,7 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 			refused = r.hold.stop()
 			// Handed back, as remove does when not leading: the next leader redelivers.
 			r.orphans.dropAll()
+			r.adoptedWaiting = nil // their queued runs are gone from the engine: drainLocked drops them
 		}
 	}
 	r.leading, r.epoch = leading, epoch
@@ -552,7 +565,7 @@ func (r *router[W]) verify() error {
 		}
 		n += q.len()
 		for _, f := range q.items[q.head:] {
-			if inflight[f.RunID] {
+			if inflight[f.RunID] && !r.adoptedWaiting[f.RunID] {
 				return fmt.Errorf("run %d is both waiting and in flight", f.RunID)
 			}
 		}

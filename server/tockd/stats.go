@@ -27,6 +27,7 @@ type Stats struct {
 	Redelivered uint64 // runs failed because their worker disconnected
 	ReplyStalls uint64 // times a connection's reader stopped reading: over MaxQueuedReplyBytes
 	Carried     uint64 // carried outcomes (CARRY) accepted: runs not run again after a failover
+	Adopted     uint64 // runs handed in still running (ADOPT) and taken over: not FIREd again
 	// CarryRefused counts the carried outcomes refused, by reason: each is a run that
 	// runs again if its task still owes one.
 	CarryRefused [NumCarryRefusals]uint64
@@ -75,6 +76,7 @@ func (s *Server) Stats() Stats {
 		Redelivered:      s.router.redelivered.Load(),
 		ReplyStalls:      s.conns.replyStalls.Load(),
 		Carried:          s.runs.carried.Load(),
+		Adopted:          s.runs.adopted.Load(),
 		CarryRefused:     refused,
 		DurableCommits:   commits,
 		IsLeader:         leading,

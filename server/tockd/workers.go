@@ -18,7 +18,8 @@ import (
 
 // remoteRuns is the server's half of the runs that workers execute: the engine's
 // fallback handler, which builds each attempt's FIRE and hands it to the router, and the
-// workers' requests that end runs (ACK, NACK, ACKS, CARRY: carry.go) or change what
+// workers' requests that end runs (ACK, NACK, ACKS, CARRY: carry.go), take over runs a
+// worker still runs (ADOPT: adopt.go) or change what
 // they take (SUBSCRIBE). It talks to the engine directly and to the replica, when there
 // is one, for a run's durable side: its class, its run lock, the wait for its record's
 // deletion before an ACK is answered.
@@ -46,6 +47,7 @@ type remoteRuns struct {
 	acked   atomic.Uint64 // ACKs the engine accepted
 	nacked  atomic.Uint64 // NACKs the engine accepted
 	carried atomic.Uint64 // carried outcomes accepted (CARRY; carry.go)
+	adopted atomic.Uint64 // runs handed in still running and taken over (ADOPT; adopt.go)
 }
 
 // handler is the engine's fallback Handler (every type without an in-process handler of
@@ -72,10 +74,13 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 	var span trace.Span
 	fire.Traceparent, fire.Tracestate, span = rr.spans.fire(run)
 	defer endSpan(span)
+	var adopt *carried // a worker handed in this very run, still running (adopt.go)
 	if rr.router.hold.nPending.Load() > 0 {
-		if handled, err := rr.takeCarried(fire, t.Schedule.Recurring()); handled {
+		co, handled, err := rr.takeCarried(fire, t.Schedule.Recurring())
+		if handled {
 			return err // a worker handed in this run's outcome: it is not run again
 		}
+		adopt = co
 	}
 	if rr.replica != nil && rr.replica.dur.isDurable(t.Namespace, t.ID, t.Version) {
 		fire.Durability = protocol.Durable
@@ -86,6 +91,9 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 				return err
 			}
 		}
+	}
+	if adopt != nil && rr.adoptPending(fire, adopt) {
+		return task.ErrDeferred // that worker's ACK or NACK ends it
 	}
 
 	if t.Broadcast {
@@ -260,8 +268,9 @@ type ackBatch struct {
 	id          uint64
 	outstanding atomic.Int64 // runs whose outcome is not yet known, plus one while finishAcks runs
 
-	mu     sync.Mutex
-	failed []protocol.AckFailure // guarded by mu
+	mu      sync.Mutex
+	failed  []protocol.AckFailure // guarded by mu
+	adopted []protocol.Adoption   // guarded by mu: an ADOPT's runs taken over (adopt.go)
 }
 
 func (b *ackBatch) refuse(runID uint64, code protocol.Code, msg string) {
@@ -285,7 +294,7 @@ func (b *ackBatch) ended(runID uint64, deleteErr error) {
 func (b *ackBatch) reply() *protocol.Acked {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return &protocol.Acked{ID: b.id, Failed: b.failed}
+	return &protocol.Acked{ID: b.id, Failed: b.failed, Adopted: b.adopted}
 }
 
 // maxLateReplies bounds the replies a connection holds beyond its reply queue (ACK

@@ -178,16 +178,21 @@ func (t *workerTable[W]) chooseSpread(typ string, key uint64, tried map[W]bool, 
 // in flight on it, and the round robin's position. Requires router.mu.
 func (t *workerTable[W]) charge(ws *workerState, f *protocol.Fire) {
 	ws.credits--
-	k := taskKey{f.Namespace, f.TaskID}
-	ws.inflight[f.RunID] = k
-	if f.Shard.Of > 1 {
+	t.inflightOn(ws, f.RunID, taskKey{f.Namespace, f.TaskID}, f.Shard.Of > 1)
+	if t.strategy == DispatchRoundRobin {
+		t.lastRR[f.TaskType] = ws.seq
+	}
+}
+
+// inflightOn records run runID of task k (a shard of it: shard) in flight on the worker
+// whose state is ws. Requires router.mu.
+func (t *workerTable[W]) inflightOn(ws *workerState, runID uint64, k taskKey, shard bool) {
+	ws.inflight[runID] = k
+	if shard {
 		if ws.shardsOf == nil {
 			ws.shardsOf = map[taskKey]int{}
 		}
 		ws.shardsOf[k]++
-	}
-	if t.strategy == DispatchRoundRobin {
-		t.lastRR[f.TaskType] = ws.seq
 	}
 }
 
