@@ -178,8 +178,9 @@ const (
 //
 // Invariants:
 //   - cur is viewMap(count, set, stored, holders) of the latest node set, stored map and
-//     owner keys the watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur.Owners and
-//     b.cur.Owners name the same owners (the map at one etcd revision is one value);
+//     owner keys the watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒
+//     a.cur.Owners and b.cur.Owners name the same owners (the map at one etcd revision
+//     is one value);
 //   - changed is closed exactly when cur is replaced, and replaced by a fresh channel;
 //   - kick holds a token whenever set, stored or holders changed since act last read
 //     them.
