@@ -74,7 +74,7 @@ func TestAlertRulesWellFormed(t *testing.T) {
 			t.Errorf("group %s: missing (groups: %v)", want, groups)
 		}
 	}
-	for _, want := range []string{"TockQueueBacklog", "TockHighFailureRate", "TockDeadLettersGrowing", "TockNoLeader", "TockLatenessHigh", "TockLeaderFlapping", "TockPartitionsWithoutOwner"} {
+	for _, want := range []string{"TockQueueBacklog", "TockHighFailureRate", "TockDeadLettersGrowing", "TockNoLeader", "TockLatenessHigh", "TockLeaderFlapping", "TockPartitionsWithoutOwner", "TockPartitionWithoutHolder"} {
 		if !seen[want] {
 			t.Errorf("alert %s: missing", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -154,6 +155,10 @@ var metrics = slices.Concat([]metric{
 			}
 			return float64(unowned)
 		}),
+	gauge("partitions_without_holder", "Partitions of the map this node follows whose owner does not hold them (its partition lease is not there): for a moment at each handoff, between the old owner's release and the new owner's lease, and from an owner's death until its lease ends and the map is rewritten; 0 without etcd.",
+		func(s *tockd.Stats) float64 { return float64(s.Partitions.Unheld()) }),
+	gauge("partitions_held", "Partitions this node holds: owned by it in the map, under its own partition lease.",
+		func(s *tockd.Stats) float64 { return float64(s.Partitions.HeldBy(s.Node)) }),
 	gauge("partition_map_revision", "The etcd revision of the stored partition map this node follows; every node of a settled cluster reports the same.",
 		func(s *tockd.Stats) float64 { return float64(s.Partitions.Rev) }),
 
@@ -170,6 +175,13 @@ var metrics = slices.Concat([]metric{
 var partitionsOwned = prometheus.NewDesc(Namespace+"_partitions_owned",
 	"Partitions each node owns in the partition map this node follows (stored in etcd, not yet routed by), by node.",
 	[]string{"node"}, nil)
+
+// partitionEpoch is partition_epoch, one series per partition the map gives this node,
+// labelled with its number: the epoch it holds it at (its partition lease's create
+// revision), 0 while it does not hold it yet. Without etcd there is none.
+var partitionEpoch = prometheus.NewDesc(Namespace+"_partition_epoch",
+	"The epoch at which this node holds each partition the map gives it (its partition lease's etcd create revision; 0 while not held yet), by partition.",
+	[]string{"partition"}, nil)
 
 // configChanges is config_changes_total, one series per runtime setting (server/
 // settings) whose value in effect on this node has changed, labelled with its key.
@@ -202,6 +214,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- metrics[i].desc
 	}
 	ch <- partitionsOwned
+	ch <- partitionEpoch
 	ch <- configChanges
 }
 
@@ -212,6 +225,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.NewInvalidMetric(metrics[i].desc, errNoSnapshot)
 		}
 		ch <- prometheus.NewInvalidMetric(partitionsOwned, errNoSnapshot)
+		ch <- prometheus.NewInvalidMetric(partitionEpoch, errNoSnapshot)
 		ch <- prometheus.NewInvalidMetric(configChanges, errNoSnapshot)
 		return
 	}
@@ -230,6 +244,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, n := range s.Partitions.Nodes {
 		ch <- prometheus.MustNewConstMetric(partitionsOwned, prometheus.GaugeValue, float64(n.Owned), n.Name)
+	}
+	if m := s.Partitions; len(m.Epochs) == len(m.Owners) {
+		for p, i := range m.Owners {
+			if m.Nodes[i].Name == s.Node {
+				ch <- prometheus.MustNewConstMetric(partitionEpoch, prometheus.GaugeValue, float64(m.Epochs[p]), strconv.Itoa(p))
+			}
+		}
 	}
 	for k, n := range s.ConfigChanges {
 		ch <- prometheus.MustNewConstMetric(configChanges, prometheus.CounterValue, float64(n), k)

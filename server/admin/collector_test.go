@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -57,6 +58,8 @@ var wantScalars = map[string]struct {
 	"tock_partitions":                 {dto.MetricType_GAUGE, 16},
 	"tock_partition_map_revision":     {dto.MetricType_GAUGE, 3015},
 	"tock_partitions_without_owner":   {dto.MetricType_GAUGE, 0},
+	"tock_partitions_without_holder":  {dto.MetricType_GAUGE, 2},
+	"tock_partitions_held":            {dto.MetricType_GAUGE, 6},
 }
 
 type wantHist struct {
@@ -110,6 +113,7 @@ func TestScrapeValues(t *testing.T) {
 	}
 	checkCarryRefused(t, fams["tock_runs_carry_refused_total"])
 	checkPartitionsOwned(t, fams["tock_partitions_owned"])
+	checkPartitionEpochs(t, fams["tock_partition_epoch"])
 	checkConfigChanges(t, fams["tock_config_changes_total"])
 	for name, want := range wantHists {
 		f := fams[name]
@@ -127,7 +131,7 @@ func TestScrapeValues(t *testing.T) {
 		_, scalar := wantScalars[name]
 		_, hist := wantHists[name]
 		if strings.HasPrefix(name, "tock_") && !scalar && !hist && name != "tock_runs_carry_refused_total" &&
-			name != "tock_partitions_owned" && name != "tock_config_changes_total" {
+			name != "tock_partitions_owned" && name != "tock_partition_epoch" && name != "tock_config_changes_total" {
 			t.Errorf("%s: emitted but not checked by this test", name)
 		}
 	}
@@ -163,16 +167,22 @@ func checkCarryRefused(t *testing.T, f *dto.MetricFamily) {
 }
 
 // TestPartitionsWithoutOwner: a node that knows of no map reports every partition
-// without an owner; a map whose owner has left (not live), that owner's partitions; a
-// complete map, none.
+// without an owner and without a holder; a map whose owner has left (not live), that
+// owner's partitions without an owner (held or not); fixedStats' map, no partition
+// without an owner and its 2 unheld without a holder; a lone node without etcd (no
+// partition leases), none either way.
 func TestPartitionsWithoutOwner(t *testing.T) {
+	gone := fixedMap()
+	gone.Nodes[1].Live = false
+	lone := tockd.PartitionMap{Count: 4, Owners: make([]int, 4), Nodes: []tockd.PartitionNode{{Name: "a", Owned: 4, Live: true}}}
 	for _, c := range []struct {
-		m    tockd.PartitionMap
-		want float64
+		m                     tockd.PartitionMap
+		want, wantWithoutHold float64
 	}{
-		{tockd.PartitionMap{Count: 16, Rev: 7}, 16},
-		{tockd.PartitionMap{Count: 16, Rev: 8, Nodes: []tockd.PartitionNode{{Name: "a", Owned: 10, Live: true}, {Name: "b", Owned: 6}}}, 6},
-		{fixedStats().Partitions, 0},
+		{tockd.PartitionMap{Count: 16, Rev: 7}, 16, 16},
+		{gone, 10, 2},
+		{fixedMap(), 0, 2},
+		{lone, 0, 0},
 	} {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(NewCollector(func() tockd.Stats { return tockd.Stats{Partitions: c.m} }))
@@ -180,14 +190,17 @@ func TestPartitionsWithoutOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := -1.0
+		got, gotWithoutHold := -1.0, -1.0
 		for _, f := range fams {
-			if f.GetName() == "tock_partitions_without_owner" {
+			switch f.GetName() {
+			case "tock_partitions_without_owner":
 				got = f.Metric[0].GetGauge().GetValue()
+			case "tock_partitions_without_holder":
+				gotWithoutHold = f.Metric[0].GetGauge().GetValue()
 			}
 		}
-		if got != c.want {
-			t.Errorf("map %+v: tock_partitions_without_owner %v, want %v", c.m, got, c.want)
+		if got != c.want || gotWithoutHold != c.wantWithoutHold {
+			t.Errorf("map %+v: tock_partitions_without_owner %v, _without_holder %v; want %v and %v", c.m, got, gotWithoutHold, c.want, c.wantWithoutHold)
 		}
 	}
 }
@@ -207,6 +220,26 @@ func checkPartitionsOwned(t *testing.T, f *dto.MetricFamily) {
 	}
 	if got["node-a"] != 6 || got["node-b"] != 10 {
 		t.Errorf("tock_partitions_owned = %v, want node-a 6, node-b 10", got)
+	}
+}
+
+// checkPartitionEpochs checks partition_epoch: a gauge per partition this node (node-a)
+// owns, labelled with its number, valued at its epoch as in fixedStats; none of
+// node-b's.
+func checkPartitionEpochs(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if f == nil || f.GetType() != dto.MetricType_GAUGE || len(f.Metric) != 6 {
+		t.Fatalf("tock_partition_epoch: %v, want a gauge with 6 series (node-a's partitions)", f)
+	}
+	for _, m := range f.Metric {
+		lp := m.GetLabel()
+		if len(lp) != 1 || lp[0].GetName() != "partition" {
+			t.Fatalf("tock_partition_epoch labels %v, want partition", lp)
+		}
+		p, err := strconv.Atoi(lp[0].GetValue())
+		if err != nil || p > 5 || m.GetGauge().GetValue() != float64(4000+p) {
+			t.Errorf("tock_partition_epoch{partition=%q} = %v, want one of node-a's 0..5 at 4000+p", lp[0].GetValue(), m.GetGauge().GetValue())
+		}
 	}
 }
 
@@ -303,10 +336,11 @@ func TestCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	// The fixed metrics, partitions_owned for each of fixedStats' two nodes and
-	// config_changes_total for each of its two keys.
-	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+4 {
-		t.Errorf("collected %d metrics, want %d", n, len(metrics)+4)
+	// The fixed metrics, partitions_owned for each of fixedStats' two nodes,
+	// partition_epoch for each of node-a's 6 partitions and config_changes_total for
+	// each of its two keys.
+	if n := testutil.CollectAndCount(NewCollector(fixedStats)); n != len(metrics)+10 {
+		t.Errorf("collected %d metrics, want %d", n, len(metrics)+10)
 	}
 }
 
@@ -328,8 +362,8 @@ func TestCollectorBadInput(t *testing.T) {
 		t.Errorf("Gather with a malformed histogram: %v, want an error describing it", err)
 	}
 	// Every metric is a family of its own, but for runs_carry_refused_total's reasons;
-	// partitions_owned and config_changes_total are two more.
-	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 2
+	// partitions_owned, partition_epoch and config_changes_total are three more.
+	want := len(metrics) - int(tockd.NumCarryRefusals-1) - 1 + 3
 	if len(fams) != want {
 		t.Errorf("gathered %d families beside the bad one, want %d", len(fams), want)
 	}

@@ -46,8 +46,7 @@ func fixedStats() tockd.Stats {
 		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013,
 		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014, FiresFrames: 3015,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
-		Partitions: tockd.PartitionMap{Count: 16, Rev: 3015, Nodes: []tockd.PartitionNode{
-			{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6, Live: true}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10, Live: true}}},
+		Partitions: fixedMap(), Node: "node-a",
 		ConfigChanges: map[string]uint64{"max_waiting_runs": 3201, "rate_limit/email": 3202},
 	}
 }
@@ -119,4 +118,23 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 		t.Fatalf("/metrics: parsing: %v\n%s", err, body)
 	}
 	return fams
+}
+
+// fixedMap is fixedStats' partition map: 16 partitions, node-a owning 6 (0..5, held at
+// epochs 4000..4005), node-b 10 (6..15, held but for 14 and 15).
+func fixedMap() tockd.PartitionMap {
+	m := tockd.PartitionMap{Count: 16, Rev: 3015, Nodes: []tockd.PartitionNode{
+		{Name: "node-a", Addr: "127.0.0.1:1", Owned: 6, Live: true}, {Name: "node-b", Addr: "127.0.0.1:2", Owned: 10, Live: true}}}
+	for p := range 16 {
+		owner, held := 0, p < 14
+		if p >= 6 {
+			owner = 1
+		}
+		epoch := int64(0)
+		if held {
+			epoch = 4000 + int64(p)
+		}
+		m.Owners, m.Held, m.Epochs = append(m.Owners, owner), append(m.Held, held), append(m.Epochs, epoch)
+	}
+	return m
 }

@@ -437,6 +437,10 @@ type PartitionMap struct {
 	Nodes []PartitionNode
 	// Owners[p] is the index in Nodes of partition p's owner.
 	Owners []int
+	// Epochs[p] is the epoch of partition p under its owner (its partition lease's etcd
+	// create revision), 0 while the owner does not hold it; nil when the node states
+	// none (without etcd a lone node holds every partition without a lease).
+	Epochs []int64
 }
 
 // PartitionNode is one live node of a PartitionMap.
@@ -463,6 +467,12 @@ func (c *Client) Partitions(ctx context.Context) (PartitionMap, error) {
 	}
 	for p, o := range r.Owners {
 		m.Owners[p] = int(o)
+	}
+	if r.Epochs != nil {
+		m.Epochs = make([]int64, len(r.Epochs))
+		for p, e := range r.Epochs {
+			m.Epochs[p] = int64(e)
+		}
 	}
 	return m, nil
 }

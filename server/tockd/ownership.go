@@ -45,6 +45,33 @@ type PartitionNode struct {
 	Live  bool   // registered now (in the node set); false for a map's owner gone since
 }
 
+// Unheld is how many partitions have no holder: every one while m has no owners (no
+// map read yet), else those whose owner does not hold them (Held); 0 without
+// partition leases (Held nil: a lone node without etcd holds them all).
+func (m PartitionMap) Unheld() int {
+	if len(m.Owners) == 0 {
+		return m.Count
+	}
+	n := 0
+	for _, held := range m.Held {
+		if !held {
+			n++
+		}
+	}
+	return n
+}
+
+// HeldBy is how many partitions node holds in m (owns, without partition leases).
+func (m PartitionMap) HeldBy(node string) int {
+	n := 0
+	for p, i := range m.Owners {
+		if m.Nodes[i].Name == node && (m.Held == nil || m.Held[p]) {
+			n++
+		}
+	}
+	return n
+}
+
 // ownedBy is how many partitions node owns in m.
 func (m PartitionMap) ownedBy(node string) int {
 	for _, n := range m.Nodes {
@@ -151,8 +178,9 @@ const (
 //
 // Invariants:
 //   - cur is viewMap(count, set, stored, holders) of the latest node set, stored map and
-//     owner keys the watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒ a.cur.Owners and
-//     b.cur.Owners name the same owners (the map at one etcd revision is one value);
+//     owner keys the watches delivered, so ∀ nodes a, b: a.cur.Rev = b.cur.Rev ⇒
+//     a.cur.Owners and b.cur.Owners name the same owners (the map at one etcd revision
+//     is one value);
 //   - changed is closed exactly when cur is replaced, and replaced by a fresh channel;
 //   - kick holds a token whenever set, stored or holders changed since act last read
 //     them.

@@ -418,6 +418,8 @@ func (q *requests) stats(id uint64) *protocol.StatsReply {
 			"queued_reply_bytes": ss.QueuedReplyBytes,
 			"partitions":         int64(ss.Partitions.Count),
 			"partitions_owned":   int64(ss.Partitions.ownedBy(q.opts.NodeName)),
+			"partitions_held":    int64(ss.Partitions.HeldBy(q.opts.NodeName)),
+			"partitions_unheld":  int64(ss.Partitions.Unheld()),
 			"partition_map_rev":  ss.Partitions.Rev,
 		},
 	}

@@ -40,8 +40,9 @@ type Stats struct {
 	LeaderChanges uint64 // times this node gained or lost leadership
 
 	// Partitions is the stored partition map as this node follows it
-	// (Server.Partitions): not yet routed by.
+	// (Server.Partitions): not yet routed by. Node is this node's NodeName in it.
 	Partitions PartitionMap
+	Node       string
 
 	// ConfigChanges counts, by key, the times a runtime setting's value in effect on this
 	// node changed (the settings read at start included); a copy.
@@ -82,6 +83,7 @@ func (s *Server) Stats() Stats {
 		Epoch:            epoch,
 		LeaderChanges:    s.router.changes.Load(),
 		Partitions:       s.Partitions(),
+		Node:             s.opts.NodeName,
 		ConfigChanges:    s.config.changeCounts(),
 	}
 }

@@ -612,6 +612,7 @@ type partitionsOut struct {
 	Name       string `json:"name"`
 	Addr       string `json:"addr"`
 	Owned      int    `json:"owned"`
+	Held       int    `json:"held"` // of those owned, held under its partition lease
 	Partitions []int  `json:"partitions"`
 }
 
@@ -622,16 +623,24 @@ func doPartitions(ctx context.Context, e *env, _ []string) error {
 	}
 	nodes := make([]partitionsOut, len(m.Nodes))
 	owners := make([]string, len(m.Owners))
+	// held[p]: the owner holds p (its epoch is not 0); every one without partition
+	// leases (a node without etcd states no epochs).
+	held := make([]bool, len(m.Owners))
 	for i, n := range m.Nodes {
 		nodes[i] = partitionsOut{Name: n.Name, Addr: n.Addr, Partitions: []int{}}
 	}
 	for p, i := range m.Owners {
+		held[p] = m.Epochs == nil || m.Epochs[p] > 0
 		nodes[i].Owned++
+		if held[p] {
+			nodes[i].Held++
+		}
 		nodes[i].Partitions = append(nodes[i].Partitions, p)
 		owners[p] = m.Nodes[i].Name
 	}
 	if e.g.json {
-		return writeJSON(e.stdout, map[string]any{"count": m.Count, "rev": m.Rev, "nodes": nodes, "owners": owners})
+		return writeJSON(e.stdout, map[string]any{"count": m.Count, "rev": m.Rev, "nodes": nodes, "owners": owners,
+			"epochs": m.Epochs, "held": held})
 	}
 	tw := newTable(e.stdout)
 	fmt.Fprintf(tw, "partitions\t%d\n", m.Count)
@@ -645,13 +654,21 @@ func doPartitions(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	tw = newTable(e.stdout)
-	fmt.Fprintln(tw, "\nNODE\tADDR\tOWNED\tPARTITIONS")
+	fmt.Fprintln(tw, "\nNODE\tADDR\tOWNED\tHELD\tPARTITIONS")
 	for _, n := range nodes {
 		ps := make([]string, len(n.Partitions))
 		for i, p := range n.Partitions {
 			ps[i] = strconv.Itoa(p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(n.Name), cell(n.Addr), n.Owned, strings.Join(ps, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", cell(n.Name), cell(n.Addr), n.Owned, n.Held, strings.Join(ps, ","))
+	}
+	if err := tw.Flush(); err != nil || m.Epochs == nil {
+		return err
+	}
+	tw = newTable(e.stdout)
+	fmt.Fprintln(tw, "\nPARTITION\tOWNER\tEPOCH\tHELD")
+	for p, o := range owners {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%t\n", p, cell(o), m.Epochs[p], held[p])
 	}
 	return tw.Flush()
 }
