@@ -40,7 +40,7 @@ func carryRefusedMetrics() []metric {
 	ms := make([]metric, tockd.NumCarryRefusals)
 	for r := range tockd.NumCarryRefusals {
 		ms[r] = counterWith("runs_carry_refused_total",
-			"Carried outcomes (CARRY) this leader refused, by reason: each such run runs again if its task still owes one.",
+			"Carried outcomes (CARRY) and runs handed in still running (ADOPT) this leader refused, by reason: each such run runs again if its task still owes one.",
 			prometheus.Labels{"reason": r.String()}, func(s *tockd.Stats) float64 { return float64(s.CarryRefused[r]) })
 	}
 	return ms
@@ -130,6 +130,8 @@ var metrics = slices.Concat([]metric{
 		func(s *tockd.Stats) float64 { return float64(s.Redelivered) }),
 	counter("runs_carried_total", "Outcomes of runs a worker carried (CARRY) from the previous leader and this one accepted: runs not run again after a failover.",
 		func(s *tockd.Stats) float64 { return float64(s.Carried) }),
+	counter("runs_adopted_total", "Runs a worker handed in still running (ADOPT) after losing its connection, and this leader took over: runs not FIREd again.",
+		func(s *tockd.Stats) float64 { return float64(s.Adopted) }),
 	counter("durable_commits_total", "etcd writes of durable records, each shared by the submits waiting when it started: submits per commit is the batching.",
 		func(s *tockd.Stats) float64 { return float64(s.DurableCommits) }),
 }, carryRefusedMetrics(), []metric{

@@ -46,6 +46,7 @@ var wantScalars = map[string]struct {
 	"tock_queued_reply_bytes":         {dto.MetricType_GAUGE, 3011},
 	"tock_reply_stalls_total":         {dto.MetricType_COUNTER, 3012},
 	"tock_runs_carried_total":         {dto.MetricType_COUNTER, 3013},
+	"tock_runs_adopted_total":         {dto.MetricType_COUNTER, 3016},
 	"tock_durable_commits_total":      {dto.MetricType_COUNTER, 3014},
 	"tock_runs_fired_total":           {dto.MetricType_COUNTER, 3004},
 	"tock_fires_frames_total":         {dto.MetricType_COUNTER, 3015},

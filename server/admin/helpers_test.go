@@ -43,7 +43,7 @@ func fixedStats() tockd.Stats {
 			},
 		},
 		Connections: 3001, Workers: 3002, Waiting: 3003, PendingDeletes: 3010, QueuedReplyBytes: 3011,
-		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013,
+		Fired: 3004, Acked: 3005, Nacked: 3006, Redelivered: 3007, ReplyStalls: 3012, Carried: 3013, Adopted: 3016,
 		CarryRefused: [tockd.NumCarryRefusals]uint64{3101, 3102, 3103, 3104, 3105, 3106, 3107}, DurableCommits: 3014, FiresFrames: 3015,
 		IsLeader: true, Epoch: 3008, LeaderChanges: 3009,
 		Partitions: fixedMap(), Node: "node-a",
