@@ -445,17 +445,7 @@ func TestPartitionHandoffNeverTwoHolders(t *testing.T) {
 // and 2 s of slack for a loaded machine. Once etcd is back it joins again.
 func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
 	st1 := openStore(t, t.TempDir())
-	p := newCutProxy(t, strings.TrimPrefix(st1.ClientURL(), "http://"))
-	o := st1.ClientOptions()
-	o.Endpoints, o.Node = []string{"http://" + p.ln.Addr().String()}, "n3"
-	o.SessionTTL, o.DialTimeout = time.Second, time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	cutSt, err := store.Open(ctx, store.WithOptions(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cutSt.Close() }) // after the node has stopped
+	cutSt, p := openCutStore(t, st1, "n3")
 	nodes := []*testServer{startNamedNode(t, st1, "node-a"), startNamedNode(t, openPeerStore(t, st1, "n2"), "node-b"),
 		startNamedNode(t, cutSt, "node-c")}
 	before := waitHeld(t, nodes, "node-a", "node-b", "node-c")[0]
