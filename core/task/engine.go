@@ -594,8 +594,7 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 		e.remove(sh, rec)
 		return
 	}
-	if retainable(rec) {
-		e.retain(sh, rec, nowNs+ret) // the index now names the entry
+	if retainable(rec) && e.retain(sh, rec, nowNs+ret) { // the index now names the entry
 		e.freeSlot(sh, rec)
 		return
 	}

@@ -43,7 +43,7 @@ type Options struct {
 	// with Get before it is dropped. 0 selects the default of one minute; a negative
 	// value drops records as soon as they finish. Engine.SetRetention changes it while
 	// the engine runs. A task that finished plainly is kept without its record, as an
-	// entry of its shard's retained log (retained.go): about 144 B plus its strings and
+	// entry of its shard's retained log (retained.go): about 96 B plus its strings and
 	// payload, never scanned by the collector.
 	Retention time.Duration
 	// MisfireThreshold is how late an occurrence of a recurring task may fire before its

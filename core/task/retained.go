@@ -44,10 +44,10 @@ import (
 //     kept as the next one, spare, so that a log appending as fast as it pops allocates
 //     nothing).
 //
-// Memory: 144 B (TestRetEntrySize) plus the task's namespace, ID, type and
+// Memory: 96 B (TestRetEntrySize) plus the task's namespace, ID, type and
 // payload bytes, per retained task; a chunk is allocated every retChunkLen of them.
 
-// retChunkLen is the number of entries per chunk: a chunk is then about 37 KB, allocated
+// retChunkLen is the number of entries per chunk: a chunk is then about 24 KB, allocated
 // once per 256 finished tasks of a shard.
 const retChunkLen = 256
 
@@ -71,7 +71,6 @@ type retEntry struct {
 	version  uint64
 	runs     uint64
 	timeout  time.Duration
-	retry    RetryPolicy
 	delay    time.Duration // Schedule.Delay
 	interval time.Duration // Schedule.Interval
 	atSec    int64         // Schedule.At: Unix seconds and nanoseconds; 0, 0 for the zero time
@@ -79,6 +78,7 @@ type retEntry struct {
 	attempts int32
 	off      uint32
 	payLen   uint32
+	retry    uint16 // Task.Retry: its index in retained.policies
 	idLen    uint16
 	nsLen    uint8
 	typeLen  uint8
@@ -105,6 +105,34 @@ type retained struct {
 	live   int    // entries in [head, next) not gone
 	sweep  timer.Timer
 	spare  *retChunk // a popped chunk, for the next one
+	// policies are the retry policies of the entries (retEntry.retry), each once, at
+	// most maxRetPolicies: a task with another one keeps its record. Never shrinks.
+	policies []RetryPolicy
+	last     uint16 // the index policy returned last
+}
+
+// maxRetPolicies bounds a shard's distinct retry policies in its retained log.
+const maxRetPolicies = 64
+
+// policy returns p's index in l.policies, adding it if there is room; ok is false if
+// there is none. Cost: one comparison when p is the last one asked for (the usual
+// case), else O(maxRetPolicies).
+func (l *retained) policy(p RetryPolicy) (i uint16, ok bool) {
+	if int(l.last) < len(l.policies) && l.policies[l.last] == p {
+		return l.last, true
+	}
+	for i, q := range l.policies {
+		if q == p {
+			l.last = uint16(i)
+			return l.last, true
+		}
+	}
+	if len(l.policies) == maxRetPolicies {
+		return 0, false
+	}
+	l.policies = append(l.policies, p)
+	l.last = uint16(len(l.policies) - 1)
+	return l.last, true
 }
 
 // entry returns the entry of seq, in [head, next), and its chunk.
@@ -157,12 +185,17 @@ func atOf(sec int64, nsec int32, local bool) time.Time {
 
 // retain appends rec's finished task to sh's log, to be forgotten at clock reading
 // expNs, and makes the index name the entry instead of rec; the caller then frees rec's
-// slot (freeSlot). Requires sh.mu; rec is retainable. Cost: O(1) amortized, one probe of
-// the index and a copy of the task's bytes; a chunk every retChunkLen calls unless a
-// spare one is there, and the sweep timer when the log was empty.
-func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
+// slot (freeSlot). It reports false, and does nothing, if the log has no room for the
+// task's retry policy. Requires sh.mu; rec is retainable. Cost: O(1) amortized, one
+// probe of the index and a copy of the task's bytes; a chunk every retChunkLen calls
+// unless a spare one is there, and the sweep timer when the log was empty.
+func (e *Engine) retain(sh *shard, rec *record, expNs int64) bool {
 	l := &sh.ret
 	t := &rec.task
+	retry, ok := l.policy(t.Retry)
+	if !ok {
+		return false
+	}
 	if int((l.next-l.first)/retChunkLen) == len(l.chunks) {
 		c := l.spare
 		if l.spare = nil; c == nil {
@@ -175,7 +208,7 @@ func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
 	}
 	c, en := l.entry(l.next)
 	s := &t.Schedule
-	*en = retEntry{hash: rec.hash, expNs: expNs, version: t.Version, runs: rec.runs, timeout: t.Timeout, retry: t.Retry,
+	*en = retEntry{hash: rec.hash, expNs: expNs, version: t.Version, runs: rec.runs, timeout: t.Timeout, retry: retry,
 		delay: s.Delay, interval: s.Interval, attempts: int32(rec.attempts), off: uint32(len(c.data)), payLen: uint32(len(t.Payload)),
 		idLen: uint16(len(t.ID)), nsLen: uint8(len(t.Namespace)), typeLen: uint8(len(t.Type)),
 		kind: s.Kind, anchor: s.Anchor, misfire: t.Misfire, state: rec.state}
@@ -198,10 +231,12 @@ func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
 	if l.sweep.IsZero() {
 		l.sweep, _ = e.timers.At(expNs, e.hSweep, sh.idx) // only a closing scheduler refuses: lookups still expire it
 	}
+	return true
 }
 
-// task returns the Task that en keeps, with strings and a payload of its own.
-func (c *retChunk) task(en *retEntry) Task {
+// task returns the Task that en, of chunk c, keeps, with strings and a payload of its
+// own.
+func (l *retained) task(c *retChunk, en *retEntry) Task {
 	off := en.off
 	ns := string(c.str(off, int(en.nsLen)))
 	off += uint32(en.nsLen)
@@ -213,7 +248,7 @@ func (c *retChunk) task(en *retEntry) Task {
 	if en.flags&retPayloadNil == 0 {
 		payload = append([]byte{}, c.str(off, int(en.payLen))...)
 	}
-	return Task{Namespace: ns, ID: id, Type: typ, Payload: payload, Version: en.version, Timeout: en.timeout, Retry: en.retry,
+	return Task{Namespace: ns, ID: id, Type: typ, Payload: payload, Version: en.version, Timeout: en.timeout, Retry: l.policies[en.retry],
 		Misfire: en.misfire, Exclusive: en.flags&retExclusive != 0,
 		Schedule: Schedule{Kind: en.kind, Anchor: en.anchor, At: atOf(en.atSec, en.atNsec, en.flags&retAtLocal != 0),
 			Delay: en.delay, Interval: en.interval}}
@@ -247,7 +282,7 @@ func (e *Engine) revive(sh *shard, seq uint64, c *retChunk, en *retEntry) *recor
 		e.forget(sh, seq, en)
 		return nil
 	}
-	t := c.task(en)
+	t := sh.ret.task(c, en)
 	rec := e.newRecord(&t, en.hash)
 	rec.state, rec.attempts, rec.runs = en.state, int(en.attempts), en.runs
 	sh.take(seq, en)
@@ -347,7 +382,10 @@ func (l *retained) verify(sh *shard) (int64, error) {
 		}
 		live++
 		payloads += int64(en.payLen)
-		t := c.task(en)
+		if int(en.retry) >= len(l.policies) {
+			return 0, fmt.Errorf("retained: entry %d names retry policy %d of %d", seq, en.retry, len(l.policies))
+		}
+		t := l.task(c, en)
 		if !indexed || h != en.hash || keyHash(t.Namespace, t.ID) != en.hash {
 			return 0, fmt.Errorf("retained: entry %d (%s/%s) indexed %v under %x, hash %x", seq, t.Namespace, t.ID, indexed, h, en.hash)
 		}
