@@ -47,9 +47,9 @@ import (
 //     kept as the next one, spare, so that a log appending as fast as it pops allocates
 //     nothing).
 //
-// Memory: 96 B (TestRetEntrySize), 16 B for the slot it holds (slots, held), plus the
-// task's namespace, ID, type and payload bytes, per retained task; a chunk is allocated
-// every retChunkLen of them.
+// Memory: 96 B (TestRetEntrySize), 16 B for the slot it holds (slots, whose nil pointer
+// the collector scans, and held), plus the task's namespace, ID, type and payload
+// bytes, per retained task; a chunk is allocated every retChunkLen of them.
 
 // retChunkLen is the number of entries per chunk: a chunk is then about 24 KB, allocated
 // once per 256 finished tasks of a shard.
