@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -236,5 +237,28 @@ func TestUncertainPackWriteIsUndone(t *testing.T) {
 	}
 	if n := srv.Stats().Engine.Tasks; n != 0 {
 		t.Fatalf("%d tasks in the engine, want 0", n)
+	}
+}
+
+// A durable workflow's tasks are records of their own, never a pack, however many of
+// them have no parents: a workflow the engine refuses after its records are written
+// (here a cycle) deletes them, and leaves nothing to run.
+func TestRefusedWorkflowOfManyRootsLeavesNothing(t *testing.T) {
+	st, ts := startLeader(t)
+	c := connect(t, ts.addr)
+	var ws []protocol.Task
+	var roots []string
+	for i := range packFrom + 4 {
+		id := fmt.Sprint("root", i)
+		ws, roots = append(ws, durableTask(id, time.Hour)), append(roots, id)
+	}
+	ws = append(ws, durableChild("x", append(roots, "y")...), durableChild("y", "x"))
+	for i, r := range c.batch(2, ws...) {
+		if r.Code != protocol.CodeInvalidTask || r.Field != "depends_on" {
+			t.Fatalf("cycle, result %d: %+v", i, r)
+		}
+	}
+	if ids, p := storedIDs(t, st), packsLeft(t, st); len(ids) != 0 || p != 0 {
+		t.Fatalf("after the refused workflow: records %v, %d packs; want none", ids, p)
 	}
 }

@@ -185,12 +185,14 @@ func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
 // and its claim released. Without a replica there are none (prepare refused them).
 func (q *requests) writeRecords(ps []prepared) {
 	if q.replica != nil {
-		q.replica.dur.writeRecords(ps)
+		q.replica.dur.writeRecords(ps, true)
 	}
 }
 
-// writeRecords is requests.writeRecords with a replica.
-func (d *durability) writeRecords(ps []prepared) {
+// writeRecords is requests.writeRecords with a replica; mayPack false writes every
+// record on its own (a workflow: its undo deletes records by key, and its load takes its
+// members together).
+func (d *durability) writeRecords(ps []prepared, mayPack bool) {
 	var idx, packIdx []int
 	var recs, packRecs []store.Record
 	var term *store.Fence
@@ -207,7 +209,7 @@ func (d *durability) writeRecords(ps []prepared) {
 			d.releaseClaim(p)
 			continue
 		}
-		if p.packable() {
+		if mayPack && p.packable() {
 			packIdx = append(packIdx, i)
 			packRecs = append(packRecs, p.rec)
 		} else {
