@@ -117,7 +117,7 @@ func (r *router[W]) adoptLocked(w W, runID uint64, k taskKey, shards uint16) {
 // reached the handler (its timeout running, an exclusive task's run lock recorded): it is
 // in flight on co's connection, and the handler defers its outcome to that worker. It
 // returns false, the entry refused, when this node stopped leading or the connection is
-// gone meanwhile: the run is then routed as any other.
+// gone meanwhile: the run is then routed as any other (but for a park's, above).
 func (rr *remoteRuns) adoptPending(f *protocol.Fire, co *carried) bool {
 	d := rr.router
 	k := taskKey{f.Namespace, f.TaskID}
@@ -129,10 +129,20 @@ func (rr *remoteRuns) adoptPending(f *protocol.Fire, co *carried) bool {
 		d.adoptLocked(c, f.RunID, k, f.Shard.Of)
 		co.b.adopt(co.o.RunID, f.RunID, d.epoch)
 	}
+	// An exclusive task's run whose park this entry ended while the run it names still
+	// runs, its connection gone meanwhile: it waits as an orphan of that connection
+	// until the park would have ended (at least ReconnectGrace), not FIREd at once
+	// beside the run still running.
+	orphaned := !ok && d.leading && !co.parkedUntil.IsZero()
+	if orphaned {
+		epoch := d.epoch
+		d.orphans[f.RunID] = orphan{key: k, epoch: epoch,
+			timer: time.AfterFunc(max(d.reconnectGrace, time.Until(co.parkedUntil)), func() { d.expireOrphan(f.RunID, epoch) })}
+	}
 	d.mu.Unlock()
 	if !ok {
 		d.hold.refuseCarried([]*carried{co}, CarryEnded, fmt.Sprintf("run %d: the connection that handed it in closed, or this node stopped leading", co.o.RunID))
-		return false
+		return orphaned
 	}
 	rr.adopted.Add(1)
 	co.b.settle()
@@ -174,8 +184,19 @@ func (rr *remoteRuns) awaitPending(waiting []*carried, epoch uint64) {
 	}
 	for _, co := range waiting {
 		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
-			locks.unparkFor(k, co.o.Version, epoch)
+		locks := rr.replica.locks
+		until, ok := locks.parked.take(epoch, k, co.o.Version, co.o.RunID)
+		if !ok {
+			continue
 		}
+		if co.running {
+			// The run the lock names still runs: the run the park held back is its
+			// continuation, whatever occurrence and attempt the park left it at
+			// (takeCarried), and must not start elsewhere before the park's end.
+			d.mu.Lock()
+			co.parkedUntil = until
+			d.mu.Unlock()
+		}
+		locks.unparkFor(k, co.o.Version, epoch)
 	}
 }
