@@ -62,10 +62,11 @@
 //     (index.go: an open-addressing table of slots, checked by verify).
 //   - A finished task is retained either as its record or, if it finished plainly (no
 //     failed attempt, workflow, shards, key or trace: retainable), as an entry of its
-//     shard's retained log, never both: a time-ordered list of pointer-free entries
-//     with an index of its own, read only by a lookup that misses the records (which
-//     revives the entry as the record it would have been) and by List (retained.go).
-//     shard.tasks and the payload bytes held count both.
+//     shard's retained log, never both: a time-ordered list of pointer-free entries,
+//     each keeping the slot its record had (slots[slot] nil, shard.held[slot] naming
+//     it), by which the shard's index names it; read only by a lookup whose key names
+//     an entry (which revives it as the record it would have been, in that slot) and
+//     by List (retained.go). shard.tasks and the payload bytes held count both.
 //   - A record arms at most one due/retry/expiry timer (record.timer) and one timeout
 //     timer (record.deadline); a timer that fires without being the one its record holds
 //     is stale and does nothing.

@@ -106,6 +106,9 @@ type shard struct {
 	runBase uint64
 	tasks   int      // records held, and live entries of ret (MaxTasks is enforced per shard)
 	ret     retained // finished tasks kept for the retention without their records (retained.go)
+	// held is, per slot, the seq + 1 of the retained entry that keeps the slot its record
+	// had (slots[slot] is then nil, and the slot not free); 0 for none. len(slots).
+	held []uint64
 	// deferredDur is the run time of deferred attempts (their worker is long gone).
 	deferredDur histogram
 	// counters, guarded by mu
@@ -481,6 +484,7 @@ func (e *Engine) place(sh *shard, rec, old *record) {
 	} else {
 		rec.slot = uint32(len(sh.slots))
 		sh.slots = append(sh.slots, rec)
+		sh.held = append(sh.held, 0)
 	}
 	sh.index.insert(rec.hash, rec.slot)
 	sh.tasks++
@@ -563,11 +567,6 @@ func (e *Engine) remove(sh *shard, rec *record) {
 // afterwards. Requires sh.mu.
 func (e *Engine) unplace(sh *shard, rec *record) {
 	sh.index.remove(rec.hash, rec.slot)
-	e.freeSlot(sh, rec)
-}
-
-// freeSlot is unplace once the index no longer names rec's slot. Requires sh.mu.
-func (e *Engine) freeSlot(sh *shard, rec *record) {
 	sh.slots[rec.slot] = nil
 	sh.free = append(sh.free, rec.slot)
 	e.recycle(rec)
@@ -577,9 +576,9 @@ func (e *Engine) freeSlot(sh *shard, rec *record) {
 // revived from its retained log (retained.go); nil if neither holds it. Requires sh.mu.
 // Cost: one probe of the index; a revive's when the key names a retained entry.
 func (e *Engine) findLocked(sh *shard, h uint64, ns, id string) *record {
-	rec, seq, c, en := sh.index.lookup(sh.slots, &sh.ret, h, ns, id)
+	rec, c, en := sh.index.lookup(sh.slots, sh.held, &sh.ret, h, ns, id)
 	if en != nil {
-		return e.revive(sh, seq, c, en)
+		return e.revive(sh, c, en)
 	}
 	return rec
 }
@@ -594,9 +593,8 @@ func (e *Engine) finished(sh *shard, rec *record, nowNs int64) {
 		e.remove(sh, rec)
 		return
 	}
-	if retainable(rec) {
-		e.retain(sh, rec, nowNs+ret) // the index now names the entry
-		e.freeSlot(sh, rec)
+	if retainable(rec) && e.retain(sh, rec, nowNs+ret) { // the entry holds rec's slot now
+		e.recycle(rec)
 		return
 	}
 	tm, err := e.timers.At(nowNs+ret, e.hDrop, timerArg(sh, rec))

@@ -8,8 +8,8 @@ import (
 
 // index finds a shard's records, and its retained log's entries, by (namespace, ID). It
 // is an open-addressing hash table with linear probing over the keys' 64-bit hashes
-// (keyHash), holding each record's slot in shard.slots, or a retained entry's sequence
-// number (retBit). It exists instead of a Go map because of what this engine does to it:
+// (keyHash), holding each record's slot in shard.slots; a retained entry keeps the slot
+// its record had (shard.held names the entry). It exists instead of a Go map because of what this engine does to it:
 // a million inserts and as many deletes a second. A map keyed by the two strings hashed
 // both strings on every operation, and its deletes leave tombstones that lengthen every
 // later probe until the next rehash (matching control groups was the largest single cost
@@ -21,9 +21,9 @@ import (
 // Invariants (checked by verify):
 //   - len(entries) is zero or a power of two, and n (entries in use) is at most
 //     len(entries)*maxLoadNum/maxLoadDen.
-//   - An entry is in use iff v != 0; without retBit it names slots[v-1], whose record
-//     has the entry's hash; each record held is named by exactly one entry. With it, it
-//     names the retained log's live entry v&^retBit - 1 (retained.go, which checks it).
+//   - An entry is in use iff v != 0; it names slot v-1: slots[v-1], whose record has the
+//     entry's hash, or, if that is nil, the retained log's live entry held[v-1] - 1
+//     (retained.go, which checks it). Each record held is named by exactly one entry.
 //   - Linear probing: every entry between an entry's home (hash & mask) and its position,
 //     cyclically, is in use. So a lookup may stop at the first free entry.
 //
@@ -34,15 +34,12 @@ type index struct {
 	n       int
 }
 
-// indexEntry is one key's entry: v is a record's slot + 1, or, with retBit set, the
-// sequence number + 1 of an entry of the shard's retained log (retained.go). 0: free.
+// indexEntry is one key's entry: v is the slot + 1 of its record, or of its retained
+// log entry (retained.go). 0: free.
 type indexEntry struct {
 	hash uint64
 	v    uint64
 }
-
-// retBit marks an index value that names a retained log entry.
-const retBit = 1 << 63
 
 const (
 	minIndexLen = 16
@@ -68,40 +65,35 @@ func (ix *index) home(h uint64) int { return int(h>>shardBits) & (len(ix.entries
 // names a retained log entry). slots is the shard's slot table. Cost: O(1) expected;
 // one probe run.
 func (ix *index) find(slots []*record, h uint64, ns, id string) *record {
-	rec, _, _, _ := ix.lookup(slots, nil, h, ns, id)
+	rec, _, _ := ix.lookup(slots, nil, nil, h, ns, id)
 	return rec
 }
 
 // lookup returns the record of (ns, id), whose keyHash is h; or, if the key names an
-// entry of the retained log l (nil: none to look at), that entry, its chunk and seq; or
-// neither. Cost: O(1) expected; one probe run.
-func (ix *index) lookup(slots []*record, l *retained, h uint64, ns, id string) (*record, uint64, *retChunk, *retEntry) {
+// entry of the retained log l (nil: none to look at; held is the shard's), that entry
+// and its chunk; or neither. Cost: O(1) expected; one probe run.
+func (ix *index) lookup(slots []*record, held []uint64, l *retained, h uint64, ns, id string) (*record, *retChunk, *retEntry) {
 	if len(ix.entries) == 0 {
-		return nil, 0, nil, nil
+		return nil, nil, nil
 	}
 	mask := len(ix.entries) - 1
 	for i := ix.home(h); ; i = (i + 1) & mask {
 		en := &ix.entries[i]
 		switch {
 		case en.v == 0:
-			return nil, 0, nil, nil
+			return nil, nil, nil
 		case en.hash != h:
-		case en.v&retBit == 0:
+		case slots[en.v-1] != nil:
 			if rec := slots[en.v-1]; rec.task.ID == id && rec.task.Namespace == ns {
-				return rec, 0, nil, nil
+				return rec, nil, nil
 			}
 		case l != nil:
-			seq := en.v&^retBit - 1
-			if c, re := l.entry(seq); c.is(re, ns, id) {
-				return nil, seq, c, re
+			if c, re := l.entry(held[en.v-1] - 1); c.is(re, ns, id) {
+				return nil, c, re
 			}
 		}
 	}
 }
-
-// retag changes the value of the entry whose hash is h from v to w. Cost: O(1)
-// expected; one probe run.
-func (ix *index) retag(h, v, w uint64) { ix.entries[ix.at(h, v)].v = w }
 
 // at returns the position of the entry of hash h and value v, which is in the table.
 func (ix *index) at(h, v uint64) int {
@@ -176,8 +168,9 @@ func (ix *index) del(h, v uint64) {
 	ix.entries[i] = indexEntry{}
 }
 
-// verify checks the invariants above against the shard's slot table. Cost: O(entries).
-func (ix *index) verify(slots []*record) error {
+// verify checks the invariants above against the shard's slot table and held marks (nil:
+// none). Cost: O(entries).
+func (ix *index) verify(slots []*record, held []uint64) error {
 	vals, err := ix.verifyTable()
 	if err != nil {
 		return err
@@ -185,11 +178,11 @@ func (ix *index) verify(slots []*record) error {
 	named := make(map[uint32]bool, len(vals))
 	used := 0
 	for v, h := range vals {
-		if v&retBit != 0 {
-			continue // a retained entry: retained.verify checks it
+		s := uint32(v - 1)
+		if int(s) < len(slots) && slots[s] == nil && int(s) < len(held) && held[s] != 0 {
+			continue // a retained entry's: retained.verify checks it
 		}
 		used++
-		s := uint32(v - 1)
 		if int(s) >= len(slots) || slots[s] == nil {
 			return fmt.Errorf("index: an entry names empty slot %d", s)
 		}
@@ -198,13 +191,13 @@ func (ix *index) verify(slots []*record) error {
 			return fmt.Errorf("index: the entry of slot %d has hash %x, its record %x", s, h, slots[s].hash)
 		}
 	}
-	held := 0
+	records := 0
 	seen := make(map[key]bool)
 	for s, rec := range slots {
 		if rec == nil {
 			continue
 		}
-		held++
+		records++
 		k := key{rec.task.Namespace, rec.task.ID}
 		if !named[uint32(s)] {
 			return fmt.Errorf("index: %v (slot %d) is not indexed", k, s)
@@ -214,8 +207,8 @@ func (ix *index) verify(slots []*record) error {
 		}
 		seen[k] = true
 	}
-	if held != used {
-		return fmt.Errorf("index: %d records held, %d indexed", held, used)
+	if records != used {
+		return fmt.Errorf("index: %d records held, %d indexed", records, used)
 	}
 	return nil
 }
@@ -300,12 +293,23 @@ func (sh *shard) verify() error {
 		free[s] = true
 	}
 	held := 0
+	if len(sh.held) != len(sh.slots) {
+		return fmt.Errorf("%d slots, %d held marks", len(sh.slots), len(sh.held))
+	}
 	for s, rec := range sh.slots {
-		if rec == nil {
+		switch {
+		case rec == nil && sh.held[s] != 0:
+			if free[uint32(s)] {
+				return fmt.Errorf("slot %d is free but holds retained entry %d", s, sh.held[s]-1)
+			}
+			continue
+		case rec == nil:
 			if !free[uint32(s)] {
 				return fmt.Errorf("slot %d is empty but not free", s)
 			}
 			continue
+		case sh.held[s] != 0:
+			return fmt.Errorf("slot %d holds a record and retained entry %d", s, sh.held[s]-1)
 		}
 		held++
 		if rec.slot != uint32(s) {
@@ -318,5 +322,5 @@ func (sh *shard) verify() error {
 	if held+sh.ret.live != sh.tasks {
 		return fmt.Errorf("%d records held and %d retained, tasks counts %d", held, sh.ret.live, sh.tasks)
 	}
-	return sh.index.verify(sh.slots)
+	return sh.index.verify(sh.slots, sh.held)
 }

@@ -53,7 +53,7 @@ func TestIndexChurn(t *testing.T) {
 			var dropped []*record
 			check := func(step int) {
 				t.Helper()
-				if err := tt.ix.verify(tt.slots); err != nil {
+				if err := tt.ix.verify(tt.slots, nil); err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
 				for k, rec := range live {
@@ -113,7 +113,7 @@ func TestIndexRemoveWrapped(t *testing.T) {
 			t.Fatalf("table of %d entries, want 16", len(tt.ix.entries))
 		}
 		tt.drop(recs[victim])
-		if err := tt.ix.verify(tt.slots); err != nil {
+		if err := tt.ix.verify(tt.slots, nil); err != nil {
 			t.Fatalf("removing %d: %v", victim, err)
 		}
 		for i, rec := range recs {
@@ -140,11 +140,11 @@ func TestIndexVerifyCatches(t *testing.T) {
 	} {
 		tt := &testTable{}
 		a, b := tt.add(5<<shardBits, "n", "a"), tt.add(5<<shardBits, "n", "b") // one run: a, b
-		if err := tt.ix.verify(tt.slots); err != nil {
+		if err := tt.ix.verify(tt.slots, nil); err != nil {
 			t.Fatalf("%s: before corrupting: %v", name, err)
 		}
 		corrupt(tt, a, b)
-		if tt.ix.verify(tt.slots) == nil {
+		if tt.ix.verify(tt.slots, nil) == nil {
 			t.Errorf("%s: verify found nothing", name)
 		}
 	}

@@ -14,9 +14,11 @@ import (
 // fixed-size entries with no pointers, their strings and payload copied into their
 // chunk's byte buffer. So a retained task costs the collector nothing to scan, needs no
 // timer of its own and no record, and records are reused under a retention as they are
-// without one. The shard's index (index.go) goes on naming the task: its entry's value
-// changes from the record's slot to the log entry's seq (retBit), in place, so that
-// keeping a task costs no index operation a dropped one does not. The log is read only
+// without one. The entry keeps the slot its record had: the shard's index (index.go)
+// goes on naming the task by it, slots[slot] is nil and held[slot] names the entry, so
+// that keeping a task touches no memory but what its end touched already (its slot)
+// and the log's tail; the slot is freed, and the index entry removed, when the entry
+// goes, as they were when a retained record went. The log is read only
 // when a finished task is asked for: a lookup whose key names an entry (Get, Cancel,
 // Drop, Requeue, a Submit of the same ID, a workflow's parent) revives the task as a
 // retained record, with the deadline it was given when it finished; from then on it is
@@ -29,8 +31,9 @@ import (
 //     the entries in [head, next) are in chunks[0:], chunks[0] holding the retChunkLen
 //     entries from first (a multiple of retChunkLen) on. Each is live, or gone (taken
 //     by a revive, a replacing Submit or a lookup that found it expired: retGone).
-//   - The shard's index names exactly the live entries, by their keyHash, with value
-//     retBit | seq + 1; a live entry's key is in no record of the shard's table.
+//   - A live entry seq holds slot en.slot: held[en.slot] = seq + 1, slots[en.slot] is
+//     nil and the slot is not free; the shard's index names it by its keyHash with
+//     value en.slot + 1. Its key is in no record of the shard's table.
 //   - shard.tasks counts the live entries beside the records, and Engine.payloads their
 //     payload bytes: a retained task counts towards MaxTasks and MaxPayloadBytes until
 //     it is forgotten, as its record did.
@@ -44,10 +47,11 @@ import (
 //     kept as the next one, spare, so that a log appending as fast as it pops allocates
 //     nothing).
 //
-// Memory: 144 B (TestRetEntrySize) plus the task's namespace, ID, type and
-// payload bytes, per retained task; a chunk is allocated every retChunkLen of them.
+// Memory: 96 B (TestRetEntrySize), 16 B for the slot it holds (slots, whose nil pointer
+// the collector scans, and held), plus the task's namespace, ID, type and payload
+// bytes, per retained task; a chunk is allocated every retChunkLen of them.
 
-// retChunkLen is the number of entries per chunk: a chunk is then about 37 KB, allocated
+// retChunkLen is the number of entries per chunk: a chunk is then about 24 KB, allocated
 // once per 256 finished tasks of a shard.
 const retChunkLen = 256
 
@@ -71,7 +75,6 @@ type retEntry struct {
 	version  uint64
 	runs     uint64
 	timeout  time.Duration
-	retry    RetryPolicy
 	delay    time.Duration // Schedule.Delay
 	interval time.Duration // Schedule.Interval
 	atSec    int64         // Schedule.At: Unix seconds and nanoseconds; 0, 0 for the zero time
@@ -79,6 +82,8 @@ type retEntry struct {
 	attempts int32
 	off      uint32
 	payLen   uint32
+	slot     uint32 // the slot its record had, which it holds
+	retry    uint16 // Task.Retry: its index in retained.policies
 	idLen    uint16
 	nsLen    uint8
 	typeLen  uint8
@@ -105,6 +110,34 @@ type retained struct {
 	live   int    // entries in [head, next) not gone
 	sweep  timer.Timer
 	spare  *retChunk // a popped chunk, for the next one
+	// policies are the retry policies of the entries (retEntry.retry), each once, at
+	// most maxRetPolicies: a task with another one keeps its record. Never shrinks.
+	policies []RetryPolicy
+	last     uint16 // the index policy returned last
+}
+
+// maxRetPolicies bounds a shard's distinct retry policies in its retained log.
+const maxRetPolicies = 64
+
+// policy returns p's index in l.policies, adding it if there is room; ok is false if
+// there is none. Cost: one comparison when p is the last one asked for (the usual
+// case), else O(maxRetPolicies).
+func (l *retained) policy(p RetryPolicy) (i uint16, ok bool) {
+	if int(l.last) < len(l.policies) && l.policies[l.last] == p {
+		return l.last, true
+	}
+	for i, q := range l.policies {
+		if q == p {
+			l.last = uint16(i)
+			return l.last, true
+		}
+	}
+	if len(l.policies) == maxRetPolicies {
+		return 0, false
+	}
+	l.policies = append(l.policies, p)
+	l.last = uint16(len(l.policies) - 1)
+	return l.last, true
 }
 
 // entry returns the entry of seq, in [head, next), and its chunk.
@@ -156,13 +189,18 @@ func atOf(sec int64, nsec int32, local bool) time.Time {
 }
 
 // retain appends rec's finished task to sh's log, to be forgotten at clock reading
-// expNs, and makes the index name the entry instead of rec; the caller then frees rec's
-// slot (freeSlot). Requires sh.mu; rec is retainable. Cost: O(1) amortized, one probe of
-// the index and a copy of the task's bytes; a chunk every retChunkLen calls unless a
-// spare one is there, and the sweep timer when the log was empty.
-func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
+// expNs, and hands rec's slot to the entry; the caller then recycles rec. It reports
+// false, and does nothing, if the log has no room for the task's retry policy.
+// Requires sh.mu; rec is retainable. Cost: O(1) amortized, a copy of the task's bytes;
+// a chunk every retChunkLen calls unless a spare one is there, and the sweep timer when
+// the log was empty.
+func (e *Engine) retain(sh *shard, rec *record, expNs int64) bool {
 	l := &sh.ret
 	t := &rec.task
+	retry, ok := l.policy(t.Retry)
+	if !ok {
+		return false
+	}
 	if int((l.next-l.first)/retChunkLen) == len(l.chunks) {
 		c := l.spare
 		if l.spare = nil; c == nil {
@@ -175,9 +213,9 @@ func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
 	}
 	c, en := l.entry(l.next)
 	s := &t.Schedule
-	*en = retEntry{hash: rec.hash, expNs: expNs, version: t.Version, runs: rec.runs, timeout: t.Timeout, retry: t.Retry,
+	*en = retEntry{hash: rec.hash, expNs: expNs, version: t.Version, runs: rec.runs, timeout: t.Timeout, retry: retry,
 		delay: s.Delay, interval: s.Interval, attempts: int32(rec.attempts), off: uint32(len(c.data)), payLen: uint32(len(t.Payload)),
-		idLen: uint16(len(t.ID)), nsLen: uint8(len(t.Namespace)), typeLen: uint8(len(t.Type)),
+		slot: rec.slot, idLen: uint16(len(t.ID)), nsLen: uint8(len(t.Namespace)), typeLen: uint8(len(t.Type)),
 		kind: s.Kind, anchor: s.Anchor, misfire: t.Misfire, state: rec.state}
 	if !s.At.IsZero() {
 		en.atSec, en.atNsec = s.At.Unix(), int32(s.At.Nanosecond())
@@ -192,16 +230,18 @@ func (e *Engine) retain(sh *shard, rec *record, expNs int64) {
 		en.flags |= retExclusive
 	}
 	c.data = append(append(append(append(c.data, t.Namespace...), t.ID...), t.Type...), t.Payload...)
-	sh.index.retag(rec.hash, uint64(rec.slot)+1, retBit|(l.next+1))
+	sh.slots[rec.slot], sh.held[rec.slot] = nil, l.next+1
 	l.next++
 	l.live++
 	if l.sweep.IsZero() {
 		l.sweep, _ = e.timers.At(expNs, e.hSweep, sh.idx) // only a closing scheduler refuses: lookups still expire it
 	}
+	return true
 }
 
-// task returns the Task that en keeps, with strings and a payload of its own.
-func (c *retChunk) task(en *retEntry) Task {
+// task returns the Task that en, of chunk c, keeps, with strings and a payload of its
+// own.
+func (l *retained) task(c *retChunk, en *retEntry) Task {
 	off := en.off
 	ns := string(c.str(off, int(en.nsLen)))
 	off += uint32(en.nsLen)
@@ -213,46 +253,47 @@ func (c *retChunk) task(en *retEntry) Task {
 	if en.flags&retPayloadNil == 0 {
 		payload = append([]byte{}, c.str(off, int(en.payLen))...)
 	}
-	return Task{Namespace: ns, ID: id, Type: typ, Payload: payload, Version: en.version, Timeout: en.timeout, Retry: en.retry,
+	return Task{Namespace: ns, ID: id, Type: typ, Payload: payload, Version: en.version, Timeout: en.timeout, Retry: l.policies[en.retry],
 		Misfire: en.misfire, Exclusive: en.flags&retExclusive != 0,
 		Schedule: Schedule{Kind: en.kind, Anchor: en.anchor, At: atOf(en.atSec, en.atNsec, en.flags&retAtLocal != 0),
 			Delay: en.delay, Interval: en.interval}}
 }
 
-// take marks sh's live entry seq gone: out of the index, no longer counted as live.
-// The caller gives back its slot under MaxTasks and its payload bytes (forget), or hands
-// them on to a record (revive). Requires sh.mu.
-func (sh *shard) take(seq uint64, en *retEntry) {
-	sh.index.del(en.hash, retBit|(seq+1))
+// take marks sh's live entry en gone, no longer counted as live nor holding its slot.
+// The caller frees the slot and gives back its place under MaxTasks and its payload
+// bytes (forget), or hands them on to a record (revive). Requires sh.mu.
+func (sh *shard) take(en *retEntry) {
+	sh.held[en.slot] = 0
 	en.flags |= retGone
 	sh.ret.live--
 }
 
-// forget takes the live entry seq out of sh's log for good. Requires sh.mu.
-func (e *Engine) forget(sh *shard, seq uint64, en *retEntry) {
-	sh.take(seq, en)
+// forget takes the live entry en out of sh's log for good. Requires sh.mu.
+func (e *Engine) forget(sh *shard, en *retEntry) {
+	sh.take(en)
+	sh.index.remove(en.hash, en.slot)
+	sh.free = append(sh.free, en.slot)
 	sh.tasks--
 	if en.payLen > 0 {
 		e.payloads.Add(-int64(en.payLen))
 	}
 }
 
-// revive makes sh's live entry seq, of chunk c, the retained record it would have been
-// (same task, state, counters and deadline), in the shard's table, and returns it; nil
-// if its deadline has passed (then it forgets it). Requires sh.mu. Cost: a record, its
-// strings and payload, and a timer.
-func (e *Engine) revive(sh *shard, seq uint64, c *retChunk, en *retEntry) *record {
+// revive makes sh's live entry en, of chunk c, the retained record it would have been
+// (same task, state, counters and deadline), in the slot the entry held, and returns
+// it; nil if its deadline has passed (then it forgets it). Requires sh.mu. Cost: a
+// record, its strings and payload, and a timer.
+func (e *Engine) revive(sh *shard, c *retChunk, en *retEntry) *record {
 	nowNs := e.clock.Now()
 	if en.expNs <= nowNs {
-		e.forget(sh, seq, en)
+		e.forget(sh, en)
 		return nil
 	}
-	t := c.task(en)
+	t := sh.ret.task(c, en)
 	rec := e.newRecord(&t, en.hash)
-	rec.state, rec.attempts, rec.runs = en.state, int(en.attempts), en.runs
-	sh.take(seq, en)
-	sh.tasks-- // place counts it again
-	e.place(sh, rec, nil)
+	rec.state, rec.attempts, rec.runs, rec.slot = en.state, int(en.attempts), en.runs, en.slot
+	sh.take(en)
+	sh.slots[rec.slot] = rec // the index names the slot already
 	var err error
 	if rec.timer, err = e.timers.At(en.expNs, e.hDrop, timerArg(sh, rec)); err != nil {
 		e.remove(sh, rec) // only a closing scheduler refuses: nothing left to query anyway
@@ -280,7 +321,7 @@ func (e *Engine) onSweep(ev timer.Event) {
 				l.sweep, _ = e.timers.At(en.expNs, e.hSweep, sh.idx)
 				return
 			}
-			e.forget(sh, l.head, en)
+			e.forget(sh, en)
 		}
 		l.pop()
 	}
@@ -329,34 +370,36 @@ func (l *retained) verify(sh *shard) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	named := 0
-	for v := range vals {
-		if v&retBit != 0 {
-			named++
+	holding := 0 // slots held by entries
+	for _, seq1 := range sh.held {
+		if seq1 != 0 {
+			holding++
 		}
 	}
 	live, payloads := 0, int64(0)
 	for seq := l.head; seq < l.next; seq++ {
 		c, en := l.entry(seq)
-		h, indexed := vals[retBit|(seq+1)]
 		if en.flags&retGone != 0 {
-			if indexed {
-				return 0, fmt.Errorf("retained: entry %d is gone but indexed", seq)
-			}
 			continue
 		}
 		live++
 		payloads += int64(en.payLen)
-		t := c.task(en)
-		if !indexed || h != en.hash || keyHash(t.Namespace, t.ID) != en.hash {
+		if int(en.retry) >= len(l.policies) {
+			return 0, fmt.Errorf("retained: entry %d names retry policy %d of %d", seq, en.retry, len(l.policies))
+		}
+		if int(en.slot) >= len(sh.slots) || sh.held[en.slot] != seq+1 || sh.slots[en.slot] != nil {
+			return 0, fmt.Errorf("retained: entry %d holds slot %d, which is not its", seq, en.slot)
+		}
+		t := l.task(c, en)
+		if h, indexed := vals[uint64(en.slot)+1]; !indexed || h != en.hash || keyHash(t.Namespace, t.ID) != en.hash {
 			return 0, fmt.Errorf("retained: entry %d (%s/%s) indexed %v under %x, hash %x", seq, t.Namespace, t.ID, indexed, h, en.hash)
 		}
 		if sh.index.find(sh.slots, en.hash, t.Namespace, t.ID) != nil {
 			return 0, fmt.Errorf("retained: %s/%s is both retained and a record", t.Namespace, t.ID)
 		}
 	}
-	if live != l.live || live != named {
-		return 0, fmt.Errorf("retained: %d live entries, live says %d, %d indexed", live, l.live, named)
+	if live != l.live || live != holding {
+		return 0, fmt.Errorf("retained: %d live entries, live says %d, %d slots held", live, l.live, holding)
 	}
 	if live > 0 && l.sweep.IsZero() {
 		return 0, fmt.Errorf("retained: %d live entries and no sweep armed", live)

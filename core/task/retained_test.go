@@ -220,10 +220,45 @@ func TestRetainedDeadline(t *testing.T) {
 }
 
 // TestRetEntrySize pins a retained task's fixed cost (the figure Options.Retention
-// states): its fields packed with no padding between them, 7 B at the end.
+// states): its fields packed with no padding between them, 5 B at the end; a chunk of
+// them stays within the collector's small-object size classes (32 KB).
 func TestRetEntrySize(t *testing.T) {
-	if got := unsafe.Sizeof(retEntry{}); got != 144 {
-		t.Errorf("unsafe.Sizeof(retEntry{}) = %d, want 144", got)
+	if got := unsafe.Sizeof(retEntry{}); got != 96 {
+		t.Errorf("unsafe.Sizeof(retEntry{}) = %d, want 96", got)
+	}
+	if got := unsafe.Sizeof(retChunk{}); got > 32<<10 {
+		t.Errorf("unsafe.Sizeof(retChunk{}) = %d, over 32 KB", got)
+	}
+}
+
+// TestRetainedPolicies: a shard's log keeps each retry policy once, up to
+// maxRetPolicies of them; a task with one more keeps its record, and every task reads
+// back with its own policy.
+func TestRetainedPolicies(t *testing.T) {
+	h := newHarness(t, WithRetention(time.Hour))
+	h.e.Register("a", func(context.Context, *Run) error { return nil })
+	ids := idsInShard(maxRetPolicies + 2)
+	policy := func(i int) RetryPolicy {
+		return RetryPolicy{MaxAttempts: 2 + i%(maxRetPolicies+1), InitialBackoff: time.Millisecond}.WithDefaults()
+	}
+	for i, id := range ids {
+		h.submit(Task{ID: id, Type: "a", Schedule: After(0), Retry: policy(i)})
+		h.fake.Advance(0)
+		h.wait(EventSucceeded, id)
+	}
+	sh := &h.e.shards[0]
+	sh.mu.Lock()
+	live, policies := sh.ret.live, len(sh.ret.policies)
+	sh.mu.Unlock()
+	// The last ID's policy is the first's again (i % 65 == 0): it shares its index.
+	if live != maxRetPolicies+1 || policies != maxRetPolicies {
+		t.Errorf("%d tasks retained in the log with %d policies; want %d with %d (one task kept as its record)",
+			live, policies, maxRetPolicies+1, maxRetPolicies)
+	}
+	for i, id := range ids {
+		if in, err := h.e.Get("", id); err != nil || in.Task.Retry != policy(i) {
+			t.Errorf("Get(%s): retry %+v, %v; want %+v", id, in.Task.Retry, err, policy(i))
+		}
 	}
 }
 

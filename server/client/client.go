@@ -443,7 +443,7 @@ type PartitionMap struct {
 	Epochs []int64
 }
 
-// PartitionNode is one live node of a PartitionMap.
+// PartitionNode is one node of a PartitionMap: live, or an owner gone since (no Addr).
 type PartitionNode struct {
 	Name string // its node ID (Welcome.Node)
 	Addr string // its client address; "" when it registered none

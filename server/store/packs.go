@@ -68,6 +68,9 @@ func (d *PackDone) Set(i int) { d.Done[i/8] |= 1 << (i % 8) }
 // IsSet reports whether entry i has ended.
 func (d *PackDone) IsSet(i int) bool { return d.Done[i/8]&(1<<(i%8)) != 0 }
 
+// Full reports whether every entry has ended.
+func (d *PackDone) Full() bool { return d.count() >= d.Len }
+
 // NewPackDone is the PackDone of pack id of n entries, none ended.
 func NewPackDone(id string, n int) PackDone {
 	return PackDone{ID: id, Len: n, Done: make([]byte, (n+7)/8)}
@@ -326,52 +329,155 @@ func checkPackPartID(id string) error {
 	return nil
 }
 
-// loadPacks reads every pack and done key at rev (0: now, and returns the revision
-// read) and returns the pack entries not done, by task; of two entries of one task, the
-// lower version (or the later pack's, at a tie) goes to stale.
-func (rs *Records) loadPacks(ctx context.Context, rev int64, stale func(Record)) (map[Key]Record, int64, error) {
-	done := map[string]PackDone{}
-	rev, err := rs.rangeAt(ctx, rs.keys.packDone, rev, func(key, val []byte) error {
-		id := strings.TrimPrefix(string(key), rs.keys.packDone)
-		if d, ok := decodePackDone(id, val); ok {
-			done[id] = d
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, rev, err
+// PackSet is packs and their done keys as a reader holds them: read at one revision
+// (LoadAll), or kept up to date from Follow's changes (Apply), as a standby's mirror
+// does. Merge turns it and the records of their own into one record a task.
+// Concurrency: none; its owner serialises its use. Entries are never modified once
+// stored, so a Clone shares them.
+type PackSet struct {
+	packs map[string][]Record // pack ID -> its entries (Record.Pack set)
+	done  map[string]PackDone // pack ID -> its stored done key, if any (Len counts whole bytes)
+}
+
+// NewPackSet is an empty PackSet.
+func NewPackSet() *PackSet {
+	return &PackSet{packs: map[string][]Record{}, done: map[string]PackDone{}}
+}
+
+// Apply applies a change of a pack or a done key, and reports whether c was one.
+func (ps *PackSet) Apply(c Change) bool {
+	switch c.Kind {
+	case PackPut:
+		ps.packs[c.PackID] = c.Pack
+	case PackDelete:
+		delete(ps.packs, c.PackID)
+	case PackDonePut:
+		ps.done[c.PackID] = c.Done
+	case PackDoneDelete:
+		delete(ps.done, c.PackID)
+	default:
+		return false
 	}
-	live := map[Key]Record{}
-	_, err = rs.rangeAt(ctx, rs.keys.packs, rev, func(key, val []byte) error {
-		id := strings.TrimPrefix(string(key), rs.keys.packs)
-		entries, err := decodePack(id, val)
-		if err != nil {
-			return err
+	return true
+}
+
+// Len is the number of packs held.
+func (ps *PackSet) Len() int { return len(ps.packs) }
+
+// Clone is a copy of ps that Apply on either does not change in the other.
+func (ps *PackSet) Clone() *PackSet {
+	c := &PackSet{packs: make(map[string][]Record, len(ps.packs)), done: make(map[string]PackDone, len(ps.done))}
+	for id, e := range ps.packs {
+		c.packs[id] = e
+	}
+	for id, d := range ps.done {
+		c.done[id] = d
+	}
+	return c
+}
+
+// LoadHooks are what Merge (and LoadAll) report besides the records.
+type LoadHooks struct {
+	// Stale, if not nil, gets each entry passed over: a lower version of a task than
+	// another entry of it (a tie between its own record and a pack entry goes to its own
+	// record, between two pack entries to the first pack). The caller ends it: a record
+	// of its own with DeleteBatch at its version, a pack entry with MarkDoneFenced.
+	Stale func(Record)
+	// Pack, if not nil, gets every pack read, with its exact Len and the entries stored
+	// as done (a copy the caller may keep and set bits in), before any record is yielded.
+	Pack func(PackDone)
+}
+
+// Merge calls fn for the one record of each task among own (records of their own) and
+// the entries of ps not done: the highest version (see LoadHooks.Stale for ties). own's
+// records come first, in their order, then the pack entries, in pack order (ID, index).
+// An error from fn stops Merge and is returned.
+func (ps *PackSet) Merge(own []Record, fn func(Record) error, h LoadHooks) error {
+	stale := func(r Record) {
+		if h.Stale != nil {
+			h.Stale(r)
 		}
-		d, hasDone := done[id]
+	}
+	ids := make([]string, 0, len(ps.packs))
+	for id := range ps.packs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	live := map[Key]Record{}
+	for _, id := range ids {
+		entries := ps.packs[id]
+		d := NewPackDone(id, len(entries))
+		if stored, ok := ps.done[id]; ok {
+			copy(d.Done, stored.Done)
+		}
+		if h.Pack != nil {
+			h.Pack(PackDone{ID: id, Len: d.Len, Done: append([]byte(nil), d.Done...)})
+		}
 		for _, e := range entries {
-			if hasDone && e.Pack.Index < d.Len && d.IsSet(e.Pack.Index) {
+			if d.IsSet(e.Pack.Index) {
 				continue
 			}
 			k := Key{e.Namespace, e.ID}
 			if old, ok := live[k]; ok {
 				if old.Version >= e.Version {
-					report(stale, e)
+					stale(e)
 					continue
 				}
-				report(stale, old)
+				stale(old)
 			}
 			live[k] = e
 		}
-		return nil
-	})
-	return live, rev, err
+	}
+	for _, r := range own {
+		k := Key{r.Namespace, r.ID}
+		if e, ok := live[k]; ok {
+			if e.Version > r.Version {
+				stale(r)
+				continue
+			}
+			stale(e)
+			delete(live, k)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	for _, e := range sortedEntries(live) {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func report(stale func(Record), r Record) {
-	if stale != nil {
-		stale(r)
+// LoadSet reads the records of their own, the packs and their done keys at one
+// revision (etcd's now, returned), in pages of LoadPageSize: the raw snapshot that
+// LoadAll merges, for a reader that keeps it up to date from Follow (rev+1 on).
+func (rs *Records) LoadSet(ctx context.Context) (own []Record, ps *PackSet, rev int64, err error) {
+	ps = NewPackSet()
+	rev, err = rs.rangeAt(ctx, rs.keys.packDone, 0, func(key, val []byte) error {
+		id := strings.TrimPrefix(string(key), rs.keys.packDone)
+		if d, ok := decodePackDone(id, val); ok {
+			ps.done[id] = d
+		}
+		return nil
+	})
+	if err == nil {
+		_, err = rs.rangeAt(ctx, rs.keys.packs, rev, func(key, val []byte) error {
+			id := strings.TrimPrefix(string(key), rs.keys.packs)
+			entries, err := decodePack(id, val)
+			ps.packs[id] = entries
+			return err
+		})
 	}
+	if err == nil {
+		_, err = rs.rangeAt(ctx, rs.keys.tasks, rev, func(key, val []byte) error {
+			r, err := rs.keys.decodeRecord(key, val)
+			own = append(own, r)
+			return err
+		})
+	}
+	return own, ps, rev, err
 }
 
 // rangeAt calls fn for every key under prefix at rev (0: now), in pages of

@@ -49,7 +49,7 @@ func loadWithStale(t *testing.T, s *Store) (map[string]Record, []Record) {
 		}
 		got[k] = r
 		return nil
-	}, func(r Record) { stale = append(stale, r) })
+	}, LoadHooks{Stale: func(r Record) { stale = append(stale, r) }})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -108,6 +108,13 @@ func TestPartlyDonePackLoadsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, stale := loadWithStale(t, s)
+	var packs []PackDone
+	if _, err := s.Records().LoadAll(ctxT(t), func(Record) error { return nil }, LoadHooks{Pack: func(d PackDone) { packs = append(packs, d) }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(packs) != 1 || packs[0].ID != "p1.0" || packs[0].Len != 12 || packs[0].count() != 4 || !packs[0].IsSet(7) || packs[0].IsSet(8) {
+		t.Fatalf("packs reported: %+v, want p1.0 of 12 with 0, 3, 7, 11 done", packs)
+	}
 	var ids []string
 	for k, r := range got {
 		ids = append(ids, k)

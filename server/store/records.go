@@ -296,47 +296,22 @@ func deleteOp(key, nk, lk string, v uint64) clientv3.Op {
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "<", string(header(v)))}, nil, del)
 }
 
-// Load is LoadAll with no report of stale entries.
+// Load is LoadAll with no hooks.
 func (rs *Records) Load(ctx context.Context, fn func(Record) error) (int64, error) {
-	return rs.LoadAll(ctx, fn, nil)
+	return rs.LoadAll(ctx, fn, LoadHooks{})
 }
 
-// LoadAll calls fn for every task's record, from one snapshot read in pages of
-// LoadPageSize, and returns the snapshot's revision: watch from rev+1 to see every later
-// change. The records of their own come first, in key order, then the entries of packs
-// not done (Record.Pack set), in pack order. A task has one record there: the highest
-// version of its own record and its pack entries (a tie goes to its own record); each
-// one passed over goes to stale (if not nil), for the caller to end: a record of its own
-// with DeleteBatch, a pack entry with MarkDoneFenced. An error from fn stops LoadAll and
-// is returned. Record.Body aliases the response; fn may keep it.
-func (rs *Records) LoadAll(ctx context.Context, fn func(Record) error, stale func(Record)) (int64, error) {
-	live, rev, err := rs.loadPacks(ctx, 0, stale)
+// LoadAll calls fn for every task's record, from one snapshot (LoadSet), and returns the
+// snapshot's revision: watch from rev+1 to see every later change. The records of their
+// own come first, in key order, then the entries of packs not done (Record.Pack set), in
+// pack order. A task has one record there: the highest version of its own record and
+// its pack entries (PackSet.Merge; h hears of the ones passed over and of every pack).
+// An error from fn stops LoadAll and is returned. Record.Body aliases the response; fn
+// may keep it.
+func (rs *Records) LoadAll(ctx context.Context, fn func(Record) error, h LoadHooks) (int64, error) {
+	own, ps, rev, err := rs.LoadSet(ctx)
 	if err != nil {
 		return rev, err
 	}
-	_, err = rs.rangeAt(ctx, rs.keys.tasks, rev, func(key, val []byte) error {
-		r, err := rs.keys.decodeRecord(key, val)
-		if err != nil {
-			return err
-		}
-		k := Key{r.Namespace, r.ID}
-		if e, ok := live[k]; ok {
-			if e.Version > r.Version {
-				report(stale, r)
-				return nil
-			}
-			report(stale, e)
-			delete(live, k)
-		}
-		return fn(r)
-	})
-	if err != nil {
-		return rev, err
-	}
-	for _, e := range sortedEntries(live) {
-		if err := fn(e); err != nil {
-			return rev, err
-		}
-	}
-	return rev, nil
+	return rev, ps.Merge(own, fn, h)
 }

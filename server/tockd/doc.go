@@ -195,6 +195,22 @@
 //     again: that version's record only (a later version that won meanwhile keeps its
 //     own), and fenced by this node's term; if that delete fails, the reply is
 //     UNCERTAIN, not the engine's refusal (the record stays for the next leader).
+//   - Packs (store's packs.go): a request with packFrom (16) or more one-shot durable
+//     tasks that have no run lock, progress or parents and replace no durable entry
+//     writes them as one pack, one key (Records.PutPackFenced, fenced by the term), not a
+//     record each; each such task's durEntry names its entry (durEntry.pack). Its end
+//     sets the entry's bit in the term's bitmap of that pack (durability.packs, which
+//     only grows) and the deleter writes the bitmaps its batch touched
+//     (Records.MarkDoneFenced: a done key per pack, both keys deleted once every entry
+//     has ended) where it would delete records: the same fence, the same waits. A task
+//     that leaves its pack is recorded on its own: a later version replacing it writes
+//     its own record, and the old entry's bit is set once that write lands. A load
+//     takes each task's highest version among its record and its pack entries not done
+//     (a tie to its own record), joins every pack read to the term's bitmaps, and ends
+//     what it passed over (a stale entry's bit; a stale record's delete). Not packed
+//     today: a retried SUBMIT_BATCH answered UNCERTAIN whose first pack did land writes
+//     a second pack; the first one's entries stay in etcd until the next takeover
+//     passes them over.
 //   - A durable submit is recorded in the term it was claimed in (leadership.fence when
 //     it was prepared; commit.go refuses a later term's). If that term ends after the
 //     write but before the task enters the engine, the task stays out of this engine

@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type durEntry struct {
 	// term is the leadership term the entry was claimed or loaded in (leadership.fence
 	// then; nil if that term had ended already): its end's delete is fenced by it.
 	term *store.Fence
+	// pack is the pack entry holding its record (packs.go), or zero for a record of its
+	// own: its end sets a done bit instead of deleting a key.
+	pack store.PackRef
 }
 
 // queuedDelete is a record to delete: the version that ended, and the term in which it
@@ -41,6 +45,7 @@ type durEntry struct {
 type queuedDelete struct {
 	version uint64
 	term    *store.Fence
+	pack    store.PackRef // the record is this pack entry (zero: a record of its own)
 }
 
 // endWaiter is a wait for a record's delete: to, told of the end of run runID accepted
@@ -167,6 +172,13 @@ type durability struct {
 	// failing). A request that asked later still, after a whole election between its
 	// engine call and its afterDelete, would be answered OK unconfirmed: not guarded.
 	refused map[taskKey]error
+	// packs are the packs of this term's tasks (packs.go): each one's done bitmap as
+	// this node holds it, which only grows, so that every done mark written is a superset
+	// of the ones before (store's invariant); dirty lists those with bits set that no
+	// mark has written yet, for the deleter. A pack goes once its final mark (every
+	// entry done) is written, and all go when the term's tasks are dropped.
+	packs   map[string]*packState
+	dirty   []string
 	stopped bool
 	// beforeDelete, if set (by tests, under mu), runs on the deleter goroutine before
 	// each batch's delete, outside mu.
@@ -178,11 +190,23 @@ type durability struct {
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// packSeq numbers the packs this process writes (their IDs: the term's revision and
+	// this number).
+	packSeq atomic.Uint64
+}
+
+// packState is one pack of the term: its done bitmap and whether bits were set since
+// the last mark taken for writing. Guarded by durability.mu.
+type packState struct {
+	done  store.PackDone
+	term  *store.Fence // the term that wrote or loaded it: only its fence marks it
+	dirty bool         // in durability.dirty
 }
 
 func newDurability(st *store.Store, log *slog.Logger) *durability {
 	d := &durability{st: st, log: log, tasks: map[taskKey]durEntry{}, queued: map[taskKey]queuedDelete{},
-		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, refused: map[taskKey]error{}, done: make(chan struct{})}
+		deleting: map[taskKey]bool{}, waiters: map[taskKey][]endWaiter{}, refused: map[taskKey]error{}, packs: map[string]*packState{},
+		done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cond = sync.NewCond(&d.mu)
 	return d
@@ -230,7 +254,7 @@ func (d *durability) onEvent(ev task.Event) {
 	if _, ok := d.queued[k]; !ok {
 		d.queue = append(d.queue, k)
 	}
-	d.queued[k] = queuedDelete{e.version, e.term} // an older version queued was replaced by this one's record
+	d.queued[k] = queuedDelete{e.version, e.term, e.pack} // an older version queued was replaced by this one's record
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	if e.recurring { // cancelled: its progress goes with its record
@@ -285,33 +309,53 @@ func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
 	for {
-		for len(d.queue) == 0 && !d.stopped {
+		for len(d.queue) == 0 && len(d.dirty) == 0 && !d.stopped {
 			d.cond.Wait()
 		}
-		if len(d.queue) == 0 {
+		if len(d.queue) == 0 && len(d.dirty) == 0 {
 			d.mu.Unlock()
 			return
 		}
-		term := d.queued[d.queue[0]].term
-		n := 1
+		var term *store.Fence
+		if len(d.queue) > 0 {
+			term = d.queued[d.queue[0]].term
+		} else if ps := d.packs[d.dirty[0]]; ps != nil {
+			term = ps.term
+		} else { // not held (cannot be: packs and dirty are dropped together)
+			d.dirty = d.dirty[1:]
+			continue
+		}
+		n := 0
 		for n < len(d.queue) && d.queued[d.queue[n]].term == term {
 			n++
 		}
 		batch := d.queue[:n]
 		d.queue = d.queue[n:]
 		keys := make([]store.Versioned, 0, len(batch))
+		var own []store.Versioned
 		for _, k := range batch {
-			keys = append(keys, store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: d.queued[k].version})
+			q := d.queued[k]
+			v := store.Versioned{Key: store.Key{Namespace: k.ns, ID: k.id}, Version: q.version}
+			keys = append(keys, v)
+			if q.pack.ID == "" {
+				own = append(own, v)
+			} else {
+				d.setDone(q.pack)
+			}
 			delete(d.queued, k)
 			d.deleting[k] = true
 		}
+		marks := d.takeMarks(term)
 		hook := d.beforeDelete
 		d.mu.Unlock()
-		if hook != nil {
+		if hook != nil && len(keys) > 0 {
 			hook(keys)
 		}
-		err := d.deleteRecords(term, keys)
+		err := d.deleteRecords(term, own, marks)
 		d.mu.Lock()
+		if err == nil {
+			d.marked(marks)
+		}
 		done := d.decided(term, keys, err)
 		d.cond.Broadcast() // flush waits for the queue to empty
 		d.mu.Unlock()
@@ -374,38 +418,112 @@ func (d *durability) forgetRefused() {
 	clear(d.refused)
 }
 
-// deleteRecords deletes keys fenced by term, the term in which their tasks ended, while
-// it is this node's (leadership.fence), retrying a failed batch with backoff up to
-// deleteAttempts times. It returns the failure it gave up on (logged at Error: those
+// setDone sets ref's done bit in its pack's bitmap, for the next mark the deleter takes.
+// A pack this node does not hold (its term's packs were dropped) is left: the term is
+// over, and the record is the next term's. Requires mu.
+func (d *durability) setDone(ref store.PackRef) {
+	ps := d.packs[ref.ID]
+	if ps == nil || ref.Index >= ps.done.Len || ps.done.IsSet(ref.Index) {
+		return
+	}
+	ps.done.Set(ref.Index)
+	if !ps.dirty {
+		ps.dirty = true
+		d.dirty = append(d.dirty, ref.ID)
+	}
+}
+
+// endPack sets ref's done bit (setDone) and wakes the deleter, which writes it: an end
+// that no task's end carries (a pack entry replaced by a later version's record, one
+// passed over at a load).
+func (d *durability) endPack(ref store.PackRef) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.setDone(ref)
+	d.cond.Broadcast()
+}
+
+// takeMarks takes the dirty packs of term: a copy of each one's bitmap now, to write;
+// the dirty ones of other terms stay (their own batch takes them). Requires mu.
+func (d *durability) takeMarks(term *store.Fence) []store.PackDone {
+	var marks []store.PackDone
+	keep := d.dirty[:0]
+	for _, id := range d.dirty {
+		ps := d.packs[id]
+		if ps == nil {
+			continue
+		}
+		if ps.term != term {
+			keep = append(keep, id)
+			continue
+		}
+		ps.dirty = false
+		marks = append(marks, store.PackDone{ID: id, Len: ps.done.Len, Done: bytes.Clone(ps.done.Done)})
+	}
+	clear(d.dirty[len(keep):])
+	d.dirty = keep
+	return marks
+}
+
+// marked forgets the packs whose final mark (every entry done) was written: nothing of
+// them is left in etcd. Requires mu.
+func (d *durability) marked(marks []store.PackDone) {
+	for _, m := range marks {
+		if ps := d.packs[m.ID]; ps != nil && m.Full() {
+			delete(d.packs, m.ID)
+		}
+	}
+}
+
+// deleteRecords deletes keys and writes the pack marks fenced by term, the term in
+// which their tasks ended, while it is this node's (leadership.fence), retrying a
+// failed batch with backoff up to deleteAttempts times. It returns the failure it gave up on (logged at Error: those
 // tasks come back at the next load), at once for store.ErrFenced: a node that no longer
 // leads, or that leads in a later term, must not delete records the next leader (this
 // node, perhaps) may already have loaded.
-func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned) error {
+func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned, marks []store.PackDone) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		err := errOtherTerm
 		if f := d.lead.fence.Load(); f != nil && f == term {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
-			err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
+			err = nil
+			if len(keys) > 0 {
+				err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
+			}
+			if err == nil && len(marks) > 0 {
+				err = d.st.Records().MarkDoneFenced(ctx, *f, marks)
+			}
 			cancel()
 			d.lead.fencedOut(*f, err)
 		}
 		switch {
 		case err == nil:
-			d.log.Debug("tockd: durable records deleted", "count", len(keys))
+			d.log.Debug("tockd: durable records deleted", "count", len(keys), "packs", len(marks))
 			return nil
 		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrClosed) || i == deleteAttempts || d.ctx.Err() != nil:
 			d.log.Error("tockd: durable records of finished tasks NOT deleted; they will be loaded again by the next leader",
-				"count", len(keys), "first", keys[0].Namespace+"/"+keys[0].ID, "attempts", i, "err", err)
+				"count", len(keys), "packs", len(marks), "first", firstOf(keys, marks), "attempts", i, "err", err)
 			return err
 		}
-		d.log.Warn("tockd: durable record deletes failed; retrying", "count", len(keys), "attempt", i, "err", err)
+		d.log.Warn("tockd: durable record deletes failed; retrying", "count", len(keys), "packs", len(marks), "attempt", i, "err", err)
 		select {
 		case <-time.After(pause):
 		case <-d.ctx.Done():
 		}
 		pause *= 2
 	}
+}
+
+// firstOf names the first of a deleter batch's records (or packs), for a log line.
+func firstOf(keys []store.Versioned, marks []store.PackDone) string {
+	if len(keys) > 0 {
+		return keys[0].Namespace + "/" + keys[0].ID
+	}
+	if len(marks) > 0 {
+		return "pack " + marks[0].ID
+	}
+	return ""
 }
 
 // pending is the number of records queued or being deleted.
@@ -426,7 +544,7 @@ func (d *durability) flush(ctx context.Context) {
 	defer stop()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for (len(d.queue) > 0 || len(d.deleting) > 0) && ctx.Err() == nil {
+	for (len(d.queue) > 0 || len(d.deleting) > 0 || len(d.dirty) > 0) && ctx.Err() == nil {
 		d.cond.Wait()
 	}
 }
@@ -475,17 +593,53 @@ var errShutdownPending = errors.New("tockd: shutting down before the record was 
 // version's record, queued or in flight, cannot remove the new record: it names its own
 // version. It reports whether the entry it replaces is exclusive (its run, or its park
 // at a takeover, may hold a run lock).
-func (d *durability) claim(k taskKey, e durEntry) (replacesExclusive bool, err error) {
+func (d *durability) claim(k taskKey, e durEntry) (old durEntry, replaced bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, ok := d.tasks[k]
 	if ok && e.version <= old.version {
-		return false, &protocol.Error{Code: protocol.CodeExists,
+		return old, false, &protocol.Error{Code: protocol.CodeExists,
 			Message: fmt.Sprintf("durable task %s/%s exists at version %d (submitted %d)", k.ns, k.id, old.version, e.version)}
 	}
 	d.tasks[k] = e
 	delete(d.refused, k) // its ends from now on are queued anew
-	return ok && old.exclusive, nil
+	return old, ok, nil
+}
+
+// setPack records that the claimed entry e of k was written as pack entry ref (and
+// returns e so): the claim is made before the write decides where it goes. The entry's
+// pack is added to the term's packs with n entries, none done, when first named.
+func (d *durability) setPack(k taskKey, e durEntry, ref store.PackRef, n int) durEntry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.packs[ref.ID]; !ok && d.lead.fence.Load() == e.term { // a later term loads it
+		d.packs[ref.ID] = &packState{done: store.NewPackDone(ref.ID, n), term: e.term}
+	}
+	claimed := e
+	e.pack = ref
+	if cur, ok := d.tasks[k]; ok && cur == claimed {
+		d.tasks[k] = e
+	}
+	return e
+}
+
+// markNow sets ref's done bit and writes its pack's mark at once, fenced by f: the end
+// of a pack entry whose task never entered the engine, which its caller must know
+// recorded (the deleter writes the mark again: harmless).
+func (d *durability) markNow(ctx context.Context, f store.Fence, ref store.PackRef) error {
+	d.mu.Lock()
+	d.setDone(ref)
+	ps := d.packs[ref.ID]
+	var mark store.PackDone
+	if ps != nil {
+		mark = store.PackDone{ID: ref.ID, Len: ps.done.Len, Done: bytes.Clone(ps.done.Done)}
+	}
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	if ps == nil {
+		return errOtherTerm
+	}
+	return d.st.Records().MarkDoneFenced(ctx, f, []store.PackDone{mark})
 }
 
 // release undoes a claim whose submit failed (unless a later claim replaced it).

@@ -34,6 +34,19 @@ func storedIDs(t *testing.T, st *store.Store) map[string]bool {
 	return ids
 }
 
+// packsLeft counts the packs (and their done keys) st holds.
+func packsLeft(t *testing.T, st *store.Store) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	n := 0
+	if _, err := st.Records().LoadAll(ctx, func(store.Record) error { return nil },
+		store.LoadHooks{Pack: func(store.PackDone) { n++ }}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // waitNoRecord waits until task id (namespace default) has no record in etcd; what names
 // the record in the failure.
 func waitNoRecord(t *testing.T, st *store.Store, id, what string) {

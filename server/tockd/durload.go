@@ -30,33 +30,85 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 	}
 	n := 0
 	wf := workflowLoad{d: d}
-	_, err = d.st.Records().Load(ctx, func(r store.Record) error {
+	var stale staleRecords
+	_, err = d.st.Records().LoadAll(ctx, func(r store.Record) error {
 		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
 		}
 		return nil
-	})
+	}, d.loadHooks(&stale))
 	if err != nil {
 		wf.release()
 		return fmt.Errorf("tockd: load durable tasks: %w", err)
 	}
 	n -= wf.enter()
 	d.log.Info("tockd: durable tasks loaded from etcd", "count", n)
+	d.endStale(ctx, &stale)
 	return nil
 }
 
-// loadMirrored is loadDurable from a standby's mirror: no read of etcd.
-func (d *durability) loadMirrored(records []store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
+// staleRecords are what a load passed over (store.LoadHooks.Stale): records of their
+// own that a higher version in a pack replaced, to delete; the pack entries go to their
+// packs' bitmaps at once.
+type staleRecords struct{ own []store.Versioned }
+
+// loadHooks are a takeover's load hooks: every pack read joins the term's packs (its
+// done bitmap as stored), a stale pack entry gets its done bit, a stale record of its own
+// goes to stale.own. A pack that is done once its stale entries are (none of it loads)
+// is marked by the deleter, which deletes it.
+func (d *durability) loadHooks(stale *staleRecords) store.LoadHooks {
+	term := d.lead.fence.Load()
+	return store.LoadHooks{
+		Pack: func(pd store.PackDone) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.packs[pd.ID] = &packState{done: pd, term: term}
+			if pd.Full() { // its final mark was not written: the deleter writes it
+				d.packs[pd.ID].dirty = true
+				d.dirty = append(d.dirty, pd.ID)
+			}
+		},
+		Stale: func(r store.Record) {
+			if r.Pack.ID != "" {
+				d.endPack(r.Pack)
+				return
+			}
+			stale.own = append(stale.own, store.Versioned{Key: store.Key{Namespace: r.Namespace, ID: r.ID}, Version: r.Version})
+		},
+	}
+}
+
+// endStale deletes the stale records of their own, fenced by the term, once the load is
+// done; a failure is logged (the next load passes them over again).
+func (d *durability) endStale(ctx context.Context, stale *staleRecords) {
+	f := d.lead.fence.Load()
+	if len(stale.own) == 0 || f == nil {
+		return
+	}
+	err := d.st.Records().DeleteBatchFenced(ctx, *f, stale.own)
+	d.lead.fencedOut(*f, err)
+	if err != nil {
+		d.log.Warn("tockd: records replaced by a later version in a pack NOT deleted; the next load passes them over again",
+			"count", len(stale.own), "err", err)
+	}
+}
+
+// loadMirrored is loadDurable from a standby's mirror (its records of their own and its
+// packs): no read of etcd but the deletes of stale records.
+func (d *durability) loadMirrored(ctx context.Context, records []store.Record, packs *store.PackSet, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
 	d.forgetRefused()
 	n := 0
 	wf := workflowLoad{d: d}
-	for _, r := range records {
+	var stale staleRecords
+	_ = packs.Merge(records, func(r store.Record) error {
 		if d.loadRecord(r, locked, next, epoch, &wf) {
 			n++
 		}
-	}
+		return nil
+	}, d.loadHooks(&stale))
 	n -= wf.enter()
 	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
+	d.endStale(ctx, &stale)
 }
 
 // loadRecord submits one record to the engine (see loadDurable), in the place of a
@@ -71,7 +123,7 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 			k := taskKey{t.Namespace, t.ID}
 			// The term loading it (stored before the load): its end is deleted under it.
 			e := durEntry{version: t.Version, recurring: recurring(t.Schedule.Kind), exclusive: t.Exclusive,
-				term: d.lead.fence.Load()}
+				term: d.lead.fence.Load(), pack: r.Pack}
 			sk := store.Key{Namespace: t.Namespace, ID: t.ID}
 			// A recurring task continues where its last leader was, if that progress is of
 			// this version (a replacement's schedule is its own).
@@ -80,7 +132,7 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 				nextDue = time.Unix(0, nd.Due)
 			}
 			if e.fp, err = printOf(w, r.Body); err == nil {
-				_, err = d.claim(k, e)
+				_, _, err = d.claim(k, e)
 			}
 			if err == nil && t.DependsOn != nil {
 				d.forgetFinished(k)
@@ -141,6 +193,8 @@ func (d *durability) dropDurable() {
 	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
+	clear(d.packs) // the next term loads them from etcd
+	d.dirty = nil
 	var cut []endWaiter
 	for k := range d.tasks {
 		keys = append(keys, k)

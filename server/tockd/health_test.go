@@ -102,13 +102,14 @@ func (p *cutProxy) cutAll() {
 	}
 }
 
-// TestHealthCutOffFromEtcd: a leader whose etcd becomes unreachable stops leading and
-// reports itself unhealthy, naming etcd; once etcd is back it leads and is healthy.
-func TestHealthCutOffFromEtcd(t *testing.T) {
-	etcd := openStore(t, t.TempDir())
+// openCutStore opens a store as node on etcd's embedded etcd through a cutProxy, with a
+// session TTL of 1 s: cutting the proxy leaves its lease to expire. The store closes at
+// Cleanup, after a node started on it later has stopped.
+func openCutStore(t *testing.T, etcd *store.Store, node string) (*store.Store, *cutProxy) {
+	t.Helper()
 	p := newCutProxy(t, strings.TrimPrefix(etcd.ClientURL(), "http://"))
 	o := etcd.ClientOptions()
-	o.Endpoints, o.Node = []string{"http://" + p.ln.Addr().String()}, "n1"
+	o.Endpoints, o.Node = []string{"http://" + p.ln.Addr().String()}, node
 	o.SessionTTL, o.DialTimeout = time.Second, time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
@@ -116,13 +117,20 @@ func TestHealthCutOffFromEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() }) // after the node has stopped
+	t.Cleanup(func() { st.Close() })
+	return st, p
+}
+
+// TestHealthCutOffFromEtcd: a leader whose etcd becomes unreachable stops leading and
+// reports itself unhealthy, naming etcd; once etcd is back it leads and is healthy.
+func TestHealthCutOffFromEtcd(t *testing.T) {
+	st, p := openCutStore(t, openStore(t, t.TempDir()), "n1")
 	d := startDurable(t, st, nil)
 	if err := d.srv.Health(); err != nil {
 		t.Fatalf("leading: Health() = %v", err)
 	}
 	p.cutAll()
-	err = waitHealth(t, d.srv, "unhealthy once cut off from etcd", func(err error) bool { return err != nil })
+	err := waitHealth(t, d.srv, "unhealthy once cut off from etcd", func(err error) bool { return err != nil })
 	if !strings.Contains(err.Error(), "etcd") {
 		t.Errorf("cut off: Health() = %v, want the reason to name etcd", err)
 	}

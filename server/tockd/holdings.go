@@ -145,12 +145,15 @@ func (o *ownership) release(ctx context.Context, p int, epoch int64) error {
 	return o.st.Partitions().Release(rctx, p, epoch)
 }
 
-// releaseAll gives up every partition h holds or is releasing, each bounded by
-// storeOpTimeout (ctx has ended: this runs as act returns).
+// releaseAll gives up every partition h holds or is releasing, all within one
+// storeOpTimeout (act's ctx has ended: this runs as act returns, and a node cut off
+// from etcd must not hold its Shutdown for a timeout per partition).
 func (o *ownership) releaseAll(h *holdings) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	defer cancel()
 	for _, m := range []map[int]int64{h.held, h.releasing} {
 		for p, epoch := range m {
-			if err := o.release(context.Background(), p, epoch); err != nil && !errors.Is(err, store.ErrClosed) {
+			if err := o.release(ctx, p, epoch); err != nil {
 				o.log.Warn("tockd: releasing a partition failed; it is free when this node's lease ends", "partition", p, "err", err)
 			}
 		}

@@ -180,11 +180,13 @@ func (l *leadership) loop(ctx context.Context, advertise string) {
 		term := &leaderTerm{rev: fence.Rev, deposed: make(chan struct{}), lapsed: make(chan struct{}), lease: el}
 		l.term.Store(term)
 		l.fence.Store(&fence)
-		records, locked, next, caughtUp := sb.current(ctx, st)
+		records, packs, locked, next, caughtUp := sb.current(ctx, st)
 		stopStandby()
 		<-mirrored
 		if caughtUp {
-			l.dur.loadMirrored(records, locked, next, epoch)
+			lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+			l.dur.loadMirrored(lctx, records, packs, locked, next, epoch)
+			cancel()
 		} else {
 			lctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 			err = l.dur.loadDurable(lctx, epoch)

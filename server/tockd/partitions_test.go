@@ -437,3 +437,35 @@ func TestPartitionHandoffNeverTwoHolders(t *testing.T) {
 	}
 	t.Logf("leave: node-b's %d partitions handed on, no other touched", moved)
 }
+
+// TestPartitionsMoveWhenANodeIsCutOff: a node cut off from etcd (its connections reset,
+// as a crashed node's would be) keeps its registration and owner keys until its lease
+// expires; then the survivors rewrite the map, moving only its partitions, and hold
+// them under keys of their own, within the session TTL and a second (the bound)
+// and 2 s of slack for a loaded machine. Once etcd is back it joins again.
+func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
+	st1 := openStore(t, t.TempDir())
+	cutSt, p := openCutStore(t, st1, "n3")
+	nodes := []*testServer{startNamedNode(t, st1, "node-a"), startNamedNode(t, openPeerStore(t, st1, "n2"), "node-b"),
+		startNamedNode(t, cutSt, "node-c")}
+	before := waitHeld(t, nodes, "node-a", "node-b", "node-c")[0]
+	cutAt := time.Now()
+	p.cutAll()
+	after := waitHeld(t, nodes[:2], "node-a", "node-b")[0]
+	took := time.Since(cutAt)
+	was, now := ownerNames(before), ownerNames(after)
+	for q := range now {
+		if was[q] != "node-c" && was[q] != now[q] {
+			t.Fatalf("partition %d moved from %s to %s, though only node-c was cut off", q, was[q], now[q])
+		}
+		if was[q] == "node-c" && after.Epochs[q] <= before.Epochs[q] {
+			t.Fatalf("partition %d: epoch %d after node-c's, %d; want a higher one", q, after.Epochs[q], before.Epochs[q])
+		}
+	}
+	if bound := cutSt.SessionTTL() + 3*time.Second; took > bound {
+		t.Fatalf("node-c's %d partitions held again %v after the cut, want within %v (TTL + 1 s + 2 s of slack)", before.ownedBy("node-c"), took, bound)
+	}
+	t.Logf("node-c's %d partitions held by the survivors %v after the cut (session TTL %v)", before.ownedBy("node-c"), took, cutSt.SessionTTL())
+	p.heal() // node-c comes back, and its Shutdown at Cleanup reaches etcd
+	waitHeld(t, nodes, "node-a", "node-b", "node-c")
+}

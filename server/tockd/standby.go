@@ -27,14 +27,16 @@ const standbyCatchUp = time.Second
 // standbyRetry is the pause before a lost mirror is read again.
 const standbyRetry = 500 * time.Millisecond
 
-// standby is a follower's mirror of the durable records, run locks and progress.
-// Invariant: rev > 0 ⇒ records, locks and next are etcd's state under the prefix at
-// revision rev (every write up to rev applied, none after); rev = 0 while (re)reading.
+// standby is a follower's mirror of the durable records (of their own, and packs), run
+// locks and progress.
+// Invariant: rev > 0 ⇒ records, packs, locks and next are etcd's state under the prefix
+// at revision rev (every write up to rev applied, none after); rev = 0 while (re)reading.
 // Locking: mu guards every field; changed waits on it. One goroutine (run) writes.
 type standby struct {
 	mu      sync.Mutex
 	changed *sync.Cond // rev advanced or the mirror stopped
 	records map[taskKey]store.Record
+	packs   *store.PackSet
 	locks   map[store.Key]bool
 	next    map[store.Key]store.NextDue // recurring tasks' progress (progress.go)
 	rev     int64                       // every write up to rev is applied; 0 while (re)reading
@@ -59,10 +61,10 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 	}()
 	for ctx.Err() == nil {
 		records := map[taskKey]store.Record{}
-		rev, err := st.Records().Load(ctx, func(r store.Record) error {
+		own, packs, rev, err := st.Records().LoadSet(ctx)
+		for _, r := range own {
 			records[taskKey{r.Namespace, r.ID}] = r
-			return nil
-		})
+		}
 		var locks map[store.Key]bool
 		var next map[store.Key]store.NextDue
 		if err == nil {
@@ -73,7 +75,7 @@ func (sb *standby) run(ctx context.Context, st *store.Store, log interface{ Warn
 		}
 		if err == nil {
 			sb.mu.Lock()
-			sb.records, sb.locks, sb.next, sb.rev = records, locks, next, rev
+			sb.records, sb.packs, sb.locks, sb.next, sb.rev = records, packs, locks, next, rev
 			sb.changed.Broadcast()
 			sb.mu.Unlock()
 			apply := sb.apply
@@ -105,6 +107,7 @@ func (sb *standby) apply(c store.Change) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	k := taskKey{c.Key.Namespace, c.Key.ID}
+	sb.packs.Apply(c)
 	switch c.Kind {
 	case store.RecordPut:
 		sb.records[k] = c.Record
@@ -128,19 +131,20 @@ func (sb *standby) apply(c store.Change) {
 // there. A new leader calls it once Campaign has returned: its election key's revision
 // is when it began campaigning, and the last leader's writes, up to its key's deletion,
 // came after that.
-func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
+func (sb *standby) current(ctx context.Context, st *store.Store) ([]store.Record, *store.PackSet, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
 	rctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
 	rev, err := st.Revision(rctx)
 	cancel()
 	if err != nil {
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	return sb.snapshotAt(rev, standbyCatchUp)
 }
 
 // snapshotAt waits (up to wait) until the mirror has applied every write up to rev and
-// returns its records, locks and progress; false if it did not get there.
-func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
+// returns its records of their own, packs, locks and progress; false if it did not get
+// there.
+func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, *store.PackSet, map[store.Key]bool, map[store.Key]store.NextDue, bool) {
 	deadline := time.Now().Add(wait)
 	timer := time.AfterFunc(wait, func() {
 		sb.mu.Lock()
@@ -154,7 +158,7 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 		sb.changed.Wait()
 	}
 	if sb.rev < rev {
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	records := make([]store.Record, 0, len(sb.records))
 	for _, r := range sb.records {
@@ -168,5 +172,5 @@ func (sb *standby) snapshotAt(rev int64, wait time.Duration) ([]store.Record, ma
 	for k, due := range sb.next {
 		next[k] = due
 	}
-	return records, locks, next, true
+	return records, sb.packs.Clone(), locks, next, true
 }

@@ -43,7 +43,7 @@ func TestStandbyMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records, locks, _, ok := sb.snapshotAt(l.Epoch(), waitBound)
+	records, _, locks, _, ok := sb.snapshotAt(l.Epoch(), waitBound)
 	if !ok {
 		t.Fatal("the mirror never reached the election's revision")
 	}
@@ -58,7 +58,7 @@ func TestStandbyMirrors(t *testing.T) {
 		t.Fatalf("mirrored locks %v", locks)
 	}
 	// A revision it cannot reach in time: false, so the leader reads etcd instead.
-	if _, _, _, ok := sb.snapshotAt(l.Epoch()+1000, 50*time.Millisecond); ok {
+	if _, _, _, _, ok := sb.snapshotAt(l.Epoch()+1000, 50*time.Millisecond); ok {
 		t.Fatal("snapshot claimed a revision the mirror has not seen")
 	}
 }
@@ -86,7 +86,7 @@ func TestNewLeaderLoadsWritesAfterItsCampaignBegan(t *testing.T) {
 	// The stall: no record written from now on reaches the mirror before the mirror
 	// stops (the node stops it once elected, whether or not it caught up).
 	follower.replica.lead.standbyHook = func(ctx context.Context, c store.Change) {
-		if c.Kind == store.RecordPut {
+		if c.Kind == store.RecordPut || c.Kind == store.PackPut { // a batch of 100 is a pack
 			<-ctx.Done()
 		}
 	}

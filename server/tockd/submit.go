@@ -30,6 +30,11 @@ type prepared struct {
 	// lock (of a run the replacement orphans, or of its park at a takeover) no run end
 	// deletes: submitPrepared deletes it (dropReplacedLock).
 	unlocks bool
+	// replaced: durable, and its claim replaced an entry of a lower version, whose
+	// record's key this one's overwrites; or, were that a pack entry (replacedPack), whose
+	// done bit goes once this record is written. It is never packed itself.
+	replaced     bool
+	replacedPack store.PackRef
 	// firstDue: a durable recurring task's first occurrence, as of when its record was
 	// built: recorded with it as its progress (store.Record.NextDue), and where the engine
 	// starts its schedule, so that a leader taking over at any moment after the write
@@ -145,10 +150,23 @@ func (d *durability) prepare(p *prepared) {
 		return
 	}
 	p.entry = durEntry{version: p.t.Version, recurring: recurring(p.t.Schedule.Kind), exclusive: p.t.Exclusive, fp: fp, term: p.term}
-	replacesExclusive, err := d.claim(p.key, p.entry)
+	old, replaced, err := d.claim(p.key, p.entry)
 	p.err = err
-	p.unlocks = err == nil && replacesExclusive && !p.t.Exclusive
+	p.unlocks = err == nil && replaced && old.exclusive && !p.t.Exclusive
+	if p.replaced = replaced; replaced {
+		p.replacedPack = old.pack
+	}
 }
+
+// packable reports whether p's record may go in a pack: a one-shot task of its own (no
+// progress, run lock or parents), replacing no entry (whose key its record overwrites).
+func (p *prepared) packable() bool {
+	return p.rec.NextDue == 0 && !p.t.Exclusive && p.t.DependsOn == nil && !p.replaced
+}
+
+// packFrom is the fewest packable records a request writes as a pack: below it, a pack
+// saves too few keys to be worth a key of its own per commit.
+const packFrom = 16
 
 // record builds p's store record (p is durable) and its print.
 func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
@@ -173,8 +191,8 @@ func (q *requests) writeRecords(ps []prepared) {
 
 // writeRecords is requests.writeRecords with a replica.
 func (d *durability) writeRecords(ps []prepared) {
-	var idx []int
-	var recs []store.Record
+	var idx, packIdx []int
+	var recs, packRecs []store.Record
 	var term *store.Fence
 	for i := range ps {
 		p := &ps[i]
@@ -189,8 +207,20 @@ func (d *durability) writeRecords(ps []prepared) {
 			d.releaseClaim(p)
 			continue
 		}
-		idx = append(idx, i)
-		recs = append(recs, p.rec)
+		if p.packable() {
+			packIdx = append(packIdx, i)
+			packRecs = append(packRecs, p.rec)
+		} else {
+			idx = append(idx, i)
+			recs = append(recs, p.rec)
+		}
+	}
+	if len(packRecs) < packFrom {
+		idx, recs = append(idx, packIdx...), append(recs, packRecs...)
+		packIdx, packRecs = nil, nil
+	}
+	if len(packRecs) > 0 {
+		d.writePack(term, ps, packIdx, packRecs)
 	}
 	if len(recs) == 0 {
 		return
@@ -202,7 +232,46 @@ func (d *durability) writeRecords(ps []prepared) {
 		if errs[j] != nil && !ps[i].retried(recs[j], errs[j]) {
 			ps[i].err = storeError(errs[j])
 			d.releaseClaim(&ps[i])
+		} else if ps[i].replacedPack.ID != "" {
+			d.endPack(ps[i].replacedPack) // the later version's record is written
 		}
+	}
+}
+
+// writePack writes recs, the records of ps[idx[j]], as one pack fenced by term (it
+// must still be the server's), and notes each written one's pack entry in its durable
+// entry (setPack) before it enters the engine; a task whose write failed gets its error
+// and its claim released. The pack's ID is the term's revision and a number of this
+// process's: unique to its writer, as PutPackFenced wants.
+func (d *durability) writePack(term *store.Fence, ps []prepared, idx []int, recs []store.Record) {
+	var refs []store.PackRef
+	var errs []error
+	if f := d.lead.fence.Load(); f != term {
+		errs = make([]error, len(recs))
+		for j := range errs {
+			errs[j] = store.ErrFenced
+		}
+	} else {
+		d.committer.commits.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+		var err error
+		refs, errs, err = d.st.Records().PutPackFenced(ctx, *f, fmt.Sprintf("%x-%x", f.Rev, d.packSeq.Add(1)), recs)
+		cancel()
+		d.lead.fencedOut(*f, err)
+	}
+	parts := map[string]int{}
+	for j, r := range refs {
+		if errs[j] == nil {
+			parts[r.ID]++
+		}
+	}
+	for j, i := range idx {
+		if errs[j] != nil {
+			ps[i].err = storeError(errs[j])
+			d.releaseClaim(&ps[i])
+			continue
+		}
+		ps[i].entry = d.setPack(ps[i].key, ps[i].entry, refs[j], parts[refs[j].ID])
 	}
 }
 
@@ -311,8 +380,12 @@ func (d *durability) submit(p *prepared) (task.Info, error) {
 		derr := store.ErrFenced
 		if f := p.term; d.lead.fence.Load() == f {
 			ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-			derr = d.st.Records().DeleteBatchFenced(ctx, *f, []store.Versioned{
-				{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
+			if ref := p.entry.pack; ref.ID != "" {
+				derr = d.markNow(ctx, *f, ref)
+			} else {
+				derr = d.st.Records().DeleteBatchFenced(ctx, *f, []store.Versioned{
+					{Key: store.Key{Namespace: p.key.ns, ID: p.key.id}, Version: p.t.Version}})
+			}
 			cancel()
 			d.lead.fencedOut(*f, derr)
 		}

@@ -124,7 +124,7 @@ func TestQueuedDeleteBesideAResubmit(t *testing.T) {
 			ended := d.tasks[k]
 			delete(d.tasks, k) // v1 ends: what onEvent does
 			d.queue = append(d.queue, k)
-			d.queued[k] = queuedDelete{ended.version, ended.term}
+			d.queued[k] = queuedDelete{version: ended.version, term: ended.term}
 			d.tasks[k] = v2 // v2 is claimed: what prepare does
 			if v2Lands {
 				rec := store.Record{Namespace: "default", ID: "k", Version: 2, Body: []byte("v2")}

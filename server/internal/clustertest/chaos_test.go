@@ -461,10 +461,11 @@ func TestChaosHistory(t *testing.T) {
 	}
 }
 
-// taskKeys returns the keys of task state in etcd now: records, progress, run locks.
+// taskKeys returns the keys of task state in etcd now: records, packs and their done
+// keys, progress, run locks.
 func taskKeys(ctx context.Context, cli *clientv3.Client, prefix string) ([]string, error) {
 	var keys []string
-	for _, kind := range []string{"tasks/", "next/", "locks/"} {
+	for _, kind := range []string{"tasks/", "packs/", "packdone/", "next/", "locks/"} {
 		resp, err := cli.Get(ctx, prefix+kind, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			return nil, err
