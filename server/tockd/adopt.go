@@ -70,16 +70,11 @@ func (rr *remoteRuns) adopt(c *conn, m *protocol.Adopt) (protocol.Message, bool)
 			switch {
 			case !co.matches(f, hr.recurring):
 				why, reason = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the run handed in", k.ns, k.id, f.Version, f.Attempt, f.Due), CarryChanged
-			case d.eng.StartTimeout(f.RunID) != nil:
+			case !d.adoptWaitingLocked(c, f):
 				delete(d.hold.held, k)
 				why, reason = fmt.Sprintf("the held run of %s/%s ended meanwhile", k.ns, k.id), CarryEnded
 			default:
 				delete(d.hold.held, k)
-				if d.adoptedWaiting == nil {
-					d.adoptedWaiting = map[uint64]bool{}
-				}
-				d.adoptedWaiting[f.RunID] = true // drainLocked drops it from its queue
-				d.adoptLocked(c, f.RunID, k, f.Shard.Of)
 				rr.adopted.Add(1)
 				b.adopt(o.RunID, f.RunID, d.epoch)
 				b.settle()
@@ -111,6 +106,21 @@ func (rr *remoteRuns) adopt(c *conn, m *protocol.Adopt) (protocol.Message, bool)
 // shard). Requires r.mu.
 func (r *router[W]) adoptLocked(w W, runID uint64, k taskKey, shards uint16) {
 	r.table.inflightOn(r.table.state(w), runID, k, shards > 1)
+}
+
+// adoptWaitingLocked takes over f, a run waiting in its queue, for w (ADOPT): its
+// timeout starts, it is in flight on w, and drainLocked drops it from its queue when its
+// turn comes, unFIREd. false: the engine no longer holds it. Requires r.mu.
+func (r *router[W]) adoptWaitingLocked(w W, f *protocol.Fire) bool {
+	if r.eng.StartTimeout(f.RunID) != nil {
+		return false
+	}
+	if r.adoptedWaiting == nil {
+		r.adoptedWaiting = map[uint64]bool{}
+	}
+	r.adoptedWaiting[f.RunID] = true
+	r.adoptLocked(w, f.RunID, taskKey{f.Namespace, f.TaskID}, f.Shard.Of)
+	return true
 }
 
 // adoptPending takes over f, the run a pending ADOPT entry co waited for, which has just
