@@ -476,3 +476,27 @@ func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
 	p.heal() // node-c comes back, and its Shutdown at Cleanup reaches etcd
 	waitHeld(t, nodes, "node-a", "node-b", "node-c")
 }
+
+// TestShutdownWhileCutOffFromEtcd: a node whose session ended while it is cut off from
+// etcd (its registration and owner keys gone with the lease, a new session not to be
+// had) still shuts down within its Shutdown context, and a second of slack.
+func TestShutdownWhileCutOffFromEtcd(t *testing.T) {
+	st, p := openCutStore(t, openStore(t, t.TempDir()), "n2")
+	n := startNamedNode(t, st, "node-b")
+	waitHeld(t, []*testServer{n}, "node-b")
+	p.cutAll()
+	t.Cleanup(p.heal) // lets what is left reach etcd, before the stores close
+	waitMap(t, n.srv, "node-b no longer holding, its session over", func(m PartitionMap) bool { return m.HeldBy("node-b") == 0 })
+	const limit = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- n.srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		t.Logf("Shutdown returned %v after %v", err, time.Since(start))
+	case <-time.After(limit + time.Second):
+		t.Fatalf("Shutdown with a %v context has not returned after %v", limit, time.Since(start))
+	}
+}
