@@ -72,7 +72,7 @@ func (o *ownership) act(ctx context.Context) {
 // step does what the latest set, stored map and owner keys call for: the next map if
 // Rebalance gives one (then nothing else: the watch delivers it and kicks again), else
 // gives up the partitions the map moved away and claims those it gives this node whose
-// keys are free. It returns the first error, after trying every partition.
+// keys are free. It tries every partition, and returns their errors joined.
 func (o *ownership) step(ctx context.Context, h *holdings) error {
 	o.mu.Lock()
 	set, stored, holders, read := o.set, o.stored, o.holders, o.read
