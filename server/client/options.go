@@ -70,9 +70,15 @@ type Options struct {
 	// CancelOnDisconnect makes a Worker end the contexts of the handlers still running
 	// when their connection is lost, and drop their runs (the next leader runs them
 	// again): the behaviour before ADOPT. Default false: a handler keeps running across
-	// the loss, bounded by its time to run as ever, and its run is handed in on the next
-	// connection (PROTOCOL.md, ADOPT), so that the leader does not run it again; its
-	// outcome is reported there (or carried, if the run was refused: dropped).
+	// the loss and its run is handed in on the next connection (PROTOCOL.md, ADOPT), so
+	// that the leader does not run it again; its outcome is reported there, or carried
+	// (CARRY) if it returns with no connection; a run the leader refuses has its
+	// handler's context ended and its outcome dropped (OnAcked is told). The time to run
+	// still bounds a handler with or without a connection: its context ends TTR after its
+	// FIRE arrived, and what it returns then (usually the context's error) is reported
+	// like any outcome; the leader that took it over times it out its own TTR after the
+	// takeover, and runs the task again if no report came by then. Batch handlers'
+	// contexts always end with their connection.
 	CancelOnDisconnect bool
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.

@@ -325,3 +325,20 @@ func TestWorkerRunSurvivesABlipToTheSameLeader(t *testing.T) {
 		t.Fatalf("tockd: Adopted %d, Redelivered %d; want 1, 0", st.Adopted, st.Redelivered)
 	}
 }
+
+// A server that does not know ADOPT (an older one) answers it UNKNOWN_TYPE: it holds
+// none of the runs, so the Worker treats them as refused, ending the handler's context.
+func TestWorkerTreatsAnOlderServersAdoptAsRefused(t *testing.T) {
+	f, h, _, w := startHeld(t)
+	var credits uint64
+	r := wantCarryThenAdopt(t, f, &credits)
+	f.send(r.nc, &protocol.Error{ID: r.m.RequestID(), Code: protocol.CodeUnknownType, Message: "unknown message type 57"})
+	wantSubscribe(t, f, &credits, 1)
+	if err := tockdtest.Receive(t, h.ended, "the handler's end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the handler ended with %v, want its context cancelled (the run is not held)", err)
+	}
+	tockdtest.EventuallyWithin(t, "the run dropped", tockdtest.Limit, func() bool { return w.CarryStats().RunningDropped == 1 })
+	if cs := w.CarryStats(); cs.RunningRefused != 1 || cs.RunningAdopted != 0 {
+		t.Fatalf("CarryStats %+v, want 1 refused, none adopted", cs)
+	}
+}

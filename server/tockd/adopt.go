@@ -70,16 +70,11 @@ func (rr *remoteRuns) adopt(c *conn, m *protocol.Adopt) (protocol.Message, bool)
 			switch {
 			case !co.matches(f, hr.recurring):
 				why, reason = fmt.Sprintf("task %s/%s waits at version %d attempt %d due %d, not the run handed in", k.ns, k.id, f.Version, f.Attempt, f.Due), CarryChanged
-			case d.eng.StartTimeout(f.RunID) != nil:
+			case !d.adoptWaitingLocked(c, f):
 				delete(d.hold.held, k)
 				why, reason = fmt.Sprintf("the held run of %s/%s ended meanwhile", k.ns, k.id), CarryEnded
 			default:
 				delete(d.hold.held, k)
-				if d.adoptedWaiting == nil {
-					d.adoptedWaiting = map[uint64]bool{}
-				}
-				d.adoptedWaiting[f.RunID] = true // drainLocked drops it from its queue
-				d.adoptLocked(c, f.RunID, k, f.Shard.Of)
 				rr.adopted.Add(1)
 				b.adopt(o.RunID, f.RunID, d.epoch)
 				b.settle()
@@ -113,11 +108,26 @@ func (r *router[W]) adoptLocked(w W, runID uint64, k taskKey, shards uint16) {
 	r.table.inflightOn(r.table.state(w), runID, k, shards > 1)
 }
 
+// adoptWaitingLocked takes over f, a run waiting in its queue, for w (ADOPT): its
+// timeout starts, it is in flight on w, and drainLocked drops it from its queue when its
+// turn comes, unFIREd. false: the engine no longer holds it. Requires r.mu.
+func (r *router[W]) adoptWaitingLocked(w W, f *protocol.Fire) bool {
+	if r.eng.StartTimeout(f.RunID) != nil {
+		return false
+	}
+	if r.adoptedWaiting == nil {
+		r.adoptedWaiting = map[uint64]bool{}
+	}
+	r.adoptedWaiting[f.RunID] = true
+	r.adoptLocked(w, f.RunID, taskKey{f.Namespace, f.TaskID}, f.Shard.Of)
+	return true
+}
+
 // adoptPending takes over f, the run a pending ADOPT entry co waited for, which has just
 // reached the handler (its timeout running, an exclusive task's run lock recorded): it is
 // in flight on co's connection, and the handler defers its outcome to that worker. It
 // returns false, the entry refused, when this node stopped leading or the connection is
-// gone meanwhile: the run is then routed as any other.
+// gone meanwhile: the run is then routed as any other (but for a park's, above).
 func (rr *remoteRuns) adoptPending(f *protocol.Fire, co *carried) bool {
 	d := rr.router
 	k := taskKey{f.Namespace, f.TaskID}
@@ -129,10 +139,20 @@ func (rr *remoteRuns) adoptPending(f *protocol.Fire, co *carried) bool {
 		d.adoptLocked(c, f.RunID, k, f.Shard.Of)
 		co.b.adopt(co.o.RunID, f.RunID, d.epoch)
 	}
+	// An exclusive task's run whose park this entry ended while the run it names still
+	// runs, its connection gone meanwhile: it waits as an orphan of that connection
+	// until the park would have ended (at least ReconnectGrace), not FIREd at once
+	// beside the run still running.
+	orphaned := !ok && d.leading && !co.parkedUntil.IsZero()
+	if orphaned {
+		epoch := d.epoch
+		d.orphans[f.RunID] = orphan{key: k, epoch: epoch,
+			timer: time.AfterFunc(max(d.reconnectGrace, time.Until(co.parkedUntil)), func() { d.expireOrphan(f.RunID, epoch) })}
+	}
 	d.mu.Unlock()
 	if !ok {
 		d.hold.refuseCarried([]*carried{co}, CarryEnded, fmt.Sprintf("run %d: the connection that handed it in closed, or this node stopped leading", co.o.RunID))
-		return false
+		return orphaned
 	}
 	rr.adopted.Add(1)
 	co.b.settle()
@@ -174,8 +194,19 @@ func (rr *remoteRuns) awaitPending(waiting []*carried, epoch uint64) {
 	}
 	for _, co := range waiting {
 		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
-		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
-			locks.unparkFor(k, co.o.Version, epoch)
+		locks := rr.replica.locks
+		until, ok := locks.parked.take(epoch, k, co.o.Version, co.o.RunID)
+		if !ok {
+			continue
 		}
+		if co.running {
+			// The run the lock names still runs: the run the park held back is its
+			// continuation, whatever occurrence and attempt the park left it at
+			// (takeCarried), and must not start elsewhere before the park's end.
+			d.mu.Lock()
+			co.parkedUntil = until
+			d.mu.Unlock()
+		}
+		locks.unparkFor(k, co.o.Version, epoch)
 	}
 }

@@ -213,20 +213,30 @@ func TestAdoptedRunWhoseWorkerDropsAgain(t *testing.T) {
 	}
 }
 
-// An exclusive durable task whose run was in flight at the takeover is parked for its
-// time to run (exclusive.go); the worker still running that very run hands it in: the
-// park ends at once, the run taken over is the lock's holder (no second run is FIREd,
-// so none overlaps it), and its ACK ends the task, its record and lock deleted.
-func TestAdoptEndsAPark(t *testing.T) {
-	n, running := startParked(t)
-	st2, n2, l2 := n.st2, n.follower, n.fd
-	c2 := connect(t, l2.addr)
-	w2 := dialWorker(t, l2.addr, "worker")
+// adoptParked is startParked (with sched), then a worker at the new leader that hands
+// the parked task's run in, adopted, and subscribes: the task is RUNNING, the run taken
+// over. It returns the nodes, a client of the new leader, the worker, and the run ID and
+// epoch the adopted run's ACK names.
+func adoptParked(t *testing.T, sched protocol.Schedule) (*twoNodes, *client, *wkr, uint64, uint64) {
+	t.Helper()
+	n, running := startParked(t, sched)
+	c2 := connect(t, n.fd.addr)
+	w2 := dialWorker(t, n.fd.addr, "worker")
 	as, epoch := adoptTo(t, w2, running)
 	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
 	if in := get(t, c2, 3, "excl"); in.State != task.Running {
 		t.Fatalf("the task after the ADOPT is %v, want RUNNING (the run taken over)", in.State)
 	}
+	return n, c2, w2, as, epoch
+}
+
+// An exclusive durable task whose run was in flight at the takeover is parked for its
+// time to run (exclusive.go); the worker still running that very run hands it in: the
+// park ends at once, the run taken over is the lock's holder (no second run is FIREd,
+// so none overlaps it), and its ACK ends the task, its record and lock deleted.
+func TestAdoptEndsAPark(t *testing.T) {
+	n, c2, w2, as, epoch := adoptParked(t, protocol.Schedule{})
+	st2, n2 := n.st2, n.follower
 	wantOK(t, w2.req(&protocol.Ack{RunID: as, Epoch: epoch}))
 	if in := c2.waitState(4, "excl", task.Succeeded); in.Runs != 1 {
 		t.Fatalf("excl ran %d times at the new leader, want the one adopted", in.Runs)
@@ -240,5 +250,28 @@ func TestAdoptEndsAPark(t *testing.T) {
 	waitNoLocks(t, st2, "after the adopted run's ACK")
 	if st := n2.Stats(); st.Fired != 0 || st.Adopted != 1 {
 		t.Fatalf("new leader: Fired %d, Adopted %d; want 0, 1", st.Fired, st.Adopted)
+	}
+}
+
+// A recurring exclusive task parked at the takeover, whose run the worker hands in still
+// running: the run the park held back is that run's continuation, taken over, not FIREd
+// beside it, and its ACK moves the schedule on to the next occurrence, FIREd as usual.
+// (Across processes, TestExclusiveNeverOverlaps met a held-back run at another due time
+// than the FIRE's: the ADOPT was refused as "changed" after it had ended the park, and
+// the next run was FIREd beside the one still running. Here the due times agree; the
+// rule that takes over the parked run whatever its occurrence is checked there.)
+func TestAdoptEndsTheParkOfARecurringTask(t *testing.T) {
+	n, _, w2, as, epoch := adoptParked(t, protocol.Schedule{Kind: task.KindEvery, Interval: int64(200 * time.Millisecond)})
+	n2 := n.follower
+	if w2.drain(); len(w2.fires) > 0 {
+		t.Fatalf("FIRE %+v: the parked task ran a second run beside the one handed in", w2.fires[0])
+	}
+	wantOK(t, w2.req(&protocol.Ack{RunID: as, Epoch: epoch}))
+	next := w2.fire()
+	if next.TaskID != "excl" || next.RunID == as || next.Epoch != epoch {
+		t.Fatalf("after the adopted run's ACK: FIRE %+v, want excl's next occurrence at epoch %d", next, epoch)
+	}
+	if st := n2.Stats(); st.Fired != 1 || st.Adopted != 1 {
+		t.Fatalf("new leader: Fired %d, Adopted %d; want 1 (the next occurrence), 1", st.Fired, st.Adopted)
 	}
 }

@@ -108,6 +108,9 @@ type carried struct {
 	o       protocol.Outcome
 	b       *ackBatch
 	running bool // a run handed in still running (ADOPT): taken over, not ended
+	// parkedUntil, for a running entry, is when the park it ended (adopt.go,
+	// awaitPending) would have ended; zero if it ended none. Guarded by router.mu.
+	parkedUntil time.Time
 }
 
 // matches reports whether f is the run the outcome was reported for: the same task
@@ -321,15 +324,19 @@ func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (adopt *carr
 	k := taskKey{f.Namespace, f.TaskID}
 	d.mu.Lock()
 	co := d.hold.pending[k]
+	// A run handed in whose park it ended is the run the park held back, at the same
+	// version, whatever occurrence the park left it at.
+	parkedFor := false
 	if co != nil {
 		delete(d.hold.pending, k)
 		d.hold.nPending.Add(-1)
+		parkedFor = co.running && !co.parkedUntil.IsZero() && f.Version == co.o.Version
 	}
 	d.mu.Unlock()
 	if co == nil {
 		return nil, false, nil
 	}
-	if !co.matches(f, recurring) {
+	if !co.matches(f, recurring) && !parkedFor {
 		rr.router.hold.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
 		return nil, false, nil

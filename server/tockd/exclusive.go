@@ -168,9 +168,10 @@ func (rl *runLocks) parkLocked(t task.Task, nextDue time.Time, epoch uint64) (ta
 	if err != nil {
 		rl.log.Warn("tockd: run lock of a waiting exclusive task not taken over; a CANCEL meanwhile would leave it in etcd", "err", err)
 	}
-	in, err := rl.engine.ContinueNotBefore(t, nextDue, time.Now().Add(wait))
+	until := time.Now().Add(wait)
+	in, err := rl.engine.ContinueNotBefore(t, nextDue, until)
 	if err == nil && prev != 0 {
-		rl.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev})
+		rl.parked.put(epoch, taskKey{t.Namespace, t.ID}, parkedRun{version: t.Version, run: prev, until: until})
 	}
 	return in, err
 }
@@ -192,9 +193,10 @@ func (rl *runLocks) swapLock(ns, id string, runID uint64) (uint64, error) {
 }
 
 // parkedRun is the run an exclusive task parked at a takeover waits out: the run ID its
-// lock named, at the task version loaded.
+// lock named, at the task version loaded, and when the park ends.
 type parkedRun struct {
 	version, run uint64
+	until        time.Time
 }
 
 // parkedRuns is the parked tasks of one term (the epoch of the last takeover that
@@ -216,16 +218,16 @@ func (p *parkedRuns) put(epoch uint64, k taskKey, r parkedRun) {
 }
 
 // take removes and reports whether k is parked in the term of epoch waiting out run at
-// version v.
-func (p *parkedRuns) take(epoch uint64, k taskKey, v, run uint64) bool {
+// version v, and when its park would have ended.
+func (p *parkedRuns) take(epoch uint64, k taskKey, v, run uint64) (until time.Time, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.runs[k]
 	if !ok || p.epoch != epoch || r.version != v || r.run != run {
-		return false
+		return time.Time{}, false
 	}
 	delete(p.runs, k)
-	return true
+	return r.until, true
 }
 
 // unparkFor ends the park of k at version in the term of epoch at once: a worker carried

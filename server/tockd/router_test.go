@@ -805,3 +805,40 @@ func TestRouterFlushesWhatOneCallFired(t *testing.T) {
 		t.Fatalf("worker b's flushes let go %v runs, want 2 then 1", b.flushes)
 	}
 }
+
+// A waiting run taken over by ADOPT (adoptWaitingLocked) is in flight on the worker that
+// handed it in, its timeout started, spending no credit; when workers with credits come,
+// the queue drops it unFIREd and FIREs the run behind it; the adopter's ACK takes it.
+func TestRouterAdoptedWaitingRunIsNotFired(t *testing.T) {
+	tr := newTestRouter(t, Options{})
+	tr.route(1, "a") // nobody serves a yet: both wait
+	tr.route(2, "a")
+	adopter := &fakeWorker{name: "adopter", room: -1}
+	tr.r.mu.Lock()
+	f := tr.r.waiting["a"].front()
+	took := tr.r.adoptWaitingLocked(adopter, f)
+	tr.r.mu.Unlock()
+	if !took || tr.eng.held[1] {
+		t.Fatalf("adopted %v, run 1's timeout held %v: want taken over, its timeout started", took, tr.eng.held[1])
+	}
+	tr.verify() // waiting and in flight, marked adopted: allowed
+	w := tr.worker("w", 10, "a")
+	wantRuns(t, w, 2)
+	tr.wantWaiting(0)
+	if st := tr.state(w); st.credits != 9 {
+		t.Fatalf("the subscriber has %d credits, want 9: one FIRE", st.credits)
+	}
+	if len(adopter.fires) != 0 {
+		t.Fatalf("the adopter was FIREd %v", adopter.runIDs())
+	}
+	if _, fired, _ := tr.r.take(adopter, 3, 0, 1); !fired {
+		t.Fatal("the adopted run is not in flight on the worker that handed it in")
+	}
+	tr.verify()
+	tr.r.mu.Lock()
+	left := len(tr.r.adoptedWaiting)
+	tr.r.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d adopted runs still marked after their queue's turn", left)
+	}
+}

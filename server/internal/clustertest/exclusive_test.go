@@ -47,6 +47,7 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
 	defer func() { stop(); workers.Wait() }()
+	var ws []*client.Worker
 	for range 2 {
 		w, err := client.NewWorker(all, client.WithConcurrency(4), fast)
 		if err != nil {
@@ -65,6 +66,7 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 			t.Fatal(err)
 		}
 		runWorker(t, ctx, &workers, w)
+		ws = append(ws, w)
 	}
 	c, err := client.Dial(ctx, all, fast)
 	if err != nil {
@@ -105,5 +107,7 @@ func TestExclusiveNeverOverlaps(t *testing.T) {
 				runs[i].start.Format(time.StampMilli), runs[i].end.Format(time.StampMilli), runs[i].epoch)
 		}
 	}
-	t.Logf("%d runs, none overlapping; across the kill of %s (epoch %d -> %d)", len(runs), leader.Name(), epoch, next)
+	cs := carryStats(ws)
+	t.Logf("%d runs, none overlapping; across the kill of %s (epoch %d -> %d); workers: %d runs handed in still running, %d adopted, %d refused",
+		len(runs), leader.Name(), epoch, next, cs.RunningSent, cs.RunningAdopted, cs.RunningRefused)
 }
