@@ -175,6 +175,9 @@ func (rr *remoteRuns) awaitPending(waiting []*carried, epoch uint64) {
 	for _, co := range waiting {
 		k := taskKey{nsOrDefault(co.o.Namespace), co.o.TaskID}
 		if locks := rr.replica.locks; locks.parked.take(epoch, k, co.o.Version, co.o.RunID) {
+			d.mu.Lock()
+			co.unparked = true // before the run the park held back reaches the handler
+			d.mu.Unlock()
 			locks.unparkFor(k, co.o.Version, epoch)
 		}
 	}

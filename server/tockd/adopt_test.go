@@ -242,3 +242,27 @@ func TestAdoptEndsAPark(t *testing.T) {
 		t.Fatalf("new leader: Fired %d, Adopted %d; want 0, 1", st.Fired, st.Adopted)
 	}
 }
+
+// TestAdoptEndsAPark with a recurring exclusive task (every 100 ms after the last run
+// ends): the run handed in holds the lock until its ACK, so no run of the next occurrence
+// may be FIREd before it, even though the park ended at once. (This passed before the
+// unparked match too: the failing path, an entry pending until the park's run reaches the
+// handler with a due time computed anew, was reproduced by clustertest's
+// TestExclusiveNeverOverlaps, 5 of 5 runs.)
+func TestAdoptEndsTheParkOfARecurringTask(t *testing.T) {
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
+	excl.Schedule = protocol.Schedule{Kind: task.KindEvery, Interval: int64(100 * time.Millisecond), Anchor: task.FixedDelay}
+	n, running := startParkedTask(t, excl)
+	w2 := dialWorker(t, n.fd.addr, "worker")
+	r := w2.req(&protocol.Adopt{Runs: []protocol.Outcome{outcomeOf(running)}})
+	wantOK(t, w2.req(&protocol.Subscribe{Types: []string{"w"}, Credits: 10}))
+	w2.drain()
+	acked, ok := r.(*protocol.Acked)
+	if len(w2.fires) > 0 {
+		t.Fatalf("FIRE %+v while the adopted run still holds the lock (ADOPT answered %v %+v)", w2.fires[0], r.Type(), r)
+	}
+	if !ok || len(acked.Adopted) != 1 {
+		t.Fatalf("ADOPT answered %v %+v, want the run adopted", r.Type(), r)
+	}
+}

@@ -108,15 +108,21 @@ type carried struct {
 	o       protocol.Outcome
 	b       *ackBatch
 	running bool // a run handed in still running (ADOPT): taken over, not ended
+	// unparked: this entry ended the park of its exclusive task, whose run lock named
+	// this very run (awaitPending; set under router.mu before the park ends). The lock
+	// identifies the occurrence, so matches compares no due time: a new leader computes
+	// a fixed-delay task's next due anew (2.9 s off the FIRE's in one failure seen), and
+	// refusing the run would FIRE the next while the one handed in still runs.
+	unparked bool
 }
 
 // matches reports whether f is the run the outcome was reported for: the same task
-// version and attempt, and, for a recurring task, the same occurrence (due time). A
-// one-shot task has one occurrence, whose due time a new leader may compute anew (an
-// "after" task is recorded as the "at" time the submit stood for, a little off the
-// first leader's own reading).
+// version and attempt, and, for a recurring task, the same occurrence (due time, unless
+// the run lock named the run: unparked). A one-shot task has one occurrence, whose due
+// time a new leader may compute anew (an "after" task is recorded as the "at" time the
+// submit stood for, a little off the first leader's own reading).
 func (co *carried) matches(f *protocol.Fire, recurring bool) bool {
-	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || f.Due == co.o.Due)
+	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || co.unparked || f.Due == co.o.Due)
 }
 
 // heldRun is a run held back at a takeover (holdState.held). known is false for the

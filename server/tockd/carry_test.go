@@ -221,11 +221,18 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 // the run the first leader FIREd.
 func startParked(t *testing.T) (*twoNodes, *protocol.Fire) {
 	t.Helper()
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
+	return startParkedTask(t, excl)
+}
+
+// startParkedTask is startParked with excl (exclusive, durable, of type "w", ID "excl")
+// as the task.
+func startParkedTask(t *testing.T, excl protocol.Task) (*twoNodes, *protocol.Fire) {
+	t.Helper()
 	n := startCarryNodes(t)
 	c := connect(t, n.leader.addr)
 	w := connectWorker(t, n.leader.addr, 10, "w")
-	excl := durableWorkTask("excl")
-	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
 	submit(t, c, 2, excl)
 	f := w.fire()
 	waitRegistered(t, n.follower)
