@@ -7,6 +7,7 @@ require (
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/gorilla/websocket v1.5.3
+	github.com/klauspost/compress v1.18.7
 	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/prometheus/client_golang v1.20.5
 	github.com/prometheus/client_model v0.6.1
@@ -47,7 +48,6 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.1.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
-	github.com/klauspost/compress v1.18.7 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect

@@ -310,3 +310,42 @@ func TestRetainedChunksGo(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestRetainedSlotIgnoresOldRuns: a retained entry keeps its record's slot, which run IDs
+// and timer arguments name: the finished run's ID names no running attempt, neither
+// while the entry holds the slot nor once a read has revived the task into it; and a
+// task of the same shard submitted once the entry is forgotten gets the slot, and runs
+// and completes under its own run ID only.
+func TestRetainedSlotIgnoresOldRuns(t *testing.T) {
+	h := newHarness(t, WithRetention(time.Minute), WithWorkers(1))
+	runs := deferring(h, "remote")
+	ids := idsInShard(2)
+	id := h.startDeferred(runs, Task{ID: ids[0], Type: "remote", Schedule: After(0)})
+	if err := h.e.Complete(id, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(EventSucceeded, ids[0])
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Complete of the retained task's run: %v, want ErrUnknownRun", err)
+	}
+	if in, err := h.e.Get("", ids[0]); err != nil || in.State != Succeeded || in.Runs != 1 {
+		t.Fatalf("Get(%s) = %+v, %v", ids[0], in, err)
+	}
+	if err := h.e.Complete(id, errors.New("late")); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Complete of the revived task's old run: %v, want ErrUnknownRun", err)
+	}
+	h.fake.Advance(time.Minute)
+	waitfor.Until(t, "the task forgotten after its retention", func() bool { return h.e.Stats().Tasks == 0 })
+	id2 := h.startDeferred(runs, Task{ID: ids[1], Type: "remote", Schedule: After(0)})
+	_, s1 := h.e.runRecord(id)
+	if _, s2 := h.e.runRecord(id2); s1 != s2 {
+		t.Fatalf("the second task got slot %d, not the first's %d: the test would not reuse it", s2, s1)
+	}
+	if err := h.e.Complete(id, nil); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Complete of the first task's run once the second runs in its slot: %v, want ErrUnknownRun", err)
+	}
+	if err := h.e.Complete(id2, nil); err != nil {
+		t.Fatalf("Complete of the second task's own run: %v", err)
+	}
+	h.wait(EventSucceeded, ids[1])
+}

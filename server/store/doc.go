@@ -31,7 +31,9 @@
 //
 // The only lock is the session holder's (sessions.mu, guarding which session is
 // current); it is held only to read or replace the session, and across no request to
-// etcd but those that make a new session (its lease grant, its keep-alive stream).
+// etcd but those that make a new session (its lease grant, its keep-alive stream),
+// which wait as long as etcd is unreachable: Nodes.Deregister, which only undoes what a
+// live session holds, reads the session through an atomic instead and never waits.
 //
 // # Key layout
 //

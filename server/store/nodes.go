@@ -114,14 +114,16 @@ func (ns *Nodes) Register(ctx context.Context, n Node) (lost <-chan struct{}, er
 }
 
 // Deregister removes name's entry if this Store's session holds it, so that the other
-// nodes recompute their map now rather than when the lease ends. Absent is no error.
+// nodes recompute their map now rather than when the lease ends. Absent is no error, and
+// nor is no live session (the entry went with its lease): Deregister makes none, nor
+// waits for one being made, so a node cut off from etcd is not held up by it.
 func (ns *Nodes) Deregister(ctx context.Context, name string) error {
 	key := ns.keys.nodes + name
-	ss, err := ns.sessions.live()
-	if err != nil {
-		return err
+	ss := ns.sessions.existing()
+	if ss == nil {
+		return nil
 	}
-	_, err = ns.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", ss.sess.Lease())).
+	_, err := ns.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", ss.sess.Lease())).
 		Then(clientv3.OpDelete(key)).Commit()
 	if err != nil {
 		return txnFailed("deregister node "+name, err)

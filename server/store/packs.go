@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,7 +24,9 @@ import (
 // transaction. A batch of n tasks ended over m deleter rounds costs 1 + m + 2 keys
 // instead of 2n.
 //
-//	<prefix>packs/<id>      a pack: uvarint(n), then n entries, each
+//	<prefix>packs/<id>      a pack: one format byte, then its entries, plain (0) or
+//	                        compressed with S2 (1, Snappy's format extended): uvarint(n), then
+//	                        n entries, each
 //	                        uvarint(len ns) ns uvarint(len id) id be64(version) uvarint(len body) body
 //	<prefix>packdone/<id>   its ended entries: be64(popcount) then the bitmap, ⌈n/8⌉ bytes,
 //	                        bit i (byte i/8, bit i%8) set once entry i has ended
@@ -116,11 +119,47 @@ func appendEntry(b []byte, r *Record) []byte {
 	return append(b, r.Body...)
 }
 
+// The pack formats (a value's first byte).
+const (
+	packPlain = 0 // the entries as they are
+	packS2    = 1 // the entries compressed with S2
+)
+
+// packCompress is whether packValue may compress: a benchmark turns it off to compare.
+var packCompress = true
+
+// packValue is the stored value of a pack whose entries (count first) are plain: S2
+// compressed when that is smaller (the entries of one batch repeat their type, retry
+// policy and much of their payloads, and etcd's cost grows with the bytes it replicates,
+// logs, stores and sends to watchers), else plain. Deterministic, as a retry's identical
+// value needs.
+func packValue(plain []byte) []byte {
+	if z := s2.Encode(nil, plain); packCompress && len(z) < len(plain) {
+		return append([]byte{packS2}, z...)
+	}
+	return append([]byte{packPlain}, plain...)
+}
+
 // decodePack is the entries of the pack id stored as val (Body aliases val), or
 // ErrCorrupt.
 func decodePack(id string, val []byte) ([]Record, error) {
 	bad := func(what string) ([]Record, error) {
 		return nil, fmt.Errorf("%w: pack %q: %s", ErrCorrupt, id, what)
+	}
+	if len(val) == 0 {
+		return bad("empty")
+	}
+	switch val[0] {
+	case packPlain:
+		val = val[1:]
+	case packS2:
+		plain, err := s2.Decode(nil, val[1:])
+		if err != nil {
+			return bad(err.Error())
+		}
+		val = plain
+	default:
+		return bad(fmt.Sprintf("format %d", val[0]))
 	}
 	n, k := binary.Uvarint(val)
 	if k <= 0 || n > uint64(len(val)) {
@@ -197,8 +236,8 @@ func (rs *Records) PutPackFenced(ctx context.Context, f Fence, id string, recs [
 			return
 		}
 		pid := id + "." + strconv.Itoa(len(parts))
-		v := binary.AppendUvarint(nil, uint64(len(cur)))
-		parts = append(parts, part{rs.keys.packs + pid, string(append(v, body...)), cur})
+		plain := append(binary.AppendUvarint(nil, uint64(len(cur))), body...)
+		parts = append(parts, part{rs.keys.packs + pid, string(packValue(plain)), cur})
 		for j, i := range cur {
 			refs[i] = PackRef{ID: pid, Index: j}
 		}

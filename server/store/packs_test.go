@@ -347,3 +347,36 @@ func TestFollowPacks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A pack is stored compressed when that is smaller, plain otherwise; both load the same,
+// and an unknown format is refused as corrupt.
+func TestPackFormats(t *testing.T) {
+	s := openEmbedded(t, Options{})
+	f := mustCampaign(t, s).Fence()
+	recs := numbered("a", "t", 50, 1)
+	for i := range recs {
+		recs[i].Body = []byte(fmt.Sprintf("the same type, the same retry policy, payload %d", i))
+	}
+	mustPutPack(t, s, f, "z", recs)
+	packCompress = false
+	mustPutPack(t, s, f, "p", numbered("b", "t", 50, 1))
+	packCompress = true
+	formats := map[string]byte{}
+	resp, err := s.cli.Get(ctxT(t), s.keys.packs, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		formats[string(kv.Key)] = kv.Value[0]
+	}
+	if formats[s.keys.packs+"z.0"] != packS2 || formats[s.keys.packs+"p.0"] != packPlain {
+		t.Fatalf("formats %v: want z.0 compressed, p.0 plain", formats)
+	}
+	got, _ := loadWithStale(t, s)
+	if len(got) != 100 || string(got["a/t7"].Body) != string(recs[7].Body) || string(got["b/t9"].Body) != "t9" {
+		t.Fatalf("loaded %d records; a/t7 %q, b/t9 %q", len(got), got["a/t7"].Body, got["b/t9"].Body)
+	}
+	if _, err := decodePack("x", []byte{7, 0}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("format 7: %v, want ErrCorrupt", err)
+	}
+}

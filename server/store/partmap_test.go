@@ -245,11 +245,14 @@ func TestPartitionHolders(t *testing.T) {
 	if h := receive(t, holders, "the release"); len(h.By) != 0 {
 		t.Fatalf("after the release (the wrong epoch's first): %+v, want none", h)
 	}
-	hb, held, lost, err := b.Partitions().Claim(ctx, 3, "node-b")
+	hb, held, term, err := b.Partitions().Claim(ctx, 3, "node-b")
 	if err != nil || !held || hb.Epoch <= ha.Epoch {
 		t.Fatalf("node-b's claim after the release: %+v held %v, %v; want an epoch after %d", hb, held, err, ha.Epoch)
 	}
 	receive(t, holders, "node-b's claim")
+	if !term.Valid(time.Now()) {
+		t.Fatal("node-b's term is not valid just after its claim")
+	}
 	if _, err := a.Client().Revoke(ctx, sessionOf(b).Lease()); err != nil {
 		t.Fatal(err)
 	}
@@ -257,9 +260,12 @@ func TestPartitionHolders(t *testing.T) {
 		t.Fatalf("after node-b's lease was revoked: %+v, want none", h)
 	}
 	select {
-	case <-lost:
+	case <-term.Lost():
 	case <-time.After(wait):
-		t.Fatalf("lost not closed within %v of the revoke", wait)
+		t.Fatalf("Lost not closed within %v of the revoke", wait)
+	}
+	if term.Valid(time.Now()) || (Term{}).Valid(time.Now()) {
+		t.Fatal("a lost term, or the zero Term, is valid")
 	}
 	if _, _, _, err := a.Partitions().Claim(ctx, -1, "node-a"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a claim of partition -1: %v, want ErrInvalid", err)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -25,6 +26,36 @@ type Holders struct {
 	By  map[int]Holder // by partition; a partition without a key is absent
 }
 
+// Term is the session a holding stands on: its owner keys go with its lease. The zero
+// Term is never valid and never lost (a nil Lost channel).
+type Term struct{ s *session }
+
+// Lost is closed once the session may be gone: its keys may be gone too, and the holder
+// holds nothing from then on (it claims again, on a new session).
+func (t Term) Lost() <-chan struct{} {
+	if t.s == nil {
+		return nil
+	}
+	return t.s.lost
+}
+
+// Valid reports whether now precedes the session's valid-until (lease.go): while it
+// does, etcd cannot have expired the lease, so the holdings on it still stand (but for
+// a Release or an operator's delete, which the owner keys' watch shows). It is the check
+// to make where a holder acts, since Lost is closed by a goroutine that may run late.
+// One atomic load and a compare.
+func (t Term) Valid(now time.Time) bool {
+	if t.s == nil {
+		return false
+	}
+	select {
+	case <-t.s.lost:
+		return false
+	default:
+		return t.s.lease.valid(now)
+	}
+}
+
 // ownerKey is partition p's owner key.
 func (k keyspace) ownerKey(p int) string { return k.partitionOwner + strconv.Itoa(p) }
 
@@ -32,32 +63,33 @@ func (k keyspace) ownerKey(p int) string { return k.partitionOwner + strconv.Ito
 // (made if needed), if no key is there: one transaction on its CreateRevision being 0,
 // so that two nodes never hold one partition at once. held is true when the key is
 // this session's (created now, or earlier); h is then this holding, else the holder
-// that has the key. lost is closed when the session is lost (the key goes with its
-// lease): the caller holds nothing from then on, and claims again. A negative p or an
-// empty node name, or one with a '/', gives ErrInvalid.
-func (ps *Partitions) Claim(ctx context.Context, p int, node string) (h Holder, held bool, lost <-chan struct{}, err error) {
+// that has the key. term is the session the claim was made on (the key goes with its
+// lease): from its end (Lost, or not Valid) the caller holds nothing, and claims
+// again. A negative p or an empty node name, or one with a '/', gives ErrInvalid.
+func (ps *Partitions) Claim(ctx context.Context, p int, node string) (h Holder, held bool, term Term, err error) {
 	if p < 0 || node == "" || strings.IndexByte(node, '/') >= 0 {
-		return Holder{}, false, nil, fmt.Errorf("%w: partition %d's holder %q", ErrInvalid, p, node)
+		return Holder{}, false, Term{}, fmt.Errorf("%w: partition %d's holder %q", ErrInvalid, p, node)
 	}
 	ss, err := ps.sessions.live()
 	if err != nil {
-		return Holder{}, false, nil, err
+		return Holder{}, false, Term{}, err
 	}
+	term = Term{ss}
 	key, lease := ps.keys.ownerKey(p), ss.sess.Lease()
 	resp, err := ps.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, node, clientv3.WithLease(lease))).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return Holder{}, false, nil, txnFailed(fmt.Sprintf("claim partition %d", p), err)
+		return Holder{}, false, term, txnFailed(fmt.Sprintf("claim partition %d", p), err)
 	}
 	if resp.Succeeded {
-		return Holder{Node: node, Epoch: resp.Header.Revision}, true, ss.lost, nil
+		return Holder{Node: node, Epoch: resp.Header.Revision}, true, term, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) != 1 {
-		return Holder{}, false, ss.lost, nil // gone since the compare: claim again
+		return Holder{}, false, term, nil // gone since the compare: claim again
 	}
 	h = Holder{Node: string(kvs[0].Value), Epoch: kvs[0].CreateRevision}
-	return h, clientv3.LeaseID(kvs[0].Lease) == lease, ss.lost, nil
+	return h, clientv3.LeaseID(kvs[0].Lease) == lease, term, nil
 }
 
 // Release deletes partition p's owner key if it is still the one created at epoch (the

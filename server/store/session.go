@@ -23,16 +23,35 @@ import (
 // lives; making one is a lease grant and a keep-alive stream (two requests), and it then
 // runs two goroutines (renew and watch) until the session is lost.
 //
-// Concurrency: cur and closed are guarded by mu; every other field is set when the Store
-// opens and never changes.
+// Concurrency: cur and closed are guarded by mu; published is cur, atomic, for existing,
+// which must not wait behind a live that is making a session (its lease grant waits as
+// long as etcd is unreachable); every other field is set when the Store opens and never
+// changes.
 type sessions struct {
 	cli   *clientv3.Client
 	ttl   time.Duration // Options.SessionTTL
 	guard time.Duration // Options.LeaseGuard
 
-	mu     sync.Mutex
-	cur    *session // nil until the first live, and after close
-	closed bool
+	mu        sync.Mutex
+	cur       *session // nil until the first live, and after close
+	closed    bool
+	published atomic.Pointer[session]
+}
+
+// existing returns the current session if it lives, else nil; it makes none, and takes
+// no lock. For a caller that only undoes what a live session holds (a registration
+// under a lost lease is gone with it).
+func (ss *sessions) existing() *session {
+	cur := ss.published.Load()
+	if cur == nil {
+		return nil
+	}
+	select {
+	case <-cur.lost:
+		return nil
+	default:
+		return cur
+	}
 }
 
 // session is the Store's one leadership session and the watch on its lease.
@@ -84,6 +103,7 @@ func (ss *sessions) live() (*session, error) {
 	}()
 	go cur.watch(ka, gone)
 	ss.cur = cur
+	ss.published.Store(cur)
 	return cur, nil
 }
 
@@ -99,6 +119,7 @@ func (ss *sessions) close() (first bool, err error) {
 	ss.closed = true
 	cur := ss.cur
 	ss.cur = nil
+	ss.published.Store(nil)
 	ss.mu.Unlock()
 	if cur == nil {
 		return true, nil

@@ -15,13 +15,13 @@ import (
 
 const wait = 10 * time.Second // bound on any single etcd step in these tests
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func openEmbedded(t *testing.T, o Options) *Store {
+func openEmbedded(t testing.TB, o Options) *Store {
 	t.Helper()
 	o.Embedded = t.TempDir()
 	o.EmbeddedTick = 10 * time.Millisecond

@@ -207,10 +207,11 @@
 //     its own record, and the old entry's bit is set once that write lands. A load
 //     takes each task's highest version among its record and its pack entries not done
 //     (a tie to its own record), joins every pack read to the term's bitmaps, and ends
-//     what it passed over (a stale entry's bit; a stale record's delete). Not packed
-//     today: a retried SUBMIT_BATCH answered UNCERTAIN whose first pack did land writes
-//     a second pack; the first one's entries stay in etcd until the next takeover
-//     passes them over.
+//     what it passed over (a stale entry's bit; a stale record's delete). A pack is
+//     named by the term and a counter, so a client's retry would write a second one:
+//     a pack write of unknown outcome is written again at once (the identical pack
+//     found is success), and if still unknown deleted and answered OVERLOADED; only a
+//     failed delete answers UNCERTAIN (putPack).
 //   - A durable submit is recorded in the term it was claimed in (leadership.fence when
 //     it was prepared; commit.go refuses a later term's). If that term ends after the
 //     write but before the task enters the engine, the task stays out of this engine

@@ -183,6 +183,9 @@ type durability struct {
 	// beforeDelete, if set (by tests, under mu), runs on the deleter goroutine before
 	// each batch's delete, outside mu.
 	beforeDelete func(keys []store.Versioned)
+	// afterPack, if set (by tests, before Serve), replaces each pack write's outcome once
+	// the write is done: a pack that landed can be made to look as if it timed out.
+	afterPack func(errs []error, err error) ([]error, error)
 	// beforeWait, if set (by tests), runs at the start of each afterDelete, on the
 	// caller's goroutine, outside mu.
 	beforeWait atomic.Pointer[func(k taskKey)]

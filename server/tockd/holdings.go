@@ -11,12 +11,13 @@ import (
 )
 
 // holdings are the partitions this node holds, as act keeps them: the owner keys it
-// created under its current session (held) and those it gave up whose keys it has not
-// yet seen deleted (releasing). Owner goroutine only (act's).
+// created under its current session (held, on term) and those it gave up whose keys it
+// has not yet seen deleted (releasing). Owner goroutine only (act's); act publishes a
+// copy of held and term to ownership (mine, term) for the view.
 //
 // Invariants, with S the stored map act last read:
-//   - p ∈ held ⇒ this node's Claim of p succeeded at epoch held[p] and the key has not
-//     been seen gone since (nor the session lost);
+//   - p ∈ held ⇒ this node's Claim of p succeeded at epoch held[p] on term, and the key
+//     has not been seen gone since (nor term lost);
 //   - p ∈ held ⇒ S names this node p's owner: a partition S moves away leaves held
 //     before its Release is sent, so this node stops holding it before anyone else can
 //     (the next owner's Claim waits for the key to go);
@@ -24,7 +25,7 @@ import (
 type holdings struct {
 	held      map[int]int64 // partition -> epoch
 	releasing map[int]int64 // partition -> epoch of a key to delete
-	lost      <-chan struct{}
+	term      store.Term    // the session of the latest claim (zero: none)
 }
 
 // act rewrites the stored map and holds the partitions it gives this node, until ctx
@@ -40,13 +41,14 @@ func (o *ownership) act(ctx context.Context) {
 	for {
 		select {
 		case <-o.kick:
-		case <-h.lost:
+		case <-h.term.Lost():
 			if len(h.held) > 0 {
 				o.log.Info("tockd: this node's session ended: its partitions' keys went with it", "held", len(h.held))
 			}
 			clear(h.held)
 			clear(h.releasing)
-			h.lost = nil
+			h.term = store.Term{}
+			o.publish(&h)
 		case <-ctx.Done():
 			return
 		}
@@ -70,7 +72,7 @@ func (o *ownership) act(ctx context.Context) {
 // step does what the latest set, stored map and owner keys call for: the next map if
 // Rebalance gives one (then nothing else: the watch delivers it and kicks again), else
 // gives up the partitions the map moved away and claims those it gives this node whose
-// keys are free. It returns the first error, after trying every partition.
+// keys are free. It tries every partition, and returns their errors joined.
 func (o *ownership) step(ctx context.Context, h *holdings) error {
 	o.mu.Lock()
 	set, stored, holders, read := o.set, o.stored, o.holders, o.read
@@ -108,6 +110,7 @@ func (o *ownership) step(ctx context.Context, h *holdings) error {
 			delete(h.held, p)
 		}
 	}
+	o.publish(h) // before any Release: this node's view stops holding first
 	for _, p := range slices.Sorted(maps.Keys(h.releasing)) {
 		if err := o.release(ctx, p, h.releasing[p]); err != nil {
 			errs = append(errs, err)
@@ -126,16 +129,28 @@ func (o *ownership) step(ctx context.Context, h *holdings) error {
 			continue // this node's own key of an earlier holding, not yet gone
 		}
 		cctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
-		got, held, lost, err := o.st.Partitions().Claim(cctx, p, o.node)
+		got, held, term, err := o.st.Partitions().Claim(cctx, p, o.node)
 		cancel()
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("claim partition %d: %w", p, err))
 		case held:
-			h.held[p], h.lost = got.Epoch, lost
+			h.held[p], h.term = got.Epoch, term
 		}
 	}
+	o.publish(h)
 	return errors.Join(errs...)
+}
+
+// publish makes h's holdings the view's (ownership.mine and term), if they changed.
+func (o *ownership) publish(h *holdings) {
+	o.update(func() bool {
+		if o.term == h.term && maps.Equal(o.mine, h.held) {
+			return false
+		}
+		o.mine, o.term = maps.Clone(h.held), h.term
+		return true
+	})
 }
 
 // release deletes partition p's owner key of epoch (bounded by storeOpTimeout).
@@ -151,7 +166,10 @@ func (o *ownership) release(ctx context.Context, p int, epoch int64) error {
 func (o *ownership) releaseAll(h *holdings) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
 	defer cancel()
-	for _, m := range []map[int]int64{h.held, h.releasing} {
+	held := maps.Clone(h.held)
+	clear(h.held)
+	o.publish(h) // the view stops holding first, as in step
+	for _, m := range []map[int]int64{held, h.releasing} {
 		for p, epoch := range m {
 			if err := o.release(ctx, p, epoch); err != nil {
 				o.log.Warn("tockd: releasing a partition failed; it is free when this node's lease ends", "partition", p, "err", err)

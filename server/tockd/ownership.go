@@ -83,10 +83,11 @@ func (m PartitionMap) ownedBy(node string) int {
 }
 
 // viewMap is the PartitionMap of count partitions from the node set set, the stored
-// map stored and the owner keys holders: stored's owners (none if it has not count of
-// them), over set's nodes and any owner not among them, by name, each partition held
-// where its owner key names its owner.
-func viewMap(count int, set store.NodeSet, stored store.PartitionMap, holders store.Holders) PartitionMap {
+// map stored and the owner keys holders, as node self sees it holding mine (partition
+// -> epoch): stored's owners (none if it has not count of them), over set's nodes and
+// any owner not among them, by name, each partition held where its owner key names its
+// owner, and, for self's own, where self holds it at that key's epoch.
+func viewMap(count int, set store.NodeSet, stored store.PartitionMap, holders store.Holders, self string, mine map[int]int64) PartitionMap {
 	m := PartitionMap{Count: count, Rev: stored.Rev}
 	index := make(map[string]int, len(set.Nodes))
 	for _, n := range set.Nodes {
@@ -112,7 +113,7 @@ func viewMap(count int, set store.NodeSet, stored store.PartitionMap, holders st
 	for p, o := range stored.Owners {
 		m.Owners[p] = index[o]
 		m.Nodes[index[o]].Owned++
-		if h, ok := holders.By[p]; ok && h.Node == o {
+		if h, ok := holders.By[p]; ok && h.Node == o && (o != self || mine[p] == h.Epoch) {
 			m.Held[p], m.Epochs[p] = true, h.Epoch
 		}
 	}
@@ -185,8 +186,8 @@ const (
 //   - kick holds a token whenever set, stored or holders changed since act last read
 //     them.
 //
-// Locking: mu guards set, stored, holders, read, cur and changed (held only to read or
-// swap them, across no store call); stop and done are set once by start (under
+// Locking: mu guards set, stored, holders, mine, term, read, cur and changed (held only
+// to read or swap them, across no store call); stop and done are set once by start (under
 // connSet.mu, the first Serve) and read by halt after connSet.drain. Its goroutines
 // (register, follow, followMap, followHolders, act) run from start to halt.
 type ownership struct {
@@ -200,6 +201,8 @@ type ownership struct {
 	set     store.NodeSet      // the live nodes, as the watch last delivered them
 	stored  store.PartitionMap // the stored map, as its watch last delivered it
 	holders store.Holders      // the owner keys, as their watch last delivered them
+	mine    map[int]int64      // the partitions act holds, by epoch (holdings.held's copy)
+	term    store.Term         // the session mine stands on (holdings.term)
 	read    uint8              // which of them have been read: readSet | readMap | readHolders
 	cur     PartitionMap
 	changed chan struct{}
@@ -408,7 +411,7 @@ func (o *ownership) update(change func() bool) {
 		return
 	}
 	prev := o.cur.Rev
-	o.cur = viewMap(o.count, o.set, o.stored, o.holders)
+	o.cur = viewMap(o.count, o.set, o.stored, o.holders, o.node, o.mine)
 	if o.cur.Rev != prev {
 		o.log.Info("tockd: partition map", "rev", o.cur.Rev, "nodes_rev", o.set.Rev, "nodes", len(o.set.Nodes), "owned_here", o.cur.ownedBy(o.node))
 	}
@@ -426,7 +429,10 @@ func (o *ownership) poke() {
 }
 
 // current returns the map now and a channel closed when it is replaced. Without a
-// Store it is this node alone, owning every partition, at revision 0.
+// Store it is this node alone, owning every partition, at revision 0. This node's own
+// partitions are held only while the session they stand on is valid now
+// (store.Term.Valid), checked at each call: so the map it returns never shows this
+// node holding a partition that another node may hold.
 func (o *ownership) current() (PartitionMap, <-chan struct{}) {
 	if o.st == nil {
 		m := PartitionMap{Count: o.count, Owners: make([]int, o.count)}
@@ -439,7 +445,25 @@ func (o *ownership) current() (PartitionMap, <-chan struct{}) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(o.mine) > 0 && !o.term.Valid(time.Now()) {
+		// The session this node's holdings stand on may have ended before act has seen
+		// it (a stall, or act busy in a store call): they are not shown as held from
+		// its valid-until on, which precedes the earliest moment etcd can expire the
+		// lease, and so any other node's holding of them.
+		return o.cur.without(o.node), o.changed
+	}
 	return o.cur, o.changed
+}
+
+// without is m with node holding none of its partitions (a copy of Held and Epochs).
+func (m PartitionMap) without(node string) PartitionMap {
+	m.Held, m.Epochs = slices.Clone(m.Held), slices.Clone(m.Epochs)
+	for p, i := range m.Owners {
+		if m.Nodes[i].Name == node {
+			m.Held[p], m.Epochs[p] = false, 0
+		}
+	}
+	return m
 }
 
 // sleepCtx pauses for d, or until ctx ends (then false).

@@ -3,7 +3,9 @@ package tockd
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -142,5 +144,121 @@ func TestPackDoneAfterTheTermIsFenced(t *testing.T) {
 	}
 	if !storedIDs(t, st)["default/"+f.TaskID] {
 		t.Fatal("the pack entry was marked done after the term ended")
+	}
+}
+
+// uncertainPacks makes srv's pack writes report a timeout (ErrUncertain) after the
+// write, the first `first` of them, or every one if first is 0; it returns how many
+// writes it saw.
+func uncertainPacks(t *testing.T, srv *Server, first int32) *atomic.Int32 {
+	t.Helper()
+	var seen atomic.Int32
+	srv.replica.dur.afterPack = func(errs []error, err error) ([]error, error) {
+		if n := seen.Add(1); first > 0 && n > first {
+			return errs, err
+		}
+		if err != nil {
+			t.Errorf("the pack write itself failed: %v", err)
+		}
+		err = fmt.Errorf("%w: put pack: %w", store.ErrUncertain, context.DeadlineExceeded)
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs, err
+	}
+	return &seen
+}
+
+// startUncertainPacks is startDurableWithWorker with uncertainPacks(first) set before
+// the node serves.
+func startUncertainPacks(t *testing.T, first int32) (*store.Store, *Server, *client, *wkr, *atomic.Int32) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	srv := newServer(t, Options{Store: st, EngineOptions: []task.Option{task.WithWorkers(2)}})
+	seen := uncertainPacks(t, srv, first)
+	ds := serve(t, srv)
+	waitLeading(t, srv, "the lone node was not elected")
+	return st, srv, connect(t, ds.addr), connectWorker(t, ds.addr, 100, "w"), seen
+}
+
+// packBatch is n durable tasks of type "w" named prefix0..prefix(n-1), as submitPacked
+// sends them.
+func packBatch(prefix string, n int) []protocol.Task {
+	batch := make([]protocol.Task, n)
+	for i := range batch {
+		batch[i] = workTask(fmt.Sprint(prefix, i), 2)
+		batch[i].Durability = protocol.Durable
+	}
+	return batch
+}
+
+// A pack write whose answer is lost (it landed, and the store reports a timeout) is
+// written again at once under the same ID, which finds it: the submit is answered OK,
+// and there is one pack, not a second one for the client's retry (whose entries, done,
+// would leave the first pack's live: run again at the next takeover, after their ACKs).
+func TestUncertainPackWriteIsResolved(t *testing.T) {
+	st, _, c, w, seen := startUncertainPacks(t, 1)
+	const n = 20
+	r, ok := c.call(&protocol.SubmitBatch{ID: 2, Tasks: packBatch("u", n)}).(*protocol.BatchResult)
+	if !ok || len(r.Results) != n {
+		t.Fatalf("SUBMIT_BATCH answered %+v", r)
+	}
+	for _, res := range r.Results {
+		if res.Code != 0 {
+			t.Fatalf("item %+v after a pack write that landed, its answer lost; want accepted", res)
+		}
+	}
+	if p := packsLeft(t, st); p != 1 || seen.Load() != 2 {
+		t.Fatalf("%d packs after %d writes, want 1 after 2", p, seen.Load())
+	}
+	for _, f := range firesByID(w, n) {
+		wantOK(t, w.req(&protocol.Ack{RunID: f.RunID, Epoch: f.Epoch}))
+	}
+	if left, p := storedIDs(t, st), packsLeft(t, st); len(left) != 0 || p != 0 {
+		t.Fatalf("after every ACK: records %v, %d packs", left, p)
+	}
+}
+
+// A pack write still uncertain when written again is deleted: the submit is answered as
+// not written (OVERLOADED, retry later), and nothing of it is left in etcd to run.
+func TestUncertainPackWriteIsUndone(t *testing.T) {
+	st, srv, c, _, _ := startUncertainPacks(t, 0)
+	r, ok := c.call(&protocol.SubmitBatch{ID: 2, Tasks: packBatch("x", 20)}).(*protocol.BatchResult)
+	if !ok || len(r.Results) != 20 {
+		t.Fatalf("SUBMIT_BATCH answered %+v", r)
+	}
+	for _, res := range r.Results {
+		if res.Code != protocol.CodeOverloaded {
+			t.Fatalf("item %+v after pack writes that stayed uncertain and were deleted; want OVERLOADED", res)
+		}
+	}
+	if ids, p := storedIDs(t, st), packsLeft(t, st); len(ids) != 0 || p != 0 {
+		t.Fatalf("left in etcd: records %v, %d packs; want none", ids, p)
+	}
+	if n := srv.Stats().Engine.Tasks; n != 0 {
+		t.Fatalf("%d tasks in the engine, want 0", n)
+	}
+}
+
+// A durable workflow's tasks are records of their own, never a pack, however many of
+// them have no parents: a workflow the engine refuses after its records are written
+// (here a cycle) deletes them, and leaves nothing to run.
+func TestRefusedWorkflowOfManyRootsLeavesNothing(t *testing.T) {
+	st, ts := startLeader(t)
+	c := connect(t, ts.addr)
+	var ws []protocol.Task
+	var roots []string
+	for i := range packFrom + 4 {
+		id := fmt.Sprint("root", i)
+		ws, roots = append(ws, durableTask(id, time.Hour)), append(roots, id)
+	}
+	ws = append(ws, durableChild("x", append(roots, "y")...), durableChild("y", "x"))
+	for i, r := range c.batch(2, ws...) {
+		if r.Code != protocol.CodeInvalidTask || r.Field != "depends_on" {
+			t.Fatalf("cycle, result %d: %+v", i, r)
+		}
+	}
+	if ids, p := storedIDs(t, st), packsLeft(t, st); len(ids) != 0 || p != 0 {
+		t.Fatalf("after the refused workflow: records %v, %d packs; want none", ids, p)
 	}
 }

@@ -285,7 +285,7 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 	for i := range partition.MaxCount + 1 {
 		set.Nodes = append(set.Nodes, store.Node{Name: fmt.Sprintf("n%05d", i), Addr: fmt.Sprintf("a%d", i)})
 	}
-	m := viewMap(partition.DefaultCount, set, stored(partition.DefaultCount, set), store.Holders{})
+	m := viewMap(partition.DefaultCount, set, stored(partition.DefaultCount, set), store.Holders{}, "", nil)
 	r := partitionMapReply(9, m)
 	if r.ID != 9 || r.Count != partition.DefaultCount || r.Rev != 6 || len(r.Nodes) > partition.DefaultCount || len(r.Owners) != partition.DefaultCount {
 		t.Fatalf("reply: id %d count %d rev %d, %d nodes, %d owners; want the 16 owners alone", r.ID, r.Count, r.Rev, len(r.Nodes), len(r.Owners))
@@ -296,7 +296,7 @@ func TestPartitionMapReplyTrimsNodes(t *testing.T) {
 		}
 	}
 	three := store.NodeSet{Rev: 1, Nodes: set.Nodes[:3]}
-	small := partitionMapReply(1, viewMap(4, three, stored(4, three), store.Holders{}))
+	small := partitionMapReply(1, viewMap(4, three, stored(4, three), store.Holders{}, "", nil))
 	if len(small.Nodes) != 3 {
 		t.Fatalf("3 live nodes: the reply lists %d, want all 3 (owners or not)", len(small.Nodes))
 	}
@@ -442,7 +442,8 @@ func TestPartitionHandoffNeverTwoHolders(t *testing.T) {
 // as a crashed node's would be) keeps its registration and owner keys until its lease
 // expires; then the survivors rewrite the map, moving only its partitions, and hold
 // them under keys of their own, within the session TTL and a second (the bound)
-// and 2 s of slack for a loaded machine. Once etcd is back it joins again.
+// and 2 s of slack for a loaded machine; by then node-c's own map no longer shows it
+// holding any (never two holders, in any node's view). Once etcd is back it joins again.
 func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
 	st1 := openStore(t, t.TempDir())
 	cutSt, p := openCutStore(t, st1, "n3")
@@ -451,8 +452,14 @@ func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
 	before := waitHeld(t, nodes, "node-a", "node-b", "node-c")[0]
 	cutAt := time.Now()
 	p.cutAll()
+	t.Cleanup(p.heal) // before the nodes stop, should the test fail while cut off
 	after := waitHeld(t, nodes[:2], "node-a", "node-b")[0]
 	took := time.Since(cutAt)
+	// node-c's own view stopped holding at its session's valid-until, before etcd could
+	// expire its lease, so before the survivors could hold any of its partitions.
+	if c := nodes[2].srv.Partitions(); c.HeldBy("node-c") != 0 {
+		t.Fatalf("node-c, cut off, still shows itself holding %d partitions after the survivors took them: %+v", c.HeldBy("node-c"), c)
+	}
 	was, now := ownerNames(before), ownerNames(after)
 	for q := range now {
 		if was[q] != "node-c" && was[q] != now[q] {
@@ -468,4 +475,28 @@ func TestPartitionsMoveWhenANodeIsCutOff(t *testing.T) {
 	t.Logf("node-c's %d partitions held by the survivors %v after the cut (session TTL %v)", before.ownedBy("node-c"), took, cutSt.SessionTTL())
 	p.heal() // node-c comes back, and its Shutdown at Cleanup reaches etcd
 	waitHeld(t, nodes, "node-a", "node-b", "node-c")
+}
+
+// TestShutdownWhileCutOffFromEtcd: a node whose session ended while it is cut off from
+// etcd (its registration and owner keys gone with the lease, a new session not to be
+// had) still shuts down within its Shutdown context, and a second of slack.
+func TestShutdownWhileCutOffFromEtcd(t *testing.T) {
+	st, p := openCutStore(t, openStore(t, t.TempDir()), "n2")
+	n := startNamedNode(t, st, "node-b")
+	waitHeld(t, []*testServer{n}, "node-b")
+	p.cutAll()
+	t.Cleanup(p.heal) // lets what is left reach etcd, before the stores close
+	waitMap(t, n.srv, "node-b no longer holding, its session over", func(m PartitionMap) bool { return m.HeldBy("node-b") == 0 })
+	const limit = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- n.srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		t.Logf("Shutdown returned %v after %v", err, time.Since(start))
+	case <-time.After(limit + time.Second):
+		t.Fatalf("Shutdown with a %v context has not returned after %v", limit, time.Since(start))
+	}
 }

@@ -185,12 +185,14 @@ func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
 // and its claim released. Without a replica there are none (prepare refused them).
 func (q *requests) writeRecords(ps []prepared) {
 	if q.replica != nil {
-		q.replica.dur.writeRecords(ps)
+		q.replica.dur.writeRecords(ps, true)
 	}
 }
 
-// writeRecords is requests.writeRecords with a replica.
-func (d *durability) writeRecords(ps []prepared) {
+// writeRecords is requests.writeRecords with a replica; mayPack false writes every
+// record on its own (a workflow: its undo deletes records by key, and its load takes its
+// members together).
+func (d *durability) writeRecords(ps []prepared, mayPack bool) {
 	var idx, packIdx []int
 	var recs, packRecs []store.Record
 	var term *store.Fence
@@ -207,7 +209,7 @@ func (d *durability) writeRecords(ps []prepared) {
 			d.releaseClaim(p)
 			continue
 		}
-		if p.packable() {
+		if mayPack && p.packable() {
 			packIdx = append(packIdx, i)
 			packRecs = append(packRecs, p.rec)
 		} else {
@@ -239,26 +241,11 @@ func (d *durability) writeRecords(ps []prepared) {
 }
 
 // writePack writes recs, the records of ps[idx[j]], as one pack fenced by term (it
-// must still be the server's), and notes each written one's pack entry in its durable
-// entry (setPack) before it enters the engine; a task whose write failed gets its error
-// and its claim released. The pack's ID is the term's revision and a number of this
-// process's: unique to its writer, as PutPackFenced wants.
+// must still be the server's; putPack), and notes each written one's pack entry in its
+// durable entry (setPack) before it enters the engine; a task whose write failed gets
+// its error and its claim released.
 func (d *durability) writePack(term *store.Fence, ps []prepared, idx []int, recs []store.Record) {
-	var refs []store.PackRef
-	var errs []error
-	if f := d.lead.fence.Load(); f != term {
-		errs = make([]error, len(recs))
-		for j := range errs {
-			errs[j] = store.ErrFenced
-		}
-	} else {
-		d.committer.commits.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
-		var err error
-		refs, errs, err = d.st.Records().PutPackFenced(ctx, *f, fmt.Sprintf("%x-%x", f.Rev, d.packSeq.Add(1)), recs)
-		cancel()
-		d.lead.fencedOut(*f, err)
-	}
+	refs, errs := d.putPack(term, recs)
 	parts := map[string]int{}
 	for j, r := range refs {
 		if errs[j] == nil {
@@ -273,6 +260,80 @@ func (d *durability) writePack(term *store.Fence, ps []prepared, idx []int, recs
 		}
 		ps[i].entry = d.setPack(ps[i].key, ps[i].entry, refs[j], parts[refs[j].ID])
 	}
+}
+
+// putPack writes recs as one pack fenced by term, and settles an unknown outcome before
+// it answers: a pack is named by the term's revision and a number of this process's
+// (unique to its writer, as PutPackFenced wants), so the client's retry of an UNCERTAIN
+// answer would write a second pack, and the first one, if it landed, would keep its
+// entries live after the tasks end through the second: run again by the next leader
+// after their ACKs. So a part whose write may have committed is written again at once,
+// the same pack under the same ID (an identical one found is success); if that too has
+// no answer, the parts still unknown are deleted (a fenced mark with every entry done),
+// and those records are answered as not written (OVERLOADED). Only when the delete fails
+// as well is the answer UNCERTAIN. (A first write that reached etcd but lands after the
+// delete is not guarded: etcd applies a member's requests in the order it proposed
+// them, and the delete is proposed after the write's retry was answered.)
+func (d *durability) putPack(term *store.Fence, recs []store.Record) ([]store.PackRef, []error) {
+	f := d.lead.fence.Load()
+	if f != term {
+		errs := make([]error, len(recs))
+		for j := range errs {
+			errs[j] = store.ErrFenced
+		}
+		return nil, errs
+	}
+	d.committer.commits.Add(1)
+	id := fmt.Sprintf("%x-%x", f.Rev, d.packSeq.Add(1))
+	refs, errs, err := d.tryPack(*f, id, recs)
+	if errors.Is(err, store.ErrUncertain) {
+		refs, errs, err = d.tryPack(*f, id, recs) // the same parts: the split is deterministic
+	}
+	if !errors.Is(err, store.ErrUncertain) {
+		return refs, errs
+	}
+	parts := map[string]int{}
+	for j, r := range refs {
+		if errors.Is(errs[j], store.ErrUncertain) {
+			parts[r.ID]++
+		}
+	}
+	marks := make([]store.PackDone, 0, len(parts))
+	for pid, n := range parts {
+		m := store.NewPackDone(pid, n)
+		for i := range n {
+			m.Set(i)
+		}
+		marks = append(marks, m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	derr := d.st.Records().MarkDoneFenced(ctx, *f, marks)
+	cancel()
+	d.lead.fencedOut(*f, derr)
+	if derr != nil {
+		d.log.Warn("tockd: a pack write of unknown outcome could not be deleted: answered UNCERTAIN",
+			"pack", id, "err", err, "delete", derr)
+		return refs, errs
+	}
+	undone := fmt.Errorf("store: pack %s: its write had no answer twice and was deleted: nothing recorded (%v)", id, err)
+	for j := range errs {
+		if errors.Is(errs[j], store.ErrUncertain) {
+			errs[j] = undone
+		}
+	}
+	return refs, errs
+}
+
+// tryPack is one PutPackFenced of pack id, fenced by f (and the test hook afterPack).
+func (d *durability) tryPack(f store.Fence, id string, recs []store.Record) ([]store.PackRef, []error, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpTimeout)
+	refs, errs, err := d.st.Records().PutPackFenced(ctx, f, id, recs)
+	cancel()
+	d.lead.fencedOut(f, err)
+	if d.afterPack != nil {
+		errs, err = d.afterPack(errs, err)
+	}
+	return refs, errs, err
 }
 
 // releaseClaim undoes p's claim (its write or submit failed) if p's term still holds:

@@ -139,7 +139,7 @@ func (q *requests) unclaim(ps []prepared) {
 // leader may run them). A term that ended after the writes leaves the workflow to the
 // next leader, which loads it (workflowLoad.enter): it is answered as accepted.
 func (d *durability) submitWorkflow(ps []prepared, ts []task.Task) ([]task.Info, error) {
-	d.writeRecords(ps)
+	d.writeRecords(ps, false) // records of their own, which undoWorkflow deletes
 	for i := range ps {
 		if err := ps[i].err; err != nil {
 			return nil, d.undoWorkflow(ps, workflowAt{i, err})
