@@ -199,12 +199,14 @@ func (rr *remoteRuns) awaitPending(waiting []*carried, epoch uint64) {
 		if !ok {
 			continue
 		}
-		// Before the run the park held back reaches the handler: the run the lock
-		// names is that run (matches), and, still running, must not be joined by
-		// another before the park's end (adoptPending).
-		d.mu.Lock()
-		co.unparked, co.parkedUntil = true, until
-		d.mu.Unlock()
+		if co.running {
+			// The run the lock names still runs: the run the park held back is its
+			// continuation, whatever occurrence and attempt the park left it at
+			// (takeCarried), and must not start elsewhere before the park's end.
+			d.mu.Lock()
+			co.parkedUntil = until
+			d.mu.Unlock()
+		}
 		locks.unparkFor(k, co.o.Version, epoch)
 	}
 }

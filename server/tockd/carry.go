@@ -108,25 +108,18 @@ type carried struct {
 	o       protocol.Outcome
 	b       *ackBatch
 	running bool // a run handed in still running (ADOPT): taken over, not ended
-	// unparked: this entry ended the park of its exclusive task, whose run lock named
-	// this very run (awaitPending; set under router.mu before the park ends). The lock
-	// identifies the occurrence, so matches compares no due time: a new leader computes
-	// a fixed-delay task's next due anew (2.9 s off the FIRE's in one failure seen), and
-	// refusing the run would FIRE the next while the one handed in still runs.
-	unparked bool
-	// parkedUntil is when the park it ended would have ended (zero if none): a run
-	// handed in whose connection goes before its run reaches the handler waits till then
-	// (adoptPending). Guarded by router.mu.
+	// parkedUntil, for a running entry, is when the park it ended (adopt.go,
+	// awaitPending) would have ended; zero if it ended none. Guarded by router.mu.
 	parkedUntil time.Time
 }
 
 // matches reports whether f is the run the outcome was reported for: the same task
-// version and attempt, and, for a recurring task, the same occurrence (due time, unless
-// the run lock named the run: unparked). A one-shot task has one occurrence, whose due
-// time a new leader may compute anew (an "after" task is recorded as the "at" time the
-// submit stood for, a little off the first leader's own reading).
+// version and attempt, and, for a recurring task, the same occurrence (due time). A
+// one-shot task has one occurrence, whose due time a new leader may compute anew (an
+// "after" task is recorded as the "at" time the submit stood for, a little off the
+// first leader's own reading).
 func (co *carried) matches(f *protocol.Fire, recurring bool) bool {
-	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || co.unparked || f.Due == co.o.Due)
+	return f.Version == co.o.Version && f.Attempt == co.o.Attempt && (!recurring || f.Due == co.o.Due)
 }
 
 // heldRun is a run held back at a takeover (holdState.held). known is false for the
@@ -331,17 +324,19 @@ func (rr *remoteRuns) takeCarried(f *protocol.Fire, recurring bool) (adopt *carr
 	k := taskKey{f.Namespace, f.TaskID}
 	d.mu.Lock()
 	co := d.hold.pending[k]
-	matched := false
+	// A run handed in whose park it ended is the run the park held back, at the same
+	// version, whatever occurrence the park left it at.
+	parkedFor := false
 	if co != nil {
 		delete(d.hold.pending, k)
 		d.hold.nPending.Add(-1)
-		matched = co.matches(f, recurring) // unparked is set under d.mu
+		parkedFor = co.running && !co.parkedUntil.IsZero() && f.Version == co.o.Version
 	}
 	d.mu.Unlock()
 	if co == nil {
 		return nil, false, nil
 	}
-	if !matched {
+	if !co.matches(f, recurring) && !parkedFor {
 		rr.router.hold.refuseCarried([]*carried{co}, CarryChanged, fmt.Sprintf("run %d: task %s/%s is at version %d attempt %d due %d, not the carried run's",
 			co.o.RunID, k.ns, k.id, f.Version, f.Attempt, f.Due))
 		return nil, false, nil

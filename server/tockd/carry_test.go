@@ -208,7 +208,7 @@ func TestCarriedOutcomeWaitsForItsRun(t *testing.T) {
 // task with the outcome at once (long before the time to run), never FIREs it again,
 // and leaves neither its record nor its lock in etcd.
 func TestCarriedOutcomeEndsAPark(t *testing.T) {
-	n, done := startParked(t)
+	n, done := startParked(t, protocol.Schedule{})
 	st2, l2 := n.st2, n.fd
 	w2 := carryTo(t, l2.addr, done, "w")
 	wantEndedByCarry(t, connect(t, l2.addr), w2, st2, done, "the carried outcome did not end the park")
@@ -216,23 +216,19 @@ func TestCarriedOutcomeEndsAPark(t *testing.T) {
 }
 
 // startParked runs the exclusive durable task "excl" (time to run a minute: the park,
-// which no test sits out) at the first leader of startCarryNodes, then ends that
-// leader's term: the follower takes over and parks the task. It returns the nodes and
-// the run the first leader FIREd.
-func startParked(t *testing.T) (*twoNodes, *protocol.Fire) {
-	t.Helper()
-	excl := durableWorkTask("excl")
-	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
-	return startParkedTask(t, excl)
-}
-
-// startParkedTask is startParked with excl (exclusive, durable, of type "w", ID "excl")
-// as the task.
-func startParkedTask(t *testing.T, excl protocol.Task) (*twoNodes, *protocol.Fire) {
+// which no test sits out; schedule sched, or workTask's if zero) at the first leader of
+// startCarryNodes, then ends that leader's term: the follower takes over and parks the
+// task. It returns the nodes and the run the first leader FIREd.
+func startParked(t *testing.T, sched protocol.Schedule) (*twoNodes, *protocol.Fire) {
 	t.Helper()
 	n := startCarryNodes(t)
 	c := connect(t, n.leader.addr)
 	w := connectWorker(t, n.leader.addr, 10, "w")
+	excl := durableWorkTask("excl")
+	excl.Exclusive, excl.Timeout = true, int64(time.Minute)
+	if sched.Kind != 0 {
+		excl.Schedule = sched
+	}
 	submit(t, c, 2, excl)
 	f := w.fire()
 	waitRegistered(t, n.follower)
