@@ -248,13 +248,35 @@ func (rs *Records) DeleteBatch(ctx context.Context, recs []Versioned) error {
 // DeleteBatchFenced is DeleteBatch that deletes only while f holds: otherwise it
 // returns ErrFenced (some transactions may have run before f stopped holding).
 func (rs *Records) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versioned) error {
+	txns, err := rs.deleteTxns(recs)
+	if err != nil {
+		return err
+	}
+	return rs.txns.commitFenced(ctx, f, txns, "delete records")
+}
+
+// DeleteChainFenced is DeleteBatchFenced in order: one transaction when recs fit one
+// (Options.MaxTxnOps), all of them going or none; else transactions one after another,
+// each committed only once the one before has, so that no record goes before one listed
+// ahead of it. Cost: ⌈len(recs) / (MaxTxnOps - 4)⌉ round trips, one after another.
+func (rs *Records) DeleteChainFenced(ctx context.Context, f Fence, recs []Versioned) error {
+	txns, err := rs.deleteTxns(recs)
+	for i := 0; err == nil && i < len(txns); i++ {
+		err = rs.txns.commitFenced(ctx, f, txns[i:i+1], "delete records in order")
+	}
+	return err
+}
+
+// deleteTxns is recs's deletes (deleteOp), the first of each key, in transactions of
+// MaxTxnOps.
+func (rs *Records) deleteTxns(recs []Versioned) ([][]clientv3.Op, error) {
 	var txns [][]clientv3.Op
 	var ops []clientv3.Op
 	seen := map[string]bool{} // etcd refuses a transaction that names a key twice
 	for _, r := range recs {
 		key, err := rs.keys.record(r.Namespace, r.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if seen[key] {
 			continue
@@ -270,7 +292,7 @@ func (rs *Records) DeleteBatchFenced(ctx context.Context, f Fence, recs []Versio
 	if len(ops) > 0 {
 		txns = append(txns, ops)
 	}
-	return rs.txns.commitFenced(ctx, f, txns, "delete records")
+	return txns, nil
 }
 
 // deleteDepth is what one deleteOp costs against MaxTxnOps beyond its slot in the

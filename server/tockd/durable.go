@@ -46,6 +46,11 @@ type queuedDelete struct {
 	version uint64
 	term    *store.Fence
 	pack    store.PackRef // the record is this pack entry (zero: a record of its own)
+	// held: the delete waits in a failed parent's group, not yet in the queue (wfends.go);
+	// group: the first of a group in the queue, the group's length (its deletes are one
+	// batch, in order), else 0.
+	held  bool
+	group int
 }
 
 // endWaiter is a wait for a record's delete: to, told of the end of run runID accepted
@@ -132,7 +137,9 @@ func printOf(sw protocol.Task, body []byte, noAt bool) (recordPrint, error) {
 //     writing, drops it with the term's other tasks.
 //   - ∀ k ∈ queue: queued[k] is the version whose record goes and the term it ended in;
 //     a key is in queue at most once, and a key being deleted is in deleting; waiters[k]
-//     run once k's deletion (or the giving up on it) is decided.
+//     run once k's deletion (or the giving up on it) is decided. A key of queued not in
+//     queue is held (queued[k].held): a failed parent's end, or a child's it cancelled,
+//     waiting in the parent's group (edges, wfends.go) for the rest of its children.
 //   - An end is confirmed only by a delete fenced by the term that accepted it: a
 //     delete runs only while its term is the server's (leadership.fence, the same
 //     pointer) and under that term's fence, and a waiter gets the outcome of a delete
@@ -164,7 +171,8 @@ type durability struct {
 	cond     *sync.Cond // signals queue growth, deletes finishing, and stop
 	tasks    map[taskKey]durEntry
 	queue    []taskKey                // records to delete, in event order
-	queued   map[taskKey]queuedDelete // the keys in queue: the version whose record goes, and its term
+	queued   map[taskKey]queuedDelete // the keys in queue or held: the version whose record goes, and its term
+	edges    cancelEdges              // durable ParentCancel edges, and the held groups (wfends.go)
 	deleting map[taskKey]bool         // a Delete in flight
 	// waiters run once the key's record is deleted (or given up on): replies to the
 	// ACK or CANCEL that ended a durable task wait for it, so that an acknowledged end
@@ -196,6 +204,9 @@ type durability struct {
 	// beforeWait, if set (by tests), runs at the start of each afterDelete, on the
 	// caller's goroutine, outside mu.
 	beforeWait atomic.Pointer[func(k taskKey)]
+	// afterQueue, if set (by tests), runs in onEvent once k's delete is queued, on the
+	// engine's goroutine that emitted the end, outside mu.
+	afterQueue atomic.Pointer[func(k taskKey)]
 	done       chan struct{} // closed when the deleter exits
 	// ctx ends the deleter's store calls when stop's context ends first.
 	ctx    context.Context
@@ -261,12 +272,13 @@ func (d *durability) onEvent(ev task.Event) {
 		return // a one-shot task's retry: it goes on
 	}
 	delete(d.tasks, k)
-	if _, ok := d.queued[k]; !ok {
-		d.queue = append(d.queue, k)
-	}
-	d.queued[k] = queuedDelete{e.version, e.term, e.pack} // an older version queued was replaced by this one's record
+	// An older version queued was replaced by this one's record.
+	d.endQueued(k, queuedDelete{version: e.version, term: e.term, pack: e.pack}, ev.Kind != task.EventSucceeded)
 	d.cond.Broadcast()
 	d.mu.Unlock()
+	if hook := d.afterQueue.Load(); hook != nil {
+		(*hook)(k)
+	}
 	if e.recurring { // cancelled: its progress goes with its record
 		d.progress.forget(ev.Namespace, ev.ID)
 	}
@@ -314,7 +326,9 @@ func (d *durability) afterDelete(k taskKey, ending bool, to endListener, runID u
 // acknowledgements) until stop, and then the ones still queued; after each batch it runs
 // the batch's waiters. Each delete names the version that ended, so a task resubmitted
 // at a later version meanwhile keeps its new record, and is fenced by the term the task
-// ended in: a batch is the queue's first keys of one term.
+// ended in: a batch is the queue's first keys of one term, up to a group (a failed
+// parent's and its cancelled children's ends), which is a batch of its own, deleted in
+// order, its parent's last (store.Records.DeleteChainFenced).
 func (d *durability) run() {
 	defer close(d.done)
 	d.mu.Lock()
@@ -335,8 +349,13 @@ func (d *durability) run() {
 			d.dirty = d.dirty[1:]
 			continue
 		}
-		n := 0
+		// A batch is the queue's first keys of one term, up to a group; a group (a failed
+		// parent's, wfends.go) is a batch of its own, deleted in order.
+		n, chain := 0, len(d.queue) > 0 && d.queued[d.queue[0]].group > 1
 		for n < len(d.queue) && d.queued[d.queue[n]].term == term {
+			if g := d.queued[d.queue[n]].group; (chain && n == d.queued[d.queue[0]].group) || (!chain && n > 0 && g > 0) {
+				break
+			}
 			n++
 		}
 		batch := d.queue[:n]
@@ -361,7 +380,7 @@ func (d *durability) run() {
 		if hook != nil && len(keys) > 0 {
 			hook(keys)
 		}
-		err := d.deleteRecords(term, own, marks)
+		err := d.deleteRecords(term, own, marks, chain)
 		d.mu.Lock()
 		if err == nil {
 			d.marked(marks)
@@ -491,14 +510,17 @@ func (d *durability) marked(marks []store.PackDone) {
 // tasks come back at the next load), at once for store.ErrFenced: a node that no longer
 // leads, or that leads in a later term, must not delete records the next leader (this
 // node, perhaps) may already have loaded.
-func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned, marks []store.PackDone) error {
+func (d *durability) deleteRecords(term *store.Fence, keys []store.Versioned, marks []store.PackDone, chain bool) error {
 	pause := 50 * time.Millisecond
 	for i := 1; ; i++ {
 		err := errOtherTerm
 		if f := d.lead.fence.Load(); f != nil && f == term {
 			ctx, cancel := context.WithTimeout(d.ctx, storeOpTimeout)
 			err = nil
-			if len(keys) > 0 {
+			switch {
+			case chain:
+				err = d.st.Records().DeleteChainFenced(ctx, *f, keys)
+			case len(keys) > 0:
 				err = d.st.Records().DeleteBatchFenced(ctx, *f, keys)
 			}
 			if err == nil && len(marks) > 0 {

@@ -193,6 +193,8 @@ func (d *durability) dropDurable() {
 	defer d.term.Unlock()
 	d.mu.Lock()
 	keys := make([]taskKey, 0, len(d.tasks))
+	d.dropAllEdges()
+	d.cond.Broadcast()
 	clear(d.packs) // the next term loads them from etcd
 	d.dirty = nil
 	var cut []endWaiter

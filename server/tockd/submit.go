@@ -428,8 +428,12 @@ func (d *durability) submit(p *prepared) (task.Info, error) {
 		}
 		return task.Info{Task: p.t, State: task.Pending, NextRun: next}, nil
 	}
+	d.addEdges(&p.t)
 	in, err := d.engine.Continue(p.t, p.firstDue) // zero for a one-shot task: Submit
 	d.term.RUnlock()
+	if err != nil && p.t.DependsOn != nil {
+		d.dropEdges([]task.Task{p.t})
+	}
 	if err == nil {
 		d.progress.noteArmed(in)
 		if p.unlocks {

@@ -22,10 +22,17 @@ import (
 // task, depends_on included), so a takeover re-creates the edges: it loads the records
 // of tasks with parents after every other one, in one SubmitBatch (workflowLoad.enter), and a
 // parent with no record left counts as done (its end was confirmed: a durable task's
-// record is deleted, fenced, when it ends; an ephemeral parent went with its leader). A parent that ended DEAD or CANCELLED had
-// its ParentCancel children cancelled, their records deleted after its own; a takeover
-// between those deletes runs such a child (the parent's end and the child's are not yet
-// one fenced write). A workflow's tasks share one durability: a durable SUBMIT_BATCH
+// record is deleted, fenced, when it ends; an ephemeral parent went with its leader). A parent that ends DEAD or CANCELLED
+// cancels its ParentCancel children, and its record's delete waits for theirs: the
+// children's records (a cascade's, deepest first) and then the parent's go as one batch
+// of the deleter, in order (wfends.go, store.Records.DeleteChainFenced): one fenced
+// transaction while they fit one (Options.MaxTxnOps: 124 records at the default 128),
+// else transactions one after another, the parent's in the last. So no takeover finds a
+// cancelled child's record with its failed parent's gone. A takeover between the
+// transactions of a larger group finds the parent's record and some children's: it runs
+// the parent again (its end was not confirmed) and the children left, and the ones
+// deleted stay cancelled. A ParentRunAnyway child needs no such order (a parent without
+// a record counts as done, which is what its policy asks). A workflow's tasks share one durability: a durable SUBMIT_BATCH
 // workflow writes every record before any task enters the engine, and is refused, its
 // records deleted, if any write or the engine refuses (durability.submitWorkflow).
 
@@ -158,9 +165,13 @@ func (d *durability) submitWorkflow(ps []prepared, ts []task.Task) ([]task.Info,
 		}
 		return infos, nil
 	}
+	for i := range ts {
+		d.addEdges(&ts[i])
+	}
 	infos, err := d.engine.SubmitBatch(ts)
 	d.term.RUnlock()
 	if err != nil {
+		d.dropEdges(ts)
 		return nil, d.undoWorkflow(ps, err)
 	}
 	for _, in := range infos {
@@ -269,8 +280,12 @@ func (wf *workflowLoad) enter() int {
 			t.DependsOn = &task.Deps{On: on, OnParentFailure: t.DependsOn.OnParentFailure}
 		}
 	}
+	for i := range wf.tasks {
+		d.addEdges(&wf.tasks[i])
+	}
 	infos, err := d.engine.SubmitBatch(wf.tasks)
 	if err != nil {
+		d.dropEdges(wf.tasks)
 		d.log.Error("tockd: durable workflow not loaded", "tasks", len(wf.tasks), "err", err)
 		n := len(wf.tasks)
 		wf.release()
