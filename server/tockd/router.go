@@ -100,12 +100,8 @@ type runEngine interface {
 // remove are O(types of the worker), plus the runs they fire or fail.
 type router[W workerConn] struct {
 	// Set by init, immutable after.
-	eng        runEngine
-	strategy   Dispatch
-	carryGrace time.Duration
-	// carryHoldMax is Options.CarryHoldMax: the longest a takeover's hold lasts while
-	// CARRY frames keep arriving.
-	carryHoldMax time.Duration
+	eng      runEngine
+	strategy Dispatch
 	// reconnectGrace is Options.ReconnectGrace: how long a closed worker connection's
 	// runs in flight are kept for it (orphans) before they fail; 0 or less: at once.
 	reconnectGrace time.Duration
@@ -190,8 +186,12 @@ type leaseCheck interface {
 // Store: it is alone). Called once, before r is shared.
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.eng, r.log = eng, opts.Logger
-	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
-	r.carryHoldMax = opts.CarryHoldMax
+	r.maxWaiting, r.maxPerType = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType
+	r.hold.init(&r.mu, opts, func() {
+		if r.leading {
+			r.drainAllLocked()
+		}
+	})
 	r.reconnectGrace, r.orphans = opts.ReconnectGrace, orphanRuns{}
 	r.table.init(opts.Dispatch)
 	r.waiting, r.paused = map[string]*runQueue{}, typeSet{}
@@ -357,7 +357,7 @@ func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) 
 	if first && r.leading && r.hold.handIn(ws) {
 		// Every worker expected has sent its CARRY frames (before this SUBSCRIBE).
 		r.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", r.hold.handedIn)
-		r.endHoldLocked()
+		r.hold.end()
 		return first
 	}
 	for _, typ := range ws.types {
@@ -510,7 +510,7 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 		changed = true
 		r.changes.Add(1)
 		if leading && expect != nil {
-			r.startHoldLocked(expect())
+			r.hold.begin(expect(), r.waiting, r.eng)
 		} else if !leading {
 			refused = r.hold.stop()
 			// Handed back, as remove does when not leading: the next leader redelivers.
