@@ -130,9 +130,8 @@ type router[W workerConn] struct {
 	// their turn comes (drainLocked), unFIREd.
 	adoptedWaiting map[uint64]bool
 	pushed         pushedConns[W] // flushed before mu is let go
-	// broadcasts holds, per broadcast task, the workers its latest occurrence fanned out
-	// to (broadcast.go): its run of shard i goes to broadcasts[task][i] alone.
-	broadcasts map[taskKey][]W
+	// broadcasts routes broadcast tasks' runs, each to its own worker (broadcast.go).
+	broadcasts broadcaster[W]
 }
 
 // orphanRuns are the runs in flight on worker connections that closed while this node
@@ -196,6 +195,7 @@ func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.table.init(opts.Dispatch)
 	r.waiting, r.paused = map[string]*runQueue{}, typeSet{}
 	r.leading = leading
+	r.broadcasts.r = r
 }
 
 // route is the engine handler's part: it FIREs f (the attempt of a task, recurring or
