@@ -83,14 +83,18 @@ var errOtherTerm = fmt.Errorf("%w: the term that accepted the end is over", stor
 // body; noAt hashes it with an "at" schedule's due time zeroed, which is all an "after"
 // submit's records differ in from one attempt to the next (storedForm stamps the time).
 // Both leave the trace context out: it says where a submit came from, not what the task
-// is, and a retry may be sent under another span.
+// is, and a retry may be sent under another span. noAt costs a second encoding, so it is
+// made only where an "after" retry may compare it (holds): for a record of an "after"
+// submit, and for a record loaded at a takeover (whose submit's kind is not known); it
+// is 0 for an "at" submit's record, whose retries, "at" too, compare whole.
 // The hashes are maphash's, seeded per process: they are compared within it only.
 type recordPrint struct{ whole, noAt uint64 }
 
 var printSeed = maphash.MakeSeed()
 
-// printOf is the print of the record whose body is body, sw decoded.
-func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
+// printOf is the print of the record whose body is body, sw decoded; noAt says whether
+// to make the noAt hash (see recordPrint).
+func printOf(sw protocol.Task, body []byte, noAt bool) (recordPrint, error) {
 	if sw.Traceparent != "" || sw.Tracestate != "" {
 		sw.Traceparent, sw.Tracestate = "", ""
 		var err error
@@ -99,6 +103,9 @@ func printOf(sw protocol.Task, body []byte) (recordPrint, error) {
 		}
 	}
 	p := recordPrint{whole: maphash.Bytes(printSeed, body)}
+	if !noAt {
+		return p, nil
+	}
 	p.noAt = p.whole
 	if sw.Schedule.Kind == task.KindAt {
 		sw.Schedule.At = 0

@@ -131,7 +131,7 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 			if nd, ok := next[sk]; ok && nd.Version == t.Version {
 				nextDue = time.Unix(0, nd.Due)
 			}
-			if e.fp, err = printOf(w, r.Body); err == nil {
+			if e.fp, err = printOf(w, r.Body, true); err == nil {
 				_, _, err = d.claim(k, e)
 			}
 			if err == nil && t.DependsOn != nil {

@@ -176,7 +176,7 @@ func (p *prepared) record(now time.Time) (store.Record, recordPrint, error) {
 	if err != nil {
 		return store.Record{}, recordPrint{}, err
 	}
-	fp, err := printOf(sw, body)
+	fp, err := printOf(sw, body, p.w.Schedule.Kind == task.KindAfter) // an "after" retry compares noAt
 	return store.Record{Namespace: p.t.Namespace, ID: p.t.ID, Version: p.t.Version, Body: body}, fp, err
 }
 
