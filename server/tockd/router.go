@@ -88,10 +88,11 @@ type runEngine interface {
 //     older runs of its type wait queues behind them.
 //
 // Locking: every field below mu is guarded by mu unless it says otherwise. mu is taken
-// by engine handlers (route), worker connections' readers (subscribe, credit, take,
-// remove, CARRY) and writers (offer), PAUSE and RESUME, leadership changes (setLeading,
-// evictAll) and the registry (subscribed); it is
-// never held across a blocking operation. Lock order: router.mu, then a connection's
+// by engine handlers (route, broadcasts.route) and broadcast fan-outs (broadcasts.fanOut),
+// worker connections' readers (subscribe, credit, take, remove, CARRY) and writers
+// (offer), PAUSE and RESUME, leadership changes (setLeading, evictAll), the takeover
+// hold's timers (holdState) and the registry (subscribed); it is never held across a
+// blocking operation. Lock order: router.mu, then a connection's
 // outMu (workerConn.push) or an engine shard's lock (runEngine.HoldTimeout,
 // StartTimeout, and Engine.Get in carry.go). Nothing holding either of those takes mu.
 //
