@@ -200,8 +200,8 @@ func reportOf(id uint64, o outcome) protocol.Message {
 // TTR passed and the run was redelivered) leaves nothing else to do: the credit was
 // spent by the FIRE either way.
 func (a *acker) acked(o outcome, ackErr error) {
-	if unsettled(ackErr) && a.w.keep(o, ackErr) {
+	if unsettled(ackErr) && a.w.carry.keep(o, ackErr) {
 		return
 	}
-	a.w.settled(o, ackErr)
+	o.settled(a.w.opts.OnAcked, ackErr)
 }

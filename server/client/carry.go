@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tock-sched/tock/core/task"
 	"github.com/tock-sched/tock/server/protocol"
@@ -26,10 +27,29 @@ import (
 // runRef names a run across leaders: run IDs are unique within one leader's term only.
 type runRef struct{ epoch, run uint64 }
 
-// carrySet is a Worker's outcomes awaiting a definite answer.
+// carrySet is a Worker's outcomes awaiting a definite answer (Worker.carry): kept as
+// their reports go unanswered (keep), handed in on each new connection as CARRY frames
+// (handIn), settled by the answers (settleAll), and given up when Run returns (drop).
+//
+// Invariants:
+//   - len(runs) ≤ max; an outcome is kept under the run it reports, (epoch, run ID),
+//     once: kept again (another connection's CARRY went unanswered) it replaces itself,
+//     keeping the Fire detached the first time.
+//   - An outcome leaves runs only by settleAll (a definite answer: accepted or refused)
+//     or drop (Run returns), and OnAcked is told of it then, not before.
+//
+// Locking: runs is guarded by mu, never held across a send or a wait, or while
+// OnAcked runs; the counters are atomic; the fields set by init are immutable after.
+// Its methods are called by the Worker's connection goroutines and their answer waiters
+// (wg), and by Run (drop), concurrently.
 type carrySet struct {
+	// Set by init, immutable after.
+	max     int                                 // Options.MaxCarried
+	timeout time.Duration                       // Options.RequestTimeout: how long a CARRY's answer is awaited
+	onAcked func(f *Fire, result, ackErr error) // Options.OnAcked (nil: none)
+
 	mu   sync.Mutex
-	runs map[runRef]carriedRun // guarded by mu; at most Options.MaxCarried
+	runs map[runRef]carriedRun // guarded by mu; at most max
 
 	// What became of the outcomes (CarryStats), atomic: read without mu.
 	kept, full, abandoned, sent, accepted, refused, dropped atomic.Uint64
@@ -67,6 +87,11 @@ func (w *Worker) CarryStats() CarryStats {
 		RunningDropped: ls.dropped.Load()}
 }
 
+// init readies cs for a Worker with opts. Called once, by NewWorker.
+func (cs *carrySet) init(opts *Options) {
+	cs.max, cs.timeout, cs.onAcked = opts.MaxCarried, opts.RequestTimeout, opts.OnAcked
+}
+
 // carriedRun is a kept outcome and the last reason its report was not settled.
 type carriedRun struct {
 	o   outcome
@@ -95,14 +120,13 @@ func unsettled(ackErr error) bool {
 }
 
 // keep adds o to the set (why: its report's answer); false when the set is full
-// (Options.MaxCarried), and o is then settled as it is: the task may run again.
-func (w *Worker) keep(o outcome, why error) bool {
-	cs := &w.carry
+// (max), and o is then settled as it is: the task may run again.
+func (cs *carrySet) keep(o outcome, why error) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	ref := runRef{o.fire.Epoch, o.fire.RunID}
 	old, ok := cs.runs[ref]
-	if !ok && len(cs.runs) >= w.opts.MaxCarried {
+	if !ok && len(cs.runs) >= cs.max {
 		cs.full.Add(1)
 		return false
 	}
@@ -130,11 +154,10 @@ func detach(f *Fire) *Fire {
 	return &d
 }
 
-// carryFrames is the set as CARRY frames: one per epoch (run IDs are unique within
+// frames is the set as CARRY frames: one per epoch (run IDs are unique within
 // one), of at most protocol.MaxBatch outcomes; one empty frame when the set is empty,
 // which still tells the leader this worker has handed in what it holds.
-func (w *Worker) carryFrames() [][]outcome {
-	cs := &w.carry
+func (cs *carrySet) frames() [][]outcome {
 	cs.mu.Lock()
 	all := make([]outcome, 0, len(cs.runs))
 	for _, c := range cs.runs {
@@ -192,52 +215,52 @@ func carryMsg(id uint64, frame []outcome) *protocol.Carry {
 // (the server reads frames in order, so they are dealt with before SUBSCRIBE grants
 // credits), and waits for their answers on goroutines counted in wg, each up to
 // RequestTimeout. It returns an error only when cn is dead (nothing more can be sent).
-func (w *Worker) handIn(cn *conn, wg *sync.WaitGroup) error {
-	for _, frame := range w.carryFrames() {
-		if err := w.sendCarry(cn, frame, wg); err != nil {
+func (cs *carrySet) handIn(cn *conn, wg *sync.WaitGroup) error {
+	for _, frame := range cs.frames() {
+		if err := cs.send(cn, frame, wg); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sendCarry sends frame as one CARRY, or, when it does not fit the server's max_frame,
+// send sends frame as one CARRY, or, when it does not fit the server's max_frame,
 // as two halves; an outcome that does not fit alone is given up (settled with the
 // encoding error: its task may run again).
-func (w *Worker) sendCarry(cn *conn, frame []outcome, wg *sync.WaitGroup) error {
+func (cs *carrySet) send(cn *conn, frame []outcome, wg *sync.WaitGroup) error {
 	id, ch, err := cn.call(func(id uint64) protocol.Message { return carryMsg(id, frame) })
 	var perr *protocol.Error
 	switch {
 	case errors.Is(err, errNotSent):
 		return err
 	case err == nil:
-		w.carry.sent.Add(uint64(len(frame)))
+		cs.sent.Add(uint64(len(frame)))
 	case errors.As(err, &perr) && len(frame) > 1: // too large for the server's max_frame
-		if err := w.sendCarry(cn, frame[:len(frame)/2], wg); err != nil {
+		if err := cs.send(cn, frame[:len(frame)/2], wg); err != nil {
 			return err
 		}
-		return w.sendCarry(cn, frame[len(frame)/2:], wg)
+		return cs.send(cn, frame[len(frame)/2:], wg)
 	case err != nil:
-		w.settleAll(frame, func(uint64) error { return err })
+		cs.settleAll(frame, func(uint64) error { return err })
 		return nil
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		reply, err := cn.await(id, ch, w.opts.RequestTimeout)
-		w.carryAnswered(frame, reply, err)
+		reply, err := cn.await(id, ch, cs.timeout)
+		cs.answered(frame, reply, err)
 	}()
 	return nil
 }
 
-// carryAnswered settles the outcomes of one CARRY frame from its answer: each one the
+// answered settles the outcomes of one CARRY frame from its answer: each one the
 // ACKED does not list was accepted, each one it lists refused; a server that does not
 // know CARRY (UNKNOWN_TYPE) refuses them all. Any other error (no answer, NOT_LEADER)
 // settles nothing: the outcomes are carried to the next connection.
-func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err error) {
+func (cs *carrySet) answered(frame []outcome, reply protocol.Message, err error) {
 	var perr *protocol.Error
 	if errors.As(err, &perr) && perr.Code == protocol.CodeUnknownType {
-		w.settleAll(frame, func(uint64) error { return err })
+		cs.settleAll(frame, func(uint64) error { return err })
 		return
 	}
 	acked, err := expect[*protocol.Acked](reply, err)
@@ -248,14 +271,13 @@ func (w *Worker) carryAnswered(frame []outcome, reply protocol.Message, err erro
 	for _, f := range acked.Failed {
 		failed[f.RunID] = &protocol.Error{ID: acked.ID, Code: f.Code, Message: f.Message, RunID: f.RunID}
 	}
-	w.settleAll(frame, func(run uint64) error { return failed[run] })
+	cs.settleAll(frame, func(run uint64) error { return failed[run] })
 }
 
 // settleAll removes frame's outcomes from the set and tells OnAcked of each, with the
 // answer ackErr gives for its run ID (nil: accepted); one answered STALE_EPOCH (the
 // leader stepped down before recording it) stays in the set, for the next connection.
-func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
-	cs := &w.carry
+func (cs *carrySet) settleAll(frame []outcome, ackErr func(run uint64) error) {
 	for _, o := range frame {
 		err := ackErr(o.fire.RunID)
 		if unsettled(err) {
@@ -269,32 +291,31 @@ func (w *Worker) settleAll(frame []outcome, ackErr func(run uint64) error) {
 		} else {
 			cs.refused.Add(1)
 		}
-		w.settled(o, err)
+		o.settled(cs.onAcked, err)
 	}
 }
 
-// dropCarried settles every outcome still held when Run returns, with the last reason
+// drop settles every outcome still held when Run returns, with the last reason
 // its report was not settled: the server redelivers those runs.
-func (w *Worker) dropCarried() {
-	cs := &w.carry
+func (cs *carrySet) drop() {
 	cs.mu.Lock()
 	left := cs.runs
 	cs.runs = nil
 	cs.mu.Unlock()
 	cs.dropped.Add(uint64(len(left)))
 	for _, c := range left {
-		w.settled(c.o, c.why)
+		c.o.settled(cs.onAcked, c.why)
 	}
 }
 
-// settled tells OnAcked, if set, how o's report was finally answered, of the Fire its
-// handler got.
-func (w *Worker) settled(o outcome, ackErr error) {
-	if w.opts.OnAcked != nil {
+// settled tells onAcked (Options.OnAcked), if set, how o's report was finally
+// answered, of the Fire its handler got.
+func (o outcome) settled(onAcked func(f *Fire, result, ackErr error), ackErr error) {
+	if onAcked != nil {
 		f := o.fire
 		if o.ran != nil {
 			f = o.ran
 		}
-		w.opts.OnAcked(f, o.result, ackErr)
+		onAcked(f, o.result, ackErr)
 	}
 }

@@ -231,7 +231,7 @@ func TestKeptOutcomeHoldsNoFrame(t *testing.T) {
 		{Namespace: "default", TaskID: "t1", TaskType: "w", Payload: []byte("first"), RunID: 1, Epoch: 3},
 		{Namespace: "default", TaskID: "t2", TaskType: "w", Payload: []byte("second"), RunID: 2, Epoch: 3},
 	})
-	if !w.keep(outcome{fire: &fs[0]}, ErrConnectionLost) {
+	if !w.carry.keep(outcome{fire: &fs[0]}, ErrConnectionLost) {
 		t.Fatal("keep refused an outcome with room")
 	}
 	kept := w.carry.runs[runRef{3, 1}].o.fire

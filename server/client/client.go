@@ -17,12 +17,16 @@ import (
 type Client struct {
 	eps     *endpoints
 	opts    Options
+	routes  *routes       // the partition map requests for tasks are routed by (route.go)
 	closing chan struct{} // closed by Close: aborts backoff waits
 	readers sync.WaitGroup
 
 	mu     sync.Mutex
-	cur    *conn // guarded by mu; the connection calls use (possibly dead)
-	closed bool  // guarded by mu
+	cur    *conn            // guarded by mu; the connection calls use (possibly dead)
+	peers  map[string]*conn // guarded by mu; connections to partition owners by address (route.go)
+	closed bool             // guarded by mu
+
+	peerMu sync.Mutex // serialises dials of peers
 
 	dialMu  sync.Mutex // serialises redials; guards fails and retryAt
 	fails   int        // consecutive failed redials
@@ -53,7 +57,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{eps: eps, opts: o, closing: make(chan struct{}), cur: cn}
+	c := &Client{eps: eps, opts: o, routes: newRoutes(), closing: make(chan struct{}), cur: cn}
 	cn.start(&c.readers)
 	return c, nil
 }
@@ -75,9 +79,12 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	close(c.closing)
-	cn := c.cur
+	cn, peers := c.cur, c.peers
 	c.mu.Unlock()
 	cn.close(ErrClosed, true)
+	for _, p := range peers {
+		p.close(ErrClosed, true)
+	}
 	c.readers.Wait()
 	return nil
 }
@@ -150,11 +157,8 @@ func (c *Client) live() (*conn, error) {
 // do sends the request build makes and returns the reply, bounding a ctx without a
 // deadline by Options.RequestTimeout.
 func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message) (protocol.Message, error) {
-	if _, ok := ctx.Deadline(); !ok && c.opts.RequestTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
-		defer cancel()
-	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	for redirects := 0; ; {
 		cn, err := c.conn(ctx)
 		if err != nil {
@@ -177,6 +181,14 @@ func (c *Client) do(ctx context.Context, build func(id uint64) protocol.Message)
 		}
 		return m, err
 	}
+}
+
+// bound bounds a ctx without a deadline by Options.RequestTimeout.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); !ok && c.opts.RequestTimeout > 0 {
+		return context.WithTimeout(ctx, c.opts.RequestTimeout)
+	}
+	return ctx, func() {}
 }
 
 // sleep waits d, or until ctx ends or the client closes (false).
@@ -215,13 +227,9 @@ func (c *Client) Submit(ctx context.Context, t task.Task, d protocol.Durability)
 		return protocol.TaskStatus{}, err
 	}
 	traced(ctx, &w)
-	r, err := expect[*protocol.TaskStatus](c.do(ctx, func(id uint64) protocol.Message {
+	return statusOf(c.doTask(ctx, w.Namespace, w.ID, func(id uint64) protocol.Message {
 		return &protocol.Submit{ID: id, Task: w}
 	}))
-	if err != nil {
-		return protocol.TaskStatus{}, err
-	}
-	return *r, nil
 }
 
 // BatchItem is one task's outcome in SubmitBatch: Err is nil and Status set on success,
@@ -233,6 +241,11 @@ type BatchItem struct {
 
 // SubmitBatch submits up to protocol.MaxBatch tasks in one frame; the results are in
 // order. An error for the whole frame (BAD_FIELD, FRAME_TOO_LARGE) is returned alone.
+// Routed by the partition map (route.go), a batch whose tasks have several owners is
+// split into one frame per owner, sent at once, and the results put back in order; a
+// frame of one of them that fails as a whole (lost, refused) sets that error as each of
+// its tasks' Err, and is returned alone only when every frame failed. A workflow (tasks
+// with parents) is never split: it goes whole to its first task's owner.
 // A valid span in ctx is each task's trace context, as for Submit.
 func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Durability) ([]BatchItem, error) {
 	if len(ts) == 0 || len(ts) > protocol.MaxBatch {
@@ -253,23 +266,19 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []task.Task, d protocol.Dur
 			}
 		}
 	}
-	r, err := expect[*protocol.BatchResult](c.do(ctx, func(id uint64) protocol.Message {
-		return &protocol.SubmitBatch{ID: id, Tasks: ws}
-	}))
-	if err != nil {
-		return nil, err
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	workflow := false
+	for i := range ws {
+		workflow = workflow || ws[i].DependsOn != nil
 	}
-	if len(r.Results) != len(ts) {
-		return nil, fmt.Errorf("%w: %d results for %d tasks", ErrUnexpectedReply, len(r.Results), len(ts))
+	out := make([]BatchItem, len(ws))
+	all := make([]int, len(ws))
+	for i := range all {
+		all[i] = i
 	}
-	out := make([]BatchItem, len(r.Results))
-	for i, it := range r.Results {
-		if it.Code != 0 {
-			out[i].Err = &protocol.Error{ID: r.ID, Code: it.Code, Message: it.Message, Field: it.Field}
-			continue
-		}
-		out[i].Status = protocol.TaskStatus{ID: r.ID, Namespace: it.Namespace, TaskID: it.ID,
-			Durability: it.Durability, State: it.State, NextRun: it.NextRun, Version: it.Version}
+	if errs := c.submitRouted(ctx, ws, all, workflow, 0, out); len(errs) > 0 {
+		return nil, errs[0] // the whole batch's frame refused, or lost
 	}
 	return out, nil
 }
@@ -282,8 +291,16 @@ func traced(ctx context.Context, w *protocol.Task) {
 	}
 }
 
-func (c *Client) status(ctx context.Context, build func(id uint64) protocol.Message) (protocol.TaskStatus, error) {
-	r, err := expect[*protocol.TaskStatus](c.do(ctx, build))
+// doTask is do for a request about task (ns, id): routed to the owner of its partition
+// (route.go).
+func (c *Client) doTask(ctx context.Context, ns, id string, build func(id uint64) protocol.Message) (protocol.Message, error) {
+	owner := func() string { return c.ownerOf(ctx, ns, id) }
+	return c.doRouted(ctx, owner(), owner, build)
+}
+
+// statusOf narrows a reply to a TASK_STATUS.
+func statusOf(m protocol.Message, err error) (protocol.TaskStatus, error) {
+	r, err := expect[*protocol.TaskStatus](m, err)
 	if err != nil {
 		return protocol.TaskStatus{}, err
 	}
@@ -292,23 +309,23 @@ func (c *Client) status(ctx context.Context, build func(id uint64) protocol.Mess
 
 // Cancel cancels a task; NOT_FOUND for an unknown one.
 func (c *Client) Cancel(ctx context.Context, ns, id string) (protocol.TaskStatus, error) {
-	return c.status(ctx, func(rid uint64) protocol.Message {
+	return statusOf(c.doTask(ctx, ns, id, func(rid uint64) protocol.Message {
 		return &protocol.Cancel{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
-	})
+	}))
 }
 
 // Requeue resubmits a dead letter's task.
 func (c *Client) Requeue(ctx context.Context, ns, id string) (protocol.TaskStatus, error) {
-	return c.status(ctx, func(rid uint64) protocol.Message {
+	return statusOf(c.do(ctx, func(rid uint64) protocol.Message {
 		return &protocol.DLQRequeue{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}}
-	})
+	}))
 }
 
 // Get returns a task's snapshot: whole, with its payload, unless OmitPayload is given or
 // the server had to cut it to fit its max_frame (Info.Truncated, Info.PayloadLen say so).
 func (c *Client) Get(ctx context.Context, ns, id string, opts ...ReadOption) (protocol.Info, error) {
 	omit := readOmitsPayload(opts)
-	r, err := expect[*protocol.TaskInfo](c.do(ctx, func(rid uint64) protocol.Message {
+	r, err := expect[*protocol.TaskInfo](c.doTask(ctx, ns, id, func(rid uint64) protocol.Message {
 		return &protocol.Get{ID: rid, TaskRef: protocol.TaskRef{Namespace: ns, TaskID: id}, OmitPayload: omit}
 	}))
 	if err != nil {
@@ -427,8 +444,8 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 }
 
 // PartitionMap is which node owns each of the cluster's partitions: the map stored in
-// etcd, as the answering node read it (PROTOCOL.md, "Partitions"). It is not yet
-// routed by: every request still goes to the leader.
+// etcd, as the answering node read it (PROTOCOL.md, "Partitions"). A Client routes the
+// requests about a task by the map it holds (route.go; the package doc says how).
 type PartitionMap struct {
 	Count int   // the partition count P
 	Rev   int64 // the etcd revision of the stored map (0 without etcd)

@@ -25,6 +25,7 @@ func TestOptionsValidateNamesField(t *testing.T) {
 		{WithReconnectBackoff(time.Second, time.Millisecond), "ReconnectMax"},
 		{WithConcurrency(-1), "Concurrency"},
 		{WithBatchFires(protocol.MaxFiresRuns + 1), "BatchFires"},
+		{WithOwnerRetries(maxRedirects + 1), "OwnerRetries"},
 		{WithClientName(strings.Repeat("x", 200)), "ClientName"},
 	} {
 		_, err := Dial(bounded(t), "127.0.0.1:1", tc.opt)

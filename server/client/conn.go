@@ -52,6 +52,7 @@ var errNotSent = errors.New("client: request not sent")
 // conn is one handshaken connection.
 type conn struct {
 	nc       net.Conn
+	addr     string // the address dialled
 	welcome  Welcome
 	sendMax  int                        // the server's max_frame
 	wtimeout time.Duration              // bound on one locked write
@@ -98,7 +99,13 @@ func permanent(err error) bool {
 // when that is shorter (a frozen node accepts connections but never answers HELLO). It
 // starts no goroutine: the caller calls start.
 func dialConn(ctx context.Context, eps *endpoints, o *Options, role protocol.Role) (*conn, error) {
-	addr, limit := eps.pick(), o.DialTimeout
+	return dialAddr(ctx, eps, eps.pick(), o, role)
+}
+
+// dialAddr is dialConn to addr: a partition's owner (route.go) rather than the address
+// eps picks.
+func dialAddr(ctx context.Context, eps *endpoints, addr string, o *Options, role protocol.Role) (*conn, error) {
+	limit := o.DialTimeout
 	if hb := eps.deadline(); hb > 0 {
 		limit = min(limit, hb)
 	}
@@ -115,7 +122,7 @@ func dialConn(ctx context.Context, eps *endpoints, o *Options, role protocol.Rol
 	}
 	_ = nc.SetDeadline(time.Now().Add(limit))
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	c := &conn{nc: nc, wtimeout: o.RequestTimeout, dec: protocol.NewDecoder(o.MaxFrame),
+	c := &conn{nc: nc, addr: addr, wtimeout: o.RequestTimeout, dec: protocol.NewDecoder(o.MaxFrame),
 		bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]chan reply), nextID: 1,
 		done: make(chan struct{})}
 	err = c.handshake(o, role)

@@ -60,6 +60,29 @@
 //     BatchItem's Err is the refusal (the task at fault's own error, or, for a cycle or
 //     a missing parent, the same error naming the task and the path). Submit of a task
 //     with parents needs them in the server already.
+//   - Routing by partition (route.go; PROTOCOL.md, "Partitions", "Routing"): when the
+//     current connection's WELCOME states partitions, the first Submit, SubmitBatch,
+//     Cancel or Get fetches the partition map (PARTITIONS, from that node) and caches it
+//     by its revision; a WELCOME (of any connection) or NOT_OWNER stating a newer
+//     partition_rev makes the next such call fetch it again, and a failed fetch keeps
+//     the map held, until a newer revision is stated. Each such request goes to the
+//     owner of its task's partition, partition.Of(namespace, ID, P), an empty namespace
+//     hashing as task.DefaultNamespace: over the current connection when the owner is
+//     its node (by WELCOME node name or address) or registered no address, else over a
+//     connection of the Client's own to the owner's address, dialled on first use and
+//     closed by Close. The request goes the default way (the current connection, with
+//     NOT_LEADER followed as above) when the owner cannot be dialled, its connection is
+//     found dead before the request is written, or it answers NOT_LEADER (one leader
+//     still does everything: the owner executed nothing); that owner is then declined
+//     until the map's revision changes, so today a follower's partitions cost one
+//     refused request per follower and map. A NOT_OWNER (nothing executed) refreshes
+//     the map and sends the request again to the owner it names (or, naming none, the
+//     refreshed map's), at most Options.OwnerRetries times (default 1), then returns
+//     it. A SubmitBatch whose tasks have several owners is split into one frame per
+//     owner, sent concurrently, the results put back in the batch's order; items
+//     refused with NOT_OWNER are routed again the same bounded number of times. A
+//     workflow batch (a task with parents) is never split: it goes whole to its first
+//     task's owner. Other requests (List, Stats, Pause, Requeue, ...) go the default way.
 //   - Tracing (server/tracing): Submit and SubmitBatch send the W3C trace context of
 //     the span in their ctx, if any, as each task's (a task's own task.Trace wins); a
 //     Worker runs a HandlerFunc of a run whose FIRE carries a trace context in a

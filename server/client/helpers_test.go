@@ -56,6 +56,9 @@ type fake struct {
 	hb     time.Duration // the heartbeat its WELCOME states (0: none)
 	max    uint64        // the max_frame its WELCOME states
 	leader string        // when set, its WELCOME says it follows this leader
+	parts  uint64        // the partitions its WELCOME states (0: none)
+	prev   uint64        // the partition_rev its WELCOME states
+	node   string        // the node its WELCOME names ("": fake)
 	ln     net.Listener
 	reqs   chan fakeReq
 	wg     sync.WaitGroup
@@ -137,8 +140,12 @@ func (f *fake) serve(nc net.Conn) {
 			}
 			if hello {
 				hello = false
-				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: "fake", MaxFrame: f.max, Heartbeat: int64(f.hb),
-					Follower: f.leader != "", Leader: f.leader})
+				node := f.node
+				if node == "" {
+					node = "fake"
+				}
+				f.send(nc, &protocol.Welcome{ID: m.RequestID(), Version: 1, Name: "fake", Node: node, MaxFrame: f.max, Heartbeat: int64(f.hb),
+					Follower: f.leader != "", Leader: f.leader, Partitions: f.parts, PartitionRev: f.prev})
 				continue
 			}
 			f.reqs <- fakeReq{nc, m}

@@ -21,6 +21,7 @@ const (
 	DefaultRequestTimeout   = 30 * time.Second
 	DefaultConcurrency      = 4
 	DefaultMaxCarried       = 1 << 16
+	DefaultOwnerRetries     = 1
 
 	minMaxFrame = 1024
 )
@@ -80,6 +81,14 @@ type Options struct {
 	// takeover, and runs the task again if no report came by then. Batch handlers'
 	// contexts always end with their connection.
 	CancelOnDisconnect bool
+	// OwnerRetries bounds how often one call, refused with NOT_OWNER (a node that does
+	// not own the task's partition: PROTOCOL.md, "Routing"), refreshes the partition map
+	// and sends the request again, to the owner the refusal names (or, naming none, the
+	// one the refreshed map names) before it returns the refusal. A refusal executed
+	// nothing, so sending again is safe; more than one retry only helps while ownership
+	// moves twice within one call. Default 1; negative: none, a NOT_OWNER is returned at
+	// once. At most maxRedirects (100).
+	OwnerRetries int
 	// TLS, if set, makes every connection TLS with this configuration (set RootCAs for
 	// a private CA; ServerName defaults to the dialled host). Default: plain TCP.
 	TLS *tls.Config
@@ -145,6 +154,9 @@ func WithCancelOnDisconnect(cancel bool) Option {
 	return func(o *Options) { o.CancelOnDisconnect = cancel }
 }
 
+// WithOwnerRetries sets Options.OwnerRetries.
+func WithOwnerRetries(n int) Option { return func(o *Options) { o.OwnerRetries = n } }
+
 // WithConcurrency sets Options.Concurrency.
 func WithConcurrency(n int) Option { return func(o *Options) { o.Concurrency = n } }
 
@@ -188,6 +200,9 @@ func (o *Options) setDefaults() {
 	if o.BatchFires == 0 {
 		o.BatchFires = min(o.Concurrency, protocol.MaxFiresRuns)
 	}
+	if o.OwnerRetries == 0 {
+		o.OwnerRetries = DefaultOwnerRetries
+	}
 }
 
 // validate checks the fields after setDefaults and names the first bad one.
@@ -214,6 +229,8 @@ func (o *Options) validate() error {
 		return bad("Concurrency %d outside [1, %d]", o.Concurrency, 1<<20)
 	case o.BatchFires > protocol.MaxFiresRuns:
 		return bad("BatchFires %d exceeds %d", o.BatchFires, protocol.MaxFiresRuns)
+	case o.OwnerRetries > maxRedirects:
+		return bad("OwnerRetries %d exceeds %d", o.OwnerRetries, maxRedirects)
 	}
 	return nil
 }

@@ -136,8 +136,8 @@ func (w *Worker) detachAll(sess *session, slots []*slot, runs *sync.WaitGroup) {
 // connection (as an unsettled report's: carry.go).
 func (w *Worker) keepSurvivor(s *survivor) {
 	o := outcome{fire: s.as, ran: s.fire, result: s.result}
-	if !w.keep(o, ErrConnectionLost) {
-		w.settled(o, ErrConnectionLost)
+	if !w.carry.keep(o, ErrConnectionLost) {
+		o.settled(w.opts.OnAcked, ErrConnectionLost)
 	}
 }
 
@@ -192,7 +192,7 @@ var errNotAdopted = errors.New("client: the leader did not take over the run han
 func (w *Worker) dropSurvivors(ss []*survivor) {
 	w.live.dropped.Add(uint64(len(ss)))
 	for _, s := range ss {
-		w.settled(outcome{fire: s.fire, result: s.result}, errNotAdopted)
+		outcome{fire: s.fire, result: s.result}.settled(w.opts.OnAcked, errNotAdopted)
 	}
 }
 

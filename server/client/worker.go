@@ -109,7 +109,9 @@ func NewWorker(addr string, opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{eps: eps, opts: o, handlers: make(map[string]handler), tracer: tr}, nil
+	w := &Worker{eps: eps, opts: o, handlers: make(map[string]handler), tracer: tr}
+	w.carry.init(&w.opts)
+	return w, nil
 }
 
 // Handle registers h for taskType, replacing an earlier handler of either kind (Handle,
@@ -168,7 +170,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	slices.Sort(types)
 	w.stopping = ctx
-	defer w.dropCarried()
+	defer w.carry.drop()
 	defer w.runners.Wait() // handlers that outlived their connection: ctx ends them too
 
 	fails, redirects := 0, 0
@@ -288,7 +290,7 @@ func (w *Worker) serve(ctx context.Context, cn *conn, types []string, fails *int
 	}
 	// The outcomes an earlier connection left unsettled go first: the server deals with
 	// them before the SUBSCRIBE below grants credits (PROTOCOL.md, CARRY).
-	if err := w.handIn(cn, &carries); err != nil {
+	if err := w.carry.handIn(cn, &carries); err != nil {
 		return fmt.Errorf("client: carry: %w", err)
 	}
 	// Then the runs whose handlers outlived an earlier connection: they hold credits.

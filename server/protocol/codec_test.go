@@ -204,3 +204,21 @@ func TestBatchTasksOwnTheirBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestNotOwnerRoundTrip: a NOT_OWNER names the owner in "leader" and the refusing
+// node's map revision in "partition_rev", and both survive the wire.
+func TestNotOwnerRoundTrip(t *testing.T) {
+	in := &Error{ID: 4, Code: CodeNotOwner, Message: "partition 5 is owned by node-b", Leader: "10.0.0.3:7070", PartitionRev: 77}
+	b, err := AppendFrame(nil, in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Decode(b[headerLen:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok := m.(*Error)
+	if !ok || *out != *in || !errors.Is(out, ErrNotOwner) || out.Code.String() != "NOT_OWNER" {
+		t.Fatalf("decoded %#v, want %#v matching ErrNotOwner", m, in)
+	}
+}

@@ -30,8 +30,9 @@ const (
 	CodeInternal           Code = 15 // a bug or an unexpected failure on the server
 	CodeUnexpected         Code = 16 // a message not valid here: a second HELLO, FIRE from a client, a worker message on a client connection
 	CodeUncertain          Code = 17 // the outcome is unknown (the durable store's write may have committed); resubmitting the same task is safe
+	CodeNotOwner           Code = 18 // a request for a partition this node does not own; Leader names the owner, PartitionRev the map's revision
 
-	numCodes = CodeUncertain + 1
+	numCodes = CodeNotOwner + 1
 )
 
 var codeNames = [numCodes]string{
@@ -52,6 +53,7 @@ var codeNames = [numCodes]string{
 	CodeInternal:           "INTERNAL",
 	CodeUnexpected:         "UNEXPECTED",
 	CodeUncertain:          "UNCERTAIN",
+	CodeNotOwner:           "NOT_OWNER",
 }
 
 // String returns the code's protocol name, or "Code(n)" for a number that is not a code.
@@ -92,6 +94,7 @@ var (
 	ErrInternal           = errors.New("protocol: internal error")
 	ErrUnexpected         = errors.New("protocol: unexpected message")
 	ErrUncertain          = errors.New("protocol: outcome uncertain")
+	ErrNotOwner           = errors.New("protocol: not owner")
 )
 
 var sentinels = [numCodes]error{
@@ -112,6 +115,7 @@ var sentinels = [numCodes]error{
 	CodeInternal:           ErrInternal,
 	CodeUnexpected:         ErrUnexpected,
 	CodeUncertain:          ErrUncertain,
+	CodeNotOwner:           ErrNotOwner,
 }
 
 // Error is both the ERROR message (type 3) and the Go error every decoding or conversion
@@ -122,8 +126,11 @@ type Error struct {
 	Code    Code
 	Message string // for people; not to be parsed
 	Field   string // BAD_FIELD, INVALID_TASK: the path of the field, e.g. "task.schedule.cron"
-	Leader  string // NOT_LEADER: the leader's client address, when known
+	Leader  string // NOT_LEADER: the leader's client address; NOT_OWNER: the owner's; when known
 	RunID   uint64 // STALE_EPOCH, UNKNOWN_RUN: the run the ACK or NACK named
+	// PartitionRev is, for NOT_OWNER, the revision of the partition map the refusing
+	// node holds (PARTITION_MAP "rev"): a client whose map is older asks PARTITIONS.
+	PartitionRev uint64
 }
 
 // Error formats "protocol: CODE: field f: message".

@@ -224,6 +224,7 @@ var errorSpec = message(TypeError, byAnyone,
 	strField("field", MaxNameLen, func(m *Error) *string { return &m.Field }),
 	strField("leader", maxLeaderLen, func(m *Error) *string { return &m.Leader }),
 	uintField("run", func(m *Error) *uint64 { return &m.RunID }),
+	uintField("partition_rev", func(m *Error) *uint64 { return &m.PartitionRev }),
 )
 
 // The messages with no field but "id".

@@ -36,7 +36,7 @@ func samples() []Message {
 		&Hello{ID: 1, Version: Version, Name: "billing-svc", Token: "s3cret", Role: RoleClient},
 		&Welcome{ID: 1, Version: Version, Name: "tockd 0.1", Node: "node-a", Epoch: 7, MaxFrame: DefaultMaxFrame, Heartbeat: int64(500 * time.Millisecond),
 			Partitions: 16, PartitionRev: 42},
-		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5},
+		&Error{ID: 9, Code: CodeNotLeader, Message: "not the leader", Field: "task.tid", Leader: "10.0.0.2:7070", RunID: 5, PartitionRev: 42},
 		&OK{ID: 2},
 		&Ping{ID: 3},
 		&Pong{ID: 3},

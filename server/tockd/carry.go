@@ -3,6 +3,8 @@ package tockd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,9 +83,31 @@ func (r CarryRefusal) String() string {
 // parked, cancelled, or not due after all) before it is refused (UNKNOWN_RUN).
 const carryMaxWait = 10 * time.Second
 
-// holdState is the router's part in carrying outcomes; guarded by router.mu but for
-// nPending and refused.
+// holdState is the router's part in carrying outcomes: a takeover's hold on the runs
+// due (begin, its grace timer armGrace, carryArrived, handIn, end), the index of the
+// runs queued meanwhile (note, forget) and the outcomes waiting for their runs
+// (pending), until the term ends (stop).
+//
+// Invariants:
+//   - on ⇒ grace ≠ nil and held ≠ nil: the grace timer ends the hold at until, which
+//     only grows while on, a CARRY frame moving it to capAt at most.
+//   - nPending = len(pending). stop empties held and pending and counts the term: a
+//     timer armed in an earlier term (its term ≠ h.term) ends nothing.
+//
+// Locking: every field is guarded by router.mu (h.mu) but for those set by init,
+// immutable after, and the atomic nPending and refused. Every method requires
+// router.mu but for init (before the router is shared) and refuseCarried and
+// refuseOutcome, which touch only the atomics; the timers take it themselves.
 type holdState struct {
+	// Set by init, immutable after.
+	mu     *sync.Mutex   // router.mu, taken by the grace and window timers
+	extend time.Duration // CarryGrace: the hold's length, and how long each CARRY frame keeps it on
+	max    time.Duration // CarryHoldMax: the longest a hold lasts while CARRY frames keep arriving
+	log    *slog.Logger
+	// release FIREs the runs held back once the hold ends, if the router leads
+	// (router.drainAllLocked). Requires router.mu.
+	release func()
+
 	on       bool                 // due runs are held back (not FIREd): a takeover's grace
 	indexing bool                 // runs queued go into held: for carryMaxWait after a takeover
 	term     uint64               // counts holds, so that a stale grace timer ends nothing
@@ -96,7 +120,6 @@ type holdState struct {
 	until    time.Time            // when the hold ends: CarryGrace after the takeover or its last CARRY frame
 	since    time.Time            // the takeover
 	capAt    time.Time            // until never passes it: CarryHoldMax after the takeover
-	extend   time.Duration        // CarryGrace: how long each CARRY frame keeps the hold on
 	window   *time.Timer          // ends indexing; stopped when the term ends
 	// refused counts the outcomes refused, by reason (atomic: Stats reads it).
 	refused [NumCarryRefusals]atomic.Uint64
@@ -145,12 +168,19 @@ func (co *carried) result() error {
 	return err
 }
 
-// startHoldLocked begins a takeover's carrying: the runs queued are indexed for
-// carryMaxWait, and the runs due are held back until every worker the previous leader
-// had registered (expect) has sent CARRY, or for Options.CarryGrace. With none
-// registered (or a negative grace) there is nothing to hold back for. Requires r.mu.
-func (r *router[W]) startHoldLocked(expect int) {
-	h := &r.hold
+// init readies h for the router whose lock is mu, with opts' CarryGrace and
+// CarryHoldMax; release is called (with mu held) when a hold ends. Called once,
+// before the router is shared.
+func (h *holdState) init(mu *sync.Mutex, opts *Options, release func()) {
+	h.mu, h.extend, h.max, h.log, h.release = mu, opts.CarryGrace, opts.CarryHoldMax, opts.Logger, release
+}
+
+// begin starts a takeover's carrying: the runs queued are indexed for carryMaxWait,
+// and the runs due are held back until every worker the previous leader had registered
+// (expect) has sent CARRY, or for Options.CarryGrace. waiting is the router's queues
+// (the runs due already) and eng its engine. With none registered (or a negative
+// grace) there is nothing to hold back for. Requires router.mu.
+func (h *holdState) begin(expect int, waiting map[string]*runQueue, eng runEngine) {
 	h.term++
 	h.expect, h.handedIn = expect, 0
 	h.held = map[taskKey]heldRun{}
@@ -160,9 +190,9 @@ func (r *router[W]) startHoldLocked(expect int) {
 	// dropped at the step-down and is loaded anew with a new run, must not take that
 	// run's outcome. HoldTimeout of a waiting run is its check: its timeout is held
 	// already. Cost: O(runs waiting), once a takeover.
-	for _, q := range r.waiting {
+	for _, q := range waiting {
 		for _, f := range q.items[q.head:] {
-			if r.eng.HoldTimeout(f.RunID) == nil {
+			if eng.HoldTimeout(f.RunID) == nil {
 				h.held[taskKey{f.Namespace, f.TaskID}] = heldRun{f: f}
 			}
 		}
@@ -170,50 +200,47 @@ func (r *router[W]) startHoldLocked(expect int) {
 	term := h.term
 	h.indexing = true
 	h.window = time.AfterFunc(carryMaxWait, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		if h.term == term {
 			h.indexing = false
 		}
 	})
-	if expect <= 0 || r.carryGrace <= 0 {
+	if expect <= 0 || h.extend <= 0 {
 		return
 	}
 	h.on = true
 	now := time.Now()
-	h.extend, h.since, h.until, h.capAt = r.carryGrace, now, now.Add(r.carryGrace), now.Add(r.carryHoldMax)
-	r.armGraceLocked(term, now)
-	r.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", r.carryGrace,
-		"max", r.carryHoldMax)
+	h.since, h.until, h.capAt = now, now.Add(h.extend), now.Add(h.max)
+	h.armGrace(term, now)
+	h.log.Info("tockd: holding the loaded runs for the workers' carried outcomes", "workers", expect, "grace", h.extend,
+		"max", h.max)
 }
 
-// armGraceLocked sets the grace timer of the hold of term for h.until: when it fires
-// with the hold extended meanwhile (carryArrived), it is set again for the new end.
-// Requires r.mu.
-func (r *router[W]) armGraceLocked(term uint64, now time.Time) {
-	h := &r.hold
+// armGrace sets the grace timer of the hold of term for h.until: when it fires with
+// the hold extended meanwhile (carryArrived), it is set again for the new end.
+// Requires router.mu.
+func (h *holdState) armGrace(term uint64, now time.Time) {
 	h.grace = time.AfterFunc(h.until.Sub(now), func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		if h.term != term || !h.on {
 			return
 		}
 		if now := time.Now(); now.Before(h.until) {
-			r.armGraceLocked(term, now)
+			h.armGrace(term, now)
 			return
 		}
-		r.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect,
+		h.log.Info("tockd: takeover grace over; dispatching", "handed_in", h.handedIn, "expected", h.expect,
 			"held", time.Since(h.since))
-		r.endHoldLocked()
+		h.end()
 	})
 }
 
-// endHoldLocked ends the hold and FIREs the runs held back. Requires r.mu.
-func (r *router[W]) endHoldLocked() {
-	r.hold.on = false
-	if r.leading {
-		r.drainAllLocked()
-	}
+// end ends the hold and FIREs the runs held back (release). Requires router.mu.
+func (h *holdState) end() {
+	h.on = false
+	h.release()
 }
 
 // handIn counts the worker whose state is ws toward ending the hold (once: at its first

@@ -13,6 +13,39 @@ import (
 // A takeover's load of the durable tasks into the engine, and a step-down's drop of
 // them (durability; the standby mirror's records are loaded the same way).
 
+// durLoad is one takeover's load of the durable records into the engine (loadDurable,
+// or loadMirrored from a standby's mirror): what was read before it (the run locks and
+// the recurring tasks' progress), the workflow members kept for last (wf), the stale
+// records passed over (stale), and how many records it loaded.
+//
+// Invariants:
+//   - A record loaded is claimed in d.tasks at its version and under the loading term
+//     (d.lead.fence when it is read), or it is not in the engine: a claim whose task the
+//     engine refused is released. A workflow member is claimed, and enters the engine
+//     only with the rest of its workflow (finish: workflowLoad.enter).
+//   - n counts the records in the engine once finish is done (a workflow wf.enter
+//     refused is taken off it).
+//
+// Locking: a durLoad belongs to the goroutine of the load (leadership's), which the
+// store's load calls back (record, hooks) one record at a time; it is never shared.
+// The claims and packs it touches are d's, under d.mu (claim, release, the Pack hook).
+// Its engine calls are made with no lock held.
+type durLoad struct {
+	d      *durability
+	locked map[store.Key]bool          // the run locks held (exclusive.go): such a task is parked
+	next   map[store.Key]store.NextDue // the recurring tasks' progress, by key
+	epoch  uint64                      // the term loading
+	wf     workflowLoad
+	stale  staleRecords
+	n      int // records loaded
+}
+
+// newDurLoad starts a load of d's records as the leader of epoch, with the run locks
+// and progress read.
+func newDurLoad(d *durability, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) *durLoad {
+	return &durLoad{d: d, locked: locked, next: next, epoch: epoch, wf: workflowLoad{d: d}}
+}
+
 // loadDurable submits every stored record to the engine, as the leader of epoch, reading
 // them (and the run locks) from etcd. A record that cannot be decoded or that the engine
 // refuses is logged and left in the store. An exclusive task with a run lock (its last
@@ -28,23 +61,31 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	n := 0
-	wf := workflowLoad{d: d}
-	var stale staleRecords
-	_, err = d.st.Records().LoadAll(ctx, func(r store.Record) error {
-		if d.loadRecord(r, locked, next, epoch, &wf) {
-			n++
-		}
-		return nil
-	}, d.loadHooks(&stale))
+	l := newDurLoad(d, locked, next, epoch)
+	_, err = d.st.Records().LoadAll(ctx, l.record, l.hooks())
 	if err != nil {
-		wf.release()
+		l.wf.release()
 		return fmt.Errorf("tockd: load durable tasks: %w", err)
 	}
-	n -= wf.enter()
-	d.log.Info("tockd: durable tasks loaded from etcd", "count", n)
-	d.endStale(ctx, &stale)
+	l.finish(ctx, "tockd: durable tasks loaded from etcd")
 	return nil
+}
+
+// loadMirrored is loadDurable from a standby's mirror (its records of their own and its
+// packs): no read of etcd but the deletes of stale records.
+func (d *durability) loadMirrored(ctx context.Context, records []store.Record, packs *store.PackSet, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
+	d.forgetRefused()
+	l := newDurLoad(d, locked, next, epoch)
+	_ = packs.Merge(records, l.record, l.hooks())
+	l.finish(ctx, "tockd: durable tasks loaded from the standby mirror")
+}
+
+// finish enters the workflows kept for last, logs msg with the count loaded, and
+// deletes the stale records (endStale).
+func (l *durLoad) finish(ctx context.Context, msg string) {
+	l.n -= l.wf.enter()
+	l.d.log.Info(msg, "count", l.n)
+	l.endStale(ctx)
 }
 
 // staleRecords are what a load passed over (store.LoadHooks.Stale): records of their
@@ -52,11 +93,12 @@ func (d *durability) loadDurable(ctx context.Context, epoch uint64) error {
 // packs' bitmaps at once.
 type staleRecords struct{ own []store.Versioned }
 
-// loadHooks are a takeover's load hooks: every pack read joins the term's packs (its
-// done bitmap as stored), a stale pack entry gets its done bit, a stale record of its own
-// goes to stale.own. A pack that is done once its stale entries are (none of it loads)
-// is marked by the deleter, which deletes it.
-func (d *durability) loadHooks(stale *staleRecords) store.LoadHooks {
+// hooks are a takeover's load hooks: every pack read joins the term's packs (its done
+// bitmap as stored), a stale pack entry gets its done bit, a stale record of its own
+// goes to l.stale. A pack that is done once its stale entries are (none of it loads) is
+// marked by the deleter, which deletes it.
+func (l *durLoad) hooks() store.LoadHooks {
+	d := l.d
 	term := d.lead.fence.Load()
 	return store.LoadHooks{
 		Pack: func(pd store.PackDone) {
@@ -73,49 +115,34 @@ func (d *durability) loadHooks(stale *staleRecords) store.LoadHooks {
 				d.endPack(r.Pack)
 				return
 			}
-			stale.own = append(stale.own, store.Versioned{Key: store.Key{Namespace: r.Namespace, ID: r.ID}, Version: r.Version})
+			l.stale.own = append(l.stale.own, store.Versioned{Key: store.Key{Namespace: r.Namespace, ID: r.ID}, Version: r.Version})
 		},
 	}
 }
 
 // endStale deletes the stale records of their own, fenced by the term, once the load is
 // done; a failure is logged (the next load passes them over again).
-func (d *durability) endStale(ctx context.Context, stale *staleRecords) {
+func (l *durLoad) endStale(ctx context.Context) {
+	d := l.d
 	f := d.lead.fence.Load()
-	if len(stale.own) == 0 || f == nil {
+	if len(l.stale.own) == 0 || f == nil {
 		return
 	}
-	err := d.st.Records().DeleteBatchFenced(ctx, *f, stale.own)
+	err := d.st.Records().DeleteBatchFenced(ctx, *f, l.stale.own)
 	d.lead.fencedOut(*f, err)
 	if err != nil {
 		d.log.Warn("tockd: records replaced by a later version in a pack NOT deleted; the next load passes them over again",
-			"count", len(stale.own), "err", err)
+			"count", len(l.stale.own), "err", err)
 	}
 }
 
-// loadMirrored is loadDurable from a standby's mirror (its records of their own and its
-// packs): no read of etcd but the deletes of stale records.
-func (d *durability) loadMirrored(ctx context.Context, records []store.Record, packs *store.PackSet, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64) {
-	d.forgetRefused()
-	n := 0
-	wf := workflowLoad{d: d}
-	var stale staleRecords
-	_ = packs.Merge(records, func(r store.Record) error {
-		if d.loadRecord(r, locked, next, epoch, &wf) {
-			n++
-		}
-		return nil
-	}, d.loadHooks(&stale))
-	n -= wf.enter()
-	d.log.Info("tockd: durable tasks loaded from the standby mirror", "count", n)
-	d.endStale(ctx, &stale)
-}
-
-// loadRecord submits one record to the engine (see loadDurable), in the place of a
-// finished copy of its task the engine still holds (forgetFinished); false if it was not.
-// A workflow member's (a task with parents) is claimed and kept in wf instead, for
-// workflowLoad.enter, once every other record is in.
-func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next map[store.Key]store.NextDue, epoch uint64, wf *workflowLoad) bool {
+// record submits one record to the engine (see loadDurable), in the place of a
+// finished copy of its task the engine still holds (forgetFinished), and counts it in
+// l.n if it was. A workflow member's (a task with parents) is claimed and kept in l.wf
+// instead, for workflowLoad.enter, once every other record is in. It never fails: a
+// record not loaded is logged (the store's load goes on).
+func (l *durLoad) record(r store.Record) error {
+	d := l.d
 	w, err := decodeTask(r.Body)
 	if err == nil {
 		var t task.Task
@@ -128,22 +155,23 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 			// A recurring task continues where its last leader was, if that progress is of
 			// this version (a replacement's schedule is its own).
 			var nextDue time.Time
-			if nd, ok := next[sk]; ok && nd.Version == t.Version {
+			if nd, ok := l.next[sk]; ok && nd.Version == t.Version {
 				nextDue = time.Unix(0, nd.Due)
 			}
 			if e.fp, err = printOf(w, r.Body, true); err == nil {
 				_, _, err = d.claim(k, e)
 			}
 			if err == nil && t.DependsOn != nil {
-				d.forgetFinished(k)
-				wf.add(t, k, e)
-				return true
+				l.forgetFinished(k)
+				l.wf.add(t, k, e)
+				l.n++
+				return nil
 			}
 			if err == nil {
-				d.forgetFinished(k)
+				l.forgetFinished(k)
 				var in task.Info
-				if t.Exclusive && locked[sk] {
-					in, err = d.locks.parkLocked(t, nextDue, epoch)
+				if t.Exclusive && l.locked[sk] {
+					in, err = d.locks.parkLocked(t, nextDue, l.epoch)
 				} else {
 					in, err = d.engine.Continue(t, nextDue)
 				}
@@ -157,9 +185,10 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 	}
 	if err != nil {
 		d.log.Error("tockd: durable record not loaded", "ns", r.Namespace, "id", r.ID, "err", err)
-		return false
+		return nil
 	}
-	return true
+	l.n++
+	return nil
 }
 
 // forgetFinished drops the engine's copy of k if it has finished (SUCCEEDED, DEAD or
@@ -175,9 +204,10 @@ func (d *durability) loadRecord(r store.Record, locked map[store.Key]bool, next 
 // record as before). Only a takeover's load calls it, before the term dispatches and
 // while requests are refused (NOT_LEADER), so nothing revives the copy between the
 // look and the drop. Cost: an engine Get, O(1).
-func (d *durability) forgetFinished(k taskKey) {
-	if in, err := d.engine.Get(k.ns, k.id); err == nil && in.State.Terminal() {
-		_ = d.engine.Drop(k.ns, k.id) // gone meanwhile (its retention ended): nothing to drop
+func (l *durLoad) forgetFinished(k taskKey) {
+	eng := l.d.engine
+	if in, err := eng.Get(k.ns, k.id); err == nil && in.State.Terminal() {
+		_ = eng.Drop(k.ns, k.id) // gone meanwhile (its retention ended): nothing to drop
 	}
 }
 

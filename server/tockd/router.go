@@ -88,10 +88,11 @@ type runEngine interface {
 //     older runs of its type wait queues behind them.
 //
 // Locking: every field below mu is guarded by mu unless it says otherwise. mu is taken
-// by engine handlers (route), worker connections' readers (subscribe, credit, take,
-// remove, CARRY) and writers (offer), PAUSE and RESUME, leadership changes (setLeading,
-// evictAll) and the registry (subscribed); it is
-// never held across a blocking operation. Lock order: router.mu, then a connection's
+// by engine handlers (route, broadcasts.route) and broadcast fan-outs (broadcasts.fanOut),
+// worker connections' readers (subscribe, credit, take, remove, CARRY) and writers
+// (offer), PAUSE and RESUME, leadership changes (setLeading, evictAll), the takeover
+// hold's timers (holdState) and the registry (subscribed); it is never held across a
+// blocking operation. Lock order: router.mu, then a connection's
 // outMu (workerConn.push) or an engine shard's lock (runEngine.HoldTimeout,
 // StartTimeout, and Engine.Get in carry.go). Nothing holding either of those takes mu.
 //
@@ -100,12 +101,8 @@ type runEngine interface {
 // remove are O(types of the worker), plus the runs they fire or fail.
 type router[W workerConn] struct {
 	// Set by init, immutable after.
-	eng        runEngine
-	strategy   Dispatch
-	carryGrace time.Duration
-	// carryHoldMax is Options.CarryHoldMax: the longest a takeover's hold lasts while
-	// CARRY frames keep arriving.
-	carryHoldMax time.Duration
+	eng      runEngine
+	strategy Dispatch
 	// reconnectGrace is Options.ReconnectGrace: how long a closed worker connection's
 	// runs in flight are kept for it (orphans) before they fail; 0 or less: at once.
 	reconnectGrace time.Duration
@@ -134,9 +131,8 @@ type router[W workerConn] struct {
 	// their turn comes (drainLocked), unFIREd.
 	adoptedWaiting map[uint64]bool
 	pushed         pushedConns[W] // flushed before mu is let go
-	// broadcasts holds, per broadcast task, the workers its latest occurrence fanned out
-	// to (broadcast.go): its run of shard i goes to broadcasts[task][i] alone.
-	broadcasts map[taskKey][]W
+	// broadcasts routes broadcast tasks' runs, each to its own worker (broadcast.go).
+	broadcasts broadcaster[W]
 }
 
 // orphanRuns are the runs in flight on worker connections that closed while this node
@@ -190,12 +186,17 @@ type leaseCheck interface {
 // Store: it is alone). Called once, before r is shared.
 func (r *router[W]) init(eng runEngine, opts *Options, leading bool) {
 	r.eng, r.log = eng, opts.Logger
-	r.maxWaiting, r.maxPerType, r.carryGrace = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType, opts.CarryGrace
-	r.carryHoldMax = opts.CarryHoldMax
+	r.maxWaiting, r.maxPerType = opts.MaxWaitingRuns, opts.MaxWaitingRunsPerType
+	r.hold.init(&r.mu, opts, func() {
+		if r.leading {
+			r.drainAllLocked()
+		}
+	})
 	r.reconnectGrace, r.orphans = opts.ReconnectGrace, orphanRuns{}
 	r.table.init(opts.Dispatch)
 	r.waiting, r.paused = map[string]*runQueue{}, typeSet{}
 	r.leading = leading
+	r.broadcasts.r = r
 }
 
 // route is the engine handler's part: it FIREs f (the attempt of a task, recurring or
@@ -357,7 +358,7 @@ func (r *router[W]) subscribe(w W, name string, types []string, credits uint64) 
 	if first && r.leading && r.hold.handIn(ws) {
 		// Every worker expected has sent its CARRY frames (before this SUBSCRIBE).
 		r.log.Info("tockd: every registered worker handed in its outcomes; dispatching", "workers", r.hold.handedIn)
-		r.endHoldLocked()
+		r.hold.end()
 		return first
 	}
 	for _, typ := range ws.types {
@@ -510,7 +511,7 @@ func (r *router[W]) setLeading(leading bool, epoch uint64, lease leaseCheck, exp
 		changed = true
 		r.changes.Add(1)
 		if leading && expect != nil {
-			r.startHoldLocked(expect())
+			r.hold.begin(expect(), r.waiting, r.eng)
 		} else if !leading {
 			refused = r.hold.stop()
 			// Handed back, as remove does when not leading: the next leader redelivers.

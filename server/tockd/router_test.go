@@ -659,7 +659,7 @@ func TestRouterTakeoverHold(t *testing.T) {
 	again := tr.r.hold.handIn(tr.r.table.state(w1)) // a connection's second CARRY counts once
 	last := tr.r.hold.handIn(tr.r.table.state(w2))  // w2 has not subscribed: a CARRY comes first
 	if last {
-		tr.r.endHoldLocked()
+		tr.r.hold.end()
 	}
 	tr.r.mu.Unlock()
 	if held != 2 || first || again || !last {

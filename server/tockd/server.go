@@ -101,7 +101,7 @@ func New(options ...Option) (*Server, error) {
 			}))
 		}
 		// A broadcast occurrence fans out to the workers subscribed to its type (broadcast.go).
-		eopts = append(eopts, task.WithBroadcastWidth(func(t *task.Task) int { return s.router.broadcastTargets(t) }))
+		eopts = append(eopts, task.WithBroadcastWidth(func(t *task.Task) int { return s.router.broadcasts.fanOut(t) }))
 		e, err := task.New(eopts...)
 		if err != nil {
 			_ = tr.Shutdown(context.Background()) // its exporter's goroutine; nothing was traced

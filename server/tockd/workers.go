@@ -98,7 +98,7 @@ func (rr *remoteRuns) handler(_ context.Context, run *task.Run) error {
 
 	if t.Broadcast {
 		i, _ := run.Shard()
-		return rr.router.routeTo(fire, i)
+		return rr.router.broadcasts.route(fire, i)
 	}
 	return rr.router.route(fire, t.Schedule.Recurring())
 }
