@@ -1,6 +1,7 @@
 package tockd
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +115,62 @@ func TestCancelledParentsChildrenNotRunAfterFailover(t *testing.T) {
 	}
 	if ids := storedIDs(t, n.st2); len(ids) != 0 {
 		t.Errorf("records at the new leader: %v, want none", ids)
+	}
+}
+
+// TestDeadParentsCascadeDeletedAsOneGroup: a durable parent p of 200 ParentCancel
+// children, one of which (k0) has a child g, and of one ParentRunAnyway child r, ends
+// DEAD (its worker's NACK, not retryable). Its delete and those of the 201 tasks its end
+// cancels reach the deleter as one batch, g before k0 and p last, more than one
+// transaction holds (124 a transaction): the NACK's OK comes once all are gone. r is not
+// in it: it runs, its parent counted as done.
+func TestDeadParentsCascadeDeletedAsOneGroup(t *testing.T) {
+	st, ds, c, w := startDurableWithWorker(t, 2) // p's FIRE, then r's
+	batches := make(chan []store.Versioned, 64)
+	d := ds.srv.replica.dur
+	d.mu.Lock()
+	d.beforeDelete = func(keys []store.Versioned) { batches <- keys }
+	d.mu.Unlock()
+	const kids = 200
+	ws := []protocol.Task{durableWorkTask("p")}
+	for i := range kids {
+		ws = append(ws, durableChild(fmt.Sprint("k", i), "p"))
+	}
+	ws = append(ws, durableChild("g", "k0"))
+	r := durableChild("r", "p")
+	r.DependsOn.OnParentFailure = task.ParentRunAnyway
+	ws = append(ws, r)
+	for i, res := range c.batch(2, ws...) {
+		if res.Code != 0 {
+			t.Fatalf("result %d: %+v", i, res)
+		}
+	}
+	f := w.fire()
+	if f.TaskID != "p" {
+		t.Fatalf("FIRE %s, want p", f.TaskID)
+	}
+	wantOK(t, w.req(&protocol.Nack{RunID: f.RunID, Epoch: f.Epoch, Err: "boom"})) // once the group is deleted
+	var group []store.Versioned
+	select {
+	case group = <-batches:
+	default:
+		t.Fatal("the NACK was answered OK with no delete batch taken")
+	}
+	pos := map[string]int{}
+	for i, k := range group {
+		pos[k.ID] = i
+	}
+	if len(group) != kids+2 || pos["p"] != len(group)-1 || pos["g"] > pos["k0"] {
+		t.Fatalf("the first delete batch holds %d keys, p at %d, g at %d, k0 at %d; want %d keys, p last, g before k0",
+			len(group), pos["p"], pos["g"], pos["k0"], kids+2)
+	}
+	if _, ok := pos["r"]; ok {
+		t.Fatal("r (ParentRunAnyway) was deleted with the group")
+	}
+	if ids := storedIDs(t, st); len(ids) != 1 || !ids["default/r"] {
+		t.Fatalf("records once p's NACK is confirmed: %d (%v), want r alone", len(ids), len(ids) < 10 && len(ids) > 0)
+	}
+	if f := w.fire(); f.TaskID != "r" {
+		t.Fatalf("FIRE %s after p's end, want r", f.TaskID)
 	}
 }
